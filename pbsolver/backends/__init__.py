@@ -1,0 +1,183 @@
+"""Backends: the handful of kernels the solver loop and the multigrid cycle run on.
+
+The orchestration (:mod:`pbsolver.solver`, :mod:`pbsolver.multigrid`) is written once against
+:class:`Backend`; a backend owns its arrays (NumPy for ``"cpu"``, CuPy device memory for
+``"cuda"``) and never decides anything about convergence.
+
+Nothing here imports CUDA: ``"cuda"`` is imported on first use, and ``"auto"`` picks it only when
+a device is usable.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from dataclasses import dataclass
+
+from ..exceptions import BackendUnavailableError, InputError
+
+BACKENDS = ("auto", "cpu", "cuda")
+
+
+@dataclass
+class Stencil:
+    """The discrete operator and right-hand side of one problem, stored on a backend.
+
+    Attributes
+    ----------
+    cx, cy, cz : arrays (nx, ny, nz)
+        Face coefficients ε_face / h² (``cx[i]`` joins nodes i and i+1 along x).
+    diag : array (nx, ny, nz)
+        Σ of the six face coefficients plus κ̄² (1 on fixed boundary nodes).
+    b : array (nx, ny, nz)
+        Right-hand side (zero on fixed nodes; zero mean when the problem is singular).
+    periodic : bool
+        Periodic (all nodes unknown, wrap-around) or Dirichlet (outer layer fixed).
+    singular : bool
+        Periodic without salt: φ is defined up to a constant, fixed by a zero mean.
+    """
+
+    cx: object
+    cy: object
+    cz: object
+    diag: object
+    b: object
+    periodic: bool
+    singular: bool
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        """Grid shape."""
+        return tuple(self.b.shape)
+
+    @property
+    def dtype(self):
+        """Storage dtype of the arrays."""
+        return self.b.dtype
+
+
+class Backend:
+    """Interface every backend implements (the CPU backend is the reference implementation).
+
+    Kernels work in place on the backend's own arrays and return nothing unless stated; only
+    the methods returning a ``float`` synchronise with the host.
+    """
+
+    name: str = "abstract"
+
+    # --- data movement -----------------------------------------------------------------
+    def asarray(self, a, dtype):
+        """Copy a NumPy/CuPy array into a new backend array of ``dtype``."""
+        raise NotImplementedError
+
+    def to_caller(self, a, like):
+        """Return backend array ``a`` in the array library of ``like`` (NumPy or CuPy)."""
+        raise NotImplementedError
+
+    def copy(self, a):
+        """A new backend array equal to ``a``."""
+        raise NotImplementedError
+
+    def zeros(self, shape, dtype):
+        """A new backend array of zeros."""
+        raise NotImplementedError
+
+    # --- setup -------------------------------------------------------------------------
+    def stencil(self, problem, dtype) -> Stencil:
+        """Face coefficients, diagonal and right-hand side of ``problem`` in ``dtype``."""
+        raise NotImplementedError
+
+    # --- kernels -----------------------------------------------------------------------
+    def sor_sweeps(self, st: Stencil, x, omega: float, count: int) -> None:
+        """``count`` red–black SOR sweeps in place (red then black), race-free."""
+        raise NotImplementedError
+
+    def jacobi_sweeps(self, st: Stencil, x, work, omega: float, count: int) -> None:
+        """``count`` weighted-Jacobi sweeps with two buffers; the result ends in ``x``."""
+        raise NotImplementedError
+
+    def residual(self, st: Stencil, x, out) -> None:
+        """``out = b − A x`` on the unknowns, zero on fixed nodes."""
+        raise NotImplementedError
+
+    def residual_norm(self, st: Stencil, x) -> float:
+        """‖b − A x‖₂ over the unknowns, accumulated in float64 (synchronises)."""
+        raise NotImplementedError
+
+    def axpy(self, y, x, a: float) -> None:
+        """``y += a·x`` in place (``y`` may be float64 while ``x`` is float32)."""
+        raise NotImplementedError
+
+    def remove_mean(self, x) -> None:
+        """Subtract the mean of ``x`` (float64 accumulation) in place."""
+        raise NotImplementedError
+
+    def synchronize(self) -> None:
+        """Wait for queued work (a no-op on the CPU)."""
+
+
+def cuda_available() -> bool:
+    """True when numba-cuda and CuPy import and a CUDA device is usable (never raises)."""
+    if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
+        return False
+    try:
+        from numba import cuda
+
+        if not cuda.is_available():
+            return False
+        import cupy  # noqa: F401
+    except Exception:  # any import or driver failure means: not usable here
+        return False
+    return True
+
+
+@functools.cache
+def _load(name: str) -> Backend:
+    if name == "cpu":
+        from .cpu import CPUBackend
+
+        return CPUBackend()
+    if name == "cuda":
+        if not cuda_available():
+            raise BackendUnavailableError(
+                "backend='cuda' needs numba-cuda, CuPy and a usable NVIDIA GPU; none found here "
+                "(install pbsolver[cuda12] or pbsolver[cuda13], or use backend='cpu')"
+            )
+        from .cuda import CUDABackend
+
+        return CUDABackend()
+    raise InputError(f"backend must be one of {BACKENDS}, got {name!r}")
+
+
+def get_backend(name: str = "auto", like=None) -> Backend:
+    """Return the backend called ``name``.
+
+    Parameters
+    ----------
+    name : {"auto", "cpu", "cuda"}
+        ``"auto"`` picks CUDA when a device is usable (or when ``like`` is a device array), else
+        the CPU.
+    like : array, optional
+        An input array; a CuPy array makes ``"auto"`` choose CUDA.
+
+    Raises
+    ------
+    InputError
+        Unknown name.
+    BackendUnavailableError
+        ``"cuda"`` asked for where no GPU is usable.
+    """
+    if isinstance(name, Backend):
+        return name
+    if name not in BACKENDS:
+        raise InputError(f"backend must be one of {BACKENDS}, got {name!r}")
+    if name == "auto":
+        from .._arrays import is_device_array
+
+        if like is not None and is_device_array(like):
+            return _load("cuda")
+        return _load("cuda") if cuda_available() else _load("cpu")
+    return _load(name)
+
+
+__all__ = ["BACKENDS", "Backend", "Stencil", "cuda_available", "get_backend"]

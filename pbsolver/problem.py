@@ -1,0 +1,230 @@
+"""The Problem: everything that defines one reaction-field solve on one grid.
+
+See DESIGN §1. The unknown is the reaction-field potential φ_rf (kJ mol⁻¹ e⁻¹) of
+
+    -∇·(ε ∇φ_rf) + κ̄² φ_rf = ∇·((ε − ε_c) ∇φ_c) − κ̄² φ_c
+
+discretised with the 7-point stencil on face permittivities.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+
+from ._arrays import array_module, as_real_array, first_bad_index
+from .exceptions import InputError
+from .grid import Grid
+
+BOUNDARIES = ("dirichlet", "periodic")
+FACE_RULES = ("arithmetic", "harmonic")
+
+
+class Problem:
+    """One linearised Poisson–Boltzmann reaction-field problem on a grid.
+
+    Parameters
+    ----------
+    grid : Grid
+        The grid all maps live on.
+    epsilon : array (nx, ny, nz), optional
+        Relative permittivity at the nodes. Face values are formed with ``face_rule``.
+        Give either this or ``epsilon_faces``.
+    phi_coulomb : array (nx, ny, nz)
+        Coulomb potential φ_c of the charges in a homogeneous medium of permittivity
+        ``eps_cavity``, kJ mol⁻¹ e⁻¹. ±inf is allowed only at nodes whose six faces all equal
+        ``eps_cavity`` and where κ̄² is zero (a charge sitting on a node); NaN never.
+    eps_cavity : float
+        ε_c, the permittivity φ_c was computed in (normally the solute's ε_in).
+    epsilon_faces : tuple of 3 arrays (nx, ny, nz), optional
+        Face permittivities ``(ex, ey, ez)``; ``ex[i, j, k]`` is the face between nodes
+        ``(i, j, k)`` and ``(i+1, j, k)``. The last layer along each axis is read only with
+        periodic boundaries.
+    kappa2 : array (nx, ny, nz), optional
+        κ̄² = ε_out κ² in Å⁻² (zero outside the ion-accessible region). None: no salt.
+    boundary : {"dirichlet", "periodic"}
+        Dirichlet: the outermost layer of nodes holds fixed φ_rf (``boundary_values``, zero when
+        None); periodic: neighbours wrap around and, with no salt, φ_rf has zero mean.
+    boundary_values : array (nx, ny, nz), optional
+        φ_rf on the outer layer for Dirichlet boundaries (inner values ignored).
+    face_rule : {"arithmetic", "harmonic"}
+        How a node map becomes face values: ½(ε_s + ε_n) (the seed's rule) or the harmonic mean
+        2 ε_s ε_n / (ε_s + ε_n) (about 4× more accurate on a Born ion).
+
+    Raises
+    ------
+    InputError
+        Naming the field and the bad value: wrong rank or shape, non-real dtype, NaN/inf,
+        ε ≤ 0, κ̄² < 0, unknown boundary or face rule.
+
+    Notes
+    -----
+    Arrays are kept in the caller's array library (NumPy or CuPy); the solver returns φ_rf in the
+    same library. Nothing is copied at construction beyond an integer-to-float promotion.
+    """
+
+    def __init__(
+        self,
+        grid: Grid,
+        epsilon=None,
+        phi_coulomb=None,
+        eps_cavity: float = 1.0,
+        *,
+        epsilon_faces=None,
+        kappa2=None,
+        boundary: Literal["dirichlet", "periodic"] = "dirichlet",
+        boundary_values=None,
+        face_rule: Literal["arithmetic", "harmonic"] = "arithmetic",
+    ):
+        if not isinstance(grid, Grid):
+            raise InputError(f"grid must be a pbsolver.Grid, got {type(grid).__name__}")
+        self.grid = grid
+        shape = grid.shape
+        if boundary not in BOUNDARIES:
+            raise InputError(f"boundary must be one of {BOUNDARIES}, got {boundary!r}")
+        if face_rule not in FACE_RULES:
+            raise InputError(f"face_rule must be one of {FACE_RULES}, got {face_rule!r}")
+        self.boundary = boundary
+        self.face_rule = face_rule
+        try:
+            self.eps_cavity = float(eps_cavity)
+        except (TypeError, ValueError) as exc:
+            raise InputError(f"eps_cavity must be a number, got {eps_cavity!r}") from exc
+        if not (np.isfinite(self.eps_cavity) and self.eps_cavity > 0):
+            raise InputError(f"eps_cavity must be finite and > 0, got {self.eps_cavity}")
+
+        if (epsilon is None) == (epsilon_faces is None):
+            raise InputError("give exactly one of epsilon (node map) or epsilon_faces=(ex, ey, ez)")
+        if epsilon is not None:
+            self.epsilon = as_real_array(epsilon, "epsilon", shape)
+            _check_positive(self.epsilon, "epsilon")
+            self.epsilon_faces = None
+        else:
+            if not isinstance(epsilon_faces, tuple | list) or len(epsilon_faces) != 3:
+                raise InputError("epsilon_faces must be a tuple of three arrays (ex, ey, ez)")
+            faces = []
+            for axis, face in zip("xyz", epsilon_faces, strict=True):
+                name = f"epsilon_faces[{'xyz'.index(axis)}] (e{axis})"
+                face = as_real_array(face, name, shape)
+                _check_positive(face, name)
+                faces.append(face)
+            self.epsilon = None
+            self.epsilon_faces = tuple(faces)
+
+        self.phi_coulomb = as_real_array(phi_coulomb, "phi_coulomb", shape)
+        xp = array_module(self.phi_coulomb)
+        if bool(xp.isnan(self.phi_coulomb).any()):
+            idx = first_bad_index(xp.isnan(self.phi_coulomb))
+            raise InputError(f"phi_coulomb is NaN at node {idx}")
+
+        self.kappa2 = None
+        if kappa2 is not None:
+            self.kappa2 = as_real_array(kappa2, "kappa2", shape)
+            _check_finite(self.kappa2, "kappa2")
+            xk = array_module(self.kappa2)
+            if bool((self.kappa2 < 0).any()):
+                idx = first_bad_index(self.kappa2 < 0)
+                raise InputError(
+                    f"kappa2 must be >= 0, got {float(self.kappa2[idx])} at node {idx}"
+                )
+            if not bool(xk.any(self.kappa2)):
+                self.kappa2 = None  # all zero: no salt
+
+        self.boundary_values = None
+        if boundary_values is not None:
+            if boundary == "periodic":
+                raise InputError("boundary_values only apply to boundary='dirichlet'")
+            self.boundary_values = as_real_array(boundary_values, "boundary_values", shape)
+            _check_finite_on_boundary(self.boundary_values, "boundary_values")
+
+        self._check_singular_coulomb()
+
+    # ------------------------------------------------------------------ derived data
+    @property
+    def xp(self):
+        """The array library of the problem's arrays (numpy or cupy)."""
+        return array_module(self.phi_coulomb)
+
+    @property
+    def has_salt(self) -> bool:
+        """True when κ̄² is nonzero somewhere."""
+        return self.kappa2 is not None
+
+    @property
+    def is_singular(self) -> bool:
+        """True for a periodic problem without salt (φ_rf defined up to a constant)."""
+        return self.boundary == "periodic" and self.kappa2 is None
+
+    def face_permittivities(self, dtype=np.float64):
+        """Face permittivities ``(ex, ey, ez)`` in the problem's array library.
+
+        For a node map, ``ex[i] = rule(ε[i], ε[i+1])`` with wrap-around at the last layer (read
+        only with periodic boundaries).
+        """
+        if self.epsilon_faces is not None:
+            return tuple(f.astype(dtype, copy=False) for f in self.epsilon_faces)
+        xp = array_module(self.epsilon)
+        eps = self.epsilon.astype(dtype, copy=False)
+        faces = []
+        for axis in range(3):
+            nxt = xp.roll(eps, -1, axis=axis)
+            if self.face_rule == "arithmetic":
+                faces.append(0.5 * (eps + nxt))
+            else:
+                faces.append(2.0 * eps * nxt / (eps + nxt))
+        return tuple(faces)
+
+    def _check_singular_coulomb(self):
+        """Allow ±inf in φ_c only where every face around the node equals ε_c and κ̄² = 0."""
+        xp = self.xp
+        inf = xp.isinf(self.phi_coulomb)
+        if not bool(inf.any()):
+            return
+        ok = xp.ones(self.grid.shape, dtype=bool)
+        for axis, face in enumerate(self.face_permittivities()):
+            same = face == self.eps_cavity
+            ok &= same & xp.roll(same, 1, axis=axis)
+        if self.kappa2 is not None:
+            ok &= self.kappa2 == 0
+        bad = inf & ~ok
+        if bool(bad.any()):
+            idx = first_bad_index(bad)
+            raise InputError(
+                f"phi_coulomb is infinite at node {idx}, where a face permittivity differs from "
+                f"eps_cavity={self.eps_cavity} or kappa2 > 0; a charge on a node must sit inside "
+                "a region of permittivity eps_cavity"
+            )
+
+    # ------------------------------------------------------------------ display
+    def __repr__(self) -> str:
+        eps = "faces" if self.epsilon_faces is not None else f"node map ({self.face_rule})"
+        salt = "with salt" if self.has_salt else "no salt"
+        return (
+            f"Problem({self.grid!r}, epsilon={eps}, eps_cavity={self.eps_cavity:g}, "
+            f"{salt}, boundary={self.boundary!r})"
+        )
+
+
+def _check_finite(a, name):
+    xp = array_module(a)
+    finite = xp.isfinite(a)
+    if not bool(finite.all()):
+        idx = first_bad_index(~finite)
+        raise InputError(f"{name} must be finite, got {float(a[idx])} at node {idx}")
+
+
+def _check_positive(a, name):
+    _check_finite(a, name)
+    if bool((a <= 0).any()):
+        idx = first_bad_index(a <= 0)
+        raise InputError(f"{name} must be > 0, got {float(a[idx])} at node {idx}")
+
+
+def _check_finite_on_boundary(a, name):
+    xp = array_module(a)
+    bad = ~xp.isfinite(a)
+    bad[1:-1, 1:-1, 1:-1] = False
+    if bool(bad.any()):
+        idx = first_bad_index(bad)
+        raise InputError(f"{name} must be finite on the outer layer, got {float(a[idx])} at {idx}")

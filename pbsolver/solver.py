@@ -1,0 +1,499 @@
+"""The Solver: iterate a backend's kernels to convergence, checking the residual sparingly.
+
+The loop here is the only place that decides anything (when to check, when to stop, what to
+report); it does not know which backend or which method runs it. A method is a small object
+with ``setup`` and ``step(count)`` (see :data:`METHODS`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import importlib.util
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ._arrays import array_module, as_real_array
+from .backends import Backend, Stencil, get_backend
+from .exceptions import ConvergenceError, InputError
+from .problem import Problem
+
+#: Stop as "diverging" when the residual exceeds this multiple of the initial one.
+DIVERGENCE_FACTOR = 1e4
+#: Stop as "stagnated" after this many checks without a 0.1 % improvement of the best residual.
+STAGNATION_CHECKS = 30
+
+
+@dataclass
+class SolveResult:
+    """What :meth:`Solver.solve` returns.
+
+    Attributes
+    ----------
+    phi_rf : array (nx, ny, nz)
+        Reaction-field potential, kJ mol⁻¹ e⁻¹, in the caller's array library (NumPy or CuPy).
+    converged : bool
+        Whether ``‖b − Aφ‖₂ ≤ max(rtol‖b‖₂, atol)`` was reached.
+    iterations : int
+        Sweeps (SOR, Jacobi) or cycles (multigrid) done.
+    residual_norms : list of float
+        Relative residual ‖b − Aφ‖₂/‖b‖₂ at each check, starting with the initial guess.
+    seconds : float
+        Wall time of the solve, set-up included.
+    method, backend : str
+        What ran.
+    reason : str
+        Why the loop stopped: "converged", "maxiter", "diverged", "nan", "stagnated",
+        or "zero rhs".
+    omega : float or None
+        Relaxation factor used (SOR, Jacobi).
+    """
+
+    phi_rf: object
+    converged: bool
+    iterations: int
+    residual_norms: list[float]
+    seconds: float
+    method: str
+    backend: str
+    reason: str = "converged"
+    omega: float | None = None
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def residual(self) -> float:
+        """The last relative residual."""
+        return self.residual_norms[-1] if self.residual_norms else math.nan
+
+    def __repr__(self) -> str:
+        shape = tuple(self.phi_rf.shape)
+        return (
+            f"SolveResult(converged={self.converged}, reason={self.reason!r}, "
+            f"iterations={self.iterations}, residual={self.residual:.3g}, "
+            f"seconds={self.seconds:.3g}, method={self.method!r}, backend={self.backend!r}, "
+            f"phi_rf=<{shape} {self.phi_rf.dtype}>)"
+        )
+
+
+# ---------------------------------------------------------------------- methods
+class _StationaryMethod:
+    """Shared set-up of the sweep methods.
+
+    A method is driven by :class:`Solver` through ``setup`` (once per solve), ``start`` (at the
+    beginning of each refinement phase, with the phase's stencil and iterate) and
+    ``step(count)``.
+    """
+
+    name = "abstract"
+    check_every = 10
+
+    def __init__(self, omega=None):
+        if omega is not None:
+            omega = float(omega)
+            if not 0.0 < omega < 2.0:
+                raise InputError(f"omega must be in (0, 2), got {omega}")
+        self.omega = omega
+
+    def setup(self, backend: Backend, st: Stencil, problem: Problem):
+        self.backend = backend
+
+    def start(self, st: Stencil, x):
+        self.st, self.x = st, x
+
+    def default_maxiter(self, shape) -> int:
+        raise NotImplementedError
+
+
+class SOR(_StationaryMethod):
+    """Red–black successive over-relaxation.
+
+    ω defaults to 2 / (1 + √(1 − ρ²)), the optimum for the constant-coefficient operator, with ρ
+    the Jacobi spectral radius of the grid's Laplacian (DelPhi's estimate).
+    """
+
+    name = "sor"
+
+    def setup(self, backend, st, problem):
+        super().setup(backend, st, problem)
+        require_even_periodic(st, self.name)
+        if self.omega is None:
+            self.omega = optimal_sor_omega(problem)
+
+    def step(self, count):
+        self.backend.sor_sweeps(self.st, self.x, self.omega, count)
+
+    def default_maxiter(self, shape):
+        return 100 * max(shape) + 1000
+
+
+class Jacobi(_StationaryMethod):
+    """Weighted Jacobi with two buffers (the seed kernel's method, without its race)."""
+
+    name = "jacobi"
+    check_every = 50
+
+    def setup(self, backend, st, problem):
+        super().setup(backend, st, problem)
+        if self.omega is None:
+            self.omega = 0.9
+
+    def start(self, st, x):
+        super().start(st, x)
+        self.work = self.backend.copy(x)
+
+    def step(self, count):
+        self.backend.jacobi_sweeps(self.st, self.x, self.work, self.omega, count)
+
+    def default_maxiter(self, shape):
+        return 20 * max(shape) ** 2 + 1000
+
+
+#: Registry of methods by name; other modules (multigrid) add theirs.
+METHODS: dict[str, type] = {"sor": SOR, "jacobi": Jacobi}
+
+
+def require_even_periodic(st: Stencil, method: str) -> None:
+    """Refuse odd periodic axes for red–black methods.
+
+    With an odd count two same-colour neighbours meet across the wrap and the sweep would race.
+    """
+    if st.periodic and any(n % 2 for n in st.shape):
+        raise InputError(
+            f"method {method!r} uses red-black ordering, which needs an even number of nodes "
+            f"along periodic axes; got shape {st.shape}: use an even grid or method='jacobi'"
+        )
+
+
+def optimal_sor_omega(problem: Problem) -> float:
+    """Optimal SOR ω for the constant-coefficient Laplacian on ``problem``'s grid.
+
+    ρ_J = Σ_a cos(θ_a)/h_a² / Σ_a 1/h_a², θ_a = π/(n_a − 1) (Dirichlet) or 2π/n_a (periodic);
+    ω = 2 / (1 + √(1 − ρ_J²)).
+    """
+    weights = [1.0 / (h * h) for h in problem.grid.spacing]
+    if problem.boundary == "periodic":
+        thetas = [2.0 * math.pi / n for n in problem.grid.shape]
+    else:
+        thetas = [math.pi / (n - 1) for n in problem.grid.shape]
+    rho = sum(w * math.cos(t) for w, t in zip(weights, thetas, strict=True)) / sum(weights)
+    return 2.0 / (1.0 + math.sqrt(max(0.0, 1.0 - rho * rho)))
+
+
+# ---------------------------------------------------------------------- solver
+class Solver:
+    """Iterative solver for :class:`~pbsolver.Problem`.
+
+    Parameters
+    ----------
+    method : {"auto", "sor", "jacobi", "multigrid", "mgcg"}
+        Iteration. "auto" picks the fastest available (multigrid where it exists, else SOR).
+    backend : {"auto", "cpu", "cuda"}
+        Where to compute. "auto": CUDA when a GPU is usable or the input is a CuPy array.
+    rtol, atol : float
+        Stop when ``‖b − Aφ‖₂ ≤ max(rtol·‖b‖₂, atol)``, both norms over the unknowns and
+        accumulated in float64 (b includes the fixed boundary values' coupling).
+    maxiter : int, optional
+        Most sweeps (or cycles) to do; honoured exactly. Default depends on the method.
+    callback : callable, optional
+        ``callback(iteration, relative_residual)`` at every residual check.
+    omega : float, optional
+        Relaxation factor (SOR: automatic; Jacobi: 0.9).
+    check_every : int, optional
+        Sweeps between residual checks (each check costs about one sweep and a host sync).
+    dtype : {numpy.float32, numpy.float64}
+        Storage and arithmetic precision of the fields (residual norms always in float64).
+    strict : bool
+        Raise :class:`~pbsolver.ConvergenceError` instead of returning an unconverged result.
+    refine : bool
+        With float32 storage, accumulate the solution in float64 by iterative refinement: the
+        float32 iteration solves for corrections, each cutting the residual about 1000-fold, so
+        ``rtol`` far below float32's floor (about 1e-5 for these operators) is reached and holds
+        when the returned φ_rf (then float64) is checked in float64. ``False``: plain float32.
+
+    Examples
+    --------
+    >>> import numpy as np, pbsolver as pb
+    >>> g = pb.Grid((17, 17, 17), spacing=0.5)
+    >>> r2 = sum(c**2 for c in g.coordinates())
+    >>> eps = np.where(r2 < 9.0, 2.0, 80.0)
+    >>> phi_c = 1389.35457 / (2.0 * np.sqrt(r2 + 0.25))
+    >>> res = pb.Solver(method="sor", backend="cpu").solve(pb.Problem(g, eps, phi_c, 2.0))
+    >>> res.converged
+    True
+    """
+
+    def __init__(
+        self,
+        method: str = "auto",
+        backend: str = "auto",
+        rtol: float = 1e-6,
+        atol: float = 0.0,
+        maxiter: int | None = None,
+        callback=None,
+        *,
+        omega: float | None = None,
+        check_every: int | None = None,
+        dtype=np.float32,
+        strict: bool = False,
+        refine: bool = True,
+        **method_options,
+    ):
+        if method != "auto" and method not in _methods():
+            raise InputError(
+                f"method must be 'auto' or one of {sorted(_methods())}, got {method!r}"
+            )
+        self.method = method
+        self.backend_name = backend
+        get_backend(backend) if backend != "auto" else None  # fail early on a bad name
+        self.rtol = _nonnegative(rtol, "rtol")
+        self.atol = _nonnegative(atol, "atol")
+        if maxiter is not None and (not isinstance(maxiter, int | np.integer) or maxiter < 0):
+            raise InputError(f"maxiter must be a non-negative integer, got {maxiter!r}")
+        self.maxiter = None if maxiter is None else int(maxiter)
+        if callback is not None and not callable(callback):
+            raise InputError("callback must be callable")
+        self.callback = callback
+        self.omega = omega
+        if check_every is not None and (not isinstance(check_every, int) or check_every < 1):
+            raise InputError(f"check_every must be a positive integer, got {check_every!r}")
+        self.check_every = check_every
+        self.dtype = np.dtype(dtype)
+        if self.dtype not in (np.float32, np.float64):
+            raise InputError(f"dtype must be float32 or float64, got {self.dtype}")
+        self.strict = bool(strict)
+        self.refine = bool(refine) and self.dtype == np.float32
+        self.method_options = method_options
+
+    def _resolve_method(self) -> str:
+        if self.method != "auto":
+            return self.method
+        return "multigrid" if "multigrid" in _methods() else "sor"
+
+    def solve(self, problem: Problem, x0=None) -> SolveResult:
+        """Solve ``problem`` for φ_rf.
+
+        Parameters
+        ----------
+        problem : Problem
+        x0 : array (nx, ny, nz), optional
+            Initial guess (never modified). Its outer layer is replaced by the boundary values
+            for Dirichlet problems.
+
+        Returns
+        -------
+        SolveResult
+            ``phi_rf`` is in the array library of the problem's arrays.
+
+        Raises
+        ------
+        ConvergenceError
+            Only with ``strict=True``, when the solve did not converge.
+        """
+        if not isinstance(problem, Problem):
+            raise InputError(f"solve() needs a pbsolver.Problem, got {type(problem).__name__}")
+        start = time.perf_counter()
+        backend = get_backend(self.backend_name, like=problem.phi_coulomb)
+        name = self._resolve_method()
+        options = dict(self.method_options)
+        if self.omega is not None:
+            options["omega"] = self.omega
+        method = _methods()[name](**options)
+
+        st = backend.stencil(problem, self.dtype)
+        method.setup(backend, st, problem)
+        maxiter = self.maxiter if self.maxiter is not None else method.default_maxiter(st.shape)
+        check_every = self.check_every or method.check_every
+        loop = _Loop(self, backend, st, method, maxiter, check_every)
+        x = self._initial_guess(backend, problem, x0)
+
+        # ‖b‖ of the system over the unknowns: the residual with zero inside.
+        bnorm = backend.residual_norm(st, self._initial_guess(backend, problem, None))
+        if bnorm == 0.0:
+            x = self._initial_guess(backend, problem, None)
+            return self._finish(backend, problem, st, x, method, 0, [0.0], "zero rhs", start)
+        loop.run(x, bnorm)
+        return self._finish(
+            backend,
+            problem,
+            st,
+            loop.solution,
+            method,
+            loop.iterations,
+            loop.history,
+            loop.reason,
+            start,
+        )
+
+    # ------------------------------------------------------------------ helpers
+    def _initial_guess(self, backend, problem, x0):
+        from .operator import fixed_values
+
+        fixed = fixed_values(problem, self.dtype)
+        if x0 is None:
+            return backend.asarray(fixed, self.dtype)
+        x0 = as_real_array(x0, "x0", problem.grid.shape)
+        xp = array_module(x0)
+        if not bool(xp.isfinite(x0).all()):
+            raise InputError("x0 must be finite")
+        x = backend.asarray(x0, self.dtype)
+        if problem.boundary == "dirichlet":
+            g = backend.asarray(fixed, self.dtype)
+            inner = (slice(1, -1),) * 3
+            g[inner] = x[inner]
+            x = g
+        return x
+
+    def _finish(self, backend, problem, st, x, method, it, history, reason, start):
+        converged = reason in ("converged", "zero rhs")
+        if st.singular:
+            backend.remove_mean(x)
+        backend.synchronize()
+        result = SolveResult(
+            phi_rf=backend.to_caller(x, problem.phi_coulomb),
+            converged=converged,
+            iterations=it,
+            residual_norms=history,
+            seconds=time.perf_counter() - start,
+            method=method.name,
+            backend=backend.name,
+            reason=reason,
+            omega=getattr(method, "omega", None),
+        )
+        if self.strict and not converged:
+            raise ConvergenceError(
+                f"{method.name} on {backend.name} did not converge ({reason}) after {it} "
+                f"iterations: relative residual {result.residual:.3g} > rtol {self.rtol:g}",
+                result,
+            )
+        return result
+
+    def __repr__(self) -> str:
+        return (
+            f"Solver(method={self.method!r}, backend={self.backend_name!r}, rtol={self.rtol:g}, "
+            f"atol={self.atol:g}, maxiter={self.maxiter}, dtype={self.dtype.name})"
+        )
+
+
+class _Loop:
+    """One solve's iteration: checks, stopping rules and float64 iterative refinement.
+
+    Without refinement the method iterates on x itself. With it, phase 1 iterates on x (float32);
+    each later phase solves A e = r for a correction e (float32) with r = b − A x_acc computed
+    from the float64 accumulator x_acc, and ends when its residual has dropped by
+    ``PHASE_REDUCTION``, reached the overall threshold, or stalled; then x_acc += e.
+    """
+
+    PHASE_REDUCTION = 1e-3
+    PHASE_STALL_CHECKS = 5
+
+    def __init__(self, solver, backend, st, method, maxiter, check_every):
+        self.solver, self.backend, self.st, self.method = solver, backend, st, method
+        self.maxiter, self.check_every = maxiter, check_every
+        self.iterations, self.history, self.reason, self.solution = 0, [], None, None
+
+    def _record(self, rnorm):
+        self.history.append(rnorm / self.bnorm)
+        if self.solver.callback is not None:
+            self.solver.callback(self.iterations, rnorm / self.bnorm)
+
+    def run(self, x, bnorm):
+        backend, st, method = self.backend, self.st, self.method
+        self.bnorm = bnorm
+        threshold = max(self.solver.rtol * bnorm, self.solver.atol)
+        refine = self.solver.refine
+        rnorm = backend.residual_norm(st, x)
+        self.initial = rnorm
+        self._record(rnorm)
+        acc = None
+        phase_st, phase_x = st, x
+        while True:
+            reason = self._stop_reason(rnorm, threshold)
+            if reason is not None:
+                break
+            method.start(phase_st, phase_x)
+            phase_start = rnorm
+            rnorm, reason = self._phase(phase_st, phase_x, threshold, phase_start, refine)
+            if not refine or reason in ("nan", "diverged"):
+                break
+            # fold the phase's correction into the float64 accumulator
+            if acc is None:
+                acc = backend.asarray(phase_x, np.float64)
+            else:
+                backend.axpy(acc, phase_x, 1.0)
+            rnorm = backend.residual_norm(st, acc)
+            self.history[-1] = rnorm / bnorm
+            reason = self._stop_reason(rnorm, threshold)
+            if reason is not None:
+                break
+            if rnorm > 0.5 * phase_start:
+                reason = "stagnated"  # a whole phase gained less than 2×: no progress left
+                break
+            r = backend.zeros(st.shape, st.dtype)
+            backend.residual(st, acc, r)
+            if st.singular:
+                backend.remove_mean(r)
+            phase_st = dataclasses.replace(st, b=r)
+            phase_x = backend.zeros(st.shape, st.dtype)
+        if reason is None:
+            reason = self._stop_reason(rnorm, threshold) or "maxiter"
+        self.reason = reason
+        self.solution = acc if acc is not None else x
+
+    def _stop_reason(self, rnorm, threshold):
+        if not math.isfinite(rnorm):
+            return "nan"
+        if rnorm <= threshold:
+            return "converged"
+        if rnorm > DIVERGENCE_FACTOR * self.initial:
+            return "diverged"
+        if self.iterations >= self.maxiter:
+            return "maxiter"
+        return None
+
+    def _phase(self, st, x, threshold, phase_start, refine):
+        """Iterate on (st, x) until this phase ends; return (residual norm, stop reason)."""
+        best, since_best = phase_start, 0
+        stall = self.PHASE_STALL_CHECKS if refine else STAGNATION_CHECKS
+        target = max(threshold, self.PHASE_REDUCTION * phase_start) if refine else threshold
+        while True:
+            count = min(self.check_every, self.maxiter - self.iterations)
+            self.method.step(count)
+            self.iterations += count
+            rnorm = self.backend.residual_norm(st, x)
+            self._record(rnorm)
+            reason = self._stop_reason(rnorm, threshold)
+            if reason in ("nan", "diverged", "maxiter"):
+                return rnorm, reason
+            if rnorm <= target:
+                return rnorm, reason
+            if rnorm < 0.99 * best:
+                best, since_best = rnorm, 0
+            else:
+                since_best += 1
+                if since_best >= stall:
+                    return rnorm, "stagnated"
+
+
+def solve(problem: Problem, x0=None, **options) -> SolveResult:
+    """Solve ``problem`` with ``Solver(**options)``; see :class:`Solver` for the options."""
+    return Solver(**options).solve(problem, x0=x0)
+
+
+def _methods() -> dict[str, type]:
+    # Methods in other modules register themselves in METHODS when imported.
+    if importlib.util.find_spec(f"{__package__}.multigrid") is not None:
+        importlib.import_module(f"{__package__}.multigrid")
+    return METHODS
+
+
+def _nonnegative(value, name):
+    try:
+        value = float(value)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"{name} must be a number, got {value!r}") from exc
+    if not (math.isfinite(value) and value >= 0):
+        raise InputError(f"{name} must be finite and >= 0, got {value}")
+    return value
