@@ -1,0 +1,135 @@
+"""Grid and Problem: conventions and every class of invalid input."""
+
+import numpy as np
+import pytest
+from conftest import random_problem
+
+import pbsolver as pb
+
+
+def test_grid_geometry():
+    g = pb.Grid((5, 7, 9), spacing=(0.5, 0.25, 1.0), origin=(1.0, 2.0, 3.0))
+    x, y, z = g.axes()
+    assert x[0] == 1.0 and y[-1] == pytest.approx(2.0 + 6 * 0.25) and z[-1] == 11.0
+    assert g.lengths == (2.0, 1.5, 8.0)
+    assert g.center == (2.0, 2.75, 7.0)
+    assert g.size == 5 * 7 * 9
+    assert "spacing=(0.5, 0.25, 1)" in repr(g)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"shape": (2, 5, 5)}, "fewer than 3"),
+        ({"shape": (5, 5)}, "3 entries"),
+        ({"shape": (5, 5, 5.5)}, "three integers"),
+        ({"shape": "abc"}, "three integers"),
+        ({"shape": (5, 5, 5), "spacing": 0.0}, "spacing"),
+        ({"shape": (5, 5, 5), "spacing": (1.0, -1.0, 1.0)}, "spacing"),
+        ({"shape": (5, 5, 5), "spacing": (1.0, 1.0)}, "spacing"),
+        ({"shape": (5, 5, 5), "spacing": float("nan")}, "spacing"),
+        ({"shape": (5, 5, 5), "origin": (0, 0, float("inf"))}, "origin"),
+        ({"shape": (5000, 5000, 5000)}, "limit"),
+        ({"shape": (50, 50, 50), "max_points": 1000}, "limit"),
+    ],
+)
+def test_grid_rejects(kwargs, match):
+    with pytest.raises(pb.InputError, match=match):
+        pb.Grid(**kwargs)
+
+
+@pytest.fixture
+def small():
+    g = pb.Grid((6, 7, 8), spacing=0.5)
+    return g, np.full(g.shape, 2.0), np.ones(g.shape)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "match"),
+    [
+        ("epsilon", np.ones((6, 7)), "3-D array"),
+        ("epsilon", np.ones((7, 6, 8)), r"shape \(7, 6, 8\)"),
+        ("epsilon", np.ones((6, 7, 8), dtype=complex), "real floating"),
+        ("epsilon", np.ones((6, 7, 8), dtype=bool), "real floating"),
+        ("epsilon", "not an array", "real floating"),
+        (
+            "epsilon",
+            np.where(np.arange(336).reshape(6, 7, 8) == 5, 0.0, 2.0),
+            "epsilon must be > 0",
+        ),
+        ("epsilon", np.where(np.arange(336).reshape(6, 7, 8) == 5, -1.0, 2.0), "> 0"),
+        ("epsilon", np.where(np.arange(336).reshape(6, 7, 8) == 9, np.nan, 2.0), "finite"),
+        ("epsilon", np.where(np.arange(336).reshape(6, 7, 8) == 9, np.inf, 2.0), "finite"),
+        ("phi_coulomb", np.full((6, 7, 8), np.nan), "phi_coulomb is NaN"),
+        ("phi_coulomb", np.ones((6, 7, 9)), "phi_coulomb has shape"),
+        ("kappa2", -np.ones((6, 7, 8)), "kappa2 must be >= 0"),
+        ("kappa2", np.full((6, 7, 8), np.nan), "kappa2 must be finite"),
+        ("boundary_values", np.full((6, 7, 8), np.inf), "boundary_values must be finite"),
+    ],
+)
+def test_problem_rejects_bad_arrays(small, field, value, match):
+    g, eps, phi = small
+    kwargs = {"epsilon": eps, "phi_coulomb": phi, "eps_cavity": 2.0, field: value}
+    with pytest.raises(pb.InputError, match=match):
+        pb.Problem(g, **kwargs)
+
+
+def test_problem_error_names_the_node(small):
+    g, eps, phi = small
+    eps = eps.copy()
+    eps[2, 3, 4] = -5.0
+    with pytest.raises(pb.InputError, match=r"-5.0 at node \(2, 3, 4\)"):
+        pb.Problem(g, eps, phi, 2.0)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"boundary": "neumann"}, "boundary must be one of"),
+        ({"face_rule": "geometric"}, "face_rule"),
+        ({"eps_cavity": 0.0}, "eps_cavity"),
+        ({"eps_cavity": "x"}, "eps_cavity"),
+        ({"epsilon_faces": (1, 2)}, "exactly one of"),
+        ({"boundary": "periodic", "boundary_values": np.zeros((6, 7, 8))}, "only apply"),
+    ],
+)
+def test_problem_rejects_bad_options(small, kwargs, match):
+    g, eps, phi = small
+    base = {"epsilon": eps, "phi_coulomb": phi, "eps_cavity": 2.0}
+    base.update(kwargs)
+    with pytest.raises(pb.InputError, match=match):
+        pb.Problem(g, **base)
+
+
+def test_problem_rejects_bad_faces(small):
+    g, _, phi = small
+    ones = np.ones(g.shape)
+    with pytest.raises(pb.InputError, match="tuple of three"):
+        pb.Problem(g, phi_coulomb=phi, epsilon_faces=(ones, ones))
+    with pytest.raises(pb.InputError, match=r"epsilon_faces\[1\] \(ey\) must be > 0"):
+        pb.Problem(g, phi_coulomb=phi, epsilon_faces=(ones, 0 * ones, ones))
+    with pytest.raises(pb.InputError, match="grid must be a pbsolver.Grid"):
+        pb.Problem((6, 7, 8), ones, phi)
+
+
+def test_infinite_coulomb_only_inside_cavity(small):
+    g, _, phi = small
+    eps = np.full(g.shape, 2.0)
+    phi = phi.copy()
+    phi[3, 3, 3] = np.inf
+    pb.Problem(g, eps, phi, 2.0)  # all faces around the node equal ε_c: allowed
+    eps[3, 3, 4] = 80.0
+    with pytest.raises(pb.InputError, match=r"infinite at node \(3, 3, 3\)"):
+        pb.Problem(g, eps, phi, 2.0)
+
+
+def test_integer_input_is_promoted(small):
+    g, _, _ = small
+    p = pb.Problem(g, np.full(g.shape, 2), np.ones(g.shape, dtype=np.int32), 2)
+    assert p.epsilon.dtype == np.float64 and p.phi_coulomb.dtype == np.float64
+
+
+def test_repr_mentions_the_essentials(rng):
+    p = random_problem(rng, salt=True, boundary="periodic", shape=(8, 10, 12))
+    text = repr(p)
+    assert "with salt" in text and "periodic" in text and "(8, 10, 12)" in text
