@@ -17,7 +17,7 @@ import pbsolver as pb
 
 
 def born_problem(spacing=0.5, radius=3.0, eps_in=1.0, eps_out=78.54, half_width=12.0):
-    """The Born ion centred on a node, as a :class:`~pbsolver.Problem` (node map, harmonic faces)."""
+    """The Born ion centred on a node as a Problem (node map, harmonic faces, analytic boundary)."""
     n = int(round(2 * half_width / spacing)) + 1
     grid = pb.Grid((n, n, n), spacing=spacing, origin=(-half_width,) * 3)
     x, y, z = grid.coordinates()
