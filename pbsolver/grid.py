@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import _display
 from .exceptions import InputError
 
 #: The largest grid accepted unless a caller raises it: 1024³ nodes, 4 GiB a float32 map.
@@ -62,6 +63,7 @@ class Grid:
     shape: tuple[int, int, int]
     spacing: tuple[float, float, float]
     origin: tuple[float, float, float]
+    _repr_html_ = _display.grid_html
 
     def __init__(self, shape, spacing=1.0, origin=(0.0, 0.0, 0.0), *, max_points=MAX_POINTS):
         try:

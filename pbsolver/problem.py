@@ -13,6 +13,7 @@ from typing import Literal
 
 import numpy as np
 
+from . import _display
 from ._arrays import array_module, as_real_array, first_bad_index
 from .exceptions import InputError
 from .grid import Grid
@@ -197,6 +198,8 @@ class Problem:
             )
 
     # ------------------------------------------------------------------ display
+    _repr_html_ = _display.problem_html
+
     def __repr__(self) -> str:
         eps = "faces" if self.epsilon_faces is not None else f"node map ({self.face_rule})"
         salt = "with salt" if self.has_salt else "no salt"

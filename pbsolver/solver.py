@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import _display
 from ._arrays import array_module, as_real_array
 from .backends import Backend, Stencil, get_backend
 from .exceptions import ConvergenceError, InputError
@@ -67,6 +68,8 @@ class SolveResult:
     def residual(self) -> float:
         """The last relative residual."""
         return self.residual_norms[-1] if self.residual_norms else math.nan
+
+    _repr_html_ = _display.result_html
 
     def __repr__(self) -> str:
         shape = tuple(self.phi_rf.shape)
