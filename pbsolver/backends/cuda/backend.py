@@ -1,0 +1,543 @@
+"""The CUDA backend: the :class:`~pbsolver.backends.Backend` interface on numba-cuda kernels.
+
+See the package docstring (:mod:`pbsolver.backends.cuda`) for the launch modes, the kernel
+shapes, the byte counts and the :meth:`CUDABackend.capture` contract.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...exceptions import InputError
+from .. import Backend, Stencil
+from . import kernels as K
+from .device import CuPyDevice, NumbaDevice, grid_for
+
+LAUNCH_MODES = ("graph", "stream", "naive")
+SOR_KERNELS = ("tile", "point", "march")
+
+#: Bytes each full red–black sweep must move per node through device memory, by kernel shape,
+#: for a stencil without salt (κ̄² adds 4 B per pass). "point"/"march": two colour passes, each
+#: streaming x, three faces and b and writing x (sectors hold both colours); "tile": one pass.
+SWEEP_BYTES = {"point": 48, "march": 48, "tile": 24}
+
+
+@dataclass
+class CUDAStencil(Stencil):
+    """A :class:`Stencil` on the device that also knows κ̄² (``shift``, or None without salt).
+
+    The sweeps recompute the diagonal from the six faces they load anyway (plus ``shift``), so
+    ``diag`` is kept for the interface but never read by them: 4 bytes a node saved per pass.
+    """
+
+    shift: object = None
+
+
+@dataclass(frozen=True)
+class KernelConfig:
+    """Launch shapes (the defaults suit the H200; the simulator tests use smaller ones).
+
+    Attributes
+    ----------
+    point_block : (int, int, int)
+        Threads over (z pairs, y, x) for "point" colour passes.
+    march_block, march_chunk :
+        Threads over (z pairs, y) and x-planes per thread for "march".
+    tile_block, tile_chunk :
+        Threads over (z, y) incl. a one-node halo, and x-planes per block, for "tile"
+        (``tile_chunk=None``: chosen from the grid so that about 8 blocks per multiprocessor
+        exist, between 4 and 64 planes).
+    jacobi_block : (int, int, int)
+        Threads over (z, y, x) for Jacobi, residual and set-up kernels.
+    reduce_block, reduce_chunk :
+        Threads over (z, y) (a power of two in total) and x-planes per block for reductions.
+    flat_threads : int
+        Threads per block of the flat (elementwise) kernels.
+    """
+
+    point_block: tuple = (32, 4, 2)
+    march_block: tuple = (32, 8)
+    march_chunk: int = 16
+    tile_block: tuple = (32, 16)
+    tile_chunk: int | None = None
+    jacobi_block: tuple = (32, 4, 2)
+    reduce_block: tuple = (32, 8)
+    reduce_chunk: int = 16
+    flat_threads: int = 256
+
+
+def _simulated() -> bool:
+    return os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
+
+
+def _ceil(a, b):
+    return -(-a // b)
+
+
+class CUDABackend(Backend):
+    """numba-cuda kernels on device arrays (CuPy on a GPU; numba arrays in the simulator).
+
+    Parameters
+    ----------
+    launch : {"graph", "stream", "naive"}
+        "graph": each batch of sweeps (and each residual norm) is captured once as a CUDA graph
+        and replayed; "stream": every kernel launched from Python on the backend's stream, no
+        host synchronisation between checks; "naive": one launch sequence and one host
+        synchronisation per sweep (the seed thread's loop), for comparison.
+    kernel : {"tile", "point", "march"}
+        Red–black SOR kernel shape (see the package docstring).
+    device : {"cupy", "numba"}, optional
+        Array layer; default CuPy, or numba device arrays under ``NUMBA_ENABLE_CUDASIM=1``.
+    config : KernelConfig, optional
+        Launch shapes.
+    """
+
+    name = "cuda"
+
+    def __init__(self, launch="graph", kernel="tile", *, device=None, config=None):
+        if launch not in LAUNCH_MODES:
+            raise InputError(f"launch must be one of {LAUNCH_MODES}, got {launch!r}")
+        if kernel not in SOR_KERNELS:
+            raise InputError(f"kernel must be one of {SOR_KERNELS}, got {kernel!r}")
+        if device is None:
+            device = "numba" if _simulated() else "cupy"
+        if device == "cupy":
+            self.dev = CuPyDevice(graphs=launch == "graph")
+        elif device == "numba":
+            self.dev = NumbaDevice()
+        else:
+            raise InputError(f"device must be 'cupy' or 'numba', got {device!r}")
+        self.launch = launch
+        self.kernel = kernel
+        self.config = config or KernelConfig()
+        self._dummies = {}
+        self._work = {}
+        self._partials = {}
+        self._sums = self.dev.empty((8,), np.float64)
+        self._sms = self._multiprocessors()
+
+    def __repr__(self):
+        return (
+            f"CUDABackend(launch={self.launch!r}, kernel={self.kernel!r}, device={self.dev.name!r})"
+        )
+
+    def _multiprocessors(self) -> int:
+        if self.dev.name != "cupy":
+            return 4
+        return int(self.dev.cp.cuda.Device().attributes["MultiProcessorCount"])
+
+    @property
+    def stream(self):
+        """The backend's CuPy stream (None on the numba layer)."""
+        return getattr(self.dev, "stream", None)
+
+    # --- data movement -----------------------------------------------------------------
+    def asarray(self, a, dtype):
+        with self.dev.io():
+            return self.dev.asarray(a, dtype)
+
+    def to_caller(self, a, like):
+        with self.dev.io():
+            return self.dev.to_caller(a, like)
+
+    def copy(self, a):
+        with self.dev.io():
+            out = self.dev.empty(a.shape, a.dtype)
+            self._flat(K.copy, out, a)
+            return out
+
+    def zeros(self, shape, dtype):
+        with self.dev.io():
+            out = self.dev.empty(shape, dtype)
+            self._fill(out, 0.0)
+            return out
+
+    def synchronize(self):
+        self.dev.synchronize()
+
+    # --- helpers -------------------------------------------------------------------------
+    def _v(self, a):
+        return self.dev.flat(a)
+
+    def _flat(self, kernel, out, *arrays_then_scalars):
+        """Launch an elementwise kernel ``kernel(out, *args, n)`` over ``out``."""
+        n = out.size
+        t = self.config.flat_threads
+        args = [self._v(a) if self.dev.is_array(a) else a for a in arrays_then_scalars]
+        self.dev.launch(kernel, grid_for(n, t), t, self._v(out), *args, n)
+
+    def _fill(self, x, value):
+        self._flat(K.fill, x, x.dtype.type(value))
+
+    def _dummy(self, dtype):
+        dtype = np.dtype(dtype)
+        if dtype not in self._dummies:
+            self._dummies[dtype] = self.dev.empty((1,), dtype)
+        return self._dummies[dtype]
+
+    def _stencil_args(self, st):
+        """(b, cx, cy, cz, d, dmode) flat views; see kernels' module docstring for dmode."""
+        if isinstance(st, CUDAStencil):
+            if st.shift is None:
+                d, dmode = self._dummy(st.cx.dtype), K.DIAG_FACES
+            else:
+                d, dmode = st.shift, K.DIAG_FACES_SHIFT
+        else:
+            d, dmode = st.diag, K.DIAG_STORED
+        v = self._v
+        return v(st.b), v(st.cx), v(st.cy), v(st.cz), v(d), dmode
+
+    def _key(self, *items):
+        """A graph-cache key: pointers, shapes and dtypes of arrays, and scalars."""
+        dev = self.dev
+        return tuple(dev.key(a) if dev.is_array(a) else a for a in items)
+
+    def _st_items(self, st):
+        extra = st.shift if isinstance(st, CUDAStencil) else st.diag
+        return (st.b, st.cx, st.cy, st.cz, extra, isinstance(st, CUDAStencil), st.periodic)
+
+    def _grid3(self, shape, block, counts):
+        return tuple(_ceil(c, b) for c, b in zip(counts, block, strict=True))
+
+    def _full_grid(self, shape):
+        nx, ny, nz = shape
+        return self._grid3(shape, self.config.jacobi_block, (nz, ny, nx))
+
+    def _colour_grid(self, shape, periodic, block, chunk=None):
+        lo = 0 if periodic else 1
+        nx, ny, nz = (n - 2 * lo for n in shape)
+        nkc = _ceil(nz, 2)
+        if chunk is None:
+            return self._grid3(shape, block, (nkc, ny, nx))
+        return (_ceil(nkc, block[0]), _ceil(ny, block[1]), _ceil(nx, chunk))
+
+    def _tile_chunk(self, shape):
+        cfg = self.config
+        if cfg.tile_chunk is not None:
+            return cfg.tile_chunk
+        nx, ny, nz = shape
+        bk, bj = cfg.tile_block
+        columns = _ceil(nz, bk - 2) * _ceil(ny, bj - 2)
+        return int(min(64, max(4, math.ceil(nx * columns / (8 * self._sms)))))
+
+    def _work_for(self, x):
+        key = self.dev.key(x)
+        w = self._work.get(key)
+        if w is None:
+            if len(self._work) >= 4:
+                self._work.pop(next(iter(self._work)))
+            w = self.dev.empty(x.shape, x.dtype)
+            self._work[key] = w
+        return w
+
+    # --- setup -------------------------------------------------------------------------
+    def stencil(self, problem, dtype) -> Stencil:
+        dtype = np.dtype(dtype)
+        if dtype not in (np.float32, np.float64):
+            raise InputError(f"dtype must be float32 or float64, got {dtype}")
+        shape = problem.grid.shape
+        nx, ny, nz = shape
+        periodic = problem.boundary == "periodic"
+        f64 = np.float64
+        dev = self.dev
+        grid, block = self._full_grid(shape), self.config.jacobi_block
+        with dev.io():
+            if problem.epsilon is not None:
+                eps = dev.asarray(problem.epsilon, f64)
+                faces = [dev.empty(shape, f64) for _ in range(3)]
+                harmonic = problem.face_rule == "harmonic"
+                dev.launch(
+                    K.faces_from_nodes, grid, block, self._v(eps), *map(self._v, faces),
+                    nx, ny, nz, harmonic,
+                )  # fmt: skip
+                del eps
+            else:
+                faces = [dev.asarray(f, f64) for f in problem.epsilon_faces]
+            phi_c = dev.asarray(problem.phi_coulomb, f64)
+            has_k2 = problem.kappa2 is not None
+            k2 = dev.asarray(problem.kappa2, f64) if has_k2 else self._dummy(f64)
+            hx2, hy2, hz2 = (h * h for h in problem.grid.spacing)
+            fv = [self._v(f) for f in faces]
+            b64 = dev.empty(shape, f64)
+            dev.launch(
+                K.assemble_rhs, grid, block, self._v(phi_c), *fv, self._v(k2), has_k2,
+                problem.eps_cavity, hx2, hy2, hz2, self._v(b64), nx, ny, nz, periodic,
+            )  # fmt: skip
+            del phi_c
+            if problem.is_singular:
+                self._subtract_mean(b64)
+            coef = []
+            for f, h2 in zip(faces, (hx2, hy2, hz2), strict=True):
+                c = dev.empty(shape, dtype)
+                self._flat(K.divide, c, f, h2)
+                coef.append(c)
+            # the full diagonal, for the interface (multigrid, users); sweeps recompute it
+            diag = dev.empty(shape, dtype)
+            dev.launch(
+                K.diagonal, grid, block, *fv, hx2, hy2, hz2, self._v(k2), has_k2,
+                self._v(diag), nx, ny, nz, periodic,
+            )  # fmt: skip
+            b = dev.empty(shape, dtype)
+            self._flat(K.copy, b, b64)
+            shift = None
+            if has_k2:
+                shift = dev.empty(shape, dtype)
+                self._flat(K.copy, shift, k2)
+            return CUDAStencil(
+                cx=coef[0],
+                cy=coef[1],
+                cz=coef[2],
+                diag=diag,
+                b=b,
+                periodic=periodic,
+                singular=problem.is_singular,
+                shift=shift,
+            )
+
+    # --- sweeps --------------------------------------------------------------------------
+    def sor_sweeps(self, st, x, omega, count):
+        if count <= 0:
+            return
+        w = x.dtype.type(omega)
+        kernel = self.kernel
+        key = self._key("sor", kernel, x, *self._st_items(st), float(w), count)
+        with self.dev.io():
+            self.dev.run(key, lambda: self._sor(st, x, w, count, kernel))
+
+    def _sor(self, st, x, w, count, kernel):
+        naive = self.launch == "naive"
+        if kernel == "tile":
+            y = self._work_for(x)
+            src, dst = x, y
+            for _ in range(count):
+                self._tile_sweep(st, src, dst, w)
+                src, dst = dst, src
+                if naive:
+                    self.dev.sync_each_sweep()
+            if src is not x:
+                self._flat(K.copy, x, src)
+            return
+        for _ in range(count):
+            self._colour(st, x, 0, w, kernel)
+            self._colour(st, x, 1, w, kernel)
+            if naive:
+                self.dev.sync_each_sweep()
+
+    def _colour(self, st, x, color, w, kernel):
+        cfg = self.config
+        nx, ny, nz = st.shape
+        args = self._stencil_args(st)
+        if kernel == "march":
+            block = (*cfg.march_block, 1)
+            grid = self._colour_grid(st.shape, st.periodic, block, cfg.march_chunk)
+            self.dev.launch(
+                K.rb_march, grid, block, self._v(x), *args, nx, ny, nz, color, w,
+                st.periodic, cfg.march_chunk,
+            )  # fmt: skip
+        else:
+            block = cfg.point_block
+            grid = self._colour_grid(st.shape, st.periodic, block)
+            self.dev.launch(
+                K.rb_point, grid, block, self._v(x), *args, nx, ny, nz, color, w, st.periodic
+            )
+
+    def _tile_sweep(self, st, src, dst, w):
+        cfg = self.config
+        nx, ny, nz = st.shape
+        bk, bj = cfg.tile_block
+        chunk = self._tile_chunk(st.shape)
+        grid = (_ceil(nz, bk - 2), _ceil(ny, bj - 2), _ceil(nx, chunk))
+        kern = K.rb_tile(src.dtype, bk, bj)
+        self.dev.launch(
+            kern, grid, (bk, bj, 1), self._v(src), self._v(dst), *self._stencil_args(st),
+            nx, ny, nz, w, st.periodic, chunk,
+        )  # fmt: skip
+
+    def jacobi_sweeps(self, st, x, work, omega, count):
+        if count <= 0:
+            return
+        w = x.dtype.type(omega)
+        key = self._key("jacobi", x, work, *self._st_items(st), float(w), count)
+        with self.dev.io():
+            self.dev.run(key, lambda: self._jacobi(st, x, work, w, count))
+
+    def _jacobi(self, st, x, work, w, count):
+        nx, ny, nz = st.shape
+        grid, block = self._full_grid(st.shape), self.config.jacobi_block
+        args = self._stencil_args(st)
+        src, dst = x, work
+        for _ in range(count):
+            self.dev.launch(
+                K.jacobi_point, grid, block, self._v(src), self._v(dst), *args,
+                nx, ny, nz, w, st.periodic,
+            )  # fmt: skip
+            src, dst = dst, src
+            if self.launch == "naive":
+                self.dev.sync_each_sweep()
+        if src is not x:
+            self._flat(K.copy, x, src)
+
+    # --- residuals -----------------------------------------------------------------------
+    def residual(self, st, x, out):
+        key = self._key("residual", x, out, *self._st_items(st))
+        with self.dev.io():
+            self.dev.run(key, lambda: self._residual(st, x, out))
+
+    def _residual(self, st, x, out):
+        nx, ny, nz = st.shape
+        self.dev.launch(
+            K.residual_point, self._full_grid(st.shape), self.config.jacobi_block, self._v(x),
+            *self._stencil_args(st), nx, ny, nz, self._v(out), st.periodic,
+        )  # fmt: skip
+
+    def residual_norm(self, st, x):
+        key = self._key("resnorm", x, *self._st_items(st))
+        with self.dev.io():
+            self.dev.run(key, lambda: self._residual_sumsq(st, x))
+            value = self.dev.read_scalar(self._sums, 0)
+        return math.sqrt(value) if value >= 0 else math.nan
+
+    def _reduce_launch(self, shape):
+        cfg = self.config
+        bk, bj = cfg.reduce_block
+        nx, ny, nz = shape
+        grid = (_ceil(nz, bk), _ceil(ny, bj), _ceil(nx, cfg.reduce_chunk))
+        n = grid[0] * grid[1] * grid[2]
+        partials = self._partials.get(n)
+        if partials is None:
+            partials = self.dev.empty((n,), np.float64)
+            self._partials[n] = partials
+        return grid, (bk, bj, 1), partials, n
+
+    def _residual_sumsq(self, st, x):
+        """Enqueue ``sums[0] = ‖b − A x‖²`` and its copy to pinned host memory."""
+        nx, ny, nz = st.shape
+        grid, block, partials, n = self._reduce_launch(st.shape)
+        resid, _ = K.reductions(*self.config.reduce_block)
+        self.dev.launch(
+            resid, grid, block, self._v(x), *self._stencil_args(st), nx, ny, nz, st.periodic,
+            self.config.reduce_chunk, self._v(partials),
+        )  # fmt: skip
+        self.dev.launch(
+            K.finish_sum, 1, K.FINISH_THREADS, self._v(partials), n, self._v(self._sums), 0
+        )
+        self.dev.copy_to_host_async(self._sums, 0)
+
+    def _subtract_mean(self, x):
+        """``x -= mean(x)`` with the mean computed and applied on the device."""
+        nx, ny, nz = x.shape
+        grid, block, partials, n = self._reduce_launch(x.shape)
+        _, sums = K.reductions(*self.config.reduce_block)
+        self.dev.launch(
+            sums, grid, block, self._v(x), nx, ny, nz, self.config.reduce_chunk, self._v(partials)
+        )
+        self.dev.launch(
+            K.finish_sum, 1, K.FINISH_THREADS, self._v(partials), n, self._v(self._sums), 1
+        )
+        self._flat(K.subtract_mean, x, self._sums, 1)
+
+    def remove_mean(self, x):
+        key = self._key("mean", x)
+        with self.dev.io():
+            self.dev.run(key, lambda: self._subtract_mean(x))
+
+    def axpy(self, y, x, a):
+        key = self._key("axpy", y, x, float(a))
+        with self.dev.io():
+            self.dev.run(key, lambda: self._flat(K.axpy, y, x, float(a)))
+
+    # --- multigrid kernels ---------------------------------------------------------------
+    def rb_sor_color(self, st, x, color, omega):
+        w = x.dtype.type(omega)
+        kernel = "march" if self.kernel == "march" else "point"
+        key = self._key("colour", x, *self._st_items(st), int(color), float(w))
+        with self.dev.io():
+            self.dev.run(key, lambda: self._colour(st, x, int(color), w, kernel))
+
+    def fill(self, x, value):
+        key = self._key("fill", x, float(value))
+        with self.dev.io():
+            self.dev.run(key, lambda: self._fill(x, value))
+
+    def restrict(self, tr, fine, coarse):
+        key = self._key("restrict", fine, coarse, *tr.pos, *tr.lo, *tr.hi, tr.periodic)
+        v = self._v
+        mx, my, mz = tr.coarse_shape
+        grid = self._grid3(None, self.config.jacobi_block, (mz, my, mx))
+
+        def enqueue():
+            self.dev.launch(
+                K.restrict, grid, self.config.jacobi_block, v(fine), v(coarse),
+                v(tr.pos[0]), v(tr.lo[0]), v(tr.hi[0]), v(tr.pos[1]), v(tr.lo[1]), v(tr.hi[1]),
+                v(tr.pos[2]), v(tr.lo[2]), v(tr.hi[2]),
+                tuple(tr.fine_shape), tuple(tr.coarse_shape), tr.periodic,
+            )  # fmt: skip
+
+        with self.dev.io():
+            self.dev.run(key, enqueue)
+
+    def prolong_add(self, tr, coarse, fine):
+        key = self._key("prolong", coarse, fine, *tr.lo, *tr.hi, tr.periodic)
+        v = self._v
+        grid = self._full_grid(tr.fine_shape)
+
+        def enqueue():
+            self.dev.launch(
+                K.prolong_add, grid, self.config.jacobi_block, v(coarse), v(fine),
+                v(tr.lo[0]), v(tr.hi[0]), v(tr.lo[1]), v(tr.hi[1]), v(tr.lo[2]), v(tr.hi[2]),
+                tuple(tr.fine_shape), tuple(tr.coarse_shape), tr.periodic,
+            )  # fmt: skip
+
+        with self.dev.io():
+            self.dev.run(key, enqueue)
+
+    def axpby(self, y, x, a, b):
+        key = self._key("axpby", y, x, float(a), float(b))
+        with self.dev.io():
+            t = y.dtype.type
+            self.dev.run(key, lambda: self._flat(K.axpby, y, x, t(a), t(b)))
+
+    def dot(self, x, y):
+        t = self.config.flat_threads
+        if t != K.FINISH_THREADS:
+            raise ValueError("dot needs flat_threads == 256")
+        n = x.size
+        nblocks = min(1024, grid_for(n, t))
+        key = self._key("dot", x, y)
+        with self.dev.io():
+            partials = self._partials.get(("dot", nblocks))
+            if partials is None:
+                partials = self.dev.empty((nblocks,), np.float64)
+                self._partials[("dot", nblocks)] = partials
+
+            def enqueue():
+                self.dev.launch(
+                    K.dot_partials, nblocks, t, self._v(x), self._v(y), n, self._v(partials)
+                )
+                self.dev.launch(
+                    K.finish_sum, 1, t, self._v(partials), nblocks, self._v(self._sums), 2
+                )
+                self.dev.copy_to_host_async(self._sums, 2)
+
+            self.dev.run(key, enqueue)
+            return self.dev.read_scalar(self._sums, 2)
+
+    # --- graphs --------------------------------------------------------------------------
+    def capture(self, fn, key=None):
+        """Return a runner that replays ``fn``'s device work as one CUDA graph.
+
+        See the package docstring for the contract ``fn`` must meet. The first call of the
+        runner runs ``fn`` eagerly, the second captures and launches it, later calls launch
+        the graph (about 2 µs of host time whatever the number of kernels).
+        """
+        token = ("capture", object() if key is None else key)
+
+        def runner():
+            with self.dev.io():
+                self.dev.run(token, fn)
+
+        return runner

@@ -1,0 +1,304 @@
+"""Device memory, streams and CUDA-graph replay for the CUDA backend.
+
+Two array layers share one small interface, so the same backend code runs on a GPU with CuPy
+and in numba's CUDA simulator (CI) without it:
+
+:class:`CuPyDevice`
+    CuPy arrays, one non-blocking CuPy stream, numba views made once per buffer, kernels launched
+    on ``cuda.external_stream(stream.ptr)`` inside ``with stream:``, CUDA graphs captured with
+    CuPy stream capture and replayed, scalars read back through one pinned buffer + event.
+:class:`NumbaDevice`
+    numba device arrays on the default stream, no graphs (``NUMBA_ENABLE_CUDASIM=1`` or no CuPy).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections import OrderedDict
+
+import numpy as np
+from numba import cuda
+
+#: Captured graphs kept per backend (least recently used dropped first).
+GRAPH_CACHE = 64
+#: numba views kept per backend (they are cheap; the dict only bounds growth).
+VIEW_CACHE = 1024
+
+
+class _LRU(OrderedDict):
+    def __init__(self, size):
+        super().__init__()
+        self.size = size
+
+    def get(self, key, default=None):
+        value = super().get(key, default)
+        if value is not default:
+            self.move_to_end(key)
+        return value
+
+    def put(self, key, value):
+        self[key] = value
+        self.move_to_end(key)
+        while len(self) > self.size:
+            self.popitem(last=False)
+
+
+class NumbaDevice:
+    """numba device arrays on the default stream (the simulator's layer, and a fallback)."""
+
+    name = "numba"
+    graphs = False
+
+    def __init__(self):
+        self.capturing = False
+        self.launches = 0
+
+    # --- arrays --------------------------------------------------------------------------
+    def is_array(self, a) -> bool:
+        # numba device arrays and the simulator's fake ones both have copy_to_host
+        return hasattr(a, "copy_to_host") and not isinstance(a, np.ndarray)
+
+    def empty(self, shape, dtype):
+        return cuda.device_array(shape, dtype=np.dtype(dtype))
+
+    def asarray(self, a, dtype):
+        if self.is_array(a):
+            a = a.copy_to_host()
+        from ..._arrays import to_numpy
+
+        host = np.ascontiguousarray(to_numpy(a), dtype=np.dtype(dtype))
+        return cuda.to_device(host)
+
+    def to_numpy(self, a):
+        return a.copy_to_host()
+
+    def to_caller(self, a, like):
+        from ..._arrays import array_module
+
+        if array_module(like) is np and not self.is_array(like):
+            return self.to_numpy(a)
+        return a
+
+    def flat(self, a):
+        """The 1-D view the kernels take."""
+        return a.reshape(a.size)
+
+    def key(self, a):
+        return id(a)
+
+    # --- launching -----------------------------------------------------------------------
+    def launch(self, kernel, grid, block, *args):
+        self.launches += 1
+        kernel[grid, block](*args)
+
+    @contextlib.contextmanager
+    def io(self):
+        yield
+
+    def run(self, key, fn):
+        fn()
+
+    def copy_to_host_async(self, dev, slot=0):
+        pass  # read_scalar copies synchronously
+
+    def read_scalar(self, dev, slot=0):
+        return float(dev[slot : slot + 1].copy_to_host()[0])
+
+    def synchronize(self):
+        cuda.synchronize()
+
+    def sync_each_sweep(self):
+        cuda.synchronize()
+
+
+class CuPyDevice:
+    """CuPy buffers, one non-blocking stream, graph capture and replay.
+
+    Parameters
+    ----------
+    graphs : bool
+        Capture and replay (``launch="graph"``); else launch every kernel from Python.
+    """
+
+    name = "cupy"
+
+    def __init__(self, graphs: bool = True):
+        import cupy as cp
+
+        self.cp = cp
+        self.graphs = graphs
+        self.stream = cp.cuda.Stream(non_blocking=True)
+        self.nb_stream = cuda.external_stream(self.stream.ptr)
+        self.capturing = False
+        self.launches = 0
+        self.captures = 0
+        self.replays = 0
+        self._depth = 0
+        self._views = _LRU(VIEW_CACHE)
+        self._graphs = _LRU(GRAPH_CACHE)
+        self._seen = _LRU(4 * GRAPH_CACHE)
+        self._failed = set()
+        self._ev_in = cp.cuda.Event(disable_timing=True)
+        self._ev_out = cp.cuda.Event(disable_timing=True)
+        self._ev_done = cp.cuda.Event(disable_timing=True)
+        # scalars come back through pinned memory: one async copy + one event sync
+        self._pinned = cp.cuda.alloc_pinned_memory(64)
+        self.host = np.frombuffer(self._pinned, dtype=np.float64, count=8)
+
+    # --- arrays --------------------------------------------------------------------------
+    def is_array(self, a) -> bool:
+        return isinstance(a, self.cp.ndarray) or (
+            cuda.is_cuda_array(a) and not isinstance(a, np.ndarray)
+        )
+
+    def empty(self, shape, dtype):
+        with self.stream:
+            return self.cp.empty(shape, dtype=np.dtype(dtype))
+
+    def asarray(self, a, dtype):
+        with self.stream:
+            return self.cp.array(a, dtype=np.dtype(dtype), copy=True, order="C")
+
+    def to_numpy(self, a):
+        out = self.cp.asnumpy(a, stream=self.stream)
+        self.stream.synchronize()
+        return out
+
+    def to_caller(self, a, like):
+        from ..._arrays import array_module
+
+        if array_module(like) is np and not self.is_array(like):
+            return self.to_numpy(a)
+        return a
+
+    def flat(self, a):
+        """numba 1-D view of a CuPy buffer, made once per (pointer, size, dtype).
+
+        The view holds no reference to the buffer: it is looked up only for a live array with
+        that pointer, and used before that array can be freed.
+        """
+        key = (a.data.ptr, a.size, a.dtype.str)
+        view = self._views.get(key)
+        if view is None:
+            if not a.flags.c_contiguous:
+                raise ValueError("CUDA backend arrays must be C-contiguous")
+            desc = {
+                "shape": (a.size,),
+                "strides": None,
+                "typestr": a.dtype.str,
+                "data": (a.data.ptr, False),
+                "version": 3,
+            }
+            view = cuda.from_cuda_array_interface(desc, owner=None, sync=False)
+            self._views.put(key, view)
+        return view
+
+    def key(self, a):
+        return (a.data.ptr, a.shape, a.dtype.str)
+
+    # --- launching -----------------------------------------------------------------------
+    def launch(self, kernel, grid, block, *args):
+        self.launches += 1
+        kernel[grid, block, self.nb_stream](*args)
+
+    @contextlib.contextmanager
+    def io(self):
+        """Order this backend's stream after the caller's, and the caller's after it.
+
+        Both waits are GPU-side (event record + stream wait), so neither blocks the host. Skipped
+        while capturing (cross-stream waits would join the caller's stream to the capture) and
+        in nested calls.
+        """
+        if self.capturing or self._depth:
+            self._depth += 1
+            try:
+                with self.stream:
+                    yield
+            finally:
+                self._depth -= 1
+            return
+        caller = self.cp.cuda.get_current_stream()
+        other = caller.ptr != self.stream.ptr
+        if other:
+            self._ev_in.record(caller)
+            self.stream.wait_event(self._ev_in)
+        self._depth += 1
+        try:
+            with self.stream:
+                yield
+        finally:
+            self._depth -= 1
+            if other:
+                self._ev_out.record(self.stream)
+                caller.wait_event(self._ev_out)
+
+    def run(self, key, fn):
+        """Run ``fn`` (which enqueues work on the stream) as a replayed CUDA graph.
+
+        First call with ``key``: run eagerly (compiles kernels, and one-off calls never pay for a
+        capture). Second call: capture ``fn`` into a graph and launch it; later calls: launch.
+        Inside a capture, or with graphs off, ``fn`` simply enqueues.
+        """
+        if not self.graphs or self.capturing or key is None or key in self._failed:
+            fn()
+            return
+        graph = self._graphs.get(key)
+        if graph is None:
+            if self._seen.get(key) is None:
+                self._seen.put(key, True)
+                fn()
+                return
+            graph = self._capture(key, fn)
+            if graph is None:
+                return
+        else:
+            self.replays += 1
+        graph.launch(self.stream)
+
+    def _capture(self, key, fn):
+        s = self.stream
+        with s:
+            s.begin_capture()
+            self.capturing = True
+            try:
+                fn()
+            except Exception:
+                self.capturing = False
+                with contextlib.suppress(Exception):
+                    s.end_capture()
+                raise
+            self.capturing = False
+            graph = s.end_capture()
+        graph.upload(s)
+        self.captures += 1
+        self._graphs.put(key, graph)
+        return graph
+
+    def copy_to_host_async(self, dev, slot=0):
+        """Enqueue ``host[slot] = dev[slot]`` (8 bytes, into pinned memory)."""
+        rt = self.cp.cuda.runtime
+        rt.memcpyAsync(
+            self.host.ctypes.data + 8 * slot,
+            dev.data.ptr + 8 * slot,
+            8,
+            rt.memcpyDeviceToHost,
+            self.stream.ptr,
+        )
+
+    def read_scalar(self, dev, slot=0):
+        """The value copied by :meth:`copy_to_host_async`: one event sync, nothing else."""
+        self._ev_done.record(self.stream)
+        self._ev_done.synchronize()
+        return float(self.host[slot])
+
+    def synchronize(self):
+        self.stream.synchronize()
+
+    def sync_each_sweep(self):
+        self.stream.synchronize()
+
+
+def grid_for(n: int, threads: int) -> int:
+    """Blocks for a flat launch of ``n`` elements."""
+    return max(1, math.ceil(n / threads))
