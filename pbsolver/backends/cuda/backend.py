@@ -448,7 +448,7 @@ class CUDABackend(Backend):
     def axpy(self, y, x, a):
         key = self._key("axpy", y, x, float(a))
         with self.dev.io():
-            self.dev.run(key, lambda: self._flat(K.axpy, y, x, float(a)))
+            self.dev.run(key, lambda: self._flat(K.axpy, y, x, np.float64(a)))
 
     # --- multigrid kernels ---------------------------------------------------------------
     def rb_sor_color(self, st, x, color, omega):

@@ -1,0 +1,355 @@
+"""The CUDA backend's kernels under numba's CUDA simulator (runs in CI, no GPU, no CuPy).
+
+Each check runs a CUDA kernel through :class:`CUDABackend` on numba device arrays and compares it
+with the CPU backend's kernel on the same random, high-contrast input (grids of at most 7×9×11,
+shapes not multiples of the blocks, small blocks so that several tiles, chunks and halos occur).
+
+numba reads ``NUMBA_ENABLE_CUDASIM`` once, when ``numba.cuda`` is first imported, and other tests
+import it for real; so the checks run together in one subprocess with the variable set (or
+in-process when the whole session already runs under the simulator), and each check is reported
+as its own test. The simulator runs about 1 ms per simulated thread: keep the grids tiny.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.cudasim
+
+SIM = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
+
+
+class Skip(Exception):
+    """A check that cannot run in this checkout (e.g. a CPU twin not there yet)."""
+
+
+# ---------------------------------------------------------------------- shared context
+class _Ctx:
+    """Backends, problems and stencils built once per simulator process."""
+
+    def __init__(self):
+        import pbsolver  # noqa: F401  (fails loudly if the package is missing)
+        from pbsolver.backends.cpu import CPUBackend
+        from pbsolver.backends.cuda import CUDABackend, KernelConfig
+
+        self.rng = np.random.default_rng(20261129)
+        self.cfg = KernelConfig(
+            point_block=(4, 4, 2),
+            march_block=(4, 4),
+            march_chunk=3,
+            tile_block=(8, 6),
+            tile_chunk=3,
+            jacobi_block=(8, 4, 2),
+            reduce_block=(8, 4),
+            reduce_chunk=3,
+        )
+        self.cpu = CPUBackend()
+        self.gpu = CUDABackend(device="numba", config=self.cfg)
+        self._cache = {}
+
+    def problem(self, name):
+        if name not in self._cache:
+            from conftest import random_problem
+
+            if name == "dirichlet":
+                # node map, harmonic faces, salt, boundary values: every term of b is exercised
+                p = random_problem(
+                    self.rng,
+                    shape=(6, 7, 9),
+                    boundary="dirichlet",
+                    salt=True,
+                    boundary_values=True,
+                    face_rule="harmonic",
+                )
+            else:
+                # face maps, periodic without salt: singular, b's mean removed on the device
+                p = random_problem(self.rng, shape=(6, 6, 8), boundary="periodic", faces=True)
+            self._cache[name] = p
+        return self._cache[name]
+
+    def stencils(self, name, dtype=np.float32):
+        key = (name, np.dtype(dtype))
+        if key not in self._cache:
+            p = self.problem(name)
+            self._cache[key] = (self.cpu.stencil(p, dtype), self.gpu.stencil(p, dtype))
+        return self._cache[key]
+
+    def host(self, a):
+        return self.gpu.dev.to_numpy(a)
+
+    def dev(self, a, dtype=None):
+        return self.gpu.asarray(a, a.dtype if dtype is None else dtype)
+
+
+_CTX = None
+
+
+def ctx() -> _Ctx:
+    global _CTX
+    if _CTX is None:
+        _CTX = _Ctx()
+    return _CTX
+
+
+def close(got, want, rtol, what):
+    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    scale = max(float(np.abs(want).max()), 1e-300)
+    err = float(np.abs(got - want).max()) / scale
+    assert err <= rtol, f"{what}: max |diff| / max |ref| = {err:.3g} > {rtol:g}"
+    assert np.isfinite(got).all(), f"{what}: non-finite values"
+
+
+# ---------------------------------------------------------------------- the checks
+def check_stencil_dirichlet_salt_harmonic():
+    c = ctx()
+    sc, sg = c.stencils("dirichlet")
+    for name in ("cx", "cy", "cz", "diag", "b"):
+        close(c.host(getattr(sg, name)), getattr(sc, name), 1e-6, name)
+    assert sg.shift is not None and not sg.periodic
+
+
+def check_stencil_periodic_faces_singular():
+    c = ctx()
+    sc, sg = c.stencils("periodic")
+    for name in ("cx", "cy", "cz", "diag", "b"):
+        close(c.host(getattr(sg, name)), getattr(sc, name), 1e-6, name)
+    b = c.host(sg.b).astype(np.float64)
+    assert abs(b.mean()) <= 1e-6 * np.abs(b).max(), "b of a singular problem must have zero mean"
+
+
+def _sor(kernel, name, dtype=np.float32, sweeps=2, rtol=2e-6):
+    c = ctx()
+    sc, sg = c.stencils(name, dtype)
+    x0 = c.rng.normal(0.0, 50.0, sc.shape).astype(dtype)
+    xc, xg = x0.copy(), c.dev(x0)
+    c.gpu.kernel = kernel
+    c.gpu.sor_sweeps(sg, xg, 1.6, sweeps)
+    c.cpu.sor_sweeps(sc, xc, 1.6, sweeps)
+    close(c.host(xg), xc, rtol, f"{kernel} SOR, {name}")
+    assert not np.array_equal(xc, x0), "the sweeps changed nothing"
+
+
+def check_sor_tile_dirichlet():
+    _sor("tile", "dirichlet", sweeps=3)  # odd count: result copied back from the work buffer
+
+
+def check_sor_tile_periodic():
+    _sor("tile", "periodic")
+
+
+def check_sor_point_dirichlet():
+    _sor("point", "dirichlet")
+
+
+def check_sor_point_periodic():
+    _sor("point", "periodic")
+
+
+def check_sor_march_dirichlet():
+    _sor("march", "dirichlet")
+
+
+def check_sor_march_periodic():
+    _sor("march", "periodic")
+
+
+def check_sor_tile_float64():
+    _sor("tile", "dirichlet", np.float64, sweeps=1, rtol=1e-13)
+
+
+def check_jacobi_dirichlet():
+    c = ctx()
+    sc, sg = c.stencils("dirichlet")
+    x0 = c.rng.normal(0.0, 50.0, sc.shape).astype(np.float32)
+    xc, xg = x0.copy(), c.dev(x0)
+    c.gpu.jacobi_sweeps(sg, xg, c.gpu.zeros(sc.shape, np.float32), 0.9, 3)
+    c.cpu.jacobi_sweeps(sc, xc, np.zeros_like(xc), 0.9, 3)
+    close(c.host(xg), xc, 2e-6, "Jacobi")
+
+
+def check_residual_float64_x_float32_out():
+    c = ctx()
+    for name in ("dirichlet", "periodic"):
+        sc, sg = c.stencils(name)
+        x = c.rng.normal(0.0, 50.0, sc.shape)  # float64 iterate, float32 stencil (refinement)
+        rc = np.zeros(sc.shape, np.float32)
+        rg = c.gpu.zeros(sc.shape, np.float32)
+        c.cpu.residual(sc, x, rc)
+        c.gpu.residual(sg, c.dev(x), rg)
+        close(c.host(rg), rc, 1e-6, f"residual, {name}")
+
+
+def check_residual_norm():
+    c = ctx()
+    for name in ("dirichlet", "periodic"):
+        sc, sg = c.stencils(name)
+        x = c.rng.normal(0.0, 50.0, sc.shape)
+        want = c.cpu.residual_norm(sc, x)
+        got = c.gpu.residual_norm(sg, c.dev(x))
+        assert abs(got - want) <= 1e-6 * want, f"{name}: {got} vs {want}"
+
+
+def check_plain_stencil_stored_diagonal_colour_pass():
+    """A plain Stencil (multigrid coarse levels) is swept with its stored diagonal (κ̄² in it)."""
+    import dataclasses
+
+    from pbsolver.backends import Stencil
+    from pbsolver.backends import cpu_kernels as CK
+
+    c = ctx()
+    sc, sg = c.stencils("dirichlet")
+    fields = {f.name: getattr(sg, f.name) for f in dataclasses.fields(Stencil)}
+    plain = Stencil(**fields)
+    x0 = c.rng.normal(0.0, 50.0, sc.shape).astype(np.float32)
+    xc, xg = x0.copy(), c.dev(x0)
+    for color in (0, 1, 0):
+        c.gpu.rb_sor_color(plain, xg, color, 1.0)
+        CK.rb_sor_color(xc, sc.b, sc.cx, sc.cy, sc.cz, sc.diag, color, np.float32(1.0), False)
+    close(c.host(xg), xc, 2e-6, "colour passes with a stored diagonal")
+
+
+def check_elementwise_and_reductions():
+    c = ctx()
+    g = c.gpu
+    shape = (5, 6, 7)
+    a = c.rng.normal(size=shape)
+    b = c.rng.normal(size=shape).astype(np.float32)
+    y = c.dev(a)
+    g.axpy(y, c.dev(b), -0.75)
+    close(c.host(y), a - 0.75 * b.astype(np.float64), 1e-14, "axpy")
+    z = c.dev(b)
+    g.axpby(z, c.dev(b[::-1].copy()), 2.0, -0.5)
+    close(c.host(z), 2.0 * b[::-1] - 0.5 * b, 1e-6, "axpby")
+    m = c.dev(a + 3.0)
+    g.remove_mean(m)
+    close(c.host(m), a + 3.0 - (a + 3.0).mean(), 1e-12, "remove_mean")
+    d = g.dot(c.dev(a), c.dev(a[::-1].copy()))
+    assert abs(d - float(np.sum(a * a[::-1]))) <= 1e-12 * float(np.sum(a * a)), "dot"
+    f = c.dev(a)
+    g.fill(f, 2.5)
+    assert np.all(c.host(f) == 2.5), "fill"
+    cp = g.copy(y)
+    assert np.array_equal(c.host(cp), c.host(y)), "copy"
+    calls = []
+    runner = g.capture(lambda: calls.append(1))
+    runner()
+    runner()
+    assert calls == [1, 1], "capture() runner must run fn on each call without graphs"
+
+
+def _transfer_axis(n, periodic):
+    """Standard coarsening of one axis: coarse nodes on even fine indices."""
+    if periodic:
+        m = n // 2
+        pos = 2 * np.arange(m)
+        i = np.arange(n)
+        lo, hi = i // 2, ((i + 1) // 2) % m
+    else:
+        m = (n + 1) // 2
+        pos = 2 * np.arange(m)
+        i = np.arange(n)
+        lo, hi = i // 2, (i + 1) // 2
+    return m, pos.astype(np.int32), lo.astype(np.int32), hi.astype(np.int32)
+
+
+def check_restrict_and_prolong():
+    from pbsolver.backends import Transfer
+    from pbsolver.backends.cpu import CPUBackend
+
+    if not hasattr(CPUBackend, "restrict"):
+        raise Skip("the CPU backend has no multigrid transfers in this checkout")
+    c = ctx()
+    for fine_shape, periodic in (((7, 9, 5), False), ((6, 8, 4), True)):
+        axes = [_transfer_axis(n, periodic) for n in fine_shape]
+        coarse_shape = tuple(a[0] for a in axes)
+
+        def transfer(
+            backend, axes=axes, fine_shape=fine_shape, coarse_shape=coarse_shape, periodic=periodic
+        ):
+            return Transfer(
+                pos=tuple(backend.asarray(a[1], np.int32) for a in axes),
+                lo=tuple(backend.asarray(a[2], np.int32) for a in axes),
+                hi=tuple(backend.asarray(a[3], np.int32) for a in axes),
+                periodic=periodic,
+                fine_shape=fine_shape,
+                coarse_shape=coarse_shape,
+            )
+
+        tc, tg = transfer(c.cpu), transfer(c.gpu)
+        fine = c.rng.normal(size=fine_shape).astype(np.float32)
+        coarse_c = np.zeros(coarse_shape, np.float32)
+        coarse_g = c.gpu.zeros(coarse_shape, np.float32)
+        c.cpu.restrict(tc, fine, coarse_c)
+        c.gpu.restrict(tg, c.dev(fine), coarse_g)
+        close(c.host(coarse_g), coarse_c, 1e-6, f"restrict, periodic={periodic}")
+        e = c.rng.normal(size=coarse_shape).astype(np.float32)
+        fc, fg = fine.copy(), c.dev(fine)
+        c.cpu.prolong_add(tc, e, fc)
+        c.gpu.prolong_add(tg, c.dev(e), fg)
+        close(c.host(fg), fc, 1e-6, f"prolong_add, periodic={periodic}")
+
+
+CHECKS = sorted(name for name in dir() if name.startswith("check_"))
+
+
+def run_checks(names=CHECKS) -> dict:
+    """Run the named checks here (the simulator must be on); return their outcomes."""
+    results = {}
+    for name in names:
+        t0 = time.perf_counter()
+        try:
+            globals()[name]()
+            outcome = {"ok": True}
+        except Skip as exc:
+            outcome = {"ok": True, "skipped": str(exc)}
+        except Exception:
+            outcome = {"ok": False, "error": traceback.format_exc()}
+        outcome["seconds"] = round(time.perf_counter() - t0, 2)
+        results[name] = outcome
+    return results
+
+
+# ---------------------------------------------------------------------- pytest side
+@pytest.fixture(scope="module")
+def sim_results(tmp_path_factory):
+    if SIM:
+        return run_checks()
+    out = tmp_path_factory.mktemp("cudasim") / "results.json"
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
+    proc = subprocess.run(
+        [sys.executable, str(Path(__file__)), str(out)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    if not out.exists():
+        pytest.fail(f"simulator subprocess failed:\n{proc.stdout}\n{proc.stderr}")
+    return json.loads(out.read_text())
+
+
+@pytest.mark.parametrize("name", CHECKS)
+def test_cudasim(sim_results, name):
+    outcome = sim_results[name]
+    assert outcome["ok"], outcome.get("error")
+    if "skipped" in outcome:
+        pytest.skip(outcome["skipped"])
+
+
+if __name__ == "__main__":
+    if not SIM:
+        sys.exit("run with NUMBA_ENABLE_CUDASIM=1")
+    res = run_checks(sys.argv[2:] or CHECKS)
+    Path(sys.argv[1]).write_text(json.dumps(res, indent=1))
+    for name, outcome in res.items():
+        state = "ok" if outcome["ok"] else "FAIL"
+        print(f"{state:4s} {outcome['seconds']:6.2f}s {name}")
