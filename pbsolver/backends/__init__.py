@@ -56,6 +56,35 @@ class Stencil:
         return self.b.dtype
 
 
+@dataclass
+class Transfer:
+    """Grid transfer between a fine level and the next coarser one (multigrid), on a backend.
+
+    Coarse nodes are a subset of the fine nodes. Per axis ``a`` (x, y, z), three int32 arrays:
+
+    Attributes
+    ----------
+    pos : tuple of 3 int32 arrays, lengths = coarse shape
+        ``pos[a][I]`` is the fine index of coarse node ``I``.
+    lo, hi : tuple of 3 int32 arrays, lengths = fine shape
+        Fine node ``i`` interpolates from coarse nodes ``lo[a][i]`` and ``hi[a][i]`` with
+        weight ½ each (``lo == hi`` on a coarse node, so the weight there is 1); a fine node
+        with ``lo != hi`` is a midpoint and gives ½ of its value to each neighbour on
+        restriction.
+    periodic : bool
+        Periodic levels wrap (every node an unknown); Dirichlet levels leave the outer layer
+        alone (prolongation) or zero it (restriction).
+    fine_shape, coarse_shape : tuple of 3 int
+    """
+
+    pos: tuple
+    lo: tuple
+    hi: tuple
+    periodic: bool
+    fine_shape: tuple[int, int, int]
+    coarse_shape: tuple[int, int, int]
+
+
 class Backend:
     """Interface every backend implements (the CPU backend is the reference implementation).
 
@@ -114,6 +143,43 @@ class Backend:
 
     def synchronize(self) -> None:
         """Wait for queued work (a no-op on the CPU)."""
+
+    # --- multigrid kernels (pbsolver.multigrid); none of them synchronises ------------------
+    def rb_sor_color(self, st: Stencil, x, color: int, omega: float) -> None:
+        """One colour of a red–black SOR sweep in place (``omega = 1``: Gauss–Seidel).
+
+        Updates the unknowns with ``(i + j + k) % 2 == color`` from the other colour.
+        """
+        raise NotImplementedError
+
+    def restrict(self, tr: Transfer, fine, coarse) -> None:
+        """``coarse = Pᵀ fine`` on the coarse unknowns, zero on fixed coarse nodes.
+
+        ``coarse[I,J,K] = Σ w_x w_y w_z fine[pos_x[I]+dx, pos_y[J]+dy, pos_z[K]+dz]`` over
+        ``d ∈ {-1, 0, 1}`` (indices wrapped), ``w = 1`` for ``d = 0`` and for ``d = ±1``
+        ``w = ½`` if that fine node is a midpoint (``lo != hi``) else 0.
+        """
+        raise NotImplementedError
+
+    def prolong_add(self, tr: Transfer, coarse, fine) -> None:
+        """``fine += P coarse`` on the fine unknowns (fixed Dirichlet nodes untouched).
+
+        ``(P e)[i,j,k] = ⅛ Σ e[a, b, c]``, ``a ∈ {lo_x[i], hi_x[i]}``, ``b ∈ {lo_y[j],
+        hi_y[j]}``, ``c ∈ {lo_z[k], hi_z[k]}`` (trilinear interpolation).
+        """
+        raise NotImplementedError
+
+    def fill(self, x, value: float) -> None:
+        """``x[...] = value`` in place."""
+        raise NotImplementedError
+
+    def axpby(self, y, x, a: float, b: float) -> None:
+        """``y = a·x + b·y`` in place."""
+        raise NotImplementedError
+
+    def dot(self, x, y) -> float:
+        """Σ x·y over all nodes, accumulated in float64 (synchronises; used by MG-CG only)."""
+        raise NotImplementedError
 
 
 def cuda_available() -> bool:
@@ -180,4 +246,4 @@ def get_backend(name: str = "auto", like=None) -> Backend:
     return _load(name)
 
 
-__all__ = ["BACKENDS", "Backend", "Stencil", "cuda_available", "get_backend"]
+__all__ = ["BACKENDS", "Backend", "Stencil", "Transfer", "cuda_available", "get_backend"]

@@ -7,6 +7,7 @@ import numpy as np
 from .._arrays import to_numpy
 from . import Backend, Stencil
 from . import cpu_kernels as K
+from . import cpu_mg_kernels as MG
 
 
 class CPUBackend(Backend):
@@ -78,16 +79,43 @@ class CPUBackend(Backend):
             x[...] = src
 
     def residual(self, st, x, out):
-        K.residual(x, st.b, st.cx, st.cy, st.cz, st.diag, out, st.periodic)
+        kernel = MG.residual_serial if x.size < MG.SERIAL_BELOW else K.residual
+        kernel(x, st.b, st.cx, st.cy, st.cz, st.diag, out, st.periodic)
 
     def residual_norm(self, st, x):
-        return float(np.sqrt(K.residual_sumsq(x, st.b, st.cx, st.cy, st.cz, st.diag, st.periodic)))
+        kernel = MG.residual_sumsq_serial if x.size < MG.SERIAL_BELOW else K.residual_sumsq
+        return float(np.sqrt(kernel(x, st.b, st.cx, st.cy, st.cz, st.diag, st.periodic)))
 
     def axpy(self, y, x, a):
         K.axpy(y, x, a)
 
     def remove_mean(self, x):
         K.add_scalar(x, x.dtype.type(-K.plane_sums(x).sum() / x.size))
+
+    # --- multigrid kernels (serial twins on small grids: see cpu_mg_kernels) -------------
+    def rb_sor_color(self, st, x, color, omega):
+        kernel = MG.rb_sor_color_serial if x.size < MG.SERIAL_BELOW else K.rb_sor_color
+        kernel(x, st.b, st.cx, st.cy, st.cz, st.diag, color, x.dtype.type(omega), st.periodic)
+
+    def restrict(self, tr, fine, coarse):
+        kernel = MG.restrict_serial if fine.size < MG.SERIAL_BELOW else MG.restrict
+        (px, py, pz), (lx, ly, lz), (hx, hy, hz) = tr.pos, tr.lo, tr.hi
+        kernel(fine, coarse, px, lx, hx, py, ly, hy, pz, lz, hz, tr.periodic)
+
+    def prolong_add(self, tr, coarse, fine):
+        kernel = MG.prolong_add_serial if fine.size < MG.SERIAL_BELOW else MG.prolong_add
+        (lx, ly, lz), (hx, hy, hz) = tr.lo, tr.hi
+        kernel(coarse, fine, lx, hx, ly, hy, lz, hz, tr.periodic)
+
+    def fill(self, x, value):
+        kernel = MG.fill_serial if x.size < MG.SERIAL_BELOW else MG.fill
+        kernel(x, x.dtype.type(value))
+
+    def axpby(self, y, x, a, b):
+        MG.axpby(y, x, y.dtype.type(a), y.dtype.type(b))
+
+    def dot(self, x, y):
+        return float(MG.dot(x, y))
 
 
 def _set_outer_layer(a, value):

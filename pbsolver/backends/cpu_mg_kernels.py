@@ -1,0 +1,275 @@
+"""Numba CPU kernels for the multigrid cycle (raw arrays only; no allocation, no host logic).
+
+The grid transfers between a fine level and the next coarser one are described, per axis, by
+three small integer maps (see :class:`pbsolver.backends.Transfer`):
+
+``pos[I]``
+    fine index of coarse node ``I`` (coarse nodes are a subset of the fine nodes);
+``lo[i], hi[i]``
+    the coarse nodes that fine node ``i`` interpolates from: ``lo == hi == I`` when ``i`` is
+    coarse node ``I``, else the two coarse neighbours of the midpoint ``i`` (wrapping on
+    periodic axes).
+
+Prolongation is trilinear interpolation ``P`` (weight ½ per midpoint direction) and restriction
+is its transpose ``Pᵀ`` (the coarse operators are scaled to match, see
+:mod:`pbsolver.multigrid`). Both kernels are deterministic for any number of threads: every
+output value is written by exactly one thread from inputs nobody writes.
+
+Every kernel comes as a parallel entry point (``prange`` over x-planes) and a ``*_serial``
+twin running the same plane body. Coarse levels are small: there a parallel region costs more
+than the work (and on an oversubscribed machine a thread that has been descheduled stalls the
+whole region for a scheduler time slice), so the CPU backend calls the serial twins below
+:data:`SERIAL_BELOW` points.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from .cpu_kernels import _stencil_sum, _wrap
+
+_JIT = {"cache": True, "nogil": True, "boundscheck": False}
+
+#: Grids with fewer points than this run the serial kernels.
+SERIAL_BELOW = 100_000
+
+
+@njit(**_JIT, inline="always")
+def _neighbours(pos, lo, hi, c, n):
+    """Fine indices ``pos[c] − 1, pos[c], pos[c] + 1`` (wrapped) and the outer two's weights.
+
+    A neighbour that is a midpoint (``lo != hi``) gets ½, a coarse node 0.
+    """
+    i = pos[c]
+    im = i - 1 if i > 0 else n - 1
+    ip = i + 1 if i < n - 1 else 0
+    wm = 0.5 if lo[im] != hi[im] else 0.0
+    wp = 0.5 if lo[ip] != hi[ip] else 0.0
+    return im, i, ip, wm, wp
+
+
+@njit(**_JIT, inline="always")
+def _line(f, i, j, km, k, kp, wm, wp):
+    """``wm f[i, j, km] + f[i, j, k] + wp f[i, j, kp]`` in float64."""
+    return wm * np.float64(f[i, j, km]) + np.float64(f[i, j, k]) + wp * np.float64(f[i, j, kp])
+
+
+@njit(**_JIT, inline="always")
+def _plane(f, i, jm, j, jp, wym, wyp, km, k, kp, wzm, wzp):
+    return (
+        wym * _line(f, i, jm, km, k, kp, wzm, wzp)
+        + _line(f, i, j, km, k, kp, wzm, wzp)
+        + wyp * _line(f, i, jp, km, k, kp, wzm, wzp)
+    )
+
+
+# ---------------------------------------------------------------------- restriction
+@njit(**_JIT, inline="always")
+def _restrict_plane(fine, coarse, ci, pos_x, lo_x, hi_x, pos_y, lo_y, hi_y, pos_z, lo_z, hi_z, lo):
+    nx, ny, nz = fine.shape
+    mx, my, mz = coarse.shape
+    if ci < lo or ci >= mx - lo:
+        for cj in range(my):
+            for ck in range(mz):
+                coarse[ci, cj, ck] = 0
+        return
+    im, i, ip, wxm, wxp = _neighbours(pos_x, lo_x, hi_x, ci, nx)
+    for cj in range(my):
+        if cj < lo or cj >= my - lo:
+            for ck in range(mz):
+                coarse[ci, cj, ck] = 0
+            continue
+        jm, j, jp, wym, wyp = _neighbours(pos_y, lo_y, hi_y, cj, ny)
+        for ck in range(mz):
+            if ck < lo or ck >= mz - lo:
+                coarse[ci, cj, ck] = 0
+                continue
+            km, k, kp, wzm, wzp = _neighbours(pos_z, lo_z, hi_z, ck, nz)
+            coarse[ci, cj, ck] = (
+                wxm * _plane(fine, im, jm, j, jp, wym, wyp, km, k, kp, wzm, wzp)
+                + _plane(fine, i, jm, j, jp, wym, wyp, km, k, kp, wzm, wzp)
+                + wxp * _plane(fine, ip, jm, j, jp, wym, wyp, km, k, kp, wzm, wzp)
+            )
+
+
+@njit(**_JIT, parallel=True)
+def restrict(fine, coarse, pos_x, lo_x, hi_x, pos_y, lo_y, hi_y, pos_z, lo_z, hi_z, periodic):
+    """``coarse = Pᵀ fine`` on the coarse unknowns; zero on fixed (Dirichlet) coarse nodes.
+
+    Each coarse node gathers its own fine node (weight 1) and, along each axis, the two fine
+    neighbours with weight ½ where they are midpoints (``lo != hi``) and 0 where they are coarse
+    nodes themselves: a 27-term product-weight sum, accumulated in float64.
+    """
+    lo = 0 if periodic else 1
+    for ci in prange(coarse.shape[0]):
+        _restrict_plane(
+            fine, coarse, ci, pos_x, lo_x, hi_x, pos_y, lo_y, hi_y, pos_z, lo_z, hi_z, lo
+        )
+
+
+@njit(**_JIT)
+def restrict_serial(
+    fine, coarse, pos_x, lo_x, hi_x, pos_y, lo_y, hi_y, pos_z, lo_z, hi_z, periodic
+):
+    """Serial twin of :func:`restrict`."""
+    lo = 0 if periodic else 1
+    for ci in range(coarse.shape[0]):
+        _restrict_plane(
+            fine, coarse, ci, pos_x, lo_x, hi_x, pos_y, lo_y, hi_y, pos_z, lo_z, hi_z, lo
+        )
+
+
+# ---------------------------------------------------------------------- prolongation
+@njit(**_JIT, inline="always")
+def _prolong_plane(coarse, fine, i, lo_x, hi_x, lo_y, hi_y, lo_z, hi_z, lo):
+    nx, ny, nz = fine.shape
+    a0 = lo_x[i]
+    a1 = hi_x[i]
+    for j in range(lo, ny - lo):
+        b0 = lo_y[j]
+        b1 = hi_y[j]
+        for k in range(lo, nz - lo):
+            c0 = lo_z[k]
+            c1 = hi_z[k]
+            s = (
+                coarse[a0, b0, c0]
+                + coarse[a0, b0, c1]
+                + coarse[a0, b1, c0]
+                + coarse[a0, b1, c1]
+                + coarse[a1, b0, c0]
+                + coarse[a1, b0, c1]
+                + coarse[a1, b1, c0]
+                + coarse[a1, b1, c1]
+            )
+            fine[i, j, k] += 0.125 * s
+
+
+@njit(**_JIT, parallel=True)
+def prolong_add(coarse, fine, lo_x, hi_x, lo_y, hi_y, lo_z, hi_z, periodic):
+    """``fine += P coarse`` on the fine unknowns (fixed Dirichlet nodes untouched).
+
+    ``(P e)[i, j, k] = ⅛ Σ e[a, b, c]`` over ``a ∈ {lo_x[i], hi_x[i]}``, ``b ∈ {lo_y[j],
+    hi_y[j]}``, ``c ∈ {lo_z[k], hi_z[k]}`` — trilinear interpolation, exact on coarse nodes.
+    """
+    lo = 0 if periodic else 1
+    for i in prange(lo, fine.shape[0] - lo):
+        _prolong_plane(coarse, fine, i, lo_x, hi_x, lo_y, hi_y, lo_z, hi_z, lo)
+
+
+@njit(**_JIT)
+def prolong_add_serial(coarse, fine, lo_x, hi_x, lo_y, hi_y, lo_z, hi_z, periodic):
+    """Serial twin of :func:`prolong_add`."""
+    lo = 0 if periodic else 1
+    for i in range(lo, fine.shape[0] - lo):
+        _prolong_plane(coarse, fine, i, lo_x, hi_x, lo_y, hi_y, lo_z, hi_z, lo)
+
+
+# ---------------------------------------------------------------------- smoothing, residual
+@njit(**_JIT, inline="always")
+def _rb_plane(x, b, cx, cy, cz, diag, i, color, omega, lo):
+    nx, ny, nz = x.shape
+    im, ip = _wrap(i, nx)
+    for j in range(lo, ny - lo):
+        jm, jp = _wrap(j, ny)
+        k0 = lo + ((i + j + lo + color) & 1)
+        for k in range(k0, nz - lo, 2):
+            km, kp = _wrap(k, nz)
+            s = _stencil_sum(x, b, cx, cy, cz, i, j, k, im, ip, jm, jp, km, kp)
+            old = x[i, j, k]
+            x[i, j, k] = old + omega * (s / diag[i, j, k] - old)
+
+
+@njit(**_JIT)
+def rb_sor_color_serial(x, b, cx, cy, cz, diag, color, omega, periodic):
+    """Serial twin of :func:`pbsolver.backends.cpu_kernels.rb_sor_color` (same arithmetic)."""
+    lo = 0 if periodic else 1
+    for i in range(lo, x.shape[0] - lo):
+        _rb_plane(x, b, cx, cy, cz, diag, i, color, omega, lo)
+
+
+@njit(**_JIT)
+def residual_serial(x, b, cx, cy, cz, diag, out, periodic):
+    """Serial twin of :func:`pbsolver.backends.cpu_kernels.residual` (same arithmetic)."""
+    nx, ny, nz = x.shape
+    lo = 0 if periodic else 1
+    for i in range(nx):
+        im, ip = _wrap(i, nx)
+        for j in range(ny):
+            jm, jp = _wrap(j, ny)
+            for k in range(nz):
+                inside = lo <= i < nx - lo and lo <= j < ny - lo and lo <= k < nz - lo
+                if not inside:
+                    out[i, j, k] = 0
+                    continue
+                km, kp = _wrap(k, nz)
+                s = _stencil_sum(x, b, cx, cy, cz, i, j, k, im, ip, jm, jp, km, kp)
+                out[i, j, k] = s - diag[i, j, k] * x[i, j, k]
+
+
+@njit(**_JIT)
+def residual_sumsq_serial(x, b, cx, cy, cz, diag, periodic):
+    """Serial twin of :func:`pbsolver.backends.cpu_kernels.residual_sumsq` (same arithmetic)."""
+    nx, ny, nz = x.shape
+    lo = 0 if periodic else 1
+    total = 0.0
+    for i in range(lo, nx - lo):
+        im, ip = _wrap(i, nx)
+        acc = 0.0
+        for j in range(lo, ny - lo):
+            jm, jp = _wrap(j, ny)
+            for k in range(lo, nz - lo):
+                km, kp = _wrap(k, nz)
+                s = _stencil_sum(x, b, cx, cy, cz, i, j, k, im, ip, jm, jp, km, kp)
+                r = np.float64(s) - np.float64(diag[i, j, k]) * np.float64(x[i, j, k])
+                acc += r * r
+        total += acc
+    return total
+
+
+# ---------------------------------------------------------------------- vector operations
+@njit(**_JIT, parallel=True)
+def fill(x, value):
+    """``x[...] = value`` in place."""
+    nx, ny, nz = x.shape
+    for i in prange(nx):
+        for j in range(ny):
+            for k in range(nz):
+                x[i, j, k] = value
+
+
+@njit(**_JIT)
+def fill_serial(x, value):
+    """Serial twin of :func:`fill`."""
+    nx, ny, nz = x.shape
+    for i in range(nx):
+        for j in range(ny):
+            for k in range(nz):
+                x[i, j, k] = value
+
+
+@njit(**_JIT, parallel=True)
+def dot(x, y):
+    """Σ x·y in float64 (one partial per x-plane, added in a fixed order)."""
+    nx, ny, nz = x.shape
+    partial = np.zeros(nx, dtype=np.float64)
+    for i in prange(nx):
+        acc = 0.0
+        for j in range(ny):
+            for k in range(nz):
+                acc += np.float64(x[i, j, k]) * np.float64(y[i, j, k])
+        partial[i] = acc
+    total = 0.0
+    for i in range(nx):
+        total += partial[i]
+    return total
+
+
+@njit(**_JIT, parallel=True)
+def axpby(y, x, a, b):
+    """``y = a·x + b·y`` in place."""
+    nx, ny, nz = y.shape
+    for i in prange(nx):
+        for j in range(ny):
+            for k in range(nz):
+                y[i, j, k] = a * x[i, j, k] + b * y[i, j, k]
