@@ -1,0 +1,518 @@
+"""``pbsolver bench``: kernel, launch and time-to-solution measurements (issue 3, DESIGN §5).
+
+What one run measures (GPU rows only where a CUDA device is usable; the CPU rows always):
+
+* the device-to-device copy rate (CuPy ``copyto``, bytes read + written) — the ceiling;
+* per full red–black sweep, for each kernel shape at each size: GPU time (CUDA events around
+  replays of a captured graph of 20 sweeps), the bytes the shape must move, the effective
+  bandwidth, and the multiple of the 16-bytes-a-node copy floor (16 B·N / copy rate);
+* wall time against GPU-busy time per sweep for the naive, stream and graph launch modes at 64³
+  and 100³, plus the solver's loop (10 sweeps + one residual norm per check);
+* time to rtol 1e-6 for SOR (graph and stream launching; multigrid too where it exists);
+* the seed kernel's 500-launch loop at 100³ as the forum thread ran it (CuPy arrays, one Python
+  launch a sweep), and its GPU time per sweep at 100³ and 256³ (imported from ``--seed-dir``);
+* the CPU backend's sweep time and time to rtol 1e-6.
+
+Timings are medians of several repeats; compare ratios within one run (shared machines are
+noisy). Every number in BENCHMARKS.md comes from this command's JSON.
+"""
+
+from __future__ import annotations
+
+import datetime
+import importlib.util
+import json
+import math
+import platform
+import statistics
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import click
+import numpy as np
+
+COPY_FLOOR_BYTES = 16  # read ε, b, φ and write φ: the issue's floor for one sweep
+SWEEPS_PER_GRAPH = 20
+
+
+# ---------------------------------------------------------------------- problems
+def random_problem(n, xp=np, seed=0, boundary="dirichlet", salt=False, shape=None):
+    """A high-contrast problem: ε 1 in a few random spheres, 80 outside; random charges."""
+    import pbsolver as pb
+
+    shape = shape or (n, n, n)
+    rng = np.random.default_rng(seed)
+    grid = pb.Grid(shape, spacing=0.5)
+    x, y, z = (xp.asarray(c) for c in grid.coordinates())
+    hi = np.array(grid.lengths)
+    eps = xp.full(shape, 80.0)
+    for _ in range(4):
+        c = rng.uniform(0.3 * hi, 0.7 * hi)
+        r = rng.uniform(0.1, 0.25) * hi.min()
+        eps[(x - c[0]) ** 2 + (y - c[1]) ** 2 + (z - c[2]) ** 2 < r * r] = 1.0
+    phi = xp.zeros(shape)
+    for _ in range(3):
+        c = rng.uniform(0.35 * hi, 0.65 * hi)
+        q = rng.uniform(-1.0, 1.0)
+        phi += (
+            pb.COULOMB_KJ * q / xp.sqrt((x - c[0]) ** 2 + (y - c[1]) ** 2 + (z - c[2]) ** 2 + 0.09)
+        )
+    kw = {"boundary": boundary}
+    if salt:
+        kw["kappa2"] = xp.where(eps > 40, 80.0 * 0.1**2, 0.0)
+    return pb.Problem(grid, eps, phi, 1.0, **kw)
+
+
+def _median(xs):
+    return statistics.median(xs)
+
+
+# ---------------------------------------------------------------------- environment
+def environment(gpu: bool) -> dict:
+    """Date, machine, device, driver and package versions."""
+    import numba
+
+    import pbsolver
+
+    env = {
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpu_count": __import__("os").cpu_count(),
+        "versions": {"pbsolver": pbsolver.__version__, "numpy": np.__version__},
+    }
+    env["versions"]["numba"] = numba.__version__
+    for mod in ("numba_cuda", "cupy", "cuda.core"):
+        try:
+            m = importlib.import_module(mod)
+            env["versions"][mod] = getattr(m, "__version__", "?")
+        except Exception:
+            env["versions"][mod] = None
+    if gpu:
+        import cupy as cp
+
+        props = cp.cuda.runtime.getDeviceProperties(0)
+        env["device"] = (
+            props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
+        )
+        env["multiprocessors"] = props["multiProcessorCount"]
+        env["cuda_driver_api"] = cp.cuda.runtime.driverGetVersion()
+        env["cuda_runtime_api"] = cp.cuda.runtime.runtimeGetVersion()
+        try:
+            out = subprocess.run(
+                ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                capture_output=True,
+                text=True,
+                timeout=20,
+            )
+            env["driver"] = out.stdout.strip().split(",")[-1].strip()
+        except Exception:
+            env["driver"] = None
+    return env
+
+
+# ---------------------------------------------------------------------- GPU timing helpers
+class _Timer:
+    def __init__(self, stream):
+        import cupy as cp
+
+        self.cp, self.stream = cp, stream
+        self.e0, self.e1 = cp.cuda.Event(), cp.cuda.Event()
+
+    def gpu(self, fn, reps, trials=5):
+        """Median GPU milliseconds per call of ``fn`` (events on the stream)."""
+        fn()
+        self.stream.synchronize()
+        out = []
+        for _ in range(trials):
+            self.e0.record(self.stream)
+            for _ in range(reps):
+                fn()
+            self.e1.record(self.stream)
+            self.e1.synchronize()
+            out.append(self.cp.cuda.get_elapsed_time(self.e0, self.e1) / reps)
+        return _median(out)
+
+
+def copy_rate(quick: bool) -> float:
+    """Device-to-device copy rate, bytes read + written per second (median)."""
+    import cupy as cp
+
+    n = (1 << 26) if quick else (1 << 28)
+    a = cp.random.random(n, dtype=cp.float32)
+    b = cp.empty_like(a)
+    s = cp.cuda.Stream(non_blocking=True)
+    t = _Timer(s)
+    with s:
+        ms = t.gpu(lambda a=a, b=b: cp.copyto(b, a), reps=10)
+    del a, b
+    return 2 * n * 4 / (ms * 1e-3)
+
+
+def sweep_rows(sizes, copy_bps, quick):
+    """Per-sweep GPU time of each kernel shape (graph replay, events)."""
+    import cupy as cp
+
+    from .backends.cuda import SWEEP_BYTES, CUDABackend, KernelConfig
+
+    rows = []
+    variants = [
+        ("tile", KernelConfig()),
+        ("tile", KernelConfig(tile_block=(32, 8))),
+        ("tile", KernelConfig(tile_block=(64, 8))),
+        ("point", KernelConfig()),
+        ("march", KernelConfig()),
+    ]
+    for n in sizes:
+        prob = random_problem(n, xp=cp, seed=n)
+        base = CUDABackend()
+        st = base.stencil(prob, np.float32)
+        del prob
+        x0 = cp.random.standard_normal((n, n, n), dtype=cp.float32)
+        npts = n**3
+        floor_s = COPY_FLOOR_BYTES * npts / copy_bps
+        for kernel, cfg in variants:
+            gpu = CUDABackend(kernel=kernel, config=cfg)
+            x = x0.copy()
+            t = _Timer(gpu.stream)
+            fn = lambda gpu=gpu, x=x, st=st: gpu.sor_sweeps(st, x, 1.9, SWEEPS_PER_GRAPH)  # noqa: E731
+            fn()  # eager (compiles); the timer's warm-up call captures the graph
+            ms = t.gpu(fn, reps=2 if n >= 300 else 5) / SWEEPS_PER_GRAPH
+            label = kernel if kernel != "tile" else f"tile {cfg.tile_block[0]}x{cfg.tile_block[1]}"
+            if kernel == "tile":
+                label += f" chunk {gpu._tile_chunk((n, n, n))}"
+            nbytes = SWEEP_BYTES[kernel] * npts
+            rows.append(
+                {
+                    "n": n,
+                    "kernel": label,
+                    "us_per_sweep": ms * 1e3,
+                    "bytes_per_node": SWEEP_BYTES[kernel],
+                    "effective_GBps": nbytes / (ms * 1e-3) / 1e9,
+                    "x_copy_floor": ms * 1e-3 / floor_s,
+                }
+            )
+            _progress(rows[-1])
+            del x
+        # Jacobi (two buffers) and the residual norm, for scale
+        gpu = CUDABackend(kernel="point")
+        x, w = x0.copy(), cp.zeros_like(x0)
+        t = _Timer(gpu.stream)
+        ms = (
+            t.gpu(lambda gpu=gpu, x=x, w=w, st=st: gpu.jacobi_sweeps(st, x, w, 0.9, 20), reps=3)
+            / 20
+        )
+        rows.append(
+            {
+                "n": n,
+                "kernel": "jacobi (2 buffers)",
+                "us_per_sweep": ms * 1e3,
+                "bytes_per_node": 24,
+                "effective_GBps": 24 * npts / (ms * 1e-3) / 1e9,
+                "x_copy_floor": ms * 1e-3 / floor_s,
+            }
+        )
+        _progress(rows[-1])
+        ms = t.gpu(lambda gpu=gpu, x=x, st=st: gpu._residual_sumsq(st, x), reps=10)
+        rows.append(
+            {
+                "n": n,
+                "kernel": "residual norm (reduction)",
+                "us_per_sweep": ms * 1e3,
+                "bytes_per_node": 20,
+                "effective_GBps": 20 * npts / (ms * 1e-3) / 1e9,
+                "x_copy_floor": ms * 1e-3 / floor_s,
+            }
+        )
+        _progress(rows[-1])
+        del st, x0, x, w, base, gpu
+        cp.get_default_memory_pool().free_all_blocks()
+    return rows
+
+
+def launch_rows(quick):
+    """Wall vs GPU-busy time per sweep for naive / stream / graph launching."""
+    import cupy as cp
+
+    from .backends.cuda import CUDABackend
+
+    rows = []
+    total = 100 if quick else 200
+    for n in (64, 100):
+        prob = random_problem(n, xp=cp, seed=7 + n)
+        ref = CUDABackend()
+        st = ref.stencil(prob, np.float32)
+        x = cp.zeros((n, n, n), cp.float32)
+        busy = _Timer(ref.stream).gpu(
+            lambda ref=ref, x=x, st=st: ref.sor_sweeps(st, x, 1.9, 20), reps=5
+        )
+        busy_us = busy / 20 * 1e3
+        for mode in ("naive", "stream", "graph"):
+            gpu = CUDABackend(launch=mode)
+            for loop in ("sweeps", "solver loop"):
+                x = cp.zeros((n, n, n), cp.float32)
+
+                def batch(gpu=gpu, x=x, loop=loop, st=st):
+                    gpu.sor_sweeps(st, x, 1.9, 10)
+                    if loop == "solver loop":
+                        gpu.residual_norm(st, x)
+
+                for _ in range(3):  # eager, captured, replayed
+                    batch()
+                gpu.synchronize()
+                walls = []
+                for _ in range(3):
+                    t0 = time.perf_counter()
+                    for _ in range(total // 10):
+                        batch()
+                    gpu.synchronize()
+                    walls.append((time.perf_counter() - t0) / total)
+                wall_us = _median(walls) * 1e6
+                rows.append(
+                    {
+                        "n": n,
+                        "mode": mode,
+                        "loop": loop,
+                        "wall_us_per_sweep": wall_us,
+                        "gpu_busy_us_per_sweep": busy_us,
+                        "wall_over_busy": wall_us / busy_us,
+                    }
+                )
+                _progress(rows[-1])
+    return rows
+
+
+def solve_rows(sizes, gpu: bool):
+    """Time to rtol 1e-6 (second of two identical solves, so compilation is excluded)."""
+    import pbsolver as pb
+    from pbsolver.operator import relative_residual
+    from pbsolver.solver import _methods
+
+    rows = []
+    methods = ["sor"] + (["multigrid"] if "multigrid" in _methods() else [])
+    for n in sizes:
+        prob = random_problem(n, seed=100 + n, salt=True)
+        targets = []
+        if gpu:
+            from .backends.cuda import CUDABackend
+
+            for mode in ("graph", "stream"):
+                targets += [(m, "cuda", mode, CUDABackend(launch=mode)) for m in methods]
+        if not gpu or n <= 65:
+            targets += [(m, "cpu", "-", "cpu") for m in methods]
+        for method, where, mode, backend in targets:
+            try:
+                solver = pb.Solver(method=method, backend=backend, rtol=1e-6)
+                solver.solve(prob)
+                res = solver.solve(prob)
+                rows.append(
+                    {
+                        "n": n,
+                        "method": method,
+                        "backend": where,
+                        "launch": mode,
+                        "seconds": res.seconds,
+                        "iterations": res.iterations,
+                        "converged": res.converged,
+                        "relative_residual_f64": relative_residual(prob, res.phi_rf),
+                    }
+                )
+            except Exception as exc:
+                rows.append({"n": n, "method": method, "backend": where, "error": repr(exc)})
+            _progress(rows[-1])
+    return rows
+
+
+def seed_rows(seed_dir):
+    """The seed kernel as the forum thread ran it, and its GPU time per sweep."""
+    import cupy as cp
+    from numba import cuda
+
+    path = Path(seed_dir) / "seed_kernel.py"
+    if not path.exists():
+        return {"skipped": f"no seed kernel at {path}"}
+    spec = importlib.util.spec_from_file_location("seed_kernel", path)
+    seed = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(seed)
+    out = {}
+    for n in (100, 256):
+        prob = random_problem(n, xp=cp, seed=3)
+        eps = cp.ascontiguousarray(prob.epsilon, dtype=cp.float32)
+        phic = cp.ascontiguousarray(prob.phi_coulomb, dtype=cp.float32)
+        phirf = cp.zeros((n, n, n), cp.float32)
+        cav = cp.asarray([1.0], cp.float32)
+        size = cp.asarray([n, n, n], cp.int32)
+        blk = (seed.GRID_POINTS_PER_BLOCK,) * 3
+        grd = (math.ceil(n / blk[0]),) * 3
+        kern = seed.solve_equation
+        kern[grd, blk](eps, phic, cav, size, phirf)
+        cp.cuda.runtime.deviceSynchronize()
+        if n == 100:
+            walls = []
+            for _ in range(3):
+                t0 = time.perf_counter()
+                for _ in range(500):
+                    kern[grd, blk](eps, phic, cav, size, phirf)
+                cp.cuda.runtime.deviceSynchronize()
+                walls.append(time.perf_counter() - t0)
+            out["loop_500_ms"] = _median(walls) * 1e3
+            out["loop_500_us_per_sweep"] = _median(walls) / 500 * 1e6
+        # GPU time per sweep: 20 launches captured as a graph, replayed, timed with events
+        s = cp.cuda.Stream(non_blocking=True)
+        views = [cuda.as_cuda_array(a, sync=False) for a in (eps, phic, cav, size, phirf)]
+        nbs = cuda.external_stream(s.ptr)
+        with s:
+            s.begin_capture()
+            for _ in range(20):
+                kern[grd, blk, nbs](*views)
+            g = s.end_capture()
+            ms = _Timer(s).gpu(lambda g=g, s=s: g.launch(s), reps=5) / 20
+        out[f"gpu_us_per_sweep_{n}"] = ms * 1e3
+        _progress({"seed": n, **out})
+        del eps, phic, phirf
+    return out
+
+
+def cpu_rows(quick):
+    """The CPU backend: one red–black sweep (median of 5 batches of 5 sweeps)."""
+    from .backends.cpu import CPUBackend
+
+    rows = []
+    cpu = CPUBackend()
+    for n in (64,) if quick else (64, 100):
+        st = cpu.stencil(random_problem(n, seed=n), np.float32)
+        x = np.zeros((n, n, n), np.float32)
+        cpu.sor_sweeps(st, x, 1.9, 1)
+        ts = []
+        for _ in range(5):
+            t0 = time.perf_counter()
+            cpu.sor_sweeps(st, x, 1.9, 5)
+            ts.append((time.perf_counter() - t0) / 5)
+        rows.append({"n": n, "kernel": "cpu rb-sor", "us_per_sweep": _median(ts) * 1e6})
+        _progress(rows[-1])
+    return rows
+
+
+def _progress(row):
+    print("  ", json.dumps(row, default=float), flush=True)
+
+
+# ---------------------------------------------------------------------- table
+def format_tables(res: dict) -> str:
+    """The human-readable tables of a result dict."""
+    lines = []
+    env = res["environment"]
+    lines.append(
+        f"pbsolver bench — {env['date']} — {env.get('device', 'no GPU')} "
+        f"(driver {env.get('driver', '-')}), {env['versions']}"
+    )
+    if "copy_GBps" in res:
+        lines.append(f"device-to-device copy: {res['copy_GBps']:.0f} GB/s (read + write)")
+    if res.get("sweeps"):
+        lines.append("\nper full red–black sweep (GPU time, graph replay of 20 sweeps)")
+        lines.append(
+            f"{'n':>5} {'kernel':<28} {'µs/sweep':>10} {'B/node':>7} {'GB/s':>7} {'×floor':>7}"
+        )
+        for r in res["sweeps"]:
+            lines.append(
+                f"{r['n']:>5} {r['kernel']:<28} {r['us_per_sweep']:>10.1f} "
+                f"{r['bytes_per_node']:>7} {r['effective_GBps']:>7.0f} {r['x_copy_floor']:>7.2f}"
+            )
+    if res.get("launch"):
+        lines.append("\nwall vs GPU-busy time per sweep")
+        lines.append(
+            f"{'n':>5} {'mode':<7} {'loop':<12} {'wall µs':>9} {'busy µs':>9} {'ratio':>6}"
+        )
+        for r in res["launch"]:
+            lines.append(
+                f"{r['n']:>5} {r['mode']:<7} {r['loop']:<12} {r['wall_us_per_sweep']:>9.1f} "
+                f"{r['gpu_busy_us_per_sweep']:>9.1f} {r['wall_over_busy']:>6.2f}"
+            )
+    if res.get("solve"):
+        lines.append("\ntime to rtol 1e-6 (second solve; set-up and transfers included)")
+        lines.append(
+            f"{'n':>5} {'method':<10} {'backend':<7} {'launch':<7} {'s':>8} {'iters':>6} "
+            "conv  rel.res(f64)"
+        )
+        for r in res["solve"]:
+            if "error" in r:
+                lines.append(f"{r['n']:>5} {r['method']:<10} {r['backend']:<7} error: {r['error']}")
+                continue
+            lines.append(
+                f"{r['n']:>5} {r['method']:<10} {r['backend']:<7} {r['launch']:<7} "
+                f"{r['seconds']:>8.3f} {r['iterations']:>6} {r['converged']!s:<5} "
+                f"{r['relative_residual_f64']:.2e}"
+            )
+    if res.get("seed"):
+        lines.append(f"\nseed kernel: {res['seed']}")
+    if res.get("cpu"):
+        lines.append("\nCPU backend")
+        for r in res["cpu"]:
+            lines.append(f"{r['n']:>5} {r['kernel']:<28} {r['us_per_sweep']:>10.1f} µs/sweep")
+    for line in res.get("skipped", []):
+        lines.append(f"skipped: {line}")
+    for err in res.get("errors", []):
+        lines.append(f"ERROR in {err['section']}: {err['error'].splitlines()[-1]}")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------- command
+@click.command("bench")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write results here.")
+@click.option(
+    "--sizes", default="100,256,384", show_default=True, help="Grid sizes n (n³) for sweeps."
+)
+@click.option("--quick", is_flag=True, help="Fewer sizes and repeats (a smoke test).")
+@click.option(
+    "--seed-dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Folder holding seed_kernel.py (the seed thread's kernel) to time alongside.",
+)
+@click.option(
+    "--solve-sizes", default="65,129,193", show_default=True, help="n for time-to-rtol rows."
+)
+def bench(json_path, sizes, quick, seed_dir, solve_sizes):
+    """Measure sweep kernels, launch overhead and time to solution; print a table."""
+    from .backends import cuda_available
+
+    gpu = cuda_available()
+    sizes = [int(s) for s in sizes.split(",") if s.strip()]
+    solve_sizes = [int(s) for s in solve_sizes.split(",") if s.strip()]
+    if quick:
+        sizes, solve_sizes = [n for n in sizes if n <= 256][:2] or [64], solve_sizes[:1]
+    res = {"environment": environment(gpu), "errors": [], "skipped": []}
+
+    def section(name, fn, *args):
+        print(f"== {name}", flush=True)
+        try:
+            res[name] = fn(*args)
+        except Exception:
+            res["errors"].append({"section": name, "error": traceback.format_exc()})
+            print(res["errors"][-1]["error"], file=sys.stderr, flush=True)
+
+    if gpu:
+        section("copy_GBps", lambda: copy_rate(quick) / 1e9)
+        copy_bps = res.get("copy_GBps", 4000.0) * 1e9
+        section("sweeps", sweep_rows, sizes, copy_bps, quick)
+        section("launch", launch_rows, quick)
+        if seed_dir:
+            section("seed", seed_rows, seed_dir)
+        else:
+            res["skipped"].append("seed kernel (no --seed-dir)")
+    else:
+        res["skipped"].append("GPU rows: no usable CUDA device (numba-cuda + CuPy + driver)")
+    section("solve", solve_rows, solve_sizes if gpu else [33 if quick else 65], gpu)
+    section("cpu", cpu_rows, quick)
+    text = format_tables(res)
+    print("\n" + text)
+    if json_path:
+        Path(json_path).write_text(json.dumps(res, indent=1, default=float))
+        print(f"\nwrote {json_path}")
+
+
+if __name__ == "__main__":
+    bench()
