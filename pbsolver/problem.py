@@ -208,6 +208,59 @@ class Problem:
             f"{salt}, boundary={self.boundary!r})"
         )
 
+    # ------------------------------------------------------------------ from molecules
+    @classmethod
+    def from_atoms(
+        cls,
+        atoms,
+        spacing=0.5,
+        margin=8.0,
+        eps_in=2.0,
+        eps_out=78.54,
+        ionic_strength=0.0,
+        surface="mol",
+        probe_radius=1.4,
+        boundary="dirichlet",
+        **options,
+    ) -> Problem:
+        """Build the grid and every map for ``atoms`` (ε_c = ε_in); see :mod:`pbsolver.maps`.
+
+        Parameters
+        ----------
+        atoms : Atoms
+        spacing, margin : float
+            Grid spacing and least gap between the atomic spheres and the outer layer, Å.
+        eps_in, eps_out : float
+            Solute and solvent permittivities.
+        ionic_strength : float
+            1:1 salt, mol/L (κ from it at ``temperature``, default 298.15 K).
+        surface : {"mol", "smol", "vdw"}
+            Solvent-excluded (APBS ``srfm mol``), its smoothed variant, or vdW spheres.
+        probe_radius : float
+            Solvent probe radius, Å.
+        boundary : {"dirichlet", "periodic"}
+            Dirichlet: Debye–Hückel values on the outer layer (``boundary_kind`` "mdh", "sdh"
+            or "zero"); periodic needs ``box=(Lx, Ly, Lz)``.
+        **options
+            ``ion_radius`` (2.0 Å), ``temperature``, ``boundary_kind``, ``box``, ``grid``,
+            ``shape``, ``center``, ``ses_step``, ``kappa_subsamples``
+            (see :func:`pbsolver.maps.build_problem`).
+        """
+        from .maps import build_problem
+
+        return build_problem(
+            atoms,
+            spacing=spacing,
+            margin=margin,
+            eps_in=eps_in,
+            eps_out=eps_out,
+            ionic_strength=ionic_strength,
+            surface=surface,
+            probe_radius=probe_radius,
+            boundary=boundary,
+            **options,
+        )
+
 
 def _check_finite(a, name):
     xp = array_module(a)

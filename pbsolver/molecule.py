@@ -1,0 +1,446 @@
+"""Atoms (positions Å, charges e, radii Å), the PQR reader and adapters from MD packages.
+
+PQR is read in either of its two common forms:
+
+* whitespace-separated fields (``pdb2pqr --whitespace``, MDAnalysis, APBS examples);
+* PDB fixed columns, where coordinates of −100 Å or less fill their 8-character field and run
+  into the previous one (``-101.250-100.500  12.000``), as pdb2pqr writes by default.
+
+Only the last five numbers of an ``ATOM``/``HETATM`` record are required (x y z charge radius);
+names, residue names and numbers before them are kept when they can be read. Reading stops at
+the first ``ENDMDL`` (the first model of a multi-model file).
+
+The MDAnalysis and OpenMM adapters import those packages only when called (install the extras
+``pbsolver[mdanalysis]`` or ``pbsolver[openmm]``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from .exceptions import InputError
+
+#: Bondi (1964) van der Waals radii, Å, by element, for inputs that carry no radii.
+BONDI_RADII = {
+    "H": 1.20,
+    "C": 1.70,
+    "N": 1.55,
+    "O": 1.52,
+    "F": 1.47,
+    "P": 1.80,
+    "S": 1.80,
+    "CL": 1.75,
+    "BR": 1.85,
+    "I": 1.98,
+    "NA": 2.27,
+    "K": 2.75,
+    "MG": 1.73,
+    "SE": 1.90,
+    "ZN": 1.39,
+    "CA": 2.31,
+    "FE": 2.00,
+    "CU": 1.40,
+}
+
+_NUMBER = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")
+
+
+@dataclass(init=False)
+class Atoms:
+    """Point charges with radii: the solute as pbsolver sees it.
+
+    Parameters
+    ----------
+    positions : array_like (n, 3)
+        Coordinates, Å.
+    charges : array_like (n,)
+        Partial charges, e.
+    radii : array_like (n,)
+        Atomic radii, Å (≥ 0; 0 is a bare charge with no volume, which must lie inside the
+        volume of other atoms to give a finite solvation energy).
+    names, resnames : sequence of str, optional
+        Atom and residue names (kept for output, never used in the physics).
+    resids : array_like of int, optional
+        Residue numbers.
+
+    Raises
+    ------
+    InputError
+        Wrong shapes, non-finite values, negative radii, or no atoms.
+
+    Examples
+    --------
+    >>> ion = Atoms([[0.0, 0.0, 0.0]], [1.0], [3.0])
+    >>> len(ion), ion.total_charge
+    (1, 1.0)
+    """
+
+    positions: np.ndarray
+    charges: np.ndarray
+    radii: np.ndarray
+    names: np.ndarray | None
+    resnames: np.ndarray | None
+    resids: np.ndarray | None
+
+    def __init__(self, positions, charges, radii, *, names=None, resnames=None, resids=None):
+        pos = _float_array(positions, "positions")
+        if pos.ndim != 2 or pos.shape[1] != 3:
+            raise InputError(f"positions must have shape (n, 3), got {pos.shape}")
+        n = pos.shape[0]
+        if n == 0:
+            raise InputError("Atoms needs at least one atom")
+        q = _float_array(charges, "charges").reshape(-1)
+        r = _float_array(radii, "radii").reshape(-1)
+        for name, a in (("charges", q), ("radii", r)):
+            if a.shape != (n,):
+                raise InputError(f"{name} must have one value per atom ({n}), got {a.shape[0]}")
+        for name, a in (("positions", pos), ("charges", q), ("radii", r)):
+            bad = ~np.isfinite(a)
+            if bad.any():
+                idx = int(np.argwhere(bad)[0][0])
+                raise InputError(f"{name} of atom {idx} is not finite")
+        if (r < 0).any():
+            idx = int(np.argmax(r < 0))
+            raise InputError(f"radius of atom {idx} is negative ({r[idx]})")
+        self.positions = pos
+        self.charges = q
+        self.radii = r
+        self.names = _labels(names, n, "names")
+        self.resnames = _labels(resnames, n, "resnames")
+        self.resids = None if resids is None else np.asarray(resids, dtype=np.int64).reshape(-1)
+        if self.resids is not None and self.resids.shape != (n,):
+            raise InputError(f"resids must have one value per atom ({n})")
+
+    # ------------------------------------------------------------------ basic properties
+    def __len__(self) -> int:
+        return self.positions.shape[0]
+
+    @property
+    def n_atoms(self) -> int:
+        """Number of atoms."""
+        return len(self)
+
+    @property
+    def total_charge(self) -> float:
+        """Sum of the charges, e."""
+        return float(self.charges.sum())
+
+    def bounds(self, with_radii: bool = True) -> tuple[np.ndarray, np.ndarray]:
+        """Lowest and highest corner of the atoms' bounding box, Å (spheres included)."""
+        pad = self.radii[:, None] if with_radii else 0.0
+        return (self.positions - pad).min(axis=0), (self.positions + pad).max(axis=0)
+
+    def center(self) -> np.ndarray:
+        """Midpoint of the bounding box of the atomic spheres, Å."""
+        lo, hi = self.bounds()
+        return 0.5 * (lo + hi)
+
+    def __getitem__(self, index) -> Atoms:
+        """A subset of the atoms (index, slice, boolean mask or integer array)."""
+        idx = np.arange(len(self))[index]
+        idx = np.atleast_1d(idx)
+        return Atoms(
+            self.positions[idx],
+            self.charges[idx],
+            self.radii[idx],
+            names=None if self.names is None else self.names[idx],
+            resnames=None if self.resnames is None else self.resnames[idx],
+            resids=None if self.resids is None else self.resids[idx],
+        )
+
+    def translated(self, shift) -> Atoms:
+        """A copy moved by ``shift`` (3 numbers, Å)."""
+        shift = np.asarray(shift, dtype=float).reshape(3)
+        out = self[:]
+        out.positions = out.positions + shift
+        return out
+
+    def __repr__(self) -> str:
+        return f"Atoms(n={len(self)}, total_charge={self.total_charge:+.4g} e)"
+
+    # ------------------------------------------------------------------ adapters
+    @classmethod
+    def from_mdanalysis(cls, atomgroup, *, radii=None, charges=None) -> Atoms:
+        """Atoms from an MDAnalysis ``AtomGroup`` (or ``Universe``), at its current frame.
+
+        Parameters
+        ----------
+        atomgroup : MDAnalysis.AtomGroup or MDAnalysis.Universe
+            Positions are read in Å (MDAnalysis' unit).
+        radii : array_like or "bondi", optional
+            Radii, Å. Default: the topology's ``radii`` (a PQR topology has them), else an
+            error; ``"bondi"`` takes Bondi radii from the atoms' elements (or names).
+        charges : array_like, optional
+            Charges, e. Default: the topology's ``charges``.
+        """
+        ag = getattr(atomgroup, "atoms", atomgroup)
+        positions = np.asarray(ag.positions, dtype=np.float64)
+        if charges is None:
+            try:
+                charges = np.asarray(ag.charges, dtype=np.float64)
+            except (AttributeError, Exception) as exc:  # NoDataError is an AttributeError too
+                raise InputError(
+                    "the AtomGroup has no charges: pass charges=..., or load a topology that "
+                    "carries them (PQR, PSF, TPR, PRMTOP)"
+                ) from exc
+        elements = _attr_or_none(ag, "elements")
+        names = _attr_or_none(ag, "names")
+        if radii is None:
+            try:
+                radii = np.asarray(ag.radii, dtype=np.float64)
+            except (AttributeError, Exception) as exc:
+                raise InputError(
+                    "the AtomGroup has no radii: pass radii=array or radii='bondi'"
+                ) from exc
+        elif isinstance(radii, str):
+            radii = element_radii(elements if elements is not None else names, table=radii)
+        return cls(
+            positions,
+            charges,
+            radii,
+            names=names,
+            resnames=_attr_or_none(ag, "resnames"),
+            resids=_attr_or_none(ag, "resids"),
+        )
+
+    @classmethod
+    def from_openmm(cls, system, positions, topology=None, *, radii="sigma") -> Atoms:
+        """Atoms from an OpenMM ``System`` (charges of its ``NonbondedForce``) and positions.
+
+        Parameters
+        ----------
+        system : openmm.System
+            Must contain a ``NonbondedForce``; its particle charges are used.
+        positions : Quantity or array_like (n, 3)
+            Positions; a plain array is taken to be in nm (OpenMM's unit).
+        topology : openmm.app.Topology, optional
+            Needed for ``radii="bondi"`` (elements) and to keep atom and residue names.
+        radii : {"sigma", "bondi"} or array_like
+            ``"sigma"``: half the Lennard-Jones minimum distance, 2^(1/6) σ / 2 (atoms with
+            ε_LJ = 0 get radius 0); ``"bondi"``: from the topology's elements; or radii in Å.
+        """
+        force = None
+        for f in system.getForces():
+            if type(f).__name__ == "NonbondedForce":
+                force = f
+                break
+        if force is None:
+            raise InputError("the OpenMM System has no NonbondedForce to read charges from")
+        n = system.getNumParticles()
+        q = np.empty(n)
+        sigma = np.empty(n)
+        eps = np.empty(n)
+        for i in range(n):
+            qi, si, ei = force.getParticleParameters(i)
+            q[i] = _quantity(qi, "elementary_charge")
+            sigma[i] = _quantity(si, "nanometer") * 10.0
+            eps[i] = _quantity(ei, "kilojoule_per_mole")
+        pos = _positions_angstrom(positions)
+        names = resnames = resids = elements = None
+        if topology is not None:
+            atoms = list(topology.atoms())
+            names = [a.name for a in atoms]
+            resnames = [a.residue.name for a in atoms]
+            resids = [
+                int(a.residue.id) if str(a.residue.id).lstrip("-").isdigit() else 0 for a in atoms
+            ]
+            elements = [a.element.symbol if a.element is not None else a.name for a in atoms]
+        if isinstance(radii, str):
+            if radii == "sigma":
+                radii = np.where(eps > 0, 2.0 ** (1.0 / 6.0) * sigma / 2.0, 0.0)
+            elif radii == "bondi":
+                if elements is None:
+                    raise InputError("radii='bondi' needs the topology (for the elements)")
+                radii = element_radii(elements)
+            else:
+                raise InputError(f"radii must be 'sigma', 'bondi' or an array, got {radii!r}")
+        if pos.shape[0] != n:
+            raise InputError(f"{pos.shape[0]} positions for a System of {n} particles")
+        return cls(pos, q, radii, names=names, resnames=resnames, resids=resids)
+
+
+def element_radii(elements, table="bondi") -> np.ndarray:
+    """Radii (Å) for element symbols (or atom names, whose leading letters are used).
+
+    Raises
+    ------
+    InputError
+        Unknown table or an element not in it.
+    """
+    if table != "bondi":
+        raise InputError(f"unknown radius table {table!r} (known: 'bondi')")
+    if elements is None:
+        raise InputError("radii='bondi' needs element symbols or atom names")
+    out = np.empty(len(elements))
+    for i, e in enumerate(elements):
+        key = str(e).strip().upper()
+        if key not in BONDI_RADII:
+            key = key.lstrip("0123456789")[:2]
+            if key not in BONDI_RADII:
+                key = key[:1]
+        if key not in BONDI_RADII:
+            raise InputError(f"no Bondi radius for element {e!r} (atom {i}); pass radii=array")
+        out[i] = BONDI_RADII[key]
+    return out
+
+
+# ---------------------------------------------------------------------- PQR
+def read_pqr(path) -> Atoms:
+    """Read atoms from a PQR file (whitespace-separated or fixed-column form).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file. ``ATOM`` and ``HETATM`` records are read; others are ignored; reading stops
+        at the first ``ENDMDL``.
+
+    Returns
+    -------
+    Atoms
+
+    Raises
+    ------
+    InputError
+        With the file name and line number, for a record whose last five fields are not
+        x y z charge radius, a non-finite value, a negative radius; or a file with no atoms.
+    FileNotFoundError
+        When the file does not exist.
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> text = "ATOM      1  NA  ION     1     -101.000-100.500   0.000  1.0000 1.8000"
+    >>> with tempfile.NamedTemporaryFile("w", suffix=".pqr", delete=False) as f:
+    ...     _ = f.write(text)
+    >>> read_pqr(f.name).positions.tolist()
+    [[-101.0, -100.5, 0.0]]
+    >>> os.unlink(f.name)
+    """
+    path = os.fspath(path)
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        return parse_pqr(fh, source=path)
+
+
+def parse_pqr(lines, source: str = "<string>") -> Atoms:
+    """Parse PQR text (an iterable of lines, or one string); see :func:`read_pqr`."""
+    if isinstance(lines, str):
+        lines = lines.splitlines()
+    pos, q, r, names, resnames, resids = [], [], [], [], [], []
+    for lineno, line in enumerate(lines, start=1):
+        record = line[:6].strip().upper()
+        if record == "ENDMDL":
+            break
+        if record not in ("ATOM", "HETATM"):
+            continue
+        values, head = _last_numbers(line, 5)
+        if values is None:
+            raise InputError(
+                f"{source}:{lineno}: malformed {record} record: expected the fields "
+                f"x y z charge radius at the end of the line, got {line.rstrip()!r}"
+            )
+        x, y, z, charge, radius = values
+        if not all(np.isfinite(values)):
+            raise InputError(f"{source}:{lineno}: non-finite number in {line.rstrip()!r}")
+        if radius < 0:
+            raise InputError(f"{source}:{lineno}: negative radius {radius} in {line.rstrip()!r}")
+        pos.append((x, y, z))
+        q.append(charge)
+        r.append(radius)
+        name, resname, resid = _labels_from_head(head)
+        names.append(name)
+        resnames.append(resname)
+        resids.append(resid)
+    if not pos:
+        raise InputError(f"{source}: no ATOM or HETATM records found")
+    return Atoms(pos, q, r, names=names, resnames=resnames, resids=resids)
+
+
+def _last_numbers(line: str, count: int):
+    """The last ``count`` numbers of a line, splitting run-together fields; and the rest."""
+    tokens = line.split()
+    values: list[float] = []
+    cut = len(tokens)
+    while len(values) < count and cut > 1:
+        tok = tokens[cut - 1]
+        parts = _NUMBER.findall(tok)
+        if not parts or "".join(parts) != tok:
+            return None, None
+        for p in reversed(parts):
+            values.append(float(p))
+        cut -= 1
+    if len(values) != count:
+        return None, None
+    return values[::-1], tokens[1:cut]
+
+
+def _labels_from_head(head):
+    """Atom name, residue name and residue number from the fields before the coordinates."""
+    name = head[1] if len(head) > 1 else ""
+    resname = head[2] if len(head) > 2 else ""
+    resid = 0
+    for tok in reversed(head[3:]):
+        m = re.search(r"-?\d+", tok)
+        if m:
+            resid = int(m.group())
+            break
+    return name, resname, resid
+
+
+def write_pqr(atoms: Atoms, path) -> None:
+    """Write ``atoms`` as a whitespace-separated PQR file (what :func:`read_pqr` reads)."""
+    n = len(atoms)
+    names = atoms.names if atoms.names is not None else np.array(["X"] * n)
+    resnames = atoms.resnames if atoms.resnames is not None else np.array(["MOL"] * n)
+    resids = atoms.resids if atoms.resids is not None else np.ones(n, dtype=int)
+    with open(path, "w", encoding="utf-8") as fh:
+        for i in range(n):
+            x, y, z = atoms.positions[i]
+            fh.write(
+                f"ATOM  {i + 1:5d} {names[i]:<4s} {resnames[i]:<3s} {int(resids[i]):5d} "
+                f"{x:12.6f} {y:12.6f} {z:12.6f} {atoms.charges[i]:10.6f} {atoms.radii[i]:8.5f}\n"
+            )
+        fh.write("END\n")
+
+
+# ---------------------------------------------------------------------- helpers
+def _float_array(a, name):
+    try:
+        return np.array(a, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"{name} must be numbers: {exc}") from exc
+
+
+def _labels(values, n, name):
+    if values is None:
+        return None
+    arr = np.asarray([str(v) for v in values], dtype=object)
+    if arr.shape != (n,):
+        raise InputError(f"{name} must have one entry per atom ({n})")
+    return arr
+
+
+def _attr_or_none(obj, attr):
+    try:
+        return np.asarray(getattr(obj, attr))
+    except Exception:  # MDAnalysis raises NoDataError for missing topology attributes
+        return None
+
+
+def _quantity(value, unit_name):
+    if hasattr(value, "value_in_unit"):
+        from openmm import unit
+
+        return float(value.value_in_unit(getattr(unit, unit_name)))
+    return float(value)
+
+
+def _positions_angstrom(positions):
+    if hasattr(positions, "value_in_unit"):
+        from openmm import unit
+
+        return np.asarray(positions.value_in_unit(unit.angstrom), dtype=np.float64)
+    return np.asarray(positions, dtype=np.float64) * 10.0
