@@ -1,0 +1,904 @@
+"""The ``pbsolver`` command line (click): solve, batch, info, export, bench.
+
+Exit codes: 0 everything solved; 1 something failed (each failure is named with its reason on
+stderr; the rest is still solved and written); 2 usage errors (unknown or bad options, a
+missing input path, an output that cannot be written or that is an input). Logs and the
+progress bar go to stderr, results (paths written, ``info`` tables) to stdout.
+
+Start-up: numba compiles the CPU kernels once and caches them on disk. This module points
+``NUMBA_CACHE_DIR`` at a user cache directory when the installed package directory is not
+writable (a system or read-only install), before anything imports numba.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+
+def _writable_dir(path: Path) -> bool:
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return False
+    return os.access(path, os.W_OK | os.X_OK)
+
+
+def numba_cache_dir() -> str | None:
+    """Make sure numba's kernel cache is writable; return the directory chosen (or None).
+
+    numba caches next to the source (``pbsolver/backends/__pycache__``). When that is not
+    writable and ``$NUMBA_CACHE_DIR`` is unset, use ``$XDG_CACHE_HOME/pbsolver/numba`` (default
+    ``~/.cache/pbsolver/numba``), or a per-user temporary directory when HOME is read-only too.
+    Must run before numba is imported to take effect through the environment; when numba is
+    already imported its config is updated as well.
+    """
+    if os.environ.get("NUMBA_CACHE_DIR"):
+        return os.environ["NUMBA_CACHE_DIR"]
+    kernels = Path(__file__).resolve().parent / "backends"
+    pycache = kernels / "__pycache__"
+    in_tree = pycache if pycache.is_dir() else kernels
+    if os.access(in_tree, os.W_OK | os.X_OK):
+        return None  # numba's default (in-tree __pycache__) works
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    import tempfile
+
+    candidates = [
+        Path(base) / "pbsolver" / "numba",
+        Path(tempfile.gettempdir()) / f"pbsolver-numba-{os.getuid()}",
+    ]
+    for cand in candidates:
+        if _writable_dir(cand):
+            os.environ["NUMBA_CACHE_DIR"] = str(cand)
+            if "numba" in sys.modules:
+                import numba
+
+                numba.config.CACHE_DIR = str(cand)
+            return str(cand)
+    return None
+
+
+numba_cache_dir()
+
+import json  # noqa: E402
+import logging  # noqa: E402
+import math  # noqa: E402
+
+import click  # noqa: E402
+
+from ._version import __version__  # noqa: E402
+from .exceptions import PBSolverError  # noqa: E402
+
+log = logging.getLogger("pbsolver")
+
+METHODS = ("auto", "sor", "jacobi", "multigrid", "mgcg")
+BACKENDS = ("auto", "cpu", "cuda")
+MAP_SUFFIXES = (".dx", ".dx.gz", ".mrc", ".map", ".ccp4")
+#: Commands that live in other modules, imported only when run: name -> (module, attribute,
+#: short help shown in ``pbsolver --help`` without importing the module).
+LAZY_COMMANDS = {
+    "bench": ("pbsolver.bench", "bench", "Benchmark kernels and solvers (table + JSON)."),
+}
+
+
+# ---------------------------------------------------------------------- click plumbing
+class _PBGroup(click.Group):
+    """Click group with lazily imported commands and one-line errors, no tracebacks."""
+
+    def list_commands(self, ctx):
+        names = set(super().list_commands(ctx))
+        names.update(n for n in LAZY_COMMANDS if _lazy_available(n))
+        return sorted(names)
+
+    def get_command(self, ctx, name):
+        cmd = super().get_command(ctx, name)
+        if cmd is not None or name not in LAZY_COMMANDS or not _lazy_available(name):
+            return cmd
+        import importlib
+
+        module, attr, _ = LAZY_COMMANDS[name]
+        # Import errors from inside the module propagate: they are bugs, not absence.
+        return getattr(importlib.import_module(module), attr)
+
+    def format_commands(self, ctx, formatter):
+        rows = []
+        for name in self.list_commands(ctx):
+            if name in LAZY_COMMANDS and name not in self.commands:
+                rows.append((name, LAZY_COMMANDS[name][2]))  # no import just for --help
+                continue
+            cmd = self.get_command(ctx, name)
+            if cmd is None or cmd.hidden:
+                continue
+            rows.append((name, cmd.get_short_help_str(formatter.width - 6 - len(name))))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        prog = prog_name or "pbsolver"
+        try:
+            rv = super().main(
+                args, prog_name=prog, complete_var=complete_var, standalone_mode=False, **extra
+            )
+        except click.UsageError as exc:
+            where = exc.ctx.command_path if exc.ctx is not None else prog
+            click.echo(
+                f"{where}: usage error: {_one_line(exc.format_message())} (see '{where} --help')",
+                err=True,
+            )
+            code = 2
+        except click.ClickException as exc:
+            click.echo(f"{prog}: error: {_one_line(exc.format_message())}", err=True)
+            code = exc.exit_code
+        except click.Abort:
+            click.echo(f"{prog}: interrupted", err=True)
+            code = 130
+        except KeyboardInterrupt:
+            click.echo(f"{prog}: interrupted", err=True)
+            code = 130
+        except PBSolverError as exc:
+            click.echo(f"{prog}: error: {_one_line(str(exc))}", err=True)
+            code = 1
+        except MemoryError:
+            click.echo(f"{prog}: error: out of memory", err=True)
+            code = 1
+        except OSError as exc:
+            click.echo(f"{prog}: error: {_os_error(exc)}", err=True)
+            code = 1
+        else:
+            code = rv if isinstance(rv, int) else 0
+        if not standalone_mode:
+            return code
+        sys.exit(code)
+
+
+def _lazy_available(name) -> bool:
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(LAZY_COMMANDS[name][0]) is not None
+    except ImportError:
+        return False
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def _os_error(exc: OSError) -> str:
+    parts = [exc.strerror or str(exc)]
+    if exc.filename:
+        parts.insert(0, f"{exc.filename}:")
+    return _one_line(" ".join(parts))
+
+
+class _Formatter(logging.Formatter):
+    def format(self, record):
+        msg = record.getMessage()
+        if record.exc_info and record.levelno <= logging.DEBUG:
+            msg += "\n" + self.formatException(record.exc_info)
+        if record.levelno >= logging.ERROR:
+            return f"pbsolver: error: {msg}"
+        if record.levelno >= logging.WARNING:
+            return f"pbsolver: warning: {msg}"
+        return f"pbsolver: {msg}"
+
+
+def _setup_logging(verbose: int, quiet: int) -> None:
+    level = logging.INFO - 10 * verbose + 10 * quiet
+    level = min(max(level, logging.DEBUG), logging.CRITICAL)
+    logger = logging.getLogger("pbsolver")
+    for h in list(logger.handlers):
+        if getattr(h, "_pbsolver_cli", False):
+            logger.removeHandler(h)
+    handler = logging.StreamHandler(sys.stderr)
+    handler._pbsolver_cli = True
+    handler.setFormatter(_Formatter())
+    logger.addHandler(handler)
+    logger.setLevel(level)
+    logger.propagate = False
+
+
+# ---------------------------------------------------------------------- shared options
+def _solver_options(f):
+    opts = [
+        click.option(
+            "--method",
+            default="auto",
+            show_default=True,
+            help="Iteration: auto (multigrid where available, else sor), sor, jacobi, "
+            "multigrid, mgcg.",
+        ),
+        click.option(
+            "--backend",
+            type=click.Choice(BACKENDS),
+            default="auto",
+            show_default=True,
+            help="auto: CUDA when a GPU is usable, else CPU.",
+        ),
+        click.option(
+            "--rtol",
+            type=click.FloatRange(min=0.0, max=1.0),
+            default=1e-6,
+            show_default=True,
+            help="Stop at relative residual ‖b−Aφ‖/‖b‖ ≤ rtol.",
+        ),
+        click.option(
+            "--atol",
+            type=click.FloatRange(min=0.0),
+            default=0.0,
+            show_default=True,
+            help="Absolute residual tolerance.",
+        ),
+        click.option(
+            "--maxiter", type=click.IntRange(min=1), default=None, help="Most iterations/cycles."
+        ),
+        click.option(
+            "--dtype",
+            type=click.Choice(["float32", "float64"]),
+            default="float32",
+            show_default=True,
+            help="Precision of the iteration (results stored in this precision).",
+        ),
+        click.option(
+            "--max-points",
+            type=click.IntRange(min=27),
+            default=None,
+            help="Refuse grids with more nodes (default $PBSOLVER_MAX_POINTS or 1024³).",
+        ),
+        click.option(
+            "--grid",
+            "grids",
+            multiple=True,
+            metavar="NAME",
+            help="Solve only this grid of an HDF5 input (repeatable).",
+        ),
+        click.option(
+            "--force", is_flag=True, help="Solve again grids that an earlier run finished."
+        ),
+        click.option(
+            "--results-only",
+            is_flag=True,
+            help="Write only reaction_field and solver/ (not the input maps) to the output.",
+        ),
+    ]
+    for opt in reversed(opts):
+        f = opt(f)
+    return f
+
+
+def _molecule_options(f):
+    pos = click.FloatRange(min=0.0, min_open=True)
+    opts = [
+        click.option(
+            "--spacing",
+            type=pos,
+            default=0.5,
+            show_default=True,
+            help="PQR input: grid spacing, Å.",
+        ),
+        click.option(
+            "--margin",
+            type=click.FloatRange(min=0.0),
+            default=8.0,
+            show_default=True,
+            help="PQR input: space between the molecule and the box, Å.",
+        ),
+        click.option(
+            "--eps-in", type=pos, default=2.0, show_default=True, help="PQR input: solute ε."
+        ),
+        click.option(
+            "--eps-out", type=pos, default=78.54, show_default=True, help="PQR input: solvent ε."
+        ),
+        click.option(
+            "--ionic-strength",
+            type=click.FloatRange(min=0.0),
+            default=0.0,
+            show_default=True,
+            help="PQR input: 1:1 salt, mol/L.",
+        ),
+        click.option(
+            "--surface",
+            type=click.Choice(["mol", "smol", "vdw"]),
+            default="mol",
+            show_default=True,
+            help="PQR input: dielectric boundary.",
+        ),
+        click.option(
+            "--probe-radius",
+            type=click.FloatRange(min=0.0),
+            default=1.4,
+            show_default=True,
+            help="PQR input: solvent probe radius, Å.",
+        ),
+    ]
+    for opt in reversed(opts):
+        f = opt(f)
+    return f
+
+
+_MOLECULE_PARAMS = (
+    "spacing",
+    "margin",
+    "eps_in",
+    "eps_out",
+    "ionic_strength",
+    "surface",
+    "probe_radius",
+)
+
+
+def _make_options(ctx, kw):
+    """SolveOptions and MoleculeOptions from the parsed options; bad values are usage errors."""
+    from .batch import MoleculeOptions, SolveOptions
+    from .exceptions import InputError
+
+    solve = SolveOptions(
+        method=kw["method"],
+        backend=kw["backend"],
+        rtol=kw["rtol"],
+        atol=kw["atol"],
+        maxiter=kw["maxiter"],
+        dtype=kw["dtype"],
+    )
+    try:
+        solve.make_solver()  # validates method and backend names without solving
+    except InputError as exc:
+        raise click.UsageError(str(exc), ctx) from None
+    if kw["backend"] == "cuda":
+        from .backends import cuda_available
+
+        if not cuda_available():
+            raise click.UsageError(
+                "--backend cuda: no usable CUDA GPU here (numba-cuda, CuPy and a device are "
+                "needed); use --backend cpu or auto",
+                ctx,
+            )
+    molecule = MoleculeOptions(**{k: kw[k] for k in _MOLECULE_PARAMS})
+    return solve, molecule
+
+
+def _warn_ignored_molecule_options(ctx, inputs):
+    from .batch import input_kind
+
+    if any(input_kind(p) == "pqr" for p in inputs):
+        return
+    given = [
+        f"--{p.replace('_', '-')}"
+        for p in _MOLECULE_PARAMS
+        if ctx.get_parameter_source(p) == click.core.ParameterSource.COMMANDLINE
+    ]
+    if given:
+        log.warning("%s only apply to PQR input; ignored for HDF5 input", ", ".join(given))
+
+
+def _check_writable_dir(ctx, directory: Path, what: str):
+    if not directory.is_dir():
+        raise click.UsageError(f"{what}: directory {directory} does not exist", ctx)
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise click.UsageError(f"{what}: directory {directory} is not writable", ctx)
+
+
+def _check_input_exists(ctx, path: Path, param="INPUT"):
+    if not path.exists():
+        raise click.UsageError(f"{param}: {path} does not exist", ctx)
+    if path.is_dir():
+        raise click.UsageError(f"{param}: {path} is a directory, not a file", ctx)
+
+
+def _summarise(report) -> int:
+    """Print the batch summary to stderr; return the exit code."""
+    n_failed = len(report.failed)
+    total = len(report.statuses)
+    for path in report.outputs:
+        click.echo(str(path))
+    parts = [f"{len(report.solved)} solved"]
+    if report.skipped:
+        parts.append(f"{len(report.skipped)} already done")
+    if n_failed:
+        parts.append(f"{n_failed} failed")
+    log.info("%s (%d grid(s) in all)", ", ".join(parts), total)
+    if n_failed:
+        for st in report.failed:
+            where = st.source if st.grid == "*" else f"{st.source}: grid {st.grid!r}"
+            if st.reason and st.reason.startswith(st.source):
+                where = ""
+            log.debug("failed: %s%s", f"{where}: " if where else "", st.reason)
+        log.error("%d of %d grid(s) failed", n_failed, total)
+        return 1
+    return 0
+
+
+# ---------------------------------------------------------------------- commands
+@click.group(
+    cls=_PBGroup,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
+@click.version_option(__version__, "-V", "--version", prog_name="pbsolver")
+@click.option("-v", "--verbose", count=True, help="More log output (repeatable).")
+@click.option("-q", "--quiet", count=True, help="Less log output (repeatable); no progress bar.")
+@click.pass_context
+def main(ctx, verbose, quiet):
+    """pbsolver: linearised Poisson–Boltzmann reaction fields on 3D grids (GPU and CPU).
+
+    Units: Å, e, kJ/mol; potentials in kJ/mol/e in HDF5 files, kT/e in DX/MRC maps.
+    """
+    _setup_logging(verbose, quiet)
+    ctx.ensure_object(dict)
+    ctx.obj["quiet"] = quiet
+
+
+@main.command()
+@click.argument("input", type=click.Path(path_type=Path))
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(path_type=Path),
+    required=True,
+    help="Output: HDF5 (.h5/.hdf5), or a map of one grid (.dx, .dx.gz, .mrc).",
+)
+@_solver_options
+@_molecule_options
+@click.option(
+    "--dataset",
+    default="reaction_field",
+    show_default=True,
+    help="Map output: the dataset to write (reaction_field, potential = φ_c + φ_rf, ...).",
+)
+@click.option(
+    "--temperature",
+    type=click.FloatRange(min=0.0, min_open=True),
+    default=298.15,
+    show_default=True,
+    help="Map output: temperature of the kT/e unit, K.",
+)
+@click.pass_context
+def solve(ctx, input, output, dataset, temperature, **kw):
+    """Solve every grid of INPUT (an HDF5 grid file, or a PQR molecule) into OUTPUT.
+
+    Resumable: rerunning the same command skips grids already solved.
+    """
+    from .batch import run_batch
+
+    _check_input_exists(ctx, input)
+    _check_writable_dir(ctx, output.parent if str(output.parent) else Path("."), "--output")
+    if output.exists() and output.is_dir():
+        raise click.UsageError(f"--output: {output} is a directory", ctx)
+    solve_opts, molecule = _make_options(ctx, kw)
+    _warn_ignored_molecule_options(ctx, [input])
+    progress = False if ctx.obj.get("quiet") else None
+    common = {
+        "solve": solve_opts,
+        "molecule": molecule,
+        "grids": kw["grids"] or None,
+        "force": kw["force"],
+        "max_points": kw["max_points"],
+        "progress": progress,
+    }
+    if _is_map(output):
+        return _solve_to_map(ctx, input, output, dataset, temperature, common, kw)
+    from .exceptions import InputError
+
+    try:
+        report = run_batch([(input, output)], results_only=kw["results_only"], **common)
+    except InputError as exc:
+        raise click.UsageError(str(exc), ctx) from None
+    return _summarise(report)
+
+
+def _is_map(path: Path) -> bool:
+    name = path.name.lower()
+    return any(name.endswith(s) for s in MAP_SUFFIXES)
+
+
+def _solve_to_map(ctx, input, output, dataset, temperature, common, kw):
+    """Solve one grid and write one of its maps (DX/MRC), through a scratch HDF5 file."""
+    import tempfile
+
+    from .batch import run_batch
+
+    with tempfile.TemporaryDirectory(prefix="pbsolver-") as tmp:
+        scratch = Path(tmp) / "result.h5"
+        report = run_batch([(input, scratch)], results_only=False, **common)
+        code = 0
+        if report.failed:
+            code = _summarise(report)
+        if report.solved or report.skipped:
+            from .io.hdf5 import list_grids
+
+            names = list_grids(scratch)
+            if len(names) != 1:
+                raise click.UsageError(
+                    f"a map output holds one grid, {input} has {len(names)}; choose one with "
+                    "--grid NAME or write HDF5",
+                    ctx,
+                )
+            _export(scratch, names[0], dataset, output, None, temperature, "double", kw)
+            click.echo(str(output))
+        return code
+
+
+@main.command()
+@click.argument("inputs", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option(
+    "--out-dir",
+    "-d",
+    type=click.Path(path_type=Path, file_okay=False),
+    required=True,
+    help="Directory for the outputs: one per input, same name (PQR: NAME.h5). Created if missing.",
+)
+@click.option(
+    "--workers",
+    "-j",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Worker processes (one GPU each when GPUs exist).",
+)
+@click.option(
+    "--gpus",
+    default=None,
+    metavar="IDS",
+    help="GPU ids for the workers, e.g. 0,1 (default: $CUDA_VISIBLE_DEVICES or all).",
+)
+@click.option("--scheduler", default=None, metavar="ADDRESS", help="dask.distributed scheduler.")
+@click.option(
+    "--local-cluster",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="Start a local dask cluster of N workers (dask-cuda's when installed and GPUs exist).",
+)
+@_solver_options
+@_molecule_options
+@click.pass_context
+def batch(ctx, inputs, out_dir, workers, gpus, scheduler, local_cluster, **kw):
+    """Solve many grid files (HDF5 or PQR) into --out-dir; resumable and crash-safe.
+
+    Every finished grid is kept on disk at once; killed at any moment (even kill -9), a rerun of
+    the same command skips what is done. Only this process writes files.
+    """
+    from .batch import (
+        DaskExecutor,
+        LocalExecutor,
+        ProcessExecutor,
+        default_output_name,
+        run_batch,
+    )
+    from .exceptions import InputError
+
+    for path in inputs:
+        _check_input_exists(ctx, path, "INPUTS")
+    if scheduler is not None and local_cluster is not None:
+        raise click.UsageError("give --scheduler or --local-cluster, not both", ctx)
+    if (scheduler is not None or local_cluster is not None) and workers != 1:
+        raise click.UsageError("--workers is for the process pool; not with dask options", ctx)
+    gpu_list = None
+    if gpus is not None:
+        gpu_list = [g.strip() for g in gpus.split(",") if g.strip()]
+        if not gpu_list or not all(g.isdigit() for g in gpu_list):
+            raise click.UsageError(f"--gpus must be comma-separated GPU ids, got {gpus!r}", ctx)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise click.UsageError(
+            f"--out-dir: cannot create {out_dir}: {_os_error(exc)}", ctx
+        ) from None
+    _check_writable_dir(ctx, out_dir, "--out-dir")
+    solve_opts, molecule = _make_options(ctx, kw)
+    _warn_ignored_molecule_options(ctx, inputs)
+    jobs = [(p, out_dir / default_output_name(p)) for p in inputs]
+    try:
+        if scheduler is not None or local_cluster is not None:
+            executor = DaskExecutor(
+                address=scheduler,
+                local_workers=local_cluster,
+                backend=solve_opts.backend,
+                gpus=gpu_list,
+            )
+        elif workers > 1:
+            executor = ProcessExecutor(workers, gpus=gpu_list)
+        else:
+            executor = LocalExecutor()
+        report = run_batch(
+            jobs,
+            solve=solve_opts,
+            molecule=molecule,
+            executor=executor,
+            grids=kw["grids"] or None,
+            force=kw["force"],
+            results_only=kw["results_only"],
+            max_points=kw["max_points"],
+            progress=False if ctx.obj.get("quiet") else None,
+        )
+    except InputError as exc:
+        raise click.UsageError(str(exc), ctx) from None
+    return _summarise(report)
+
+
+@main.command()
+@click.argument("file", required=False, type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.option("--max-points", type=click.IntRange(min=27), default=None, hidden=True)
+@click.pass_context
+def info(ctx, file, as_json, max_points):
+    """Describe FILE (HDF5 grid file, DX map or PQR), or this installation without FILE.
+
+    Exit status 1 when FILE or one of its grids is invalid.
+    """
+    if file is None:
+        data = _install_info()
+        _emit(data, as_json)
+        return 0
+    _check_input_exists(ctx, file, "FILE")
+    name = file.name.lower()
+    if name.endswith((".dx", ".dx.gz")):
+        from .io.dx import read_dx
+
+        values, grid = read_dx(file, potential=False, max_points=max_points)
+        data = {
+            "file": str(file),
+            "format": "OpenDX",
+            **_grid_dict(grid),
+            "min": float(values.min()),
+            "max": float(values.max()),
+        }
+        _emit(data, as_json)
+        return 0
+    if name.endswith(".pqr"):
+        from . import read_pqr
+
+        atoms = read_pqr(file)
+        data = {"file": str(file), "format": "PQR", **_atoms_dict(atoms)}
+        _emit(data, as_json)
+        return 0
+    return _info_hdf5(file, as_json, max_points)
+
+
+def _install_info():
+    import platform
+
+    from .backends import cuda_available
+
+    versions = {"pbsolver": __version__, "python": platform.python_version()}
+    for mod in ("numpy", "numba", "h5py", "gridData", "click", "tqdm", "cupy", "distributed"):
+        try:
+            from importlib.metadata import version
+
+            dist = {"gridData": "GridDataFormats", "cupy": None}.get(mod, mod)
+            if mod == "cupy":
+                m = __import__("cupy")
+                versions[mod] = m.__version__
+            else:
+                versions[mod] = version(dist)
+        except Exception:  # noqa: BLE001 - optional packages
+            continue
+    import numba
+
+    return {
+        "versions": versions,
+        "numba_cache_dir": numba.config.CACHE_DIR or "(next to the package sources)",
+        "cuda_usable": cuda_available(),
+        "cpu_threads": numba.config.NUMBA_NUM_THREADS,
+    }
+
+
+def _grid_dict(grid):
+    return {
+        "shape": list(grid.shape),
+        "spacing": list(grid.spacing),
+        "origin": list(grid.origin),
+    }
+
+
+def _atoms_dict(atoms):
+    import numpy as np
+
+    pos = np.asarray(atoms.positions)
+    return {
+        "atoms": int(len(pos)),
+        "net_charge": float(np.sum(atoms.charges)),
+        "extent_min": pos.min(axis=0).tolist() if len(pos) else None,
+        "extent_max": pos.max(axis=0).tolist() if len(pos) else None,
+    }
+
+
+def _info_hdf5(file, as_json, max_points):
+    from .io.hdf5 import inspect_hdf5, open_hdf5
+
+    with open_hdf5(file) as f:
+        root = {k: _plain(v) for k, v in f.attrs.items()}
+    entries = inspect_hdf5(file, max_points=max_points)
+    grids = []
+    bad = 0
+    for name, gi, err in entries:
+        if gi is None:
+            bad += 1
+            grids.append({"name": name, "error": err})
+            continue
+        grids.append(
+            {
+                "name": name,
+                **_grid_dict(gi.grid),
+                "eps_cavity": gi.eps_cavity,
+                "boundary": gi.boundary,
+                "datasets": {
+                    k: {"shape": list(s), "dtype": d} for k, (s, d) in gi.datasets.items()
+                },
+                "solved": gi.solved,
+                "solver": {k: _plain(v) for k, v in gi.solver.items()},
+            }
+        )
+    data = {"file": str(file), "format": "pbsolver HDF5", "attrs": root, "grids": grids}
+    if as_json:
+        click.echo(json.dumps(data, indent=2))
+    else:
+        layout = root.get("pbsolver_layout", "?")
+        creator = root.get("creator", "?")
+        click.echo(f"{file}: pbsolver HDF5 layout {layout}, {creator}, {len(grids)} grid(s)")
+        for g in grids:
+            if "error" in g:
+                click.echo(f"  {g['name']}: INVALID: {g['error']}")
+                continue
+            shape = "×".join(map(str, g["shape"]))
+            h = g["spacing"]
+            hs = f"{h[0]:g}" if h[0] == h[1] == h[2] else "/".join(f"{v:g}" for v in h)
+            origin = ", ".join(f"{v:g}" for v in g["origin"])
+            eps = "faces" if "epsilon_x" in g["datasets"] else "nodes"
+            line = (
+                f"  {g['name']}: {shape}, h={hs} Å, origin=({origin}), ε {eps}, "
+                f"eps_cavity={g['eps_cavity']}, {g['boundary']}"
+            )
+            if "kappa2" in g["datasets"]:
+                line += ", salt"
+            s = g["solver"]
+            if g["solved"]:
+                line += (
+                    f"; solved: {s.get('method')}/{s.get('backend')}, "
+                    f"{s.get('iterations')} it, residual {_fmt(s.get('residual'))}, "
+                    f"{'converged' if s.get('converged') else 'NOT converged'}, "
+                    f"{_fmt(s.get('seconds'))} s"
+                )
+            click.echo(line)
+    if bad:
+        log.error("%d of %d grid(s) in %s are invalid", bad, len(grids), file)
+        return 1
+    return 0
+
+
+def _fmt(v):
+    return f"{v:.3g}" if isinstance(v, float) and math.isfinite(v) else str(v)
+
+
+def _plain(v):
+    import numpy as np
+
+    if isinstance(v, bytes):
+        return v.decode("utf-8", "replace")
+    if isinstance(v, np.ndarray):
+        return v.tolist()
+    if isinstance(v, np.generic):
+        return v.item()
+    return v
+
+
+def _emit(data, as_json):
+    if as_json:
+        click.echo(json.dumps(data, indent=2, default=str))
+        return
+    for key, value in data.items():
+        if isinstance(value, dict):
+            click.echo(f"{key}:")
+            for k, v in value.items():
+                click.echo(f"  {k}: {v}")
+        else:
+            click.echo(f"{key}: {value}")
+
+
+@main.command()
+@click.argument("file", type=click.Path(path_type=Path))
+@click.option("--grid", "grid", default=None, metavar="NAME", help="Grid (default: the only one).")
+@click.option(
+    "--dataset",
+    default="reaction_field",
+    show_default=True,
+    help="reaction_field, potential (φ_c + φ_rf), phi_coulomb, epsilon, epsilon_x, kappa2, ...",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["dx", "dx.gz", "mrc"]),
+    default=None,
+    help="Map format (default: from the output name).",
+)
+@click.option("-o", "--output", type=click.Path(path_type=Path), required=True)
+@click.option(
+    "--temperature",
+    type=click.FloatRange(min=0.0, min_open=True),
+    default=298.15,
+    show_default=True,
+    help="Temperature of the kT/e unit of potentials, K.",
+)
+@click.option(
+    "--dx-type",
+    type=click.Choice(["double", "float"]),
+    default="double",
+    show_default=True,
+    help="OpenDX array type (PyMOL needs double).",
+)
+@click.option("--max-points", type=click.IntRange(min=27), default=None, hidden=True)
+@click.pass_context
+def export(ctx, file, grid, dataset, fmt, output, temperature, dx_type, max_points):
+    """Export one map of an HDF5 grid file as OpenDX (APBS layout, kT/e) or MRC.
+
+    Potentials (reaction_field, potential, phi_coulomb, boundary_values) are written in kT/e at
+    --temperature; other maps (ε, κ̄²) unchanged.
+    """
+    _check_input_exists(ctx, file, "FILE")
+    _check_writable_dir(ctx, output.parent if str(output.parent) else Path("."), "--output")
+    if fmt is None:
+        name = output.name.lower()
+        if name.endswith(".dx.gz"):
+            fmt = "dx.gz"
+        elif name.endswith(".dx"):
+            fmt = "dx"
+        elif name.endswith((".mrc", ".map", ".ccp4")):
+            fmt = "mrc"
+        else:
+            raise click.UsageError(
+                f"cannot tell the format of {output.name}; use --format dx|dx.gz|mrc", ctx
+            )
+    if fmt == "dx.gz" and not output.name.endswith(".gz"):
+        output = output.with_name(output.name + ".gz")
+    _export(file, grid, dataset, output, fmt, temperature, dx_type, {"max_points": max_points})
+    click.echo(str(output))
+    return 0
+
+
+def _export(file, grid, dataset, output, fmt, temperature, dx_type, kw):
+    from .io.hdf5 import POTENTIALS, read_dataset
+
+    max_points = kw.get("max_points")
+    if dataset == "potential":
+        phi_rf, g, _ = read_dataset(file, grid, "reaction_field", max_points=max_points)
+        phi_c, _, _ = read_dataset(file, grid, "phi_coulomb", max_points=max_points)
+        values = phi_rf.astype("float64") + phi_c
+        import numpy as np
+
+        if not np.isfinite(values).all():
+            from .exceptions import InputError
+
+            raise InputError(
+                "potential = phi_coulomb + reaction_field is infinite where a charge sits on a "
+                "node; export reaction_field instead, or use a grid with charges off the nodes"
+            )
+        is_potential = True
+    else:
+        values, g, _ = read_dataset(file, grid, dataset, max_points=max_points)
+        is_potential = dataset in POTENTIALS
+    if fmt is None:
+        fmt = "mrc" if output.name.lower().endswith((".mrc", ".map", ".ccp4")) else "dx"
+    if fmt == "mrc":
+        from .io.mrc import write_mrc
+
+        write_mrc(output, values, g, potential=is_potential, temperature=temperature)
+    else:
+        from .io.dx import write_dx
+
+        title = None if is_potential else f"{dataset.upper()} MAP"
+        if dataset == "reaction_field":
+            title = "REACTION FIELD POTENTIAL (kT/e)"
+        write_dx(
+            output,
+            values,
+            g,
+            potential=is_potential,
+            temperature=temperature,
+            dx_type=dx_type,
+            title=title,
+        )
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
