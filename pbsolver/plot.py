@@ -32,6 +32,8 @@ from .grid import Grid
 UNITS_POTENTIAL = "kJ mol⁻¹ e⁻¹"
 UNITS_KAPPA2 = "Å⁻²"
 AXES = "xyz"
+#: Outlines are drawn twice, a light halo under a dark line, to show on dark and light colours.
+_HALO = (("w", 2.0), ("k", 0.9))
 
 
 def _pyplot():
@@ -209,7 +211,8 @@ def plot_slice(
         oplane = np.take(omap, k, axis=a)
         if oplane.min() < level < oplane.max():
             gu, gv = (grid.axes()[i] for i in (u, v))
-            ax.contour(gu, gv, oplane.T, levels=[level], colors="k", linewidths=1.0)
+            for colour, width in _HALO:
+                ax.contour(gu, gv, oplane.T, levels=[level], colors=colour, linewidths=width)
 
     if atoms is not None:
         _draw_atom_circles(ax, atoms, a, u, v, coord)
@@ -249,19 +252,19 @@ def _draw_atom_circles(ax, atoms, a, u, v, coord):
     if not cut.any():
         return
     r = np.sqrt(radii[cut] ** 2 - d[cut] ** 2)
-    circles = EllipseCollection(
-        2 * r,
-        2 * r,
-        np.zeros_like(r),
-        units="xy",
-        offsets=np.column_stack([pos[cut, u], pos[cut, v]]),
-        offset_transform=ax.transData,
-        facecolors="none",
-        edgecolors="k",
-        linewidths=0.6,
-        alpha=0.7,
-    )
-    ax.add_collection(circles, autolim=False)
+    for colour, width in _HALO:
+        circles = EllipseCollection(
+            2 * r,
+            2 * r,
+            np.zeros_like(r),
+            units="xy",
+            offsets=np.column_stack([pos[cut, u], pos[cut, v]]),
+            offset_transform=ax.transData,
+            facecolors="none",
+            edgecolors=colour,
+            linewidths=width,
+        )
+        ax.add_collection(circles, autolim=False)
 
 
 def check_iterations(result) -> np.ndarray:
