@@ -27,15 +27,18 @@ backend's results before the caller's later work, by event waits on the GPU (no 
 
 Red–black SOR kernel shapes (``CUDABackend(kernel=...)``)
 ---------------------------------------------------------
-``"tile"`` (default)
+``"point"`` (default: fastest measured on the H200, see BENCHMARKS.md)
+    One thread a node, colour-compacted along z, two launches per sweep, in place: each pass
+    streams x, the three faces and b and writes x, 48 B/node per sweep nominal (+8 with salt);
+    the 50–60 MB L2 keeps part of it between the two passes.
+``"tile"``
     Shared-memory tiles, both colours fused into one pass: each block recomputes the red values of
     its tile plus a one-node halo from the previous iterate and keeps them in a four-plane ring
     in shared memory while it marches along x, then relaxes its black nodes from the ring and
     writes the new iterate to a second buffer. Race-free and bitwise deterministic; one read of
-    x, cx, cy, cz, b and one write per node: 24 B/node per sweep (+4 with salt).
-``"point"``
-    One thread a node, colour-compacted along z, two launches per sweep, in place: each pass
-    streams x, the three faces and b and writes x, 48 B/node per sweep (+8 with salt).
+    x, cx, cy, cz, b and one write per node: 24 B/node per sweep (+4 with salt). Measured slower
+    than "point" despite half the bytes: each block walks its planes one barrier at a time, so
+    it is bound by load latency, not bandwidth.
 ``"march"``
     As "point" but each thread walks ``march_chunk`` x-planes (the z-marching shape; the colour
     offset flips every plane, so no register reuse is possible within one colour). 48 B/node.

@@ -18,7 +18,7 @@ from . import kernels as K
 from .device import CuPyDevice, NumbaDevice, grid_for
 
 LAUNCH_MODES = ("graph", "stream", "naive")
-SOR_KERNELS = ("tile", "point", "march")
+SOR_KERNELS = ("point", "tile", "march")
 
 #: Bytes each full red–black sweep must move per node through device memory, by kernel shape,
 #: for a stencil without salt (κ̄² adds 4 B per pass). "point"/"march": two colour passes, each
@@ -88,8 +88,9 @@ class CUDABackend(Backend):
         and replayed; "stream": every kernel launched from Python on the backend's stream, no
         host synchronisation between checks; "naive": one launch sequence and one host
         synchronisation per sweep (the seed thread's loop), for comparison.
-    kernel : {"tile", "point", "march"}
-        Red–black SOR kernel shape (see the package docstring).
+    kernel : {"point", "tile", "march"}
+        Red–black SOR kernel shape (see the package docstring); "point" measured fastest on
+        the H200 (BENCHMARKS.md).
     device : {"cupy", "numba"}, optional
         Array layer; default CuPy, or numba device arrays under ``NUMBA_ENABLE_CUDASIM=1``.
     config : KernelConfig, optional
@@ -98,7 +99,7 @@ class CUDABackend(Backend):
 
     name = "cuda"
 
-    def __init__(self, launch="graph", kernel="tile", *, device=None, config=None):
+    def __init__(self, launch="graph", kernel="point", *, device=None, config=None):
         if launch not in LAUNCH_MODES:
             raise InputError(f"launch must be one of {LAUNCH_MODES}, got {launch!r}")
         if kernel not in SOR_KERNELS:
@@ -117,6 +118,7 @@ class CUDABackend(Backend):
         self._dummies = {}
         self._work = {}
         self._partials = {}
+        self._loops = {}
         self._sums = self.dev.empty((8,), np.float64)
         self._sms = self._multiprocessors()
 
@@ -413,8 +415,8 @@ class CUDABackend(Backend):
             self._partials[n] = partials
         return grid, (bk, bj, 1), partials, n
 
-    def _residual_sumsq(self, st, x):
-        """Enqueue ``sums[0] = ‖b − A x‖²`` and its copy to pinned host memory."""
+    def _residual_sumsq(self, st, x, copy=True):
+        """Enqueue ``sums[0] = ‖b − A x‖²`` and (``copy``) its copy to pinned host memory."""
         nx, ny, nz = st.shape
         grid, block, partials, n = self._reduce_launch(st.shape)
         resid, _ = K.reductions(*self.config.reduce_block)
@@ -425,7 +427,8 @@ class CUDABackend(Backend):
         self.dev.launch(
             K.finish_sum, 1, K.FINISH_THREADS, self._v(partials), n, self._v(self._sums), 0
         )
-        self.dev.copy_to_host_async(self._sums, 0)
+        if copy:
+            self.dev.copy_to_host_async(self._sums, 0)
 
     def _subtract_mean(self, x):
         """``x -= mean(x)`` with the mean computed and applied on the device."""
@@ -525,6 +528,40 @@ class CUDABackend(Backend):
 
             self.dev.run(key, enqueue)
             return self.dev.read_scalar(self._sums, 2)
+
+    # --- the loop on the device ------------------------------------------------------------
+    def sor_until(self, st, x, omega, atol, maxiter, check_every=10, on_device=True):
+        """SOR sweeps in batches of ``check_every`` until ``‖b − A x‖₂ ≤ atol`` or ``maxiter``.
+
+        With ``on_device`` (CuPy layer, ``launch="graph"``) the whole loop is one CUDA graph
+        with a conditional WHILE node: one launch and one wait however many sweeps it takes.
+        Otherwise the host checks after every batch (as the Solver does). Both stop after the
+        same batch and leave bitwise the same ``x``.
+
+        Returns
+        -------
+        (int, float)
+            Sweeps done and the last residual norm (computed in float64).
+        """
+        if on_device and self.dev.name == "cupy" and self.launch == "graph":
+            from .device_loop import WhileLoop
+
+            key = self._key("while", x, *self._st_items(st), float(omega), float(atol))
+            key += (int(maxiter), int(check_every), self.kernel)
+            loop = self._loops.get(key)
+            if loop is None:
+                if len(self._loops) >= 8:
+                    self._loops.pop(next(iter(self._loops)))
+                loop = WhileLoop(self, st, x, omega, atol, maxiter, check_every)
+                self._loops[key] = loop
+            return loop.run()
+        sweeps = 0
+        while True:
+            self.sor_sweeps(st, x, omega, check_every)
+            sweeps += check_every
+            r = self.residual_norm(st, x)
+            if not r > atol or sweeps >= maxiter:
+                return sweeps, r
 
     # --- graphs --------------------------------------------------------------------------
     def capture(self, fn, key=None):

@@ -225,9 +225,11 @@ def rb_tile(dtype, bk: int, bj: int):
     its tile *plus a one-node halo* (reading ``x`` only), keeps them in a shared-memory ring of
     four planes, and then updates the black nodes of its tile from that ring. Marching along x,
     plane ``t`` gets its red values while plane ``t − 1`` gets its black ones; four ring slots
-    make one barrier per plane enough. Each block owns disjoint output nodes, and nobody reads
-    ``y``. Global traffic is one read of x, the faces and b and one write of y per node (plus
-    halos, mostly served by L1/L2), against two full passes for the colour-by-colour kernels.
+    make one barrier per plane enough, and the black step's global operands are loaded before
+    that barrier so the two steps' load latencies overlap. Each block owns disjoint output
+    nodes, and nobody reads ``y``. Global traffic is one read of x, the faces and b and one
+    write of y per node (plus halos, mostly served by L1/L2), against two full passes for the
+    colour-by-colour kernels.
     """
     nbtype = from_dtype(np.dtype(dtype))
     ok = bk - 2  # output tile along z
@@ -252,6 +254,25 @@ def rb_tile(dtype, bk: int, bj: int):
         i1 = min(i0 + int64(chunk), int64(nx))
         for t in range(i1 - i0 + 2):
             slot = t & 3
+            mid = (t - 1) & 3
+            # --- operands of the black step (plane i0 + t − 2), loaded before the barrier so
+            # that their latency overlaps the red step's loads (one exposed latency per plane)
+            ib = uint64(max(i0 + t - 2, 0))
+            pb = (ib * uny + j) * unz + k
+            black = t >= 2 and writer
+            relax = black and ((ib + j + k) & ONE) == ONE
+            relax = relax and _inside(ib, j, k, unx, uny, unz, periodic)
+            a0 = a1 = a2 = a3 = a4 = a5 = cx[0]
+            bb = b[0]
+            if relax:
+                a0 = cx[_minus(ib, unx, sx, pb)]
+                a1 = cx[pb]
+                a2 = cy[_minus(j, uny, sy, pb)]
+                a3 = cy[pb]
+                a4 = cz[_minus(k, unz, ONE, pb)]
+                a5 = cz[pb]
+                bb = b[pb]
+            diagb = _diag(a0, a1, a2, a3, a4, a5, d, dmode, pb)  # pb is in range for all
             # --- red values of plane i0 − 1 + t on the tile and its halo (reads x only)
             ivalid, i = _wrap(i0 - 1 + t, int64(nx), periodic)
             if ivalid and jvalid and kvalid:
@@ -269,20 +290,11 @@ def rb_tile(dtype, bk: int, bj: int):
                 ring[slot, ty, tx] = v
             cuda.syncthreads()
             # --- black values of the previous plane on the tile, from the ring; write y
-            if t >= 2 and writer:
-                ib = uint64(i0 + t - 2)
-                p = (ib * uny + j) * unz + k
-                mid = (t - 1) & 3
+            if black:
                 v = ring[mid, ty, tx]
-                if ((ib + j + k) & ONE) == ONE and _inside(ib, j, k, unx, uny, unz, periodic):
-                    a0 = cx[_minus(ib, unx, sx, p)]
-                    a1 = cx[p]
-                    a2 = cy[_minus(j, uny, sy, p)]
-                    a3 = cy[p]
-                    a4 = cz[_minus(k, unz, ONE, p)]
-                    a5 = cz[p]
+                if relax:
                     s = (
-                        b[p]
+                        bb
                         + a0 * ring[(t - 2) & 3, ty, tx]
                         + a1 * ring[slot, ty, tx]
                         + a2 * ring[mid, ty - 1, tx]
@@ -290,9 +302,8 @@ def rb_tile(dtype, bk: int, bj: int):
                         + a4 * ring[mid, ty, tx - 1]
                         + a5 * ring[mid, ty, tx + 1]
                     )
-                    diag = _diag(a0, a1, a2, a3, a4, a5, d, dmode, p)
-                    v = v + omega * (s / diag - v)
-                y[p] = v
+                    v = v + omega * (s / diagb - v)
+                y[pb] = v
 
     return kernel
 
