@@ -331,22 +331,33 @@ def parse_pqr(lines, source: str = "<string>") -> Atoms:
         lines = lines.splitlines()
     pos, q, r, names, resnames, resids = [], [], [], [], [], []
     for lineno, line in enumerate(lines, start=1):
-        record = line[:6].strip().upper()
-        if record == "ENDMDL":
+        upper = line[:6].upper()
+        if upper.startswith("ENDMDL"):
             break
-        if record not in ("ATOM", "HETATM"):
+        if upper.startswith("HETATM"):
+            record = "HETATM"
+        elif upper.startswith("ATOM"):
+            record = "ATOM"
+        else:
             continue
         values, head = _last_numbers(line, 5)
+        # record, serial, atom name, residue name and number must precede the numbers
+        # (the record and serial may run together: "HETATM10001")
+        min_head = 3 if len(line.split()[0]) > len(record) else 4
+        if values is not None and len(head) < min_head:
+            values = None
         if values is None:
             raise InputError(
-                f"{source}:{lineno}: malformed {record} record: expected the fields "
+                f"{source}, line {lineno}: malformed {record} record: expected the fields "
                 f"x y z charge radius at the end of the line, got {line.rstrip()!r}"
             )
         x, y, z, charge, radius = values
         if not all(np.isfinite(values)):
-            raise InputError(f"{source}:{lineno}: non-finite number in {line.rstrip()!r}")
+            raise InputError(f"{source}, line {lineno}: non-finite number in {line.rstrip()!r}")
         if radius < 0:
-            raise InputError(f"{source}:{lineno}: negative radius {radius} in {line.rstrip()!r}")
+            raise InputError(
+                f"{source}, line {lineno}: negative radius {radius} in {line.rstrip()!r}"
+            )
         pos.append((x, y, z))
         q.append(charge)
         r.append(radius)

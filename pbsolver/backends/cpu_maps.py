@@ -604,6 +604,13 @@ def ses_lines(
                 nsas += 1
         nvdw = _merge(vs_, ve_, nvdw)
         nsas = _merge(ss_, se_, nsas)
+        # only exposed atoms carry probe features: the point test needs no others
+        nexp = 0
+        for s in range(m):
+            if exposed[atoms[s]]:
+                atoms[nexp] = atoms[s]
+                nexp += 1
+        atoms = atoms[:nexp]
         for s in range(nvdw):
             _accumulate(out, axis, iu, iv, vs_[s], ve_[s], t0, h, nbins)
         # reentrant zone: accessible spheres minus vdW spheres, clipped to the line
@@ -680,33 +687,41 @@ def _zone(
 def coulomb_sum(out, origin, spacing, pos, q, scale, periodic, box):
     """out[i, j, k] = scale · Σ_a q_a / |r_ijk − r_a| (minimum image when periodic).
 
-    A node exactly on a charged atom gets ±inf (IEEE division by zero).
+    A node exactly on a charged atom gets ±inf (IEEE division by zero). The innermost loop
+    runs along z for one atom (contiguous, vectorised).
     """
     nx, ny, nz = out.shape
     n = pos.shape[0]
     for i in prange(nx):
         x = origin[0] + i * spacing[0]
+        zs = np.empty(nz)
+        acc = np.empty(nz)
+        for k in range(nz):
+            zs[k] = origin[2] + k * spacing[2]
         for j in range(ny):
             y = origin[1] + j * spacing[1]
-            for k in range(nz):
-                z = origin[2] + k * spacing[2]
-                acc = 0.0
+            acc[:] = 0.0
+            for a in range(n):
+                dx = x - pos[a, 0]
+                dy = y - pos[a, 1]
                 if periodic:
-                    for a in range(n):
-                        dx = x - pos[a, 0]
-                        dy = y - pos[a, 1]
-                        dz = z - pos[a, 2]
-                        dx -= box[0] * np.rint(dx / box[0])
-                        dy -= box[1] * np.rint(dy / box[1])
-                        dz -= box[2] * np.rint(dz / box[2])
-                        acc += q[a] / math.sqrt(dx * dx + dy * dy + dz * dz)
+                    dx -= box[0] * np.rint(dx / box[0])
+                    dy -= box[1] * np.rint(dy / box[1])
+                dxy = dx * dx + dy * dy
+                qa = q[a]
+                za = pos[a, 2]
+                if periodic:
+                    lz = box[2]
+                    for k in range(nz):
+                        dz = zs[k] - za
+                        dz -= lz * np.rint(dz / lz)
+                        acc[k] += qa / math.sqrt(dxy + dz * dz)
                 else:
-                    for a in range(n):
-                        dx = x - pos[a, 0]
-                        dy = y - pos[a, 1]
-                        dz = z - pos[a, 2]
-                        acc += q[a] / math.sqrt(dx * dx + dy * dy + dz * dz)
-                out[i, j, k] = scale * acc
+                    for k in range(nz):
+                        dz = zs[k] - za
+                        acc[k] += qa / math.sqrt(dxy + dz * dz)
+            for k in range(nz):
+                out[i, j, k] = scale * acc[k]
 
 
 @njit(**_JIT, parallel=True)

@@ -1,0 +1,321 @@
+"""Map builders against slow NumPy references on random inputs; grid placement; bad input."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import refgeom as R
+
+import pbsolver as pb
+from pbsolver import maps
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+
+
+def random_cluster(rng, n=7, spread=1.8, zero_radius=1):
+    c = rng.normal(0.0, spread, (n, 3))
+    r = rng.uniform(1.0, 2.0, n)
+    r[:zero_radius] = 0.0
+    return pb.Atoms(c, rng.normal(0.0, 0.5, n), r)
+
+
+def odd_grid(atoms, rng, spacing=(0.45, 0.5, 0.55), shape=(19, 21, 17)):
+    jitter = rng.uniform(-0.2, 0.2, 3)
+    half = 0.5 * (np.asarray(shape) - 1) * np.asarray(spacing)
+    return pb.Grid(shape, spacing=spacing, origin=tuple(atoms.center() - half + jitter))
+
+
+# ---------------------------------------------------------------------- placement
+def test_nice_size():
+    for n in range(3, 400):
+        m = maps.nice_size(n)
+        assert m >= n
+        k = m - 1
+        while k % 2 == 0 and k > 7:
+            k //= 2
+        assert k <= 7
+    assert [maps.nice_size(n) for n in (60, 100, 150, 160)] == [65, 113, 161, 161]
+
+
+def test_grid_for_atoms_margin_and_spacing(rng):
+    a = random_cluster(rng, n=20, spread=6.0)
+    g = maps.grid_for_atoms(a, spacing=(0.4, 0.5, 0.6), margin=5.0)
+    assert g.spacing == (0.4, 0.5, 0.6)
+    lo, hi = a.bounds()
+    glo = np.asarray(g.origin)
+    ghi = glo + np.asarray(g.lengths)
+    assert np.all(lo - glo >= 5.0 - 1e-9) and np.all(ghi - hi >= 5.0 - 1e-9)
+    np.testing.assert_allclose(g.center, a.center(), atol=1e-12)
+    assert all(maps.nice_size(n) == n for n in g.shape)
+    g2 = maps.grid_for_atoms(a, 0.5, shape=(33, 35, 37), center=(1.0, 2.0, 3.0))
+    assert g2.shape == (33, 35, 37)
+    np.testing.assert_allclose(g2.center, (1.0, 2.0, 3.0))
+    with pytest.raises(pb.InputError, match="margin"):
+        maps.grid_for_atoms(a, 0.5, -1.0)
+    with pytest.raises(pb.InputError, match="spacing"):
+        maps.grid_for_atoms(a, 0.0)
+
+
+def test_grid_for_box():
+    g = maps.grid_for_box((30.0, 31.0, 45.0), spacing=0.5)
+    assert all(n % 2 == 0 for n in g.shape)
+    np.testing.assert_allclose(np.asarray(g.spacing) * np.asarray(g.shape), (30.0, 31.0, 45.0))
+    assert all(h <= 0.5 + 1e-12 for h in g.spacing)
+
+
+def test_debye_length():
+    # κ⁻¹ ≈ 3.04/√I Å for water at 298 K (textbook value 3.04 Å at 1 M)
+    for ionic in (0.01, 0.1, 0.15, 1.0):
+        assert maps.debye_length(ionic) * math.sqrt(ionic) == pytest.approx(3.04, abs=0.01)
+    assert maps.debye_length(0.0) == math.inf
+    # κ² ∝ I/(ε T)
+    k1 = maps.kappa_from_ionic_strength(0.1, 78.54, 298.15)
+    k2 = maps.kappa_from_ionic_strength(0.4, 2 * 78.54, 2 * 298.15)
+    assert k2 == pytest.approx(k1)
+    with pytest.raises(pb.InputError):
+        maps.kappa_from_ionic_strength(-0.1)
+
+
+# ---------------------------------------------------------------------- faces
+def test_vdw_fractions_match_numpy(rng):
+    a = random_cluster(rng, n=9, spread=2.5)
+    g = odd_grid(a, rng)
+    fr = maps.face_fractions(a, g, "vdw")
+    for axis in range(3):
+        ref = R.vdw_edge_fractions(a.positions, a.radii, g, axis)
+        np.testing.assert_allclose(fr[axis], ref, atol=1e-12)
+        assert 0 < fr[axis].mean() < 1
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_ses_fractions_match_brute_force(seed):
+    """SES edge fractions against a brute-force point classifier (all atoms, pairs, triples)."""
+    rng = np.random.default_rng(100 + seed)
+    a = random_cluster(rng, n=7)
+    g = odd_grid(a, rng)
+    probe = 1.4
+    mol = maps.face_fractions(a, g, "mol", probe)
+    vdw = maps.face_fractions(a, g, "vdw")
+    sas = maps.face_fractions(pb.Atoms(a.positions, a.charges, a.radii + probe), g, "vdw")
+    for axis in range(3):
+        assert np.all(mol[axis] >= vdw[axis] - 1e-12)  # vdW ⊂ SES ⊂ SAS
+        assert np.all(mol[axis] <= sas[axis] + 1e-12)
+        zone = np.argwhere((mol[axis] != vdw[axis]) | ((vdw[axis] > 0) & (vdw[axis] < 1)))
+        assert len(zone) > 50
+        sel = zone[rng.choice(len(zone), 120, replace=False)]
+        ref = R.ses_edge_fractions(a.positions, a.radii, probe, g, axis, sel, samples=250)
+        got = mol[axis][tuple(sel.T)]
+        # midpoint rule with 250 samples: ≤ 1/250 per change of side
+        assert np.abs(got - ref).max() < 0.01
+        assert np.abs(got - ref).mean() < 2e-3
+    # the reentrant surface adds volume where the probe cannot reach
+    assert sum(f.sum() for f in mol) > 1.05 * sum(f.sum() for f in vdw)
+
+
+def test_ses_equals_vdw_for_isolated_spheres(rng):
+    """Spheres farther apart than 2 probe radii: the SES is their vdW surface."""
+    pos = np.array([[0.0, 0.0, 0.0], [7.5, 0.3, -0.2], [0.4, 7.9, 0.5]])
+    a = pb.Atoms(pos, [1.0, -1.0, 0.5], [1.5, 2.0, 1.7])
+    g = odd_grid(a, rng, spacing=(0.5, 0.5, 0.5), shape=(29, 29, 17))
+    mol = maps.face_fractions(a, g, "mol", 1.4)
+    vdw = maps.face_fractions(a, g, "vdw")
+    for m, v in zip(mol, vdw, strict=True):
+        np.testing.assert_allclose(m, v, atol=1e-6)
+
+
+def test_ses_fills_the_gap_between_two_spheres():
+    """Two spheres 1 Å apart: the probe cannot enter the gap on the axis."""
+    a = pb.Atoms([[-2.5, 0, 0], [2.5, 0, 0]], [0, 0], [2.0, 2.0])
+    g = pb.Grid((41, 21, 21), spacing=0.5, origin=(-10.0, -5.0, -5.0))
+    mol = maps.face_fractions(a, g, "mol", 1.4)
+    vdw = maps.face_fractions(a, g, "vdw")
+    # edge along x on the axis between x = 0 and 0.5: outside both vdW spheres
+    i0 = 20
+    assert vdw[0][i0, 10, 10] == 0.0 and mol[0][i0, 10, 10] == 1.0
+    # torus region: the reentrant surface between the spheres passes at
+    # r = ρ_probe − sqrt(r_p² − x²) around the axis, with ρ_probe = sqrt(3.4² − 2.5²)
+    rho = math.sqrt(3.4**2 - 2.5**2)
+    r_surf = rho - 1.4  # at x = 0
+    j = 10 + int(r_surf // 0.5)  # the y-edge from (0, j) to (0, j + 1) crosses the surface
+    f_expected = (r_surf - (j - 10) * 0.5) / 0.5
+    assert mol[1][20, j, 10] == pytest.approx(f_expected, abs=1e-6)
+
+
+def test_smol_is_a_conservative_average(rng):
+    a = random_cluster(rng)
+    g = odd_grid(a, rng)
+    mol = maps.face_fractions(a, g, "mol")
+    smol = maps.face_fractions(a, g, "smol")
+    assert sum(s.sum() for s in smol) == pytest.approx(sum(m.sum() for m in mol))
+    assert all(np.all((s >= 0) & (s <= 1)) for s in smol)
+    # a uniform field is unchanged; interior x-face = mean of itself and 8 neighbours
+    i, j, k = 9, 10, 8
+    fx, fy, fz = mol
+    expect = (
+        fx[i, j, k]
+        + fy[i, j, k]
+        + fy[i, j - 1, k]
+        + fy[i + 1, j, k]
+        + fy[i + 1, j - 1, k]
+        + fz[i, j, k]
+        + fz[i, j, k - 1]
+        + fz[i + 1, j, k]
+        + fz[i + 1, j, k - 1]
+    ) / 9
+    assert smol[0][i, j, k] == pytest.approx(expect)
+
+
+def test_faces_from_fractions():
+    f = np.array([0.0, 0.25, 0.5, 1.0])
+    (e,) = maps.faces_from_fractions((f,), 3.0, 80.0)
+    assert e[0] == 80.0 and e[-1] == 3.0
+    np.testing.assert_allclose(e[1:3], 1 / (f[1:3] / 3.0 + (1 - f[1:3]) / 80.0))
+    with pytest.raises(pb.InputError, match="eps_in"):
+        maps.faces_from_fractions((f,), 0.0, 80.0)
+
+
+def test_bad_surface_and_probe(rng):
+    a = random_cluster(rng)
+    g = odd_grid(a, rng)
+    with pytest.raises(pb.InputError, match="surface"):
+        maps.face_fractions(a, g, "ses")
+    with pytest.raises(pb.InputError, match="probe_radius"):
+        maps.face_fractions(a, g, "mol", probe_radius=0.0)
+
+
+# ---------------------------------------------------------------------- salt
+def test_ion_accessibility_matches_sampling(rng):
+    a = random_cluster(rng, n=6)
+    g = odd_grid(a, rng, shape=(15, 13, 17))
+    ion_r = 2.0
+    acc = maps.ion_accessibility(a, g, ion_r, subsamples=4)
+    # reference: 4×4 lines across each cell (same as the kernel) × 400 points along z
+    idx = np.argwhere((acc > 0) & (acc < 1))
+    idx = idx[rng.choice(len(idx), min(60, len(idx)), replace=False)]
+    h = np.asarray(g.spacing)
+    s = (np.arange(4) + 0.5) / 4 - 0.5
+    t = (np.arange(400) + 0.5) / 400 - 0.5
+    off = np.stack(np.meshgrid(s, s, t, indexing="ij"), -1).reshape(-1, 3) * h
+    for node in idx:
+        p = np.asarray(g.origin) + node * h + off
+        d = np.linalg.norm(p[:, None, :] - a.positions[None], axis=-1)
+        ref = np.all(d >= a.radii + ion_r, axis=1).mean()
+        assert acc[tuple(node)] == pytest.approx(ref, abs=4 / 400)
+    # far from atoms everything is accessible; at atom centres nothing
+    assert acc[0, 0, 0] == 1.0
+    assert maps.kappa2_map(a, g, 0.0) is None
+    k2 = maps.kappa2_map(a, g, 0.15, eps_out=78.54)
+    kappa = maps.kappa_from_ionic_strength(0.15)
+    np.testing.assert_allclose(k2, 78.54 * kappa**2 * acc)
+
+
+# ---------------------------------------------------------------------- φ_c and boundary values
+def test_coulomb_matches_numpy(rng):
+    a = random_cluster(rng, n=12, spread=4.0)
+    g = odd_grid(a, rng, spacing=(0.6, 0.5, 0.7), shape=(13, 15, 11))
+    phi = maps.coulomb_potential(a, g, 2.0)
+    ref = R.coulomb(g, a.positions, a.charges, 2.0)
+    np.testing.assert_allclose(phi, ref, rtol=1e-12, atol=1e-9)
+
+
+def test_coulomb_node_on_atom_and_periodic(rng):
+    g = pb.Grid((16, 14, 12), spacing=0.5, origin=(0.0, 0.0, 0.0))
+    pos = np.array([[2.0, 3.0, 1.5], [5.3, 1.1, 4.9], [7.2, 6.0, 0.2]])
+    a = pb.Atoms(pos, [1.0, -0.5, 0.7], [1.5, 1.5, 1.5])
+    phi = maps.coulomb_potential(a, g, 1.0)
+    assert phi[4, 6, 3] == math.inf  # atom 0 sits on node (4, 6, 3)
+    finite = np.isfinite(phi)
+    assert finite.sum() == phi.size - 1
+    box = (8.0, 7.0, 6.0)
+    phip = maps.coulomb_potential(a, g, 1.0, box=box)
+    ref = R.coulomb(g, pos, a.charges, 1.0, box=box)
+    np.testing.assert_allclose(phip[finite], ref[finite], rtol=1e-12)
+    two = pb.Atoms([[2.0, 3.0, 1.5], [2.0, 3.0, 1.5]], [1.0, -1.0], [1.5, 1.5])
+    with pytest.raises(pb.InputError, match="opposite sign sit exactly on grid node"):
+        maps.coulomb_potential(two, g, 1.0)
+
+
+def test_boundary_values(rng):
+    a = random_cluster(rng, n=5)
+    g = odd_grid(a, rng, shape=(11, 13, 9))
+    kappa = maps.kappa_from_ionic_strength(0.1)
+    bv = maps.boundary_values(a, g, 2.0, 78.54, 0.1)
+    assert np.all(bv[1:-1, 1:-1, 1:-1] == 0)
+    x, y, z = (np.broadcast_to(c, g.shape) for c in g.coordinates())
+    ref = np.zeros(g.shape)
+    for c, q, r in zip(a.positions, a.charges, a.radii, strict=True):
+        d = np.sqrt((x - c[0]) ** 2 + (y - c[1]) ** 2 + (z - c[2]) ** 2)
+        ref += (
+            pb.COULOMB_KJ
+            * q
+            * (np.exp(-kappa * (d - r)) / (78.54 * (1 + kappa * r) * d) - 1 / (2.0 * d))
+        )
+    outer = np.ones(g.shape, bool)
+    outer[1:-1, 1:-1, 1:-1] = False
+    np.testing.assert_allclose(bv[outer], ref[outer], rtol=1e-12)
+    assert np.all(maps.boundary_values(a, g, kind="zero") == 0)
+    one = a[[2]]
+    np.testing.assert_allclose(
+        maps.boundary_values(one, g, kind="sdh"), maps.boundary_values(one, g, kind="mdh")
+    )
+    with pytest.raises(pb.InputError, match="boundary kind"):
+        maps.boundary_values(a, g, kind="focus")
+
+
+# ---------------------------------------------------------------------- the problem
+def test_problem_from_atoms(rng):
+    a = random_cluster(rng, n=8)
+    p = pb.Problem.from_atoms(a, spacing=0.6, margin=3.0, eps_in=4.0, ionic_strength=0.1)
+    assert p.eps_cavity == 4.0 and p.epsilon_faces is not None and p.has_salt
+    assert p.boundary == "dirichlet" and p.boundary_values is not None
+    ex = p.epsilon_faces[0]
+    assert ex.min() == 4.0 and ex.max() == 78.54
+    pv = pb.Problem.from_atoms(a, spacing=0.6, margin=3.0, surface="vdw")
+    assert (pv.epsilon_faces[0] == 2.0).sum() < (p.epsilon_faces[0] == 4.0).sum()
+    with pytest.raises(pb.InputError, match="box"):
+        pb.Problem.from_atoms(a, boundary="periodic")
+    with pytest.raises(pb.InputError, match="box"):
+        pb.Problem.from_atoms(a, box=(20, 20, 20))
+    with pytest.raises(pb.InputError, match="outside the grid"):
+        pb.Problem.from_atoms(a, grid=pb.Grid((9, 9, 9), spacing=0.5))
+    with pytest.raises(pb.InputError, match="atoms must be"):
+        pb.Problem.from_atoms(np.zeros((3, 3)))
+
+
+def test_problem_from_atoms_periodic(rng):
+    a = random_cluster(rng, n=6)
+    a = a.translated([-a.center()[0] + 0.2, 0.0, 0.0])  # straddles x = 0: imaged across
+    box = (16.0, 14.0, 12.0)
+    p = pb.Problem.from_atoms(a, spacing=0.5, boundary="periodic", box=box, surface="vdw")
+    assert p.boundary == "periodic" and p.grid.shape == (32, 28, 24)
+    # the wrapped copy covers the far end of the box as much as the near end
+    fx = p.epsilon_faces[0]
+    assert (fx[-3:] < 78.54).any() and (fx[:3] < 78.54).any()
+    shifted = a.translated([box[0], 0.0, 0.0])
+    q = pb.Problem.from_atoms(shifted, spacing=0.5, boundary="periodic", box=box, surface="vdw")
+    np.testing.assert_allclose(q.epsilon_faces[0], fx, atol=1e-9)
+    finite = np.isfinite(p.phi_coulomb)
+    np.testing.assert_allclose(q.phi_coulomb[finite], p.phi_coulomb[finite], rtol=1e-9)
+
+
+def test_charge_on_node_outside_solute():
+    """A bare charge on a node in solvent is an error that names the atom, not a silent NaN."""
+    a = pb.Atoms([[0.0, 0.0, 0.0], [5.0, 0.0, 0.0]], [0.0, 1.0], [2.0, 0.0])
+    with pytest.raises(pb.InputError, match="atom 1"):
+        pb.Problem.from_atoms(a, spacing=0.5, margin=2.0, center=(0.0, 0.0, 0.0), surface="vdw")
+
+
+def test_protein_maps_are_consistent():
+    prot = pb.read_pqr(DATA / "1lpb_chainA.pqr")
+    g = maps.grid_for_atoms(prot, spacing=1.0, margin=4.0)
+    vdw = maps.face_fractions(prot, g, "vdw")
+    mol = maps.face_fractions(prot, g, "mol")
+    vol_vdw = vdw[0].sum() * np.prod(g.spacing)
+    vol_mol = mol[0].sum() * np.prod(g.spacing)
+    # vdW volume from x-edges equals that from y-edges (both integrate the same solid)
+    assert vdw[1].sum() == pytest.approx(vdw[0].sum(), rel=1e-2)
+    assert mol[2].sum() == pytest.approx(mol[0].sum(), rel=1e-2)
+    assert 1.1 * vol_vdw < vol_mol < 1.5 * vol_vdw
