@@ -385,10 +385,13 @@ def boundary_values(
     temperature=298.15,
     kind="mdh",
     eps_cavity=None,
+    ion_radius=0.0,
 ):
     """Dirichlet values of φ_rf on the grid's outer layer (inner nodes zero).
 
-    ``"mdh"``: the Debye–Hückel sum of DESIGN §1 over atoms (a_i = atomic radius);
+    ``"mdh"``: the Debye–Hückel sum of DESIGN §1 over atoms, with a_i the atomic radius plus
+    ``ion_radius`` (the distance of closest approach of the ions; exact outside a spherical
+    ion with a Stern layer; irrelevant without salt);
     ``"sdh"``: the same for one sphere holding the total charge at the charge centre, radius
     the largest distance of an atomic sphere from it (APBS' ``bcfl sdh``); ``"zero"``.
     """
@@ -408,13 +411,14 @@ def boundary_values(
     idx = np.argwhere(mask)
     points = np.asarray(grid.origin) + idx * np.asarray(grid.spacing)
     if kind == "mdh":
-        pos, q, a = atoms.positions, atoms.charges, atoms.radii
+        pos, q, a = atoms.positions, atoms.charges, atoms.radii + float(ion_radius)
     else:
         qa = np.abs(atoms.charges)
         w = qa / qa.sum() if qa.sum() > 0 else np.full(len(atoms), 1.0 / len(atoms))
         c = (atoms.positions * w[:, None]).sum(axis=0)
         rmax = float((np.linalg.norm(atoms.positions - c, axis=1) + atoms.radii).max())
-        pos, q, a = c[None, :], np.array([atoms.total_charge]), np.array([rmax])
+        pos, q = c[None, :], np.array([atoms.total_charge])
+        a = np.array([rmax + float(ion_radius)])
     vals = K.debye_huckel_points(
         np.ascontiguousarray(points),
         np.ascontiguousarray(pos),
@@ -512,7 +516,14 @@ def build_problem(
     bvals = None
     if boundary == "dirichlet":
         bvals = boundary_values(
-            atoms, grid, eps_in, eps_out, ionic_strength, temperature, kind=boundary_kind
+            atoms,
+            grid,
+            eps_in,
+            eps_out,
+            ionic_strength,
+            temperature,
+            kind=boundary_kind,
+            ion_radius=ion_radius,
         )
     _check_charges_on_nodes(atoms, grid, phi_c, faces, kappa2, eps_in)
     return Problem(
