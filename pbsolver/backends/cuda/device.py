@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import warnings
 from collections import OrderedDict
 
 import numpy as np
@@ -24,6 +25,21 @@ from numba import cuda
 GRAPH_CACHE = 64
 #: numba views kept per backend (they are cheap; the dict only bounds growth).
 VIEW_CACHE = 1024
+
+
+#: Launches of fewer blocks than this (one-block reductions, coarse multigrid levels) are small
+#: on purpose: numba's low-occupancy warning is silenced for them, and only for them.
+SMALL_GRID = 128
+
+
+def _launch(kernel, grid, block, stream, args):
+    blocks = grid if isinstance(grid, int) else math.prod(grid)
+    if blocks >= SMALL_GRID:
+        kernel[grid, block, stream](*args)
+        return
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*will likely result in GPU under-utilization")
+        kernel[grid, block, stream](*args)
 
 
 class _LRU(OrderedDict):
@@ -90,7 +106,7 @@ class NumbaDevice:
     # --- launching -----------------------------------------------------------------------
     def launch(self, kernel, grid, block, *args):
         self.launches += 1
-        kernel[grid, block](*args)
+        _launch(kernel, grid, block, 0, args)
 
     @contextlib.contextmanager
     def io(self):
@@ -200,7 +216,7 @@ class CuPyDevice:
     # --- launching -----------------------------------------------------------------------
     def launch(self, kernel, grid, block, *args):
         self.launches += 1
-        kernel[grid, block, self.nb_stream](*args)
+        _launch(kernel, grid, block, self.nb_stream, args)
 
     @contextlib.contextmanager
     def io(self):
