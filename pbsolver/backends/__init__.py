@@ -144,6 +144,14 @@ class Backend:
     def synchronize(self) -> None:
         """Wait for queued work (a no-op on the CPU)."""
 
+    def capture(self, fn, key=None):
+        """Return a runner with the effect of ``fn()`` (here: ``fn`` itself).
+
+        The CUDA backend replays ``fn``'s device work as one CUDA graph from the runner's second
+        call on; see :mod:`pbsolver.backends.cuda` for what ``fn`` may do.
+        """
+        return fn
+
     # --- multigrid kernels (pbsolver.multigrid); none of them synchronises ------------------
     def rb_sor_color(self, st: Stencil, x, color: int, omega: float) -> None:
         """One colour of a red–black SOR sweep in place (``omega = 1``: Gauss–Seidel).
