@@ -3,7 +3,7 @@
 Two methods register themselves in :data:`pbsolver.solver.METHODS`:
 
 ``"multigrid"``
-    V- or W-cycles with red–black Gauss–Seidel smoothing, one cycle per iteration.
+    F- (default), V- or W-cycles with red–black Gauss–Seidel smoothing, one cycle an iteration.
 ``"mgcg"``
     Conjugate gradients preconditioned with one symmetric cycle (for the hardest maps).
 
@@ -62,7 +62,8 @@ from .exceptions import InputError
 from .problem import Problem
 from .solver import METHODS, require_even_periodic
 
-CYCLES = {"V": 1, "W": 2}
+#: Cycle shapes: the number of coarse-grid visits per level (F: one F-cycle then one V-cycle).
+CYCLES = {"V": 1, "W": 2, "F": 2}
 
 #: Axes whose spacing exceeds this multiple of the finest spacing wait (semi-coarsening).
 ANISOTROPY_LIMIT = math.sqrt(2.0) * (1 + 1e-9)
@@ -295,10 +296,11 @@ class Hierarchy:
         The finest level's stencil (coefficients in the solve's dtype).
     problem : Problem
         Source of the float64 coefficients the coarse operators are built from.
-    cycle : {"V", "W"}
+    cycle : {"V", "W", "F"}
+        Coarse-grid visits per level: V one, W two, F one F-cycle then one V-cycle.
     presmooth, postsmooth : int
         Red–black Gauss–Seidel sweeps before and after the coarse-grid correction (equal
-        counts make the cycle a symmetric operator, as MG-CG needs).
+        counts make V and W cycles symmetric operators, as MG-CG needs).
     omega : float
         Smoother relaxation (1: Gauss–Seidel).
     max_levels : int, optional
@@ -339,7 +341,6 @@ class Hierarchy:
         require_even_periodic(st, "multigrid")
         self.backend = backend
         self.cycle_type = cycle
-        self.gamma = CYCLES[cycle]
         self.presmooth, self.postsmooth = int(presmooth), int(postsmooth)
         self.omega = float(omega)
         self.coarse_sweeps = int(coarse_sweeps)
@@ -348,13 +349,14 @@ class Hierarchy:
 
     # ------------------------------------------------------------------ set-up
     def _build(self, st, problem, max_levels):
-        from .operator import coefficients
-
         be, dtype = self.backend, st.dtype
         periodic = st.periodic
-        coef = coefficients(problem, np.float64)
-        xp = array_module(coef.cx)
-        cx, cy, cz, k2 = coef.cx, coef.cy, coef.cz, coef.kappa2
+        # The coarse operators are built from the finest level's stored coefficients (float32
+        # rounding is irrelevant to a coarse-grid correction) and the problem's κ̄², in float64,
+        # in the array library of the stencil (NumPy on the CPU, CuPy on the GPU).
+        xp = array_module(st.cx)
+        cx, cy, cz = (xp.asarray(c, dtype=np.float64) for c in (st.cx, st.cy, st.cz))
+        k2 = None if problem.kappa2 is None else xp.asarray(problem.kappa2, dtype=np.float64)
         plans = plan_coarsening(st.shape, problem.grid.spacing, periodic, max_levels)
         levels = [Level(st, None, None, None, tuple(problem.grid.spacing))]
         for axes, spacing in plans:
@@ -394,9 +396,9 @@ class Hierarchy:
 
     def cycle(self) -> None:
         """One cycle on the bound finest level, in place (backend kernels only, no sync)."""
-        self._visit(0)
+        self._visit(0, self.cycle_type)
 
-    def _visit(self, level):
+    def _visit(self, level, shape):
         be = self.backend
         lev = self.levels[level]
         st, x = lev.stencil, lev.x
@@ -414,10 +416,15 @@ class Hierarchy:
         be.residual(st, x, lev.r)
         be.restrict(lev.transfer, lev.r, nxt.stencil.b)
         be.fill(nxt.x, 0.0)
-        # a second visit of an (exactly solved) coarsest level would change nothing
-        visits = 1 if level + 1 == len(self.levels) - 1 else self.gamma
-        for _ in range(visits):
-            self._visit(level + 1)
+        if level + 1 == len(self.levels) - 1:
+            # the coarsest level is solved exactly: a second visit would change nothing
+            self._visit(level + 1, "V")
+        elif shape == "F":
+            self._visit(level + 1, "F")
+            self._visit(level + 1, "V")
+        else:
+            for _ in range(CYCLES[shape]):
+                self._visit(level + 1, shape)
         be.prolong_add(lev.transfer, nxt.x, x)
         for _ in range(self.postsmooth):
             be.rb_sor_color(st, x, 1, self.omega)
@@ -467,10 +474,13 @@ class Multigrid:
 
     Parameters
     ----------
-    cycle : {"V", "W"}
-        Cycle shape.
+    cycle : {"F", "V", "W"}
+        Cycle shape. "F" (default) converges like "W" (about 0.3 per cycle on ε 1:40 sphere
+        maps whatever the grid size; a V-cycle's factor creeps up with the number of levels,
+        0.34 → 0.45 from 33³ to 129³) for less work and far fewer coarse-level visits
+        (n_levels² / 2 against 2^n_levels).
     presmooth, postsmooth : int
-        Red–black Gauss–Seidel sweeps before / after the coarse-grid correction.
+        Red–black Gauss–Seidel sweeps before / after the coarse-grid correction (default 2, 2).
     omega : float, optional
         Smoother relaxation factor (default 1: Gauss–Seidel).
     max_levels : int, optional
@@ -485,16 +495,23 @@ class Multigrid:
 
     name = "multigrid"
     check_every = 1
+    default_cycle = "F"
+    cycles = ("F", "V", "W")
 
     def __init__(
         self,
-        cycle="V",
+        cycle=None,
         presmooth=2,
         postsmooth=2,
         omega=None,
         max_levels=None,
         coarse_sweeps=4,
     ):
+        cycle = self.default_cycle if cycle is None else cycle
+        if cycle not in self.cycles:  # fail at construction, not at solve
+            raise InputError(
+                f"method {self.name!r}: cycle must be one of {self.cycles}, got {cycle!r}"
+            )
         self.options = {
             "cycle": cycle,
             "presmooth": presmooth,
@@ -504,8 +521,6 @@ class Multigrid:
             "coarse_sweeps": coarse_sweeps,
         }
         self.omega = self.options["omega"]
-        if cycle not in CYCLES:  # fail at construction, not at solve
-            raise InputError(f"cycle must be one of {sorted(CYCLES)}, got {cycle!r}")
 
     def setup(self, backend, st, problem):
         self.backend = backend
@@ -526,12 +541,23 @@ class Multigrid:
 class MGCG(Multigrid):
     """Conjugate gradients preconditioned with one symmetric multigrid cycle (``"mgcg"``).
 
-    Same options as :class:`Multigrid` (``presmooth == postsmooth`` keeps the preconditioner
-    symmetric, as CG needs). Each iteration costs one cycle, one operator application and two
-    dot products (each a host synchronisation).
+    Same options as :class:`Multigrid`, except that the cycle must be a symmetric operator:
+    "V" (default) or "W", with ``presmooth == postsmooth``. Each iteration costs one cycle, one
+    operator application, two dot products (each a host synchronisation) and three vector
+    updates.
     """
 
     name = "mgcg"
+    default_cycle = "V"
+    cycles = ("V", "W")
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.options["presmooth"] != self.options["postsmooth"]:
+            raise InputError(
+                "method 'mgcg' needs a symmetric preconditioner: presmooth == postsmooth, got "
+                f"{self.options['presmooth']} and {self.options['postsmooth']}"
+            )
 
     def setup(self, backend, st, problem):
         super().setup(backend, st, problem)
@@ -572,9 +598,6 @@ class MGCG(Multigrid):
             beta = rz / self.rz
             self.rz = rz
             be.axpby(self.p, self.z, 1.0, beta)
-
-    def default_maxiter(self, shape):
-        return 100
 
 
 METHODS["multigrid"] = Multigrid
