@@ -1,0 +1,29 @@
+"""``pbsolver bench`` on a machine without a GPU: CPU rows measured, GPU rows reported skipped."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from pbsolver.backends import cuda_available
+
+
+@pytest.mark.skipif(
+    cuda_available(), reason="on a GPU machine the bench is a benchmark, not a test"
+)
+def test_bench_without_gpu_runs_cpu_rows_and_says_gpu_skipped(tmp_path):
+    from pbsolver.bench import bench
+
+    out = tmp_path / "bench.json"
+    result = CliRunner().invoke(bench, ["--quick", "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "skipped: GPU rows" in result.output
+    res = json.loads(out.read_text())
+    assert res["errors"] == []
+    assert res["environment"]["versions"]["numpy"]
+    assert [r["backend"] for r in res["solve"]] == ["cpu"] * len(res["solve"])
+    assert all(r["converged"] for r in res["solve"])
+    assert res["cpu"][0]["us_per_sweep"] > 0
+    assert "sweeps" not in res
