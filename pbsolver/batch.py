@@ -106,8 +106,6 @@ class MoleculeOptions:
         """Build the :class:`~pbsolver.Problem` of ``atoms``."""
         from .problem import Problem
 
-        if not hasattr(Problem, "from_atoms"):
-            raise InputError("PQR input needs Problem.from_atoms, which this pbsolver lacks")
         return Problem.from_atoms(atoms, **asdict(self))
 
 
@@ -180,8 +178,9 @@ def run_task(task: Task) -> Outcome:
     try:
         from .io.hdf5 import problem_arrays, problem_attrs, read_problem, solver_attrs
 
+        atoms = None
         if task.kind == "pqr":
-            from . import read_pqr
+            from .molecule import read_pqr
 
             atoms = read_pqr(task.source)
             problem = task.molecule.problem(atoms)
@@ -190,7 +189,7 @@ def run_task(task: Task) -> Outcome:
         result = task.solve.make_solver().solve(problem)
         attrs = problem_attrs(problem)
         arrays = problem_arrays(problem) if task.want_inputs else None
-        extra = _energy(task, problem, result) if task.kind == "pqr" else {}
+        extra = _energy(atoms, problem, result) if atoms is not None else {}
     except PBSolverError as exc:
         return _failure(task, str(exc))
     except MemoryError:
@@ -237,19 +236,18 @@ def run_task(task: Task) -> Outcome:
     )
 
 
-def _energy(task, problem, result) -> dict:
-    """Polar solvation energy of a PQR molecule, when the energy module provides it."""
-    try:
-        from . import energy, read_pqr
-    except ImportError:
-        return {}
-    fn = getattr(energy, "reaction_field_energy", None)
-    if fn is None:
+def _energy(atoms, problem, result) -> dict:
+    """Polar solvation energy ½ Σ q φ_rf(r_i) of a molecule (ε_c = ε_in), kJ/mol."""
+    from .energy import reaction_field_energy
+
+    if not result.converged:
         return {}
     try:
-        value = fn(read_pqr(task.source), problem.grid, result.phi_rf)
-    except Exception as exc:  # noqa: BLE001 - the energy is a bonus, never a failure
-        log.debug("no solvation energy for %s: %s", task.source, exc)
+        value = reaction_field_energy(
+            atoms, problem.grid, result.phi_rf, periodic=problem.boundary == "periodic"
+        )
+    except PBSolverError as exc:  # the energy is a bonus: never fail a solved grid for it
+        log.warning("no solvation energy: %s", exc)
         return {}
     return {"solvation_energy_kj_mol": float(value)}
 
@@ -681,6 +679,9 @@ def _check_jobs(jobs):
                 f"inputs {outputs[out]} and {job.source} would both write {job.output}"
             )
         outputs[out] = job.source
+    for job in jobs:
+        if job.output.is_dir():
+            raise InputError(f"output {job.output} is a directory")
     sources = {}
     for job in jobs:
         sources[job.source.resolve()] = job.source
@@ -843,13 +844,15 @@ def _record(job, task, outcome, report, solve, results_only):
     try:
         _write_part(job, task, outcome, solve)
     except (OSError, PBSolverError) as exc:
-        reason = f"cannot write {job.parts_dir}: {exc}"
+        detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        reason = f"cannot write {job.parts_dir}: {detail}"
         log.error("%s: grid %r failed: %s", src, task.grid, reason)
         report.statuses.append(GridStatus(src, task.grid, "failed", reason))
         return
     s = outcome.solver
+    energy = s.get("solvation_energy_kj_mol")
     log.info(
-        "%s: grid %r solved: %s on %s, %d iterations, residual %.2g, %.2f s",
+        "%s: grid %r solved: %s on %s, %d iterations, residual %.2g, %.2f s%s",
         src,
         task.grid,
         s.get("method"),
@@ -857,6 +860,7 @@ def _record(job, task, outcome, report, solve, results_only):
         s.get("iterations", 0),
         s.get("residual", float("nan")),
         s.get("seconds", 0.0),
+        "" if energy is None else f"; G_solv = {energy:.3f} kJ/mol",
     )
     report.statuses.append(
         GridStatus(
@@ -903,7 +907,8 @@ def _finish(job, report, results_only):
     try:
         _assemble(job, results_only)
     except (OSError, PBSolverError) as exc:
-        reason = f"cannot write {job.output}: {exc}"
+        detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        reason = f"cannot write {job.output}: {detail}"
         log.error("%s", reason)
         for name in job.parts:
             for st in report.statuses:

@@ -647,7 +647,7 @@ def info(ctx, file, as_json, max_points):
         _emit(data, as_json)
         return 0
     if name.endswith(".pqr"):
-        from . import read_pqr
+        from .molecule import read_pqr
 
         atoms = read_pqr(file)
         data = {"file": str(file), "format": "PQR", **_atoms_dict(atoms)}
@@ -760,6 +760,8 @@ def _info_hdf5(file, as_json, max_points):
                     f"{'converged' if s.get('converged') else 'NOT converged'}, "
                     f"{_fmt(s.get('seconds'))} s"
                 )
+                if "solvation_energy_kj_mol" in s:
+                    line += f", G_solv {s['solvation_energy_kj_mol']:.3f} kJ/mol"
             click.echo(line)
     if bad:
         log.error("%d of %d grid(s) in %s are invalid", bad, len(grids), file)

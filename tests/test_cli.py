@@ -251,3 +251,47 @@ def test_subprocess_start_up_imports_no_numba_or_cuda(tmp_path):
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert proc.returncode == 0 and pb.__version__ in proc.stdout
+
+
+# ---------------------------------------------------------------------- PQR input
+PQR_OPTS = ["--spacing", "0.8", "--margin", "3", "--eps-in", "1", *FAST]
+
+
+def test_solve_pqr_writes_maps_result_and_energy(tmp_path):
+    src = pb.data.path("born_ion.pqr")
+    res = run("solve", src, "-o", tmp_path / "born.h5", *PQR_OPTS)
+    assert res.exit_code == 0, res.output
+    assert "G_solv" in res.stderr
+    with h5py.File(tmp_path / "born.h5", "r") as f:
+        g = f["grids/born_ion"]
+        assert {"epsilon_x", "epsilon_y", "epsilon_z", "phi_coulomb", "reaction_field"} <= set(g)
+        assert g.attrs["eps_cavity"] == 1.0
+        energy = g["solver"].attrs["solvation_energy_kj_mol"]
+    assert energy == pytest.approx(-228.611, rel=0.05)  # Born: -½ k q²/a (1 − 1/78.54)
+    res = run("solve", src, "-o", tmp_path / "born.h5", *PQR_OPTS)
+    assert res.exit_code == 0 and "1 already done" in res.stderr
+    res = run("solve", src, "-o", tmp_path / "born.h5", *PQR_OPTS[:-6], "--spacing", "0.7",
+              *FAST)  # fmt: skip
+    assert res.exit_code == 0 and "1 solved" in res.stderr  # other molecule options: new key
+    res = run("export", tmp_path / "born.h5", "--dataset", "potential", "-o", tmp_path / "p.dx")
+    if res.exit_code == 1:  # a charge exactly on a node: φ_c is infinite there
+        assert "infinite" in res.stderr and not (tmp_path / "p.dx").exists()
+    else:
+        assert res.exit_code == 0
+        assert np.isfinite(pb.read_dx(tmp_path / "p.dx")[0]).all()
+    res = run("export", tmp_path / "born.h5", "-o", tmp_path / "rf.dx")
+    assert res.exit_code == 0
+
+
+def test_batch_of_pqr_files_and_info(tmp_path):
+    src = pb.data.path("born_ion.pqr")
+    two = tmp_path / "pair.pqr"
+    two.write_text(
+        "ATOM      1  N   ALA     1       0.000   0.000   0.000  0.5000 1.8240\n"
+        "ATOM      2  O   ALA     1       2.000   0.500   0.000 -0.5000 1.6612\n"
+    )
+    res = run("batch", src, two, "--out-dir", tmp_path / "out", *PQR_OPTS)
+    assert res.exit_code == 0, res.output
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["born_ion.h5", "pair.h5"]
+    res = run("info", two)
+    assert res.exit_code == 0 and "atoms: 2" in res.stdout

@@ -5,8 +5,9 @@ which PyMOL, VMD and ChimeraX read as "APBS potential" maps; the header comments
 units and the temperature. The data type is ``double`` (PyMOL needs it), three values a line
 (VMD), C order with z fastest, origin at the centre of node [0, 0, 0].
 
-Reading checks the header's declared counts against a size limit before GridDataFormats
-parses (and allocates) the data.
+Writing goes through GridDataFormats; reading uses a strict parser of the same regular-grid
+subset (GridDataFormats 1.2 hangs on a truncated file), which checks the header's declared
+counts against a size limit before reading the data.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import gzip
 import math
 import re
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -25,9 +27,8 @@ from ..grid import Grid
 from ._atomic import atomic_path
 from .units import DEFAULT_TEMPERATURE, check_temperature, kT_kj_per_mol
 
-_HEADER_LINES = 200
-_COUNTS = re.compile(r"^\s*object\s+\S+\s+class\s+gridpositions\s+counts\s+(.*)$")
-_DATA = re.compile(r"^\s*object\s+\S+\s+class\s+array\b.*\bitems\s+(\d+)")
+_KEYWORD_LINE = re.compile(r"^[ \t]*[A-Za-z]", re.MULTILINE)
+_DX_TYPES = ("float", "double", "int", "unsigned int", "short", "byte", "signed byte")
 
 
 def _is_gz(path: Path) -> bool:
@@ -114,36 +115,113 @@ def write_dx(
     return path
 
 
-def _read_header(path: Path) -> tuple[tuple[int, ...] | None, int | None, list[str]]:
-    """Declared grid counts and data items from the first lines of a DX file."""
+def _floats(words, n, what, path, lineno):
+    try:
+        values = [float(w) for w in words[:n]]
+    except ValueError:
+        values = []
+    if len(values) != n or not all(math.isfinite(v) for v in values):
+        raise InputError(f"{path}:{lineno}: malformed OpenDX {what} line (need {n} numbers)")
+    return values
+
+
+def _parse_dx(path: Path, max_points: int):
+    """Strictly parse the regular-grid subset of OpenDX that APBS and viewers use.
+
+    Returns (counts, origin, deltas, values, comments). Sizes are checked against
+    ``max_points`` from the header before the data are read.
+    """
     opener = gzip.open if _is_gz(path) else open
-    counts, items, comments = None, None, []
+    counts = origin = items = None
+    deltas, comments = [], []
     try:
         with opener(path, "rt", encoding="utf-8", errors="strict") as fh:
-            for _ in range(_HEADER_LINES):
-                line = fh.readline()
-                if not line:
-                    break
-                if line.startswith("#"):
-                    comments.append(line[1:].strip())
+            lineno = 0
+            for line in fh:
+                lineno += 1
+                text = line.strip()
+                if not text:
                     continue
-                m = _COUNTS.match(line)
-                if m:
+                if text.startswith("#"):
+                    comments.append(text[1:].strip())
+                    continue
+                words = text.split()
+                head = words[0]
+                if head == "origin":
+                    origin = _floats(words[1:], 3, "origin", path, lineno)
+                elif head == "delta":
+                    deltas.append(_floats(words[1:], 3, "delta", path, lineno))
+                elif head == "object" and "gridpositions" in words and "counts" in words:
+                    rest = words[words.index("counts") + 1 :]
                     try:
-                        counts = tuple(int(v) for v in m.group(1).split())
+                        counts = tuple(int(w) for w in rest)
                     except ValueError:
+                        counts = ()
+                    if len(counts) != 3 or min(counts) < 1:
                         raise InputError(
-                            f"{path}: malformed DX header line: {line.strip()[:80]!r}"
-                        ) from None
-                m = _DATA.match(line)
-                if m:
-                    items = int(m.group(1))
+                            f"{path}:{lineno}: OpenDX grid must be 3-D with positive counts, "
+                            f"got {' '.join(rest)!r}"
+                        )
+                    npoints = math.prod(counts)
+                    if npoints > max_points:
+                        raise InputError(
+                            f"{path}: declares a {counts} grid ({npoints:,} nodes), more than "
+                            f"the limit of {max_points:,}"
+                        )
+                elif head == "object" and "gridconnections" in words:
+                    continue
+                elif head == "object" and "array" in words:
+                    if "binary" in words or "follows" not in words:
+                        raise InputError(
+                            f"{path}:{lineno}: only text arrays ('data follows') are supported"
+                        )
+                    try:
+                        items = int(words[words.index("items") + 1])
+                    except (ValueError, IndexError):
+                        raise InputError(f"{path}:{lineno}: array without 'items N'") from None
+                    if counts is None:
+                        raise InputError(f"{path}: data array before the gridpositions counts")
+                    if items != math.prod(counts):
+                        raise InputError(
+                            f"{path}:{lineno}: declares {items} data items for a {counts} grid"
+                        )
+                    rest = fh.read()
+                    m = _KEYWORD_LINE.search(rest)
+                    data = rest[: m.start()] if m else rest
+                    values = _numbers(data, path, lineno)
                     break
-    except (UnicodeDecodeError, gzip.BadGzipFile, EOFError) as exc:
+                else:
+                    raise InputError(f"{path}:{lineno}: malformed OpenDX line {text[:60]!r}")
+            else:
+                raise InputError(f"{path}: malformed OpenDX file (no data array)")
+    except (UnicodeDecodeError, gzip.BadGzipFile, EOFError, zlib.error) as exc:
         raise InputError(f"{path}: not an OpenDX text file ({exc})") from None
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    return counts, items, comments
+    except IsADirectoryError:
+        raise InputError(f"{path}: is a directory") from None
+    if origin is None or len(deltas) != 3:
+        raise InputError(f"{path}: malformed OpenDX header (needs origin and 3 delta lines)")
+    if values.size != items:
+        raise InputError(
+            f"{path}: has {values.size} data values, the header declares {items} (truncated file?)"
+        )
+    if not np.isfinite(values).all():
+        raise InputError(f"{path}: data contain non-finite values")
+    return counts, origin, np.array(deltas), values.reshape(counts), comments
+
+
+def _numbers(text: str, path, lineno) -> np.ndarray:
+    tokens = text.split()
+    try:
+        return np.array(tokens, dtype=np.float64)
+    except ValueError:
+        for i, tok in enumerate(tokens):
+            try:
+                float(tok)
+            except ValueError:
+                raise InputError(
+                    f"{path}: data value {i + 1} after line {lineno} is not a number: {tok[:20]!r}"
+                ) from None
+        raise
 
 
 def read_dx(
@@ -155,16 +233,23 @@ def read_dx(
 ):
     """Read an OpenDX map: ``(values, Grid)``.
 
+    The regular-grid subset written by APBS, GridDataFormats, VMD and pbsolver is parsed here,
+    strictly: GridDataFormats 1.2's reader loops forever on a file whose data stop short of the
+    declared count (it keeps reading empty lines at the end of the file), so a truncated map
+    would hang. Writing goes through GridDataFormats.
+
     Parameters
     ----------
     path : path-like
-        ``.dx`` or ``.dx.gz`` file (APBS, pbsolver, GridDataFormats, VMD ... output).
+        ``.dx`` or ``.dx.gz`` file.
     potential : bool, optional
-        Convert kT/e → kJ/mol/e. Default: when the header says kT/e (APBS and pbsolver files).
+        Convert kT/e → kJ/mol/e. Default: when the header comments say kT/e (APBS and pbsolver
+        potentials).
     temperature : float, optional
         Temperature of the kT/e values, K. Default: the one in a pbsolver header, else 298.15 K.
     max_points : int, optional
-        Refuse files declaring more nodes (default ``$PBSOLVER_MAX_POINTS`` or 1024³).
+        Refuse files declaring more nodes (default ``$PBSOLVER_MAX_POINTS`` or 1024³); checked
+        from the header before the data are read.
 
     Returns
     -------
@@ -174,45 +259,20 @@ def read_dx(
     Raises
     ------
     InputError
-        Missing or malformed file, a declared size above the limit, non-uniform axes.
+        Missing, malformed or truncated file, a declared size above the limit, non-finite data,
+        non-orthorhombic axes.
     """
-    from gridData import OpenDX
-
     from .hdf5 import default_max_points
 
     path = Path(path)
-    if not path.is_file():
+    if not path.exists():
         raise InputError(f"{path}: no such file")
     max_points = default_max_points() if max_points is None else int(max_points)
-    counts, items, comments = _read_header(path)
-    if counts is None or items is None:
-        raise InputError(f"{path}: malformed OpenDX file (no gridpositions counts / data array)")
-    if len(counts) != 3:
-        raise InputError(f"{path}: OpenDX grid must be 3-D, header declares counts {counts}")
-    npoints = math.prod(counts)
-    if npoints > max_points or items > max_points:
-        raise InputError(
-            f"{path}: declares {max(npoints, items):,} values, more than the limit of "
-            f"{max_points:,}"
-        )
-    if items != npoints:
-        raise InputError(f"{path}: declares {items} data items for a {counts} grid ({npoints})")
-    dx = OpenDX.field(0)
-    try:
-        dx.read(str(path))
-        values, edges = dx.histogramdd()
-    except Exception as exc:  # noqa: BLE001 - the parser raises many kinds on bad input
-        text = " ".join(str(exc).split())[:200]
-        raise InputError(f"{path}: malformed OpenDX file: {type(exc).__name__}: {text}") from None
-    positions = dx.components["positions"]
-    delta = np.asarray(positions.delta, dtype=np.float64)
-    if delta.shape != (3, 3) or np.count_nonzero(delta - np.diag(np.diag(delta))):
+    counts, origin, delta, values, comments = _parse_dx(path, max_points)
+    if np.count_nonzero(delta - np.diag(np.diag(delta))):
         raise InputError(f"{path}: only axis-aligned (orthorhombic) OpenDX grids are supported")
-    values = np.asarray(values, dtype=np.float64)
-    if values.shape != tuple(counts):
-        raise InputError(f"{path}: data do not fill the declared {counts} grid")
     try:
-        grid = Grid(values.shape, np.diag(delta), positions.origin, max_points=max_points)
+        grid = Grid(counts, np.diag(delta), origin, max_points=max_points)
     except InputError as exc:
         raise InputError(f"{path}: {exc}") from None
     header = " ".join(comments).lower()
