@@ -246,6 +246,26 @@ def check_elementwise_and_reductions():
     assert calls == [1, 1], "capture() runner must run fn on each call without graphs"
 
 
+def check_runner_keeps_its_work_buffer():
+    """A capture() runner using the fused sweep keeps that sweep's second buffer alive."""
+    c = ctx()
+    sc, sg = c.stencils("dirichlet")
+    x = c.gpu.zeros(sc.shape, np.float32)
+    c.gpu.kernel = "tile"
+    try:
+        runner = c.gpu.capture(lambda: c.gpu.sor_sweeps(sg, x, 1.5, 1))
+        runner()
+        held = list(runner.holds.values())
+        assert len(held) == 1 and held[0].shape == sc.shape
+        others = [c.gpu.zeros((3, 3, 3), np.float32) for _ in range(5)]
+        for other in others:  # push the runner's buffer out of the backend's small cache
+            c.gpu._work_for(other)
+        assert all(w is not held[0] for w in c.gpu._work.values())
+        assert list(runner.holds.values())[0] is held[0]
+    finally:
+        c.gpu.kernel = "point"
+
+
 def _transfer_axis(n, periodic):
     """Standard coarsening of one axis: coarse nodes on even fine indices."""
     if periodic:

@@ -119,6 +119,7 @@ class CUDABackend(Backend):
         self._work = {}
         self._partials = {}
         self._loops = {}
+        self._collect = None  # buffers a runner or WHILE loop being built must keep alive
         self._sums = self.dev.empty((8,), np.float64)
         self._sms = self._multiprocessors()
 
@@ -227,6 +228,11 @@ class CUDABackend(Backend):
         return int(min(64, max(4, math.ceil(nx * columns / (8 * self._sms)))))
 
     def _work_for(self, x):
+        """The second buffer of the fused sweep for ``x`` (a few are kept, oldest dropped).
+
+        A graph bakes this buffer's pointer in: plain graph keys include it, and runners and
+        WHILE loops being built collect it (``self._collect``) and keep it alive themselves.
+        """
         key = self.dev.key(x)
         w = self._work.get(key)
         if w is None:
@@ -234,6 +240,8 @@ class CUDABackend(Backend):
                 self._work.pop(next(iter(self._work)))
             w = self.dev.empty(x.shape, x.dtype)
             self._work[key] = w
+        if self._collect is not None:
+            self._collect[id(w)] = w
         return w
 
     # --- setup -------------------------------------------------------------------------
@@ -306,7 +314,8 @@ class CUDABackend(Backend):
             return
         w = x.dtype.type(omega)
         kernel = self.kernel
-        key = self._key("sor", kernel, x, *self._st_items(st), float(w), count)
+        work = self._work_for(x) if kernel == "tile" else None
+        key = self._key("sor", kernel, x, work, *self._st_items(st), float(w), count)
         with self.dev.io():
             self.dev.run(key, lambda: self._sor(st, x, w, count, kernel))
 
@@ -572,9 +581,15 @@ class CUDABackend(Backend):
         the graph (about 2 µs of host time whatever the number of kernels).
         """
         token = ("capture", object() if key is None else key)
+        holds = {}  # backend-owned buffers fn's graphs use (work buffers): kept with the runner
 
         def runner():
-            with self.dev.io():
-                self.dev.run(token, fn)
+            outer, self._collect = self._collect, holds
+            try:
+                with self.dev.io():
+                    self.dev.run(token, fn)
+            finally:
+                self._collect = outer
 
+        runner.holds = holds
         return runner

@@ -51,7 +51,9 @@ class WhileLoop:
         cond = gb.create_condition(default_value=1)
         body = gb.while_loop(cond)
         body.begin_building()
+        self.holds = {}  # work buffers the graph writes: alive as long as the loop
         saved, dev.nb_stream, dev.capturing = dev.nb_stream, body, True
+        backend._collect = self.holds
         try:
             w = x.dtype.type(omega)
             backend._sor(st, x, w, check_every, backend.kernel)
@@ -62,6 +64,7 @@ class WhileLoop:
             )  # fmt: skip
         finally:
             dev.nb_stream, dev.capturing = saved, False
+            backend._collect = None
         body.end_building()
         gb.end_building()
         self.graph = gb.complete()
