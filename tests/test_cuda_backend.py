@@ -253,3 +253,21 @@ def test_sor_until_while_node_matches_host_loop(stencils):
     assert out["host"][0] == out["device"][0] < 5000
     assert out["device"][1] <= 1e-4 * bnorm
     assert np.array_equal(out["host"][2], out["device"][2])
+
+
+def test_tile_runner_survives_work_buffer_eviction(stencils):
+    """A captured runner replays into the work buffer it captured, even once the backend's
+    small cache has dropped it (the runner keeps it alive)."""
+    _, sc, _, sg = stencils["periodic"]
+    gpu, ref = backend(kernel="tile"), backend(kernel="tile", launch="stream")
+    x0 = np.random.default_rng(16).normal(0.0, 100.0, sc.shape).astype(np.float32)
+    x, xr = gpu.asarray(x0, np.float32), ref.asarray(x0, np.float32)
+    runner = gpu.capture(lambda: gpu.sor_sweeps(sg, x, 1.5, 3))
+    for _ in range(4):  # eager, captured, replayed, replayed
+        runner()
+        ref.sor_sweeps(sg, xr, 1.5, 3)
+        others = [gpu.zeros((8, 8, 8), np.float32) for _ in range(5)]
+        for other in others:
+            gpu._work_for(other)
+    assert gpu.dev.captures >= 1 and gpu.dev.replays >= 0
+    assert np.array_equal(gpu.dev.to_numpy(x), ref.dev.to_numpy(xr))
