@@ -269,5 +269,5 @@ def test_tile_runner_survives_work_buffer_eviction(stencils):
         others = [gpu.zeros((8, 8, 8), np.float32) for _ in range(5)]
         for other in others:
             gpu._work_for(other)
-    assert gpu.dev.captures >= 1 and gpu.dev.replays >= 0
+    assert gpu.dev.captures >= 1 and gpu.dev.replays >= 2
     assert np.array_equal(gpu.dev.to_numpy(x), ref.dev.to_numpy(xr))
