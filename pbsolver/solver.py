@@ -310,7 +310,11 @@ class Solver:
         maxiter = self.maxiter if self.maxiter is not None else method.default_maxiter(st.shape)
         check_every = self.check_every or method.check_every
         loop = _Loop(self, backend, st, method, maxiter, check_every)
-        x = self._initial_guess(backend, problem, x0)
+        # A warm start under refinement keeps x0 in float64: it becomes the accumulator and
+        # every phase solves for a correction (rounding x0 to float32 would put its residual
+        # at float32's floor, which a phase iterating on x itself cannot get below).
+        warm_dtype = np.float64 if (x0 is not None and self.refine) else None
+        x = self._initial_guess(backend, problem, x0, warm_dtype)
 
         # ‖b‖ of the system over the unknowns: the residual with zero inside.
         bnorm = backend.residual_norm(st, self._initial_guess(backend, problem, None))
@@ -331,19 +335,20 @@ class Solver:
         )
 
     # ------------------------------------------------------------------ helpers
-    def _initial_guess(self, backend, problem, x0):
+    def _initial_guess(self, backend, problem, x0, dtype=None):
         from .operator import fixed_values
 
-        fixed = fixed_values(problem, self.dtype)
+        dtype = self.dtype if dtype is None else np.dtype(dtype)
+        fixed = fixed_values(problem, dtype)
         if x0 is None:
-            return backend.asarray(fixed, self.dtype)
+            return backend.asarray(fixed, dtype)
         x0 = as_real_array(x0, "x0", problem.grid.shape)
         xp = array_module(x0)
         if not bool(xp.isfinite(x0).all()):
             raise InputError("x0 must be finite")
-        x = backend.asarray(x0, self.dtype)
+        x = backend.asarray(x0, dtype)
         if problem.boundary == "dirichlet":
-            g = backend.asarray(fixed, self.dtype)
+            g = backend.asarray(fixed, dtype)
             inner = (slice(1, -1),) * 3
             g[inner] = x[inner]
             x = g
@@ -411,6 +416,10 @@ class _Loop:
         self._record(rnorm)
         acc = None
         phase_st, phase_x = st, x
+        if refine and x.dtype != st.dtype:
+            # a float64 initial guess (warm start) is the accumulator from the start
+            acc = x
+            phase_st, phase_x = self._correction_system(acc)
         while True:
             reason = self._stop_reason(rnorm, threshold)
             if reason is not None:
@@ -433,16 +442,20 @@ class _Loop:
             if rnorm > 0.5 * phase_start:
                 reason = "stagnated"  # a whole phase gained less than 2×: no progress left
                 break
-            r = backend.zeros(st.shape, st.dtype)
-            backend.residual(st, acc, r)
-            if st.singular:
-                backend.remove_mean(r)
-            phase_st = dataclasses.replace(st, b=r)
-            phase_x = backend.zeros(st.shape, st.dtype)
+            phase_st, phase_x = self._correction_system(acc)
         if reason is None:
             reason = self._stop_reason(rnorm, threshold) or "maxiter"
         self.reason = reason
         self.solution = acc if acc is not None else x
+
+    def _correction_system(self, acc):
+        """(stencil with b = b − A·acc, zero iterate): the next phase's system in st.dtype."""
+        backend, st = self.backend, self.st
+        r = backend.zeros(st.shape, st.dtype)
+        backend.residual(st, acc, r)
+        if st.singular:
+            backend.remove_mean(r)
+        return dataclasses.replace(st, b=r), backend.zeros(st.shape, st.dtype)
 
     def _stop_reason(self, rnorm, threshold):
         if not math.isfinite(rnorm):
