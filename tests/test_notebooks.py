@@ -8,7 +8,9 @@ size unless PBSOLVER_QUICK=1 is set.
 
 from __future__ import annotations
 
+import json
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -22,6 +24,25 @@ NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
 CELL_TIMEOUT_S = 240
 
 
+@pytest.fixture(scope="module")
+def kernel_name(tmp_path_factory):
+    """A kernel spec running this very interpreter (not whatever "python3" resolves to)."""
+    root = tmp_path_factory.mktemp("jupyter")
+    spec = root / "kernels" / "pbsolver-test"
+    spec.mkdir(parents=True)
+    argv = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+    spec.joinpath("kernel.json").write_text(
+        json.dumps({"argv": argv, "display_name": "pbsolver tests", "language": "python"})
+    )
+    old = os.environ.get("JUPYTER_PATH")
+    os.environ["JUPYTER_PATH"] = str(root) + (os.pathsep + old if old else "")
+    yield "pbsolver-test"
+    if old is None:
+        os.environ.pop("JUPYTER_PATH", None)
+    else:
+        os.environ["JUPYTER_PATH"] = old
+
+
 def _kernel_env():
     """Environment of the notebook kernels: quick grids, and this checkout's pbsolver first."""
     env = dict(os.environ)
@@ -32,7 +53,7 @@ def _kernel_env():
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
-def test_notebook_executes(path, monkeypatch):
+def test_notebook_executes(path, kernel_name, monkeypatch):
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
     pytest.importorskip("ipykernel")
@@ -43,7 +64,7 @@ def test_notebook_executes(path, monkeypatch):
     client = nbclient.NotebookClient(
         nb,
         timeout=CELL_TIMEOUT_S,
-        kernel_name="python3",
+        kernel_name=kernel_name,
         resources={"metadata": {"path": str(NOTEBOOK_DIR)}},
     )
     start = time.perf_counter()
