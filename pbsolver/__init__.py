@@ -28,6 +28,7 @@ _LAZY = {
     "read_pqr": "molecule",
     "solvation_energy": "energy",
     "ReactionFieldCalculator": "calculator",
+    "solve_batch": "batched",
     "read_hdf5": "io.hdf5",
     "write_hdf5": "io.hdf5",
     "read_dx": "io.dx",

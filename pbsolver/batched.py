@@ -1,0 +1,474 @@
+"""Many independent problems solved together: :func:`solve_batch`.
+
+Small grids leave most of a GPU idle: a 65³ red–black sweep is a few microseconds of memory
+traffic but tens of microseconds of launch and synchronisation. Three ways to run B problems:
+
+``"loop"``
+    One :meth:`Solver.solve` after the other (the reference; the CPU default, where a stacked
+    kernel gains nothing: every core is already busy on one grid).
+``"stacked"``
+    The B problems become one block-diagonal system on a ``(B·n'x, ny, nz)`` grid solved by one
+    :class:`~pbsolver.Solver` loop, so each kernel launch (and each CUDA-graph replay) serves all
+    B problems. Each problem's fixed Dirichlet values are moved to its right-hand side
+    ("lifting": ``b ← b − A φ₀`` on the unknowns), every face that touches a fixed node is set to
+    zero and the diagonal is stored, so the former boundary nodes are decoupled (their equation
+    is ``1·x = 0``) and neighbouring blocks never see each other. ``n'x = nx`` rounded up to an
+    even count (one decoupled padding plane when ``nx`` is odd) keeps every block's red–black
+    colouring identical to its own grid's, so a block is swept exactly as its problem alone
+    would be. Dirichlet problems of one shape and spacing, methods ``"sor"`` and ``"jacobi"``
+    (multigrid would mix blocks on its coarse levels).
+``"streams"``
+    On the CUDA backend: one backend (hence one CUDA stream and its own graph cache) per worker
+    thread, each solving its share of the problems with the ordinary solver, so the GPU overlaps
+    the streams' kernels. On the CPU this is the loop (numba's parallel kernels are not called
+    from several threads).
+
+Stopping rule of a stack: the loop stops when ‖r_stack‖₂ ≤ min_k max(rtol‖b_k‖₂, atol), which
+implies ‖r_k‖₂ ≤ max(rtol‖b_k‖₂, atol) for every problem k (‖r_k‖ ≤ ‖r_stack‖); each problem's
+own final residual is computed and reported in its result.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from ._arrays import array_module, to_numpy
+from .backends import Stencil, get_backend
+from .exceptions import ConvergenceError, InputError
+from .problem import Problem
+from .solver import Solver, SolveResult, _Loop, _methods
+
+MODES = ("auto", "loop", "stacked", "streams")
+#: Methods the stacked path can run (point-local sweeps that never mix blocks).
+STACKABLE_METHODS = ("sor", "jacobi")
+#: Default number of streams (worker threads) of the "streams" mode.
+DEFAULT_STREAMS = 8
+
+
+def solve_batch(
+    problems, x0=None, *, mode="auto", max_stack=None, streams=None, **solver_options
+) -> list[SolveResult]:
+    """Solve many independent problems, together where the backend profits from it.
+
+    Parameters
+    ----------
+    problems : sequence of Problem
+        Any problems; those of one shape, spacing and Dirichlet boundary can be stacked.
+    x0 : sequence of arrays or None, optional
+        Initial guesses, one per problem (entries may be None); never modified.
+    mode : {"auto", "loop", "stacked", "streams"}
+        See the module docstring. ``"auto"``: on the CPU ``"loop"``; on CUDA ``"stacked"`` for
+        groups of two or more stackable problems when the method is SOR or Jacobi, else
+        ``"streams"``. ``"stacked"`` stacks what can be stacked and loops over the rest.
+    max_stack : int, optional
+        Most problems in one stack (memory: about 40 bytes a node per stacked problem in
+        float32 with refinement). Default: all of a group.
+    streams : int, optional
+        Worker threads / CUDA streams of ``"streams"`` (default 8, at most the batch size).
+    **solver_options
+        Options of :class:`~pbsolver.Solver` (``method``, ``backend``, ``rtol``, ``atol``,
+        ``maxiter``, ``dtype``, ``refine``, ``strict``, ``omega``, ``check_every``, ...).
+        ``method="auto"`` means multigrid for ``"loop"``/``"streams"`` and SOR for stacks.
+
+    Returns
+    -------
+    list of SolveResult
+        In the order of ``problems``. For stacked problems ``iterations`` is the stack's,
+        ``residual_norms`` is ``[initial, final]`` of the problem's own relative residual,
+        ``seconds`` the stack's wall time divided by its size, and ``extra`` holds
+        ``batch="stacked"``, ``batch_size``, ``batch_seconds`` and the stack's residual history.
+
+    Raises
+    ------
+    InputError
+        Not a sequence of problems, x0 of the wrong length, unknown mode, or ``"stacked"``
+        asked for with a method that cannot be stacked.
+    ConvergenceError
+        With ``strict=True``, when any problem did not converge.
+
+    Examples
+    --------
+    >>> import numpy as np, pbsolver as pb
+    >>> g = pb.Grid((17, 17, 17), spacing=0.5, origin=(-4, -4, -4))
+    >>> r2 = sum(c**2 for c in g.coordinates())
+    >>> probs = [pb.Problem(g, np.where(r2 < 9.0, 2.0, 80.0),
+    ...                     q * 1389.35457 / (2.0 * np.sqrt(r2 + 0.25)), 2.0)
+    ...          for q in (1.0, -0.5, 0.25)]
+    >>> results = pb.solve_batch(probs, mode="stacked", method="sor", backend="cpu")
+    >>> all(r.converged for r in results)
+    True
+    """
+    problems = list(problems) if not isinstance(problems, Problem) else None
+    if problems is None or not problems:
+        raise InputError("solve_batch needs a non-empty sequence of pbsolver.Problem")
+    for i, p in enumerate(problems):
+        if not isinstance(p, Problem):
+            raise InputError(f"problems[{i}] is a {type(p).__name__}, not a pbsolver.Problem")
+    if x0 is None:
+        x0 = [None] * len(problems)
+    else:
+        x0 = list(x0)
+        if len(x0) != len(problems):
+            raise InputError(f"x0 has {len(x0)} entries for {len(problems)} problems")
+    if mode not in MODES:
+        raise InputError(f"mode must be one of {MODES}, got {mode!r}")
+    if max_stack is not None and (not isinstance(max_stack, int) or max_stack < 1):
+        raise InputError(f"max_stack must be a positive integer, got {max_stack!r}")
+    solver = Solver(**solver_options)
+    backend = get_backend(solver.backend_name, like=problems[0].phi_coulomb)
+    explicit = solver.method != "auto"
+    method = solver.method if explicit else None
+    if mode == "stacked" and explicit and method not in STACKABLE_METHODS:
+        raise InputError(
+            f"mode='stacked' runs methods {STACKABLE_METHODS}, got method={method!r}: "
+            "use mode='loop' or 'streams' for multigrid"
+        )
+    if mode == "auto":
+        if backend.name != "cuda":
+            mode = "loop"
+        elif method in STACKABLE_METHODS:
+            mode = "stacked"
+        else:
+            mode = "streams"
+
+    results: list[SolveResult | None] = [None] * len(problems)
+    rest = list(range(len(problems)))
+    if mode == "stacked":
+        stack_solver = solver if explicit else _replace_solver(solver, "sor")
+        rest = []
+        for group in _stack_groups(problems):
+            if len(group) < 2:
+                rest.extend(group)
+                continue
+            size = max_stack or len(group)
+            for start in range(0, len(group), size):
+                chunk = group[start : start + size]
+                solved = _solve_stacked(
+                    stack_solver, backend, [problems[i] for i in chunk], [x0[i] for i in chunk]
+                )
+                for i, res in zip(chunk, solved, strict=True):
+                    results[i] = res
+        rest.sort()
+    if rest:
+        if mode == "streams" and backend.name == "cuda":
+            solved = _solve_streams(solver, [problems[i] for i in rest], [x0[i] for i in rest],
+                                    streams)  # fmt: skip
+        else:
+            solved = [solver.solve(problems[i], x0=x0[i]) for i in rest]
+        for i, res in zip(rest, solved, strict=True):
+            results[i] = res
+    if solver.strict:
+        bad = [i for i, r in enumerate(results) if not r.converged]
+        if bad:
+            r = results[bad[0]]
+            raise ConvergenceError(
+                f"{len(bad)} of {len(problems)} problems did not converge; problem {bad[0]}: "
+                f"{r.reason} after {r.iterations} iterations, relative residual {r.residual:.3g}",
+                r,
+            )
+    return results
+
+
+# ---------------------------------------------------------------------- grouping
+def _stack_groups(problems) -> list[list[int]]:
+    """Indices of problems that can share a stack: Dirichlet, same shape and spacing."""
+    groups: dict = {}
+    singles = []
+    for i, p in enumerate(problems):
+        if p.boundary != "dirichlet":
+            singles.append([i])
+            continue
+        key = (p.grid.shape, p.grid.spacing)
+        groups.setdefault(key, []).append(i)
+    return list(groups.values()) + singles
+
+
+def _replace_solver(solver: Solver, method: str) -> Solver:
+    """A copy of ``solver`` running ``method``."""
+    new = Solver.__new__(Solver)
+    new.__dict__.update(solver.__dict__)
+    new.method = method
+    return new
+
+
+# ---------------------------------------------------------------------- stacked
+@dataclasses.dataclass
+class StackedSystem:
+    """B Dirichlet problems as one block-diagonal system (see the module docstring).
+
+    Attributes
+    ----------
+    cx, cy, cz, diag, b : ndarray (B·stride, ny, nz), float64
+        Lifted face coefficients, stored diagonal (1 on decoupled nodes) and right-hand side,
+        in the problems' array library.
+    x : ndarray (B·stride, ny, nz), float64
+        Initial guess (interior values of each x0, zero elsewhere).
+    stride : int
+        Planes per block along x (``nx`` rounded up to even).
+    bnorms : list of float
+        ‖b_k − A_k φ₀_k‖₂ of each problem (its relative residual's denominator).
+    fixed : list of arrays
+        φ₀_k: each problem's boundary values on its outer layer, zero inside.
+    """
+
+    cx: object
+    cy: object
+    cz: object
+    diag: object
+    b: object
+    x: object
+    stride: int
+    bnorms: list
+    fixed: list
+
+    def block(self, k: int, nx: int):
+        """Slice of block ``k``'s nodes along x."""
+        return slice(k * self.stride, k * self.stride + nx)
+
+
+def stack_problems(problems, x0=None) -> StackedSystem:
+    """Assemble the block-diagonal system of Dirichlet problems of one shape and spacing.
+
+    Parameters
+    ----------
+    problems : sequence of Problem
+    x0 : sequence of arrays or None, optional
+
+    Returns
+    -------
+    StackedSystem
+    """
+    from .operator import apply, coefficients, fixed_values, interior_mask, rhs
+
+    p0 = problems[0]
+    shape, spacing = p0.grid.shape, p0.grid.spacing
+    for i, p in enumerate(problems):
+        if p.boundary != "dirichlet":
+            raise InputError(f"problem {i} is periodic: only Dirichlet problems can be stacked")
+        if p.grid.shape != shape or p.grid.spacing != spacing:
+            raise InputError(
+                f"problem {i} has shape {p.grid.shape} and spacing {p.grid.spacing}; the stack "
+                f"needs {shape} and {spacing}"
+            )
+    libs = {array_module(p.phi_coulomb) for p in problems}
+    xp = libs.pop() if len(libs) == 1 else np
+    nx, ny, nz = shape
+    stride = nx + (nx % 2)
+    big = (len(problems) * stride, ny, nz)
+    cx, cy, cz, b, x = (xp.zeros(big) for _ in range(5))
+    diag = xp.ones(big)
+    inner = interior_mask(shape, False, xp)
+    face_masks = [inner & xp.roll(inner, -1, axis=a) for a in range(3)]
+    bnorms, fixed = [], []
+    x0 = [None] * len(problems) if x0 is None else list(x0)
+    for k, p in enumerate(problems):
+        if xp is np and array_module(p.phi_coulomb) is not np:
+            p = _host_problem(p)
+        coef = coefficients(p, np.float64)
+        g = fixed_values(p, np.float64)
+        lifted = rhs(p) - apply(coef, g)  # zero on the outer layer (apply and rhs both are)
+        blk = slice(k * stride, k * stride + nx)
+        for dst, c, m in zip((cx, cy, cz), (coef.cx, coef.cy, coef.cz), face_masks, strict=True):
+            dst[blk] = xp.where(m, c, 0.0)
+        diag[blk] = xp.where(inner, coef.diagonal(), 1.0)
+        b[blk] = lifted
+        if x0[k] is not None:
+            guess = xp.asarray(to_numpy(x0[k]) if xp is np else x0[k], dtype=np.float64)
+            if tuple(guess.shape) != shape:
+                raise InputError(f"x0[{k}] has shape {tuple(guess.shape)}, the grid needs {shape}")
+            if not bool(xp.isfinite(guess).all()):
+                raise InputError(f"x0[{k}] must be finite")
+            x[blk] = xp.where(inner, guess, 0.0)
+        bnorms.append(float(xp.sqrt(xp.sum(lifted * lifted))))
+        fixed.append(g)
+    return StackedSystem(cx, cy, cz, diag, b, x, stride, bnorms, fixed)
+
+
+def _host_problem(p: Problem) -> Problem:
+    """A copy of ``p`` with NumPy arrays (for stacks mixing array libraries)."""
+
+    def host(a):
+        return None if a is None else to_numpy(a)
+
+    faces = None if p.epsilon_faces is None else tuple(host(f) for f in p.epsilon_faces)
+    return Problem(
+        p.grid,
+        epsilon=host(p.epsilon),
+        phi_coulomb=host(p.phi_coulomb),
+        eps_cavity=p.eps_cavity,
+        epsilon_faces=faces,
+        kappa2=host(p.kappa2),
+        boundary=p.boundary,
+        boundary_values=host(p.boundary_values),
+        face_rule=p.face_rule,
+    )
+
+
+def _solve_stacked(solver: Solver, backend, problems, x0) -> list[SolveResult]:
+    """One solver loop over the block-diagonal stack of ``problems``."""
+    start = time.perf_counter()
+    name = solver.method
+    system = stack_problems(problems, x0)
+    nonzero = [bn for bn in system.bnorms if bn > 0.0]
+    if not nonzero:  # every right-hand side is zero: the boundary values are the answer
+        return [solver.solve(p) for p in problems]
+    st = _stencil(backend, system, solver.dtype)
+    # with refinement, convergence is decided on the float64 operator (as Solver does)
+    checked = _stencil(backend, system, np.float64) if solver.refine else st
+    # the stack stops when its residual meets the strictest of the per-problem thresholds
+    threshold = min(max(solver.rtol * bn, solver.atol) for bn in nonzero)
+    stack_solver = _replace_solver(solver, name)
+    stack_solver.rtol, stack_solver.atol = 0.0, threshold
+    options = dict(solver.method_options)
+    if solver.omega is not None:
+        options["omega"] = solver.omega
+    method = _methods()[name](**options)
+    method.setup(backend, st, problems[0])  # ω depends on the block's shape only
+    maxiter = solver.maxiter if solver.maxiter is not None else method.default_maxiter(st.shape)
+    check_every = solver.check_every or method.check_every
+    if "checked" in inspect.signature(_Loop).parameters:
+        loop = _Loop(stack_solver, backend, st, checked, method, maxiter, check_every)
+        x = backend.asarray(system.x, checked.dtype)
+    else:  # the loop before the float64-checked refinement
+        checked = st
+        loop = _Loop(stack_solver, backend, st, method, maxiter, check_every)
+        x = backend.asarray(system.x, st.dtype)
+    bnorm = backend.residual_norm(checked, backend.zeros(st.shape, x.dtype))
+    loop.run(x, bnorm)
+    solution = loop.solution
+    # every problem's own final residual, in float64
+    r = backend.zeros(st.shape, np.float64)
+    backend.residual(checked, solution, r)
+    backend.synchronize()
+    r_host = to_numpy(backend.to_caller(r, np.zeros(1)))
+    x_caller = backend.to_caller(solution, problems[0].phi_coulomb)
+    initial = _block_norms(system.b, system.x, system, problems)
+    seconds = time.perf_counter() - start
+    nx = problems[0].grid.shape[0]
+    results = []
+    for k, p in enumerate(problems):
+        blk = system.block(k, nx)
+        rk = float(np.sqrt(np.sum(r_host[blk].astype(np.float64) ** 2)))
+        bn = system.bnorms[k]
+        xp = array_module(p.phi_coulomb)
+        phi = _assemble(x_caller[blk], system.fixed[k], xp)
+        if bn == 0.0:
+            history, converged, reason = [0.0], True, "zero rhs"
+        else:
+            converged = rk <= max(solver.rtol * bn, solver.atol)
+            history = [initial[k], rk / bn]
+            reason = "converged" if converged else loop.reason
+        results.append(
+            SolveResult(
+                phi_rf=phi,
+                converged=bool(converged),
+                iterations=loop.iterations,
+                residual_norms=history,
+                seconds=seconds / len(problems),
+                method=method.name,
+                backend=backend.name,
+                reason=reason,
+                omega=getattr(method, "omega", None),
+                extra={
+                    "batch": "stacked",
+                    "batch_size": len(problems),
+                    "batch_seconds": seconds,
+                    "stack_residual_norms": list(loop.history),
+                },
+            )
+        )
+    return results
+
+
+def _stencil(backend, system: StackedSystem, dtype) -> Stencil:
+    """The stacked system's operator on ``backend`` in ``dtype`` (diagonal stored)."""
+    return Stencil(
+        cx=backend.asarray(system.cx, dtype),
+        cy=backend.asarray(system.cy, dtype),
+        cz=backend.asarray(system.cz, dtype),
+        diag=backend.asarray(system.diag, dtype),
+        b=backend.asarray(system.b, dtype),
+        periodic=False,
+        singular=False,
+    )
+
+
+def _block_norms(b, x, system, problems):
+    """Initial relative residual of every block: ‖b_k − A_k x_k‖ / ‖b_k‖ (float64, host)."""
+    xp = array_module(b)
+    nx = problems[0].grid.shape[0]
+    out = []
+    for k, bn in enumerate(system.bnorms):
+        blk = system.block(k, nx)
+        xb = x[blk]
+        if bn == 0.0:
+            out.append(0.0)
+            continue
+        if not bool(xp.any(xb)):
+            out.append(1.0)
+            continue
+        ax = system.diag[blk] * xb
+        for axis, c in enumerate((system.cx[blk], system.cy[blk], system.cz[blk])):
+            ax = ax - c * xp.roll(xb, -1, axis=axis) - xp.roll(c * xb, 1, axis=axis)
+        # the faces of decoupled nodes are zero, so the roll's wrap-around adds nothing
+        r = b[blk] - ax
+        out.append(float(xp.sqrt(xp.sum(r * r))) / bn)
+    return out
+
+
+def _assemble(interior, fixed, xp):
+    """φ: the solved interior of a block inside its problem's boundary values."""
+    interior = xp.asarray(interior)
+    phi = fixed.astype(interior.dtype) if fixed.dtype != interior.dtype else fixed.copy()
+    phi = xp.asarray(phi)
+    inner = (slice(1, -1),) * 3
+    phi[inner] = interior[inner]
+    return phi
+
+
+# ---------------------------------------------------------------------- streams
+_STREAM_BACKENDS: list = []
+
+
+def _stream_backends(count: int):
+    """``count`` CUDA backends, each with its own stream and graph cache (kept across calls)."""
+    from .backends.cuda import CUDABackend
+
+    while len(_STREAM_BACKENDS) < count:
+        _STREAM_BACKENDS.append(CUDABackend())
+    return _STREAM_BACKENDS[:count]
+
+
+def _solve_streams(solver: Solver, problems, x0, streams) -> list[SolveResult]:
+    """Problems shared round-robin among worker threads, one CUDA backend (stream) each."""
+    count = min(len(problems), streams or DEFAULT_STREAMS)
+    if not isinstance(count, int) or count < 1:
+        raise InputError(f"streams must be a positive integer, got {streams!r}")
+    backends = _stream_backends(count)
+    solvers = []
+    for be in backends:
+        s = _replace_solver(solver, solver.method)
+        s.backend_name = be
+        solvers.append(s)
+
+    def work(w):
+        return [
+            (i, solvers[w].solve(problems[i], x0=x0[i])) for i in range(w, len(problems), count)
+        ]
+
+    out: list = [None] * len(problems)
+    with ThreadPoolExecutor(max_workers=count) as pool:
+        for part in pool.map(work, range(count)):
+            for i, res in part:
+                res.extra["batch"] = "streams"
+                res.extra["streams"] = count
+                out[i] = res
+    return out
+
+
+__all__ = ["MODES", "STACKABLE_METHODS", "StackedSystem", "solve_batch", "stack_problems"]
