@@ -1,0 +1,645 @@
+"""A persistent reaction-field calculator for molecular-dynamics pipelines.
+
+:class:`ReactionFieldCalculator` is built once for a solute and then called every few MD steps
+with new coordinates. Between calls it keeps what does not change: the grid (while the solute
+stays inside it), the :class:`~pbsolver.Solver` and its backend (on CUDA: the backend's stream,
+its device buffers pool and its captured graphs), the map options, and the previous frame's
+reaction field, which is the initial guess of the next solve (a warm start).
+
+Grid placement
+--------------
+``box=None`` (default): a Dirichlet grid follows the solute. It is placed on the first frame with
+``margin + skin`` Å between the atomic spheres and its outer layer and then kept as long as every
+sphere stays at least ``margin`` Å inside. When one comes closer the grid is re-placed around the
+solute, shifted by a whole number of nodes (same shape and spacing, so buffers and graphs are
+reused), or grown if the solute no longer fits. The previous solution is then carried over by
+the same integer shift; nodes the old grid did not cover start from the Debye–Hückel estimate.
+
+``box=(Lx, Ly, Lz)``: a fixed periodic grid fills the MD box (n nodes a side, spacing L/n);
+atoms are wrapped into it and the maps use periodic images. A new box may be passed to
+:meth:`~ReactionFieldCalculator.compute` (NPT); the previous solution stays the initial guess
+when the node counts do not change.
+
+What a frame returns
+--------------------
+``energy`` = ½ Σ_i q_i φ_rf(r_i), the polar solvation energy (ε_c = ε_in, DESIGN §1);
+``potentials`` = φ_rf(r_i); ``forces`` = −q_i ∇φ_rf(r_i). Values at atoms are trilinear
+interpolations of the grid field and of its central-difference gradient, exactly as in
+:mod:`pbsolver.energy`.
+
+**What the forces are, and are not.** −q_i ∇φ_rf(r_i) is the force of the reaction field on
+charge i. It equals −∂G/∂r_i when the dielectric boundary and the ion-accessible region are held
+fixed (a charge moving inside a rigid cavity: by the symmetry of the reaction-field Green's
+function the ½ in G cancels). It is *not* the full derivative of G when atoms that shape the
+surface move: the dielectric-boundary (and ionic) pressure terms are missing. Use these forces for
+charges inside a cavity, for analysis, or as the qE part of a PB force; the tests check exactly
+this (finite differences of G for a charge in a fixed cavity, and the Kirkwood series).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import maps
+from ._arrays import array_module, is_device_array, to_numpy
+from .energy import _unit_factor
+from .exceptions import ConvergenceError, InputError
+from .grid import Grid
+from .molecule import Atoms
+from .problem import Problem
+
+#: Options passed through to :func:`pbsolver.maps.build_problem`.
+MAP_OPTIONS = ("ion_radius", "temperature", "boundary_kind", "ses_step", "kappa_subsamples")
+
+
+@dataclass
+class FrameResult:
+    """What :meth:`ReactionFieldCalculator.compute` returns for one frame.
+
+    Attributes
+    ----------
+    energy : float
+        Polar solvation energy ½ Σ q φ_rf (kJ/mol, or the calculator's ``units``).
+    forces : array (n, 3)
+        −q ∇φ_rf at the atoms (kJ mol⁻¹ Å⁻¹), NumPy or CuPy like the positions given.
+    potentials : array (n,)
+        φ_rf at the atoms (kJ mol⁻¹ e⁻¹), NumPy or CuPy like the positions given.
+    iterations : int
+        Solver iterations (sweeps or cycles) of this frame.
+    converged : bool
+        Whether the solve met the tolerance.
+    seconds : float
+        Wall time of the whole frame (maps + solve + energy and forces).
+    timings : dict
+        Seconds spent in ``"maps"``, ``"solve"`` and ``"evaluate"``.
+    warm_start : bool
+        Whether the solve started from the previous frame's solution.
+    regridded : bool
+        Whether the grid was (re)placed for this frame.
+    grid : Grid
+        The grid of this frame.
+    solve : SolveResult
+        The solver's full report.
+    units : str
+    """
+
+    energy: float
+    forces: object
+    potentials: object
+    iterations: int
+    converged: bool
+    seconds: float
+    timings: dict
+    warm_start: bool
+    regridded: bool
+    grid: Grid
+    solve: object = field(repr=False)
+    units: str = "kJ/mol"
+
+    def __repr__(self) -> str:
+        return (
+            f"FrameResult(energy={self.energy:.6g} {self.units}, iterations={self.iterations}, "
+            f"converged={self.converged}, seconds={self.seconds:.3g}, "
+            f"warm_start={self.warm_start}, regridded={self.regridded})"
+        )
+
+
+class ReactionFieldCalculator:
+    """Reaction-field energies and forces of one solute over many frames.
+
+    Parameters
+    ----------
+    atoms : Atoms
+        The solute: charges and radii are fixed; positions are the first frame's unless
+        :meth:`compute` is given others.
+    spacing : float
+        Grid spacing, Å.
+    eps_in, eps_out : float
+        Solute and solvent relative permittivities (ε_c = ε_in).
+    ionic_strength : float
+        1:1 salt, mol/L.
+    surface : {"mol", "smol", "vdw"}
+        Dielectric boundary (see :mod:`pbsolver.maps`).
+    probe_radius : float
+        Solvent probe radius, Å.
+    backend : {"auto", "cpu", "cuda"}
+        Where to solve; "auto" picks CUDA where a GPU is usable or the positions are CuPy.
+    method : {"auto", "multigrid", "mgcg", "sor", "jacobi"}
+        Solver method ("auto": multigrid).
+    rtol : float
+        Relative residual tolerance of every solve.
+    box : 3 floats, optional
+        Periodic MD box (Å): a fixed periodic grid filling it. None: a Dirichlet grid that
+        follows the solute.
+    margin : float
+        Least gap between the atomic spheres and the outer layer of a following grid, Å.
+    skin : float
+        Extra gap given when the grid is (re)placed, Å, so that it can stay put for many frames.
+    shape : 3 ints, optional
+        Fixed node counts of a following grid (default: from the first frame, ``margin + skin``,
+        rounded to multigrid-friendly sizes; grown when the solute outgrows it).
+    warm_start : bool
+        Start each solve from the previous frame's solution.
+    units : {"kJ/mol", "kcal/mol"}
+        Units of energies, potentials and forces.
+    dtype : {numpy.float32, numpy.float64}
+        Solver storage precision.
+    strict : bool
+        Raise :class:`~pbsolver.ConvergenceError` when a frame's solve does not converge.
+    map_options : dict, optional
+        ``ion_radius``, ``temperature``, ``boundary_kind``, ``ses_step``,
+        ``kappa_subsamples`` (see :func:`pbsolver.maps.build_problem`).
+    **solver_options
+        Further options of :class:`~pbsolver.Solver` (``maxiter``, ``check_every``, method
+        options such as ``cycle``...).
+
+    Examples
+    --------
+    >>> import numpy as np, pbsolver as pb
+    >>> ion = pb.Atoms([[0.0, 0.0, 0.0]], [1.0], [3.0])
+    >>> calc = pb.ReactionFieldCalculator(ion, spacing=0.5, eps_in=1.0, margin=2.0, skin=1.0,
+    ...                                   surface="vdw", backend="cpu")
+    >>> first = calc.compute()
+    >>> abs(first.energy / -228.611 - 1) < 0.01
+    True
+    >>> second = calc.compute(np.array([[0.05, 0.0, 0.0]]))  # warm start, same grid
+    >>> second.warm_start, second.regridded
+    (True, False)
+    """
+
+    def __init__(
+        self,
+        atoms,
+        *,
+        spacing=0.5,
+        eps_in=2.0,
+        eps_out=78.54,
+        ionic_strength=0.0,
+        surface="mol",
+        probe_radius=1.4,
+        backend="auto",
+        method="auto",
+        rtol=1e-6,
+        box=None,
+        margin=8.0,
+        skin=2.0,
+        shape=None,
+        warm_start=True,
+        units="kJ/mol",
+        dtype=np.float32,
+        strict=False,
+        map_options=None,
+        **solver_options,
+    ):
+        from .backends import get_backend
+        from .solver import Solver
+
+        if not isinstance(atoms, Atoms):
+            raise InputError(f"atoms must be a pbsolver.Atoms, got {type(atoms).__name__}")
+        self.atoms = atoms
+        self.spacing = _positive(spacing, "spacing")
+        self.eps_in = _positive(eps_in, "eps_in")
+        self.eps_out = _positive(eps_out, "eps_out")
+        self.ionic_strength = float(ionic_strength)
+        maps.kappa_from_ionic_strength(self.ionic_strength, self.eps_out)  # validates
+        self.surface = maps._surface(surface)
+        self.probe_radius = float(probe_radius)
+        self.margin = _nonnegative(margin, "margin")
+        self.skin = _nonnegative(skin, "skin")
+        self.units = units
+        self._factor = _unit_factor(units)
+        self.warm_start = bool(warm_start)
+        self.map_options = dict(map_options or {})
+        unknown = set(self.map_options) - set(MAP_OPTIONS)
+        if unknown:
+            raise InputError(f"unknown map_options {sorted(unknown)}; known: {MAP_OPTIONS}")
+        self.box = None if box is None else maps._box(box)
+        self._shape = None
+        if shape is not None:
+            if self.box is not None:
+                raise InputError("shape is for a following grid; a periodic box sets its own")
+            self._shape = Grid(shape, spacing=self.spacing).shape
+        self.solver = Solver(
+            method=method, backend=backend, rtol=rtol, dtype=dtype, strict=False, **solver_options
+        )
+        self.strict = bool(strict)
+        self.backend = get_backend(backend)
+        self.frames = 0
+        self.grid: Grid | None = None
+        self.problem: Problem | None = None
+        self.phi_rf = None  # previous solution, on the solver's device
+        self._batch_mode = "auto"
+
+    # ------------------------------------------------------------------ public API
+    def compute(self, positions=None, *, box=None) -> FrameResult:
+        """Energy, forces and potentials of one frame.
+
+        Parameters
+        ----------
+        positions : array (n, 3), optional
+            Coordinates in Å, NumPy or CuPy (results come back in the same library). Default:
+            the positions of the atoms the calculator was built with.
+        box : 3 floats, optional
+            A new periodic box (only for a calculator built with ``box``).
+
+        Returns
+        -------
+        FrameResult
+
+        Raises
+        ------
+        InputError
+            Wrong shape or non-finite positions, or a box for a non-periodic calculator.
+        ConvergenceError
+            With ``strict=True``, when the solve did not converge.
+        """
+        start = time.perf_counter()
+        atoms, xp = self._frame_atoms(positions)
+        grid, regridded, x0 = self._prepare(atoms, box)
+        problem = self._problem(atoms, grid)
+        t_maps = time.perf_counter() - start
+        result = self.solver.solve(problem, x0=x0)
+        t_solve = time.perf_counter() - start - t_maps
+        return self._finish(atoms, xp, grid, problem, result, x0, regridded, t_maps, t_solve)
+
+    def compute_batch(self, frames, *, mode="auto", box=None) -> list[FrameResult]:
+        """Several frames at once: maps one by one, then one :func:`pbsolver.solve_batch`.
+
+        Every frame starts from the solution before the batch (transported to its grid), so
+        the frames are independent problems that the backend may solve together (stacked in
+        one launch on the GPU with ``method="sor"``; see :mod:`pbsolver.batched`). The last
+        frame's solution is the next warm start.
+
+        Parameters
+        ----------
+        frames : sequence of arrays (n, 3)
+            Coordinates of each frame, Å (NumPy or CuPy).
+        mode : {"auto", "loop", "stacked", "streams"}
+            Passed to :func:`pbsolver.solve_batch`.
+        box : 3 floats, optional
+            A new periodic box for all the frames.
+
+        Returns
+        -------
+        list of FrameResult
+            ``seconds`` and ``timings["solve"]`` are the batch's shares per frame.
+        """
+        from .batched import solve_batch
+
+        frames = list(frames)
+        if not frames:
+            return []
+        prepared = []
+        prev_phi, prev_grid = self.phi_rf, self.grid
+        for positions in frames:
+            t0 = time.perf_counter()
+            atoms, xp = self._frame_atoms(positions)
+            grid, regridded, _ = self._place(atoms, box)
+            x0 = self._carry(prev_phi, prev_grid, grid, atoms) if self.warm_start else None
+            problem = self._problem(atoms, grid)
+            prepared.append((atoms, xp, grid, regridded, x0, problem, time.perf_counter() - t0))
+        t1 = time.perf_counter()
+        options = self._solver_options()
+        results = solve_batch([p[5] for p in prepared], x0=[p[4] for p in prepared], mode=mode,
+                              **options)  # fmt: skip
+        t_solve = (time.perf_counter() - t1) / len(frames)
+        out = []
+        for (atoms, xp, grid, regridded, x0, problem, t_maps), res in zip(
+            prepared, results, strict=True
+        ):
+            out.append(self._finish(atoms, xp, grid, problem, res, x0, regridded, t_maps, t_solve))
+        return out
+
+    def atoms_at(self, positions) -> Atoms:
+        """The solute (charges, radii, names) at ``positions`` (Å, NumPy or CuPy; host copy)."""
+        return self._frame_atoms(positions)[0]
+
+    def reset(self) -> None:
+        """Forget the grid and the previous solution (the next frame starts cold)."""
+        self.grid = None
+        self.problem = None
+        self.phi_rf = None
+
+    def __repr__(self) -> str:
+        where = "periodic box" if self.box is not None else "following grid"
+        grid = "not placed" if self.grid is None else f"{self.grid.shape}"
+        return (
+            f"ReactionFieldCalculator(n_atoms={len(self.atoms)}, {where}, grid={grid}, "
+            f"spacing={self.spacing:g}, surface={self.surface!r}, method={self.solver.method!r}, "
+            f"backend={self.backend.name!r}, frames={self.frames})"
+        )
+
+    # ------------------------------------------------------------------ frames
+    def _frame_atoms(self, positions):
+        """The solute at ``positions`` (host copy) and the caller's array library."""
+        if positions is None:
+            return self.atoms, np
+        xp = array_module(positions)
+        if is_device_array(positions) and xp is np:
+            import cupy as cp
+
+            positions = cp.asarray(positions)
+            xp = cp
+        host = np.asarray(to_numpy(positions), dtype=np.float64)
+        n = len(self.atoms)
+        if host.shape != (n, 3):
+            raise InputError(f"positions must have shape ({n}, 3), got {host.shape}")
+        if not np.all(np.isfinite(host)):
+            idx = int(np.argwhere(~np.isfinite(host))[0][0])
+            raise InputError(f"position of atom {idx} is not finite")
+        a = self.atoms
+        frame = Atoms.__new__(Atoms)
+        frame.positions, frame.charges, frame.radii = host, a.charges, a.radii
+        frame.names, frame.resnames, frame.resids = a.names, a.resnames, a.resids
+        return frame, xp
+
+    def _prepare(self, atoms, box):
+        """Place the grid for this frame; return it, whether it moved, and the initial guess."""
+        prev_phi, prev_grid = self.phi_rf, self.grid
+        grid, regridded, _ = self._place(atoms, box)
+        x0 = self._carry(prev_phi, prev_grid, grid, atoms) if self.warm_start else None
+        return grid, regridded, x0
+
+    def _place(self, atoms, box):
+        """The grid of this frame (kept, shifted, grown, or the periodic box's)."""
+        if box is not None and self.box is None:
+            raise InputError("box= is only accepted by a calculator built with a periodic box")
+        if self.box is not None:
+            new_box = self.box if box is None else maps._box(box)
+            if self.grid is None or not np.array_equal(new_box, self.box):
+                self.box = new_box
+                self.grid = maps.grid_for_box(new_box, self.spacing)
+                return self.grid, True, None
+            return self.grid, False, None
+        lo, hi = atoms.bounds()
+        g = self.grid
+        if g is not None:
+            origin = np.asarray(g.origin)
+            end = origin + np.asarray(g.lengths)
+            if np.all(lo - origin >= self.margin) and np.all(end - hi >= self.margin):
+                return g, False, None
+        h = self.spacing
+        gap = self.margin + self.skin
+        if self._shape is not None:
+            shape = self._shape
+            room = (np.asarray(shape) - 1) * h - (hi - lo)
+            if np.any(room < 2 * self.margin):
+                raise InputError(
+                    f"the solute ({(hi - lo).round(2).tolist()} Å with its radii) does not fit in "
+                    f"the fixed shape {shape} at spacing {h} with margin {self.margin} Å"
+                )
+        else:
+            shape = maps.grid_for_atoms(atoms, h, gap).shape
+            if g is not None:
+                shape = tuple(max(a, b) for a, b in zip(shape, g.shape, strict=True))
+        center = 0.5 * (lo + hi)
+        origin = center - 0.5 * (np.asarray(shape) - 1) * h
+        if g is not None:  # stay on the old lattice: the old solution moves by whole nodes
+            old = np.asarray(g.origin)
+            origin = old + np.rint((origin - old) / h) * h
+        self.grid = Grid(shape, spacing=h, origin=tuple(origin))
+        return self.grid, True, None
+
+    def _carry(self, phi, old: Grid | None, new: Grid, atoms):
+        """The previous solution as an initial guess on ``new`` (None when there is none)."""
+        if phi is None or old is None:
+            return None
+        if old == new:
+            return phi
+        if self.box is not None:
+            return phi if old.shape == new.shape else None
+        xp = array_module(phi)
+        h = np.asarray(new.spacing)
+        offset = np.rint((np.asarray(new.origin) - np.asarray(old.origin)) / h).astype(int)
+        # new node i sits on old node i + offset
+        dst, src = [], []
+        for a in range(3):
+            lo_new = max(0, -offset[a])
+            hi_new = min(new.shape[a], old.shape[a] - offset[a])
+            if hi_new <= lo_new:
+                return None  # no overlap: start cold
+            dst.append(slice(lo_new, hi_new))
+            src.append(slice(lo_new + offset[a], hi_new + offset[a]))
+        covered = np.zeros(new.shape, dtype=bool)
+        covered[tuple(dst)] = True
+        x0 = xp.zeros(new.shape, dtype=phi.dtype)
+        x0[tuple(dst)] = phi[tuple(src)]
+        idx = np.argwhere(~covered)
+        if idx.size:
+            points = np.asarray(new.origin) + idx * h
+            values = _debye_huckel(atoms, points, self)
+            fill = np.zeros(new.shape)
+            fill[~covered] = values
+            x0 = x0 + xp.asarray(fill, dtype=x0.dtype)
+        return x0
+
+    def _problem(self, atoms, grid) -> Problem:
+        """All maps of this frame on ``grid`` (on the device when solving with CUDA)."""
+        problem = maps.build_problem(
+            atoms,
+            grid,
+            eps_in=self.eps_in,
+            eps_out=self.eps_out,
+            ionic_strength=self.ionic_strength,
+            surface=self.surface,
+            probe_radius=self.probe_radius,
+            boundary="periodic" if self.box is not None else "dirichlet",
+            box=self.box,
+            **self.map_options,
+        )
+        if self.backend.name == "cuda":
+            problem = _on_device(problem)
+        return problem
+
+    def _solver_options(self) -> dict:
+        s = self.solver
+        options = dict(s.method_options)
+        options.update(
+            method=s.method,
+            backend=s.backend_name,
+            rtol=s.rtol,
+            atol=s.atol,
+            maxiter=s.maxiter,
+            dtype=s.dtype,
+            refine=s.refine,
+            check_every=s.check_every,
+        )
+        if s.omega is not None:
+            options["omega"] = s.omega
+        return options
+
+    def _finish(self, atoms, xp, grid, problem, result, x0, regridded, t_maps, t_solve):
+        t_eval0 = time.perf_counter()
+        periodic = self.box is not None
+        phi_at, grad_at = sample_field(grid, result.phi_rf, atoms.positions, periodic=periodic)
+        fxp = array_module(phi_at)
+        q = fxp.asarray(atoms.charges)
+        energy = 0.5 * self._factor * float(fxp.sum(q * phi_at))
+        potentials = self._factor * phi_at
+        forces = -self._factor * q[:, None] * grad_at
+        potentials, forces = _to_library(potentials, xp), _to_library(forces, xp)
+        t_eval = time.perf_counter() - t_eval0
+        self.problem = problem
+        self.phi_rf = result.phi_rf
+        self.frames += 1
+        frame = FrameResult(
+            energy=energy,
+            forces=forces,
+            potentials=potentials,
+            iterations=result.iterations,
+            converged=result.converged,
+            seconds=t_maps + t_solve + t_eval,
+            timings={"maps": t_maps, "solve": t_solve, "evaluate": t_eval},
+            warm_start=x0 is not None,
+            regridded=regridded,
+            grid=grid,
+            solve=result,
+            units=self.units,
+        )
+        if self.strict and not result.converged:
+            raise ConvergenceError(
+                f"frame {self.frames - 1}: the solve did not converge ({result.reason}) after "
+                f"{result.iterations} iterations, relative residual {result.residual:.3g}",
+                result,
+            )
+        return frame
+
+
+# ---------------------------------------------------------------------- field sampling
+def sample_field(grid: Grid, phi, points, *, periodic: bool = False):
+    """φ and ∇φ at points: trilinear interpolation of the node values and of their gradient.
+
+    The gradient at a node is the central difference (one-sided on the outer layer, as
+    :func:`numpy.gradient`; wrapped when periodic), so the results equal
+    :func:`pbsolver.energy.interpolate` and :func:`pbsolver.energy.interpolate_gradient`; only
+    the nodes around each point are read, in the array library of ``phi`` (NumPy or CuPy).
+
+    Parameters
+    ----------
+    grid : Grid
+    phi : array (nx, ny, nz)
+    points : array_like (n, 3)
+        Å (host array).
+    periodic : bool
+        Wrap points into the periodic box; otherwise points outside the grid raise.
+
+    Returns
+    -------
+    values : array (n,)
+    gradient : array (n, 3)
+    """
+    from .energy import _cell_coordinates
+
+    xp = array_module(phi)
+    shape = grid.shape
+    if tuple(phi.shape) != shape:
+        raise InputError(f"phi has shape {tuple(phi.shape)}, the grid needs {shape}")
+    i0, t = _cell_coordinates(grid, points, periodic)  # host: (n, 3) ints, (n, 3) fractions
+    n_pts = i0.shape[0]
+    nxyz = np.asarray(shape)
+    corners = np.array([[dx, dy, dz] for dx in (0, 1) for dy in (0, 1) for dz in (0, 1)])
+    node = i0[:, None, :] + corners[None, :, :]  # (n, 8, 3)
+    if periodic:
+        node %= nxyz
+    w = np.prod(np.where(corners[None, :, :] == 1, t[:, None, :], 1.0 - t[:, None, :]), axis=2)
+    # neighbours of every corner along each axis: (n, 8, 3 axes, 2 sides, 3 coords)
+    nb = np.repeat(node[:, :, None, None, :], 3, axis=2).repeat(2, axis=3)
+    denom = np.empty((n_pts, 8, 3))
+    h = np.asarray(grid.spacing)
+    for a in range(3):
+        if periodic:
+            nb[:, :, a, 0, a] = (node[:, :, a] + 1) % nxyz[a]
+            nb[:, :, a, 1, a] = (node[:, :, a] - 1) % nxyz[a]
+            denom[:, :, a] = 2.0 * h[a]
+        else:
+            up = np.minimum(node[:, :, a] + 1, nxyz[a] - 1)
+            down = np.maximum(node[:, :, a] - 1, 0)
+            nb[:, :, a, 0, a] = up
+            nb[:, :, a, 1, a] = down
+            denom[:, :, a] = h[a] * (up - down)
+    flat = lambda ijk: (ijk[..., 0] * shape[1] + ijk[..., 1]) * shape[2] + ijk[..., 2]  # noqa: E731
+    index = np.concatenate([flat(node).ravel(), flat(nb).ravel()])
+    values = xp.asarray(phi).reshape(-1)[xp.asarray(index)].astype(xp.float64)
+    f_corner = values[: n_pts * 8].reshape(n_pts, 8)
+    f_nb = values[n_pts * 8 :].reshape(n_pts, 8, 3, 2)
+    w_d = xp.asarray(w)
+    phi_at = xp.sum(w_d * f_corner, axis=1)
+    grad_nodes = (f_nb[..., 0] - f_nb[..., 1]) / xp.asarray(denom)
+    grad_at = xp.sum(w_d[:, :, None] * grad_nodes, axis=1)
+    return phi_at, grad_at
+
+
+# ---------------------------------------------------------------------- helpers
+def _debye_huckel(atoms, points, calc) -> np.ndarray:
+    """The Debye–Hückel estimate of φ_rf at points (the boundary-value formula, "mdh")."""
+    from .backends import cpu_maps as K
+
+    temperature = calc.map_options.get("temperature", 298.15)
+    kappa = maps.kappa_from_ionic_strength(calc.ionic_strength, calc.eps_out, temperature)
+    return K.debye_huckel_points(
+        np.ascontiguousarray(points, dtype=np.float64),
+        np.ascontiguousarray(atoms.positions),
+        np.ascontiguousarray(atoms.charges, dtype=np.float64),
+        np.ascontiguousarray(atoms.radii, dtype=np.float64),
+        kappa,
+        maps.COULOMB_KJ,
+        calc.eps_out,
+        calc.eps_in,
+    )
+
+
+def _on_device(problem: Problem) -> Problem:
+    """The same problem with CuPy arrays (the solution then stays on the GPU)."""
+    import cupy as cp
+
+    def dev(a):
+        return None if a is None else cp.asarray(a)
+
+    faces = None if problem.epsilon_faces is None else tuple(map(dev, problem.epsilon_faces))
+    return Problem(
+        problem.grid,
+        epsilon=dev(problem.epsilon),
+        phi_coulomb=dev(problem.phi_coulomb),
+        eps_cavity=problem.eps_cavity,
+        epsilon_faces=faces,
+        kappa2=dev(problem.kappa2),
+        boundary=problem.boundary,
+        boundary_values=dev(problem.boundary_values),
+        face_rule=problem.face_rule,
+    )
+
+
+def _to_library(a, xp):
+    """``a`` in array library ``xp`` (NumPy or CuPy), copying across only when needed."""
+    if array_module(a) is xp:
+        return a
+    if xp is np:
+        return to_numpy(a)
+    return xp.asarray(a)
+
+
+def _positive(value, name) -> float:
+    try:
+        v = float(value)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"{name} must be a number, got {value!r}") from exc
+    if not (math.isfinite(v) and v > 0):
+        raise InputError(f"{name} must be finite and > 0, got {value!r}")
+    return v
+
+
+def _nonnegative(value, name) -> float:
+    try:
+        v = float(value)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"{name} must be a number, got {value!r}") from exc
+    if not (math.isfinite(v) and v >= 0):
+        raise InputError(f"{name} must be finite and >= 0, got {value!r}")
+    return v
+
+
+__all__ = ["FrameResult", "ReactionFieldCalculator", "sample_field"]
