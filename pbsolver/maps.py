@@ -148,7 +148,7 @@ def grid_for_box(box, spacing=0.5, origin=(0.0, 0.0, 0.0), *, even=True):
 
 # ---------------------------------------------------------------------- geometry
 def face_fractions(
-    atoms, grid, surface="mol", probe_radius=1.4, *, box=None, ses_step=None, nbisect=24
+    atoms, grid, surface="mol", probe_radius=1.4, *, box=None, ses_step=None, nbisect=14
 ):
     """Fraction of each grid edge inside the solute: ``(fx, fy, fz)``, float64 in [0, 1].
 
@@ -194,16 +194,18 @@ def face_fractions(
         nb_start, nb_index = K.neighbour_lists(pos, acc)
         features = K.ses_features(pos, acc, nb_start, nb_index)
         exposed, circ_start, _circ_j, geom, arc_start, arcs = features
+        exp_idx = np.flatnonzero(exposed)
         for axis in range(3):
             a1, a2 = [a for a in range(3) if a != axis]
             h = grid.spacing[axis]
             step = float(ses_step) if ses_step is not None else min(0.5 * h, 0.25)
             if not step > 0:
                 raise InputError(f"ses_step must be > 0 Å, got {ses_step}")
-            bins = _plane_bins(pos, acc + probe, axis, axes[a1], axes[a2])
+            bins = _plane_bins(pos, acc, axis, axes[a1], axes[a2])
+            ebins = _plane_bins(pos, acc + probe, axis, axes[a1], axes[a2], subset=exp_idx)
             K.ses_lines(
                 out[axis], axis, axes[a1], axes[a2], grid.origin[axis], h, grid.shape[axis],
-                pos, rad, acc, probe, step, int(nbisect), *bins,
+                pos, rad, acc, probe, step, int(nbisect), *bins, *ebins,
                 exposed, nb_start, nb_index, circ_start, geom, arc_start, arcs,
             )  # fmt: skip
     for f in out:
@@ -563,7 +565,8 @@ def _check_charges_on_nodes(atoms, grid, phi_c, faces, kappa2, eps_in):
 
 
 # ---------------------------------------------------------------------- small helpers
-def _plane_bins(pos, reach, axis, us, vs):
+def _plane_bins(pos, reach, axis, us, vs, subset=None):
+    """2D bins of the atoms (or of ``subset``, global indices kept) across ``axis``."""
     from .backends.cpu_maps import plane_bins
 
     a1, a2 = [a for a in range(3) if a != axis]
@@ -573,7 +576,12 @@ def _plane_bins(pos, reach, axis, us, vs):
     v0 = vs[0] - maxreach - size
     nbu = int((us[-1] + maxreach - u0) / size) + 2
     nbv = int((vs[-1] + maxreach - v0) / size) + 2
-    start, order = plane_bins(pos[:, a1], pos[:, a2], u0, v0, size, nbu, nbv)
+    if subset is None:
+        start, order = plane_bins(pos[:, a1], pos[:, a2], u0, v0, size, nbu, nbv)
+    else:
+        sub = np.asarray(subset, dtype=np.int64)
+        start, order = plane_bins(pos[sub, a1], pos[sub, a2], u0, v0, size, nbu, nbv)
+        order = sub[order]
     return u0, v0, size, nbu, nbv, start, order
 
 

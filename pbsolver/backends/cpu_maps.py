@@ -64,8 +64,8 @@ def _point(axis, t, u, v):
 
 
 @njit(**_JIT)
-def _gather(pos, reach, axis, u, v, u0, v0, bsize, nbu, nbv, bstart, border, maxreach):
-    """Atoms whose ``reach`` sphere meets the line, sorted by their coordinate along it."""
+def _gather(pos, reach, axis, u, v, u0, v0, bsize, nbu, nbv, bstart, border, maxreach, srt=True):
+    """Atoms whose ``reach`` sphere meets the line (sorted along it when ``srt``)."""
     a1 = 1 if axis == 0 else 0
     a2 = 1 if axis == 2 else 2
     lo_u = max(0, int(math.floor((u - maxreach - u0) / bsize)))
@@ -90,6 +90,8 @@ def _gather(pos, reach, axis, u, v, u0, v0, bsize, nbu, nbv, bstart, border, max
                     out[n] = i
                     n += 1
     out = out[:n]
+    if not srt:
+        return out
     key = np.empty(n)
     for s in range(n):
         key[s] = pos[out[s], axis]
@@ -165,7 +167,9 @@ def sphere_union_lines(
         iv = line % nv
         u = us[iu]
         v = vs[iv]
-        atoms = _gather(pos, radius, axis, u, v, u0, v0, bsize, nbu, nbv, bstart, border, maxr)
+        atoms = _gather(
+            pos, radius, axis, u, v, u0, v0, bsize, nbu, nbv, bstart, border, maxr, False
+        )
         m = atoms.shape[0]
         if m == 0:
             continue
@@ -250,6 +254,21 @@ def neighbour_lists(pos, rad):
                                     index[start[i] + m] = j
                                 m += 1
             counts[i] = m
+    # nearest first: a burying neighbour is usually found within the first few
+    for i in prange(n):
+        lo, hi = start[i], start[i + 1]
+        d2 = np.empty(hi - lo)
+        for s in range(lo, hi):
+            j = index[s]
+            d2[s - lo] = (
+                (pos[j, 0] - pos[i, 0]) ** 2
+                + (pos[j, 1] - pos[i, 1]) ** 2
+                + (pos[j, 2] - pos[i, 2]) ** 2
+            )
+        order = np.argsort(d2)
+        tmp = index[lo:hi].copy()
+        for s in range(hi - lo):
+            index[lo + s] = tmp[order[s]]
     return start, index
 
 
@@ -460,14 +479,22 @@ def _buried(px, py, pz, i, pos, rad, nb_start, nb_index):
 @njit(**_JIT)
 def probe_reaches(
     x, y, z, atoms, lo, hi, pos, rad, probe, exposed, nb_start, nb_index,
-    circ_start, geom, arc_start, arcs,
+    circ_start, geom, arc_start, arcs, hit,
 ):  # fmt: skip
     """True when some accessible probe centre lies within ``probe`` of (x, y, z).
 
     ``atoms[lo:hi]`` are the candidate atoms (all atoms within rad + probe of the point must be
-    among them); ``rad`` are accessible radii R + r_p.
+    among them); ``rad`` are accessible radii R + r_p. ``hit`` (4 floats) caches the last
+    accessible probe centre found (hit[3] = 1 when set): it is tried first, since neighbouring
+    samples along a line are usually reached by the same probe.
     """
     p2 = probe * probe
+    if hit[3] == 1.0:
+        dx = x - hit[0]
+        dy = y - hit[1]
+        dz = z - hit[2]
+        if dx * dx + dy * dy + dz * dz < p2:
+            return True
     for s in range(lo, hi):
         i = atoms[s]
         if not exposed[i]:
@@ -481,12 +508,14 @@ def probe_reaches(
             continue
         r = math.sqrt(r2)
         # 1. radial projection on accessible sphere i
-        if r > 0.0 and abs(rad[i] - r) < probe:
+        # (the nearest accessible point is a radial projection only when x is inside ball i)
+        if 0.0 < r < rad[i] and rad[i] - r < probe:
             f = rad[i] / r
             px = pos[i, 0] + f * dx
             py = pos[i, 1] + f * dy
             pz = pos[i, 2] + f * dz
             if not _buried(px, py, pz, i, pos, rad, nb_start, nb_index):
+                _remember(hit, px, py, pz)
                 return True
         # 2. free arcs of the circles (i, j > i), and their ends
         for c in range(circ_start[i], circ_start[i + 1]):
@@ -502,17 +531,43 @@ def probe_reaches(
             if dmin2 >= p2:
                 continue
             if rx <= 1e-12 * rho:
-                return True  # on the axis: every point of a free arc is equally near
+                # on the axis: every point of a free arc is equally near
+                _remember_arc(hit, geom, c, arcs[arc_start[c], 0])
+                return True
             theta = math.atan2(xv, xu) % TWO_PI
             base = rx * rx + rho * rho + zz * zz
             for a in range(arc_start[c], arc_start[c + 1]):
                 if arcs[a, 0] <= theta <= arcs[a, 1]:
+                    _remember_arc(hit, geom, c, theta)
                     return True
                 for e in range(2):
                     d2 = base - 2.0 * rho * rx * math.cos(theta - arcs[a, e])
                     if d2 < p2:
+                        _remember_arc(hit, geom, c, arcs[a, e])
                         return True
     return False
+
+
+@njit(**_JIT, inline="always")
+def _remember(hit, px, py, pz):
+    hit[0] = px
+    hit[1] = py
+    hit[2] = pz
+    hit[3] = 1.0
+
+
+@njit(**_JIT, inline="always")
+def _remember_arc(hit, geom, c, theta):
+    """Cache the point at angle theta of circle c."""
+    ct = math.cos(theta)
+    st = math.sin(theta)
+    rho = geom[c, 12]
+    _remember(
+        hit,
+        geom[c, 0] + rho * (ct * geom[c, 6] + st * geom[c, 9]),
+        geom[c, 1] + rho * (ct * geom[c, 7] + st * geom[c, 10]),
+        geom[c, 2] + rho * (ct * geom[c, 8] + st * geom[c, 11]),
+    )
 
 
 @njit(**_JIT)
@@ -540,13 +595,13 @@ def _window(atoms, pos, axis, t, reach):
 @njit(**_JIT)
 def _solute_at(
     t, axis, u, v, atoms, pos, rad, probe, reach, exposed, nb_start, nb_index,
-    circ_start, geom, arc_start, arcs,
+    circ_start, geom, arc_start, arcs, hit,
 ):  # fmt: skip
     x, y, z = _point(axis, t, u, v)
     lo, hi = _window(atoms, pos, axis, t, reach)
     return not probe_reaches(
         x, y, z, atoms, lo, hi, pos, rad, probe, exposed, nb_start, nb_index,
-        circ_start, geom, arc_start, arcs,
+        circ_start, geom, arc_start, arcs, hit,
     )  # fmt: skip
 
 
@@ -554,20 +609,25 @@ def _solute_at(
 def ses_lines(
     out, axis, us, vs, t0, h, nbins, pos, vdw, acc, probe, step, nbisect,
     u0, v0, bsize, nbu, nbv, bstart, border,
+    e_u0, e_v0, e_bsize, e_nbu, e_nbv, e_bstart, e_border,
     exposed, nb_start, nb_index, circ_start, geom, arc_start, arcs,
 ):  # fmt: skip
     """Solvent-excluded fraction of each bin of each line (see :func:`sphere_union_lines`).
 
     ``vdw`` are atomic radii, ``acc`` accessible radii (vdw + probe); ``step`` is the sampling
     interval (Å) of the reentrant zone and ``nbisect`` the bisection steps at each change.
+    The first bins (``u0`` … ``border``) hold all atoms for reach ``acc``; the second
+    (``e_*``) only the exposed atoms, for reach ``acc + probe`` (the point test's candidates).
     """
     nu = us.shape[0]
     nv = vs.shape[0]
     n = pos.shape[0]
     reach = np.empty(n)
+    maxacc = 0.0
     maxreach = 0.0
     for i in range(n):
         reach[i] = acc[i] + probe
+        maxacc = max(maxacc, acc[i])
         maxreach = max(maxreach, reach[i])
     tmax = t0 + nbins * h
     a1 = 1 if axis == 0 else 0
@@ -577,7 +637,9 @@ def ses_lines(
         iv = line % nv
         u = us[iu]
         v = vs[iv]
-        atoms = _gather(pos, reach, axis, u, v, u0, v0, bsize, nbu, nbv, bstart, border, maxreach)
+        atoms = _gather(
+            pos, acc, axis, u, v, u0, v0, bsize, nbu, nbv, bstart, border, maxacc, False
+        )
         m = atoms.shape[0]
         if m == 0:
             continue
@@ -597,22 +659,20 @@ def ses_lines(
                 vs_[nvdw] = pos[i, axis] - w
                 ve_[nvdw] = pos[i, axis] + w
                 nvdw += 1
-            if d2 < acc[i] * acc[i]:
-                w = math.sqrt(acc[i] * acc[i] - d2)
-                ss_[nsas] = pos[i, axis] - w
-                se_[nsas] = pos[i, axis] + w
-                nsas += 1
+            w = math.sqrt(max(acc[i] * acc[i] - d2, 0.0))
+            ss_[nsas] = pos[i, axis] - w
+            se_[nsas] = pos[i, axis] + w
+            nsas += 1
         nvdw = _merge(vs_, ve_, nvdw)
         nsas = _merge(ss_, se_, nsas)
-        # only exposed atoms carry probe features: the point test needs no others
-        nexp = 0
-        for s in range(m):
-            if exposed[atoms[s]]:
-                atoms[nexp] = atoms[s]
-                nexp += 1
-        atoms = atoms[:nexp]
         for s in range(nvdw):
             _accumulate(out, axis, iu, iv, vs_[s], ve_[s], t0, h, nbins)
+        # the point test's candidates: exposed atoms within acc + probe, sorted along the line
+        cand = _gather(
+            pos, reach, axis, u, v, e_u0, e_v0, e_bsize, e_nbu, e_nbv, e_bstart, e_border,
+            maxreach,
+        )  # fmt: skip
+        hit = np.zeros(4)
         # reentrant zone: accessible spheres minus vdW spheres, clipped to the line
         p = 0
         for s in range(nsas):
@@ -629,9 +689,9 @@ def ses_lines(
                 if p < nvdw and vs_[p] < ze:
                     zend = vs_[p]
                 _zone(
-                    out, axis, iu, iv, zs, zend, t0, h, nbins, u, v, atoms, pos, acc, probe,
+                    out, axis, iu, iv, zs, zend, t0, h, nbins, u, v, cand, pos, acc, probe,
                     maxreach, step, nbisect, exposed, nb_start, nb_index, circ_start, geom,
-                    arc_start, arcs,
+                    arc_start, arcs, hit,
                 )  # fmt: skip
                 zs = zend
 
@@ -639,7 +699,7 @@ def ses_lines(
 @njit(**_JIT)
 def _zone(
     out, axis, iu, iv, zs, ze, t0, h, nbins, u, v, atoms, pos, acc, probe, reach, step,
-    nbisect, exposed, nb_start, nb_index, circ_start, geom, arc_start, arcs,
+    nbisect, exposed, nb_start, nb_index, circ_start, geom, arc_start, arcs, hit,
 ):  # fmt: skip
     """Classify one reentrant-zone interval [zs, ze] of a line and add its solute parts."""
     length = ze - zs
@@ -650,14 +710,14 @@ def _zone(
     prev_t = zs + eps
     prev = _solute_at(
         prev_t, axis, u, v, atoms, pos, acc, probe, reach, exposed, nb_start, nb_index,
-        circ_start, geom, arc_start, arcs,
+        circ_start, geom, arc_start, arcs, hit,
     )  # fmt: skip
     run_start = zs if prev else -1.0
     for q in range(1, nseg + 1):
         t = ze - eps if q == nseg else zs + length * q / nseg
         cur = _solute_at(
             t, axis, u, v, atoms, pos, acc, probe, reach, exposed, nb_start, nb_index,
-            circ_start, geom, arc_start, arcs,
+            circ_start, geom, arc_start, arcs, hit,
         )  # fmt: skip
         if cur != prev:
             a, b = prev_t, t
@@ -665,7 +725,7 @@ def _zone(
                 mid = 0.5 * (a + b)
                 cm = _solute_at(
                     mid, axis, u, v, atoms, pos, acc, probe, reach, exposed, nb_start,
-                    nb_index, circ_start, geom, arc_start, arcs,
+                    nb_index, circ_start, geom, arc_start, arcs, hit,
                 )  # fmt: skip
                 if cm == prev:
                     a = mid
