@@ -72,7 +72,7 @@ def test_many_inputs_one_output_each_same_name(tmp_path):
     out.mkdir()
     before = {p: sha256(tmp_path / p) for p in ("a.h5", "b.h5")}
     jobs = [(tmp_path / p, out / default_output_name(p)) for p in ("a.h5", "b.h5")]
-    report = run_batch(jobs, solve=OPTS, progress=False)
+    report = run_batch(jobs, solve=OPTS, progress=True)  # a bar on stderr even off a terminal
     assert report.ok and len(report.solved) == 3
     assert visible_files(out) == ["a.h5", "b.h5"]
     assert leftovers(out) == []
@@ -80,6 +80,21 @@ def test_many_inputs_one_output_each_same_name(tmp_path):
     _check_results(out / "b.h5", b)
     assert {p: sha256(tmp_path / p) for p in before} == before  # inputs never modified
     assert default_output_name("x/mol.pqr") == "mol.h5"
+
+
+def test_resume_key_covers_file_identity_and_options(tmp_path):
+    write_input(tmp_path / "in.h5", n_grids=1)
+    src = tmp_path / "in.h5"
+    key = batch.input_key(src, "g0", OPTS)
+    assert key == batch.input_key(src, "g0", SolveOptions(method="sor", backend="cuda", rtol=1e-4))
+    assert key != batch.input_key(src, "g1", OPTS)
+    assert key != batch.input_key(src, "g0", SolveOptions(method="sor", rtol=1e-5))
+    mol = batch.MoleculeOptions()
+    assert batch.input_key(src, "g0", OPTS, mol) != batch.input_key(
+        src, "g0", OPTS, batch.MoleculeOptions(spacing=0.7)
+    )
+    os.utime(src, ns=(1, 1))
+    assert key != batch.input_key(src, "g0", OPTS)
 
 
 def test_crash_mid_batch_keeps_finished_grids_and_rerun_resumes(tmp_path):
@@ -302,3 +317,25 @@ def test_sigkill_at_random_moments_never_loses_or_corrupts(tmp_path):
     assert proc.returncode == 0, err
     _check_results(tmp_path / "out" / "in.h5", problems)
     assert leftovers(tmp_path / "out") == []
+
+
+def test_cli_batch_on_a_running_dask_scheduler(tmp_path):
+    distributed = pytest.importorskip("distributed")
+    from click.testing import CliRunner
+
+    from pbsolver import cli
+
+    problems = write_input(tmp_path / "in.h5", n_grids=2, n=7)
+    with distributed.LocalCluster(
+        n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1",
+        dashboard_address=None,
+    ) as cluster:  # fmt: skip
+        res = CliRunner().invoke(
+            cli.main,
+            ["batch", str(tmp_path / "in.h5"), "--out-dir", str(tmp_path / "out"),
+             "--scheduler", cluster.scheduler_address, "--method", "sor", "--rtol", "1e-4",
+             "--backend", "cpu"],
+        )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert f"dask scheduler {cluster.scheduler_address}" in res.stderr
+    _check_results(tmp_path / "out" / "in.h5", problems)

@@ -203,29 +203,16 @@ def test_numba_cache_dir_for_read_only_install(tmp_path, monkeypatch):
 
 
 # ---------------------------------------------------------------------- subprocesses
-def test_subprocess_solve_info_export(tmp_path):
+def test_subprocess_solve(tmp_path):
     write_input(tmp_path / "in.h5", n_grids=2)
-    env = cli_env()
     proc = subprocess.run(
         [PYTHON, "-m", "pbsolver", "solve", "in.h5", "-o", "out.h5", *FAST],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+        cwd=tmp_path, env=cli_env(), capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "out.h5"
     assert "2 solved" in proc.stderr
-    proc = subprocess.run(
-        [PYTHON, "-m", "pbsolver", "export", "out.h5", "--grid", "g0", "-o", "g0.dx"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
-    assert (tmp_path / "g0.dx").is_file()
-    proc = subprocess.run(
-        [PYTHON, "-m", "pbsolver", "solve", "missing.h5", "-o", "x.h5"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert proc.returncode == 2
-    assert proc.stderr.count("\n") == 1 and "does not exist" in proc.stderr
-    assert "Traceback" not in proc.stderr
+    assert hdf5.list_grids(tmp_path / "out.h5") == ["g0", "g1"]
 
 
 def test_subprocess_start_up_imports_no_numba_or_cuda(tmp_path):
@@ -251,6 +238,13 @@ def test_subprocess_start_up_imports_no_numba_or_cuda(tmp_path):
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert proc.returncode == 0 and pb.__version__ in proc.stdout
+    proc = subprocess.run(
+        [PYTHON, "-m", "pbsolver", "solve", "missing.h5", "-o", "x.h5"],
+        cwd=tmp_path, env=cli_env(), capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and "does not exist" in proc.stderr
+    assert "Traceback" not in proc.stderr
 
 
 # ---------------------------------------------------------------------- PQR input
@@ -270,9 +264,6 @@ def test_solve_pqr_writes_maps_result_and_energy(tmp_path):
     assert energy == pytest.approx(-228.611, rel=0.05)  # Born: -½ k q²/a (1 − 1/78.54)
     res = run("solve", src, "-o", tmp_path / "born.h5", *PQR_OPTS)
     assert res.exit_code == 0 and "1 already done" in res.stderr
-    res = run("solve", src, "-o", tmp_path / "born.h5", *PQR_OPTS[:-6], "--spacing", "0.7",
-              *FAST)  # fmt: skip
-    assert res.exit_code == 0 and "1 solved" in res.stderr  # other molecule options: new key
     res = run("export", tmp_path / "born.h5", "--dataset", "potential", "-o", tmp_path / "p.dx")
     if res.exit_code == 1:  # a charge exactly on a node: φ_c is infinite there
         assert "infinite" in res.stderr and not (tmp_path / "p.dx").exists()
