@@ -174,7 +174,8 @@ def optimal_sor_omega(problem: Problem) -> float:
     """Optimal SOR ω for the constant-coefficient Laplacian on ``problem``'s grid.
 
     ρ_J = Σ_a cos(θ_a)/h_a² / Σ_a 1/h_a², θ_a = π/(n_a − 1) (Dirichlet) or 2π/n_a (periodic);
-    ω = 2 / (1 + √(1 − ρ_J²)).
+    ω = 2 / (1 + √(1 − ρ_J²)). A periodic problem with salt also keeps the constant mode, whose
+    Jacobi factor is 1 − Σκ̄²/Σdiag (its Rayleigh quotient); ρ_J is the larger of the two.
     """
     weights = [1.0 / (h * h) for h in problem.grid.spacing]
     if problem.boundary == "periodic":
@@ -182,6 +183,11 @@ def optimal_sor_omega(problem: Problem) -> float:
     else:
         thetas = [math.pi / (n - 1) for n in problem.grid.shape]
     rho = sum(w * math.cos(t) for w, t in zip(weights, thetas, strict=True)) / sum(weights)
+    if problem.boundary == "periodic" and problem.kappa2 is not None:
+        faces = problem.face_permittivities()
+        diag_sum = sum(2.0 * float(f.sum()) * w for f, w in zip(faces, weights, strict=True))
+        k2_sum = float(problem.kappa2.sum())
+        rho = max(rho, 1.0 - k2_sum / (diag_sum + k2_sum))
     return 2.0 / (1.0 + math.sqrt(max(0.0, 1.0 - rho * rho)))
 
 
@@ -306,21 +312,25 @@ class Solver:
         method = _methods()[name](**options)
 
         st = backend.stencil(problem, self.dtype)
+        # With refinement, the system is defined by float64 coefficients (``checked``): the
+        # float32 stencil only drives the correction phases, and every residual that decides
+        # convergence is computed on the float64 one, so rtol holds for the float64 operator.
+        checked = backend.stencil(problem, np.float64) if self.refine else st
         method.setup(backend, st, problem)
         maxiter = self.maxiter if self.maxiter is not None else method.default_maxiter(st.shape)
         check_every = self.check_every or method.check_every
-        loop = _Loop(self, backend, st, method, maxiter, check_every)
-        # A warm start under refinement keeps x0 in float64: it becomes the accumulator and
-        # every phase solves for a correction (rounding x0 to float32 would put its residual
-        # at float32's floor, which a phase iterating on x itself cannot get below).
-        warm_dtype = np.float64 if (x0 is not None and self.refine) else None
-        x = self._initial_guess(backend, problem, x0, warm_dtype)
+        loop = _Loop(self, backend, st, checked, method, maxiter, check_every)
+        # Under refinement the iterate is the float64 accumulator from the start (x0 included:
+        # rounding it to float32 would put its residual at float32's floor).
+        x = self._initial_guess(backend, problem, x0, checked.dtype)
 
         # ‖b‖ of the system over the unknowns: the residual with zero inside.
-        bnorm = backend.residual_norm(st, self._initial_guess(backend, problem, None))
+        zero_inside = self._initial_guess(backend, problem, None, checked.dtype)
+        bnorm = backend.residual_norm(checked, zero_inside)
         if bnorm == 0.0:
-            x = self._initial_guess(backend, problem, None)
-            return self._finish(backend, problem, st, x, method, 0, [0.0], "zero rhs", start)
+            return self._finish(
+                backend, problem, st, zero_inside, method, 0, [0.0], "zero rhs", start
+            )
         loop.run(x, bnorm)
         return self._finish(
             backend,
@@ -388,16 +398,18 @@ class Solver:
 class _Loop:
     """One solve's iteration: checks, stopping rules and float64 iterative refinement.
 
-    Without refinement the method iterates on x itself. With it, phase 1 iterates on x (float32);
-    each later phase solves A e = r for a correction e (float32) with r = b − A x_acc computed
-    from the float64 accumulator x_acc, and ends when its residual has dropped by
-    ``PHASE_REDUCTION``, reached the overall threshold, or stalled; then x_acc += e.
+    Without refinement the method iterates on x itself (``checked is st``). With it, x is the
+    float64 accumulator; each phase solves A e = r in float32 for a correction e, with
+    r = b − A x computed on the float64 stencil ``checked``, and ends when its residual has
+    dropped by ``PHASE_REDUCTION``, reached the overall threshold, or stalled; then x += e and
+    the true residual is recomputed in float64.
     """
 
     PHASE_REDUCTION = 1e-3
 
-    def __init__(self, solver, backend, st, method, maxiter, check_every):
-        self.solver, self.backend, self.st, self.method = solver, backend, st, method
+    def __init__(self, solver, backend, st, checked, method, maxiter, check_every):
+        self.solver, self.backend, self.method = solver, backend, method
+        self.st, self.checked = st, checked
         self.maxiter, self.check_every = maxiter, check_every
         self.iterations, self.history, self.reason, self.solution = 0, [], None, None
 
@@ -407,34 +419,26 @@ class _Loop:
             self.solver.callback(self.iterations, rnorm / self.bnorm)
 
     def run(self, x, bnorm):
-        backend, st, method = self.backend, self.st, self.method
+        backend, method = self.backend, self.method
         self.bnorm = bnorm
         threshold = max(self.solver.rtol * bnorm, self.solver.atol)
-        refine = self.solver.refine
-        rnorm = backend.residual_norm(st, x)
+        refine = self.checked is not self.st
+        rnorm = backend.residual_norm(self.checked, x)
         self.initial = rnorm
         self._record(rnorm)
-        acc = None
-        phase_st, phase_x = st, x
-        if refine and x.dtype != st.dtype:
-            # a float64 initial guess (warm start) is the accumulator from the start
-            acc = x
-            phase_st, phase_x = self._correction_system(acc)
+        reason = None
         while True:
             reason = self._stop_reason(rnorm, threshold)
             if reason is not None:
                 break
+            phase_st, phase_x = self._correction_system(x) if refine else (self.st, x)
             method.start(phase_st, phase_x)
             phase_start = rnorm
             rnorm, reason = self._phase(phase_st, phase_x, threshold, phase_start, refine)
             if not refine or reason in ("nan", "diverged"):
                 break
-            # fold the phase's correction into the float64 accumulator
-            if acc is None:
-                acc = backend.asarray(phase_x, np.float64)
-            else:
-                backend.axpy(acc, phase_x, 1.0)
-            rnorm = backend.residual_norm(st, acc)
+            backend.axpy(x, phase_x, 1.0)  # fold the correction into the float64 iterate
+            rnorm = backend.residual_norm(self.checked, x)
             self.history[-1] = rnorm / bnorm
             reason = self._stop_reason(rnorm, threshold)
             if reason is not None:
@@ -442,17 +446,16 @@ class _Loop:
             if rnorm > 0.5 * phase_start:
                 reason = "stagnated"  # a whole phase gained less than 2×: no progress left
                 break
-            phase_st, phase_x = self._correction_system(acc)
         if reason is None:
             reason = self._stop_reason(rnorm, threshold) or "maxiter"
         self.reason = reason
-        self.solution = acc if acc is not None else x
+        self.solution = x
 
-    def _correction_system(self, acc):
-        """(stencil with b = b − A·acc, zero iterate): the next phase's system in st.dtype."""
+    def _correction_system(self, x):
+        """(stencil with b = r = b − A·x, zero iterate): the next phase's float32 system."""
         backend, st = self.backend, self.st
         r = backend.zeros(st.shape, st.dtype)
-        backend.residual(st, acc, r)
+        backend.residual(self.checked, x, r)
         if st.singular:
             backend.remove_mean(r)
         return dataclasses.replace(st, b=r), backend.zeros(st.shape, st.dtype)
