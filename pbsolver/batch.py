@@ -24,7 +24,8 @@ rerun of the same command skips them and solves only the rest. Temporary files (
 with a dot, ending in ``.tmp``) are removed by the rerun. Inputs are only ever opened read-only.
 
 Grids that fail (invalid input, no convergence, a crash) are reported and left out of the
-output, and a rerun tries them again.
+output, and a rerun tries them again. Grids of the output that a run did not select
+(``grids=``) are carried over unchanged; ``force=True`` solves the selected grids again.
 """
 
 from __future__ import annotations
@@ -550,9 +551,11 @@ class _Job:
     source: Path
     output: Path
     kind: str
-    grids: list[str] = field(default_factory=list)
+    grids: list[str] = field(default_factory=list)  # the grids this run is about
+    all_grids: list[str] = field(default_factory=list)  # every grid of the input, in order
     keys: dict = field(default_factory=dict)
     in_final: set = field(default_factory=set)
+    keep: set = field(default_factory=set)  # unselected grids already in the output: kept
     parts: dict = field(default_factory=dict)  # grid -> part path (done, not yet assembled)
     pending: set = field(default_factory=set)
     lock: object = None
@@ -720,22 +723,23 @@ def _plan(job, solve, molecule, selected, force, results_only, max_points, repor
         if not job.source.is_file():
             raise InputError(f"{job.source}: no such file")
         if job.kind == "pqr":
-            names = [job.source.stem]
+            names = all_names = [job.source.stem]
             checked = {job.source.stem: None}
         else:
-            names, checked = _hdf5_grids(job.source, selected, max_points)
+            names, all_names, checked = _hdf5_grids(job.source, selected, max_points)
     except InputError as exc:
         log.error("%s", exc)
         report.statuses.append(GridStatus(src, "*", "failed", str(exc)))
         return []
     extra = {"results_only": results_only}
     mol = molecule if job.kind == "pqr" else None
-    job.grids = names
+    job.grids, job.all_grids = names, all_names
     job.keys = {n: input_key(job.source, n, solve, mol, extra) for n in names}
     if force:
         shutil.rmtree(job.parts_dir, ignore_errors=True)
-    else:
-        _find_done(job)
+    _find_done(job)
+    if force:
+        job.in_final.clear()
     tasks = []
     for name in names:
         if checked.get(name):
@@ -765,13 +769,14 @@ def _plan(job, solve, molecule, selected, force, results_only, max_points, repor
 
 
 def _hdf5_grids(path, selected, max_points):
-    """Grid names of an HDF5 input and, per grid, its metadata error (None when valid)."""
+    """Selected and all grid names of an HDF5 input, and per selected grid its metadata error."""
     from .io.hdf5 import GRIDS, inspect_grid, list_grids, open_hdf5
 
     with open_hdf5(path) as f:
         names = list_grids(f)
         if not names:
             raise InputError(f"{path}: /grids holds no grid")
+        all_names = names
         if selected is not None:
             missing = [n for n in selected if n not in names]
             if missing:
@@ -785,7 +790,7 @@ def _hdf5_grids(path, selected, max_points):
                 checked[name] = str(exc)
             else:
                 checked[name] = None
-    return names, checked
+    return names, all_names, checked
 
 
 def _stored_key(group):
@@ -809,10 +814,14 @@ def _find_done(job):
         try:
             with h5py.File(job.output, "r", locking=_LOCKING) as f:
                 grids = f.get(GRIDS)
-                for name in job.grids:
-                    if grids is not None and name in grids:
-                        if _stored_key(grids[name]) == job.keys[name]:
-                            job.in_final.add(name)
+                selected = set(job.grids)
+                for name in job.all_grids:
+                    if grids is None or name not in grids:
+                        continue
+                    if name not in selected:
+                        job.keep.add(name)  # not asked for this time: left as it is
+                    elif _stored_key(grids[name]) == job.keys[name]:
+                        job.in_final.add(name)
         except (OSError, KeyError) as exc:
             log.warning("%s exists but is not readable (%s); it will be replaced", job.output, exc)
     if job.parts_dir.is_dir():
@@ -928,7 +937,7 @@ def _assemble(job, results_only):
 
     with contextlib.ExitStack() as stack:
         old = None
-        if job.in_final:
+        if job.in_final or job.keep:
             old = stack.enter_context(h5py.File(job.output, "r", locking=_LOCKING))
         source = None
         if job.kind == "hdf5" and not results_only:
@@ -936,8 +945,8 @@ def _assemble(job, results_only):
         tmp = stack.enter_context(atomic_path(job.output))
         out = stack.enter_context(create_file(tmp))
         dst = out[GRIDS]
-        for name in job.grids:
-            if name in job.in_final:
+        for name in job.all_grids:
+            if name in job.in_final or name in job.keep:
                 old.copy(old[GRIDS][name], dst, name=name)
             elif name in job.parts:
                 with h5py.File(job.parts[name], "r", locking=_LOCKING) as part:

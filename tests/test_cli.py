@@ -108,6 +108,16 @@ def test_grid_selection(tmp_path):
     res = run("solve", tmp_path / "in.h5", "-o", tmp_path / "o.h5", "--grid", "g2", *FAST)
     assert res.exit_code == 0
     assert hdf5.list_grids(tmp_path / "o.h5") == ["g2"]
+    res = run("solve", tmp_path / "in.h5", "-o", tmp_path / "o.h5", "--grid", "g0", *FAST)
+    assert res.exit_code == 0 and "1 solved" in res.stderr
+    assert hdf5.list_grids(tmp_path / "o.h5") == ["g0", "g2"]  # g2 kept
+    _, _, before = hdf5.read_result(tmp_path / "o.h5", "g2")
+    res = run("solve", tmp_path / "in.h5", "-o", tmp_path / "o.h5", "--grid", "g1", "--grid",
+              "g2", "--force", *FAST)  # fmt: skip
+    assert res.exit_code == 0 and "2 solved" in res.stderr
+    assert hdf5.list_grids(tmp_path / "o.h5") == ["g0", "g1", "g2"]
+    _, _, after = hdf5.read_result(tmp_path / "o.h5", "g2")
+    assert after["seconds"] != before["seconds"]  # solved again
 
 
 def test_info_text_and_json(solved):
