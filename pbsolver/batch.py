@@ -655,7 +655,7 @@ def run_batch(
                 _finish(job, report, results_only)
         if tasks:
             stack.enter_context(executor)
-            log.info("solving %d grid(s) %s", len(tasks), executor.describe())
+            log.info("solving %d grid(s): %s", len(tasks), executor.describe())
             bar = _progress_bar(len(tasks), progress)
             stack.callback(bar.close)
             if not bar.disable:
