@@ -2,8 +2,9 @@
 
 The notebooks are committed with the outputs of a full run, so a reader sees the pictures
 without running anything; here they are re-executed in memory (nothing is written back) through
-nbclient, the engine nbmake uses. ``pytest --nbmake notebooks/`` runs them the same way, at full
-size unless PBSOLVER_QUICK=1 is set.
+nbclient, the engine nbmake uses, with the notebook folder as working directory.
+``pytest --nbmake notebooks/`` runs them the same way, at full size unless PBSOLVER_QUICK=1 is
+set.
 """
 
 from __future__ import annotations
@@ -44,11 +45,19 @@ def kernel_name(tmp_path_factory):
 
 
 def _kernel_env():
-    """Environment of the notebook kernels: quick grids, and this checkout's pbsolver first."""
+    """Environment of the notebook kernels: quick grids, and the pbsolver these tests import.
+
+    The kernels import pbsolver from the same place as this process (the installed package
+    under CI, the checkout in a development tree), so they share numba's on-disk cache of
+    compiled kernels with the rest of the suite instead of compiling everything again.
+    """
+    import pbsolver
+
     env = dict(os.environ)
     env["PBSOLVER_QUICK"] = "1"
+    here = str(Path(pbsolver.__file__).resolve().parents[1])
     pythonpath = env.get("PYTHONPATH")
-    env["PYTHONPATH"] = str(ROOT) + (os.pathsep + pythonpath if pythonpath else "")
+    env["PYTHONPATH"] = here + (os.pathsep + pythonpath if pythonpath else "")
     return env
 
 
