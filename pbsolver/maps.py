@@ -148,7 +148,15 @@ def grid_for_box(box, spacing=0.5, origin=(0.0, 0.0, 0.0), *, even=True):
 
 # ---------------------------------------------------------------------- geometry
 def face_fractions(
-    atoms, grid, surface="mol", probe_radius=1.4, *, box=None, ses_step=None, nbisect=14
+    atoms,
+    grid,
+    surface="mol",
+    probe_radius=1.4,
+    *,
+    box=None,
+    ses_step=None,
+    nbisect=14,
+    backend="cpu",
 ):
     """Fraction of each grid edge inside the solute: ``(fx, fy, fz)``, float64 in [0, 1].
 
@@ -168,9 +176,12 @@ def face_fractions(
         Sampling interval of the SES reentrant zone, Å. Default min(h/2, 0.25).
     nbisect : int
         Bisection steps locating each change of side in the reentrant zone.
+    backend : {"cpu", "cuda"}
+        Where the per-line kernels run (see :func:`map_backend`); results are NumPy arrays.
     """
     from .backends import cpu_maps as K
 
+    backend = map_backend(backend)
     surface = _surface(surface)
     probe = float(probe_radius)
     if surface != "vdw" and not (math.isfinite(probe) and probe > 0):
@@ -185,9 +196,9 @@ def face_fractions(
         for axis in range(3):
             a1, a2 = [a for a in range(3) if a != axis]
             bins = _plane_bins(pos, rad, axis, axes[a1], axes[a2])
-            K.sphere_union_lines(
-                out[axis], axis, axes[a1], axes[a2], grid.origin[axis], grid.spacing[axis],
-                grid.shape[axis], pos, rad, *bins,
+            _union_lines(
+                backend, out[axis], axis, axes[a1], axes[a2], grid.origin[axis],
+                grid.spacing[axis], grid.shape[axis], pos, rad, bins,
             )  # fmt: skip
     else:
         acc = rad + probe
@@ -203,6 +214,15 @@ def face_fractions(
                 raise InputError(f"ses_step must be > 0 Å, got {ses_step}")
             bins = _plane_bins(pos, acc, axis, axes[a1], axes[a2])
             ebins = _plane_bins(pos, acc + probe, axis, axes[a1], axes[a2], subset=exp_idx)
+            if backend == "cuda":
+                from .backends import cuda_maps as C
+
+                out[axis] += C.ses_lines(
+                    grid.shape, axis, axes[a1], axes[a2], grid.origin[axis], h,
+                    grid.shape[axis], pos, rad, acc, probe, step, int(nbisect), bins, ebins,
+                    features, (nb_start, nb_index),
+                ).copy_to_host()  # fmt: skip
+                continue
             K.ses_lines(
                 out[axis], axis, axes[a1], axes[a2], grid.origin[axis], h, grid.shape[axis],
                 pos, rad, acc, probe, step, int(nbisect), *bins, *ebins,
@@ -283,15 +303,14 @@ def epsilon_faces(
     return faces_from_fractions(fr, eps_in, eps_out)
 
 
-def ion_accessibility(atoms, grid, ion_radius=2.0, *, subsamples=4, box=None):
+def ion_accessibility(atoms, grid, ion_radius=2.0, *, subsamples=4, box=None, backend="cpu"):
     """Ion-accessible fraction of each node's cell (the box of side h around the node).
 
     A point is accessible when it is farther than R_i + ``ion_radius`` from every atom centre
     (APBS' inflated-vdW ion exclusion; zero-radius atoms exclude a sphere of ``ion_radius``).
     The fraction is exact along z and sampled at ``subsamples``² lines across each cell.
     """
-    from .backends import cpu_maps as K
-
+    backend = map_backend(backend)
     ion_radius = float(ion_radius)
     if not (math.isfinite(ion_radius) and ion_radius >= 0):
         raise InputError(f"ion_radius must be >= 0 Å, got {ion_radius}")
@@ -309,9 +328,10 @@ def ion_accessibility(atoms, grid, ion_radius=2.0, *, subsamples=4, box=None):
             us = x + ((a + 0.5) / s - 0.5) * hx
             vs = y + ((b + 0.5) / s - 0.5) * hy
             bins = _plane_bins(pos, rad, 2, us, vs)
-            K.sphere_union_lines(
-                covered, 2, us, vs, grid.origin[2] - 0.5 * hz, hz, grid.shape[2], pos, rad, *bins
-            )
+            _union_lines(
+                backend, covered, 2, us, vs, grid.origin[2] - 0.5 * hz, hz, grid.shape[2], pos,
+                rad, bins,
+            )  # fmt: skip
     covered /= s * s
     return np.clip(1.0 - covered, 0.0, 1.0)
 
@@ -326,16 +346,19 @@ def kappa2_map(
     *,
     subsamples=4,
     box=None,
+    backend="cpu",
 ):
     """κ̄² = ε_out κ² × (ion-accessible fraction of the node's cell), Å⁻²; None without salt."""
     kappa = kappa_from_ionic_strength(ionic_strength, eps_out, temperature)
     if kappa == 0.0:
         return None
-    frac = ion_accessibility(atoms, grid, ion_radius, subsamples=subsamples, box=box)
+    frac = ion_accessibility(
+        atoms, grid, ion_radius, subsamples=subsamples, box=box, backend=backend
+    )
     return eps_out * kappa * kappa * frac
 
 
-def coulomb_potential(atoms, grid, eps_cavity=2.0, *, box=None):
+def coulomb_potential(atoms, grid, eps_cavity=2.0, *, box=None, backend="cpu"):
     """φ_c = Σ_i k q_i / (ε_c |r − r_i|) at every node by exact direct sum (kJ mol⁻¹ e⁻¹).
 
     A node exactly on a charged atom gets ±inf (allowed by :class:`~pbsolver.Problem` where
@@ -349,6 +372,7 @@ def coulomb_potential(atoms, grid, eps_cavity=2.0, *, box=None):
     """
     from .backends import cpu_maps as K
 
+    backend = map_backend(backend)
     eps_cavity = _positive(eps_cavity, "eps_cavity")
     keep = atoms.charges != 0
     pos = np.ascontiguousarray(atoms.positions[keep])
@@ -359,17 +383,24 @@ def coulomb_potential(atoms, grid, eps_cavity=2.0, *, box=None):
     if q.size == 0:
         out[...] = 0.0
         return out
-    with np.errstate(divide="ignore", invalid="ignore"):
-        K.coulomb_sum(
-            out,
-            np.asarray(grid.origin),
-            np.asarray(grid.spacing),
-            pos,
-            q,
-            COULOMB_KJ / eps_cavity,
-            periodic,
-            boxa,
-        )
+    if backend == "cuda":
+        from .backends import cuda_maps as C
+
+        out = C.coulomb_sum(
+            grid.shape, grid.origin, grid.spacing, pos, q, COULOMB_KJ / eps_cavity, periodic, boxa
+        ).copy_to_host()
+    else:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            K.coulomb_sum(
+                out,
+                np.asarray(grid.origin),
+                np.asarray(grid.spacing),
+                pos,
+                q,
+                COULOMB_KJ / eps_cavity,
+                periodic,
+                boxa,
+            )
     if np.isnan(out).any():
         idx = tuple(int(v) for v in np.argwhere(np.isnan(out))[0])
         raise InputError(
@@ -388,6 +419,7 @@ def boundary_values(
     kind="mdh",
     eps_cavity=None,
     ion_radius=0.0,
+    backend="cpu",
 ):
     """Dirichlet values of φ_rf on the grid's outer layer (inner nodes zero).
 
@@ -421,7 +453,14 @@ def boundary_values(
         rmax = float((np.linalg.norm(atoms.positions - c, axis=1) + atoms.radii).max())
         pos, q = c[None, :], np.array([atoms.total_charge])
         a = np.array([rmax + float(ion_radius)])
-    vals = K.debye_huckel_points(
+    backend = map_backend(backend)
+    if backend == "cuda":
+        from .backends import cuda_maps as C
+
+        kernel = C.debye_huckel_points
+    else:
+        kernel = K.debye_huckel_points
+    vals = kernel(
         np.ascontiguousarray(points),
         np.ascontiguousarray(pos),
         np.ascontiguousarray(q, dtype=float),
@@ -472,6 +511,7 @@ def build_problem(
     center=None,
     ses_step=None,
     kappa_subsamples=4,
+    maps_backend="cpu",
 ):
     """Grid and every map for ``atoms``; returns a :class:`~pbsolver.Problem` (ε_c = ε_in).
 
@@ -502,7 +542,8 @@ def build_problem(
         ghi = glo + np.asarray(grid.lengths)
         if np.any(lo <= glo) or np.any(hi >= ghi):
             raise InputError("some atoms lie on or outside the grid's outer layer")
-    fr = face_fractions(atoms, grid, surface, probe_radius, box=box, ses_step=ses_step)
+    be = map_backend(maps_backend)
+    fr = face_fractions(atoms, grid, surface, probe_radius, box=box, ses_step=ses_step, backend=be)
     faces = faces_from_fractions(fr, eps_in, eps_out)
     kappa2 = kappa2_map(
         atoms,
@@ -513,8 +554,9 @@ def build_problem(
         temperature,
         subsamples=kappa_subsamples,
         box=box,
+        backend=be,
     )
-    phi_c = coulomb_potential(atoms, grid, eps_in, box=box)
+    phi_c = coulomb_potential(atoms, grid, eps_in, box=box, backend=be)
     bvals = None
     if boundary == "dirichlet":
         bvals = boundary_values(
@@ -526,6 +568,7 @@ def build_problem(
             temperature,
             kind=boundary_kind,
             ion_radius=ion_radius,
+            backend=be,
         )
     _check_charges_on_nodes(atoms, grid, phi_c, faces, kappa2, eps_in)
     return Problem(
@@ -565,6 +608,48 @@ def _check_charges_on_nodes(atoms, grid, phi_c, faces, kappa2, eps_in):
 
 
 # ---------------------------------------------------------------------- small helpers
+MAP_BACKENDS = ("cpu", "cuda")
+
+
+def map_backend(backend) -> str:
+    """Resolve where map kernels run: "cpu" (numba) or "cuda" (numba-cuda twins).
+
+    ``"auto"`` means "cpu" for now: the CUDA map kernels are checked against the CPU ones
+    under the simulator but not yet measured on a GPU. ``"cuda"`` needs numba-cuda and a
+    device (or ``NUMBA_ENABLE_CUDASIM=1``).
+    """
+    if backend == "auto":
+        return "cpu"
+    if backend not in MAP_BACKENDS:
+        raise InputError(f"map backend must be one of {MAP_BACKENDS} or 'auto', got {backend!r}")
+    if backend == "cuda":
+        try:
+            from numba import cuda
+        except ImportError as exc:
+            from .exceptions import BackendUnavailableError
+
+            raise BackendUnavailableError("CUDA map kernels need numba-cuda") from exc
+        if not cuda.is_available():
+            from .exceptions import BackendUnavailableError
+
+            raise BackendUnavailableError("CUDA map kernels need a usable CUDA device")
+    return backend
+
+
+def _union_lines(backend, out, axis, us, vs, t0, h, nbins, pos, rad, bins):
+    """Add the sphere-union coverage of the lines to ``out`` on the chosen backend."""
+    if backend == "cuda":
+        from .backends import cuda_maps as C
+
+        out += C.sphere_union_lines(
+            out.shape, axis, us, vs, t0, h, nbins, pos, rad, bins
+        ).copy_to_host()
+        return
+    from .backends import cpu_maps as K
+
+    K.sphere_union_lines(out, axis, us, vs, t0, h, nbins, pos, rad, *bins)
+
+
 def _plane_bins(pos, reach, axis, us, vs, subset=None):
     """2D bins of the atoms (or of ``subset``, global indices kept) across ``axis``."""
     from .backends.cpu_maps import plane_bins

@@ -243,7 +243,7 @@ class Problem:
             or "zero"); periodic needs ``box=(Lx, Ly, Lz)``.
         **options
             ``ion_radius`` (2.0 Å), ``temperature``, ``boundary_kind``, ``box``, ``grid``,
-            ``shape``, ``center``, ``ses_step``, ``kappa_subsamples``
+            ``shape``, ``center``, ``ses_step``, ``kappa_subsamples``, ``maps_backend``
             (see :func:`pbsolver.maps.build_problem`).
         """
         from .maps import build_problem
