@@ -1,0 +1,243 @@
+"""MD-pipeline benchmark: frames per second of the reaction-field calculator, and batched solves.
+
+Part 1, frames per second for a ~1,000-atom solute on a 65³ grid, every frame doing maps + solve +
+energy + forces (``ReactionFieldCalculator``): cold starts, warm starts, and warm starts with the
+frames solved in batches (``compute_batch``). The solute is colipase chain A (1,252 atoms,
+``data/1lpb_chainA.pqr``) moving slowly: a rigid drift of 0.01 Å a frame plus a smooth per-atom
+wiggle of ±0.02 Å.
+
+Part 2, solves per second for batches of independent 65³ and 97³ problems (the protein's maps at
+several positions): one by one (multigrid and SOR) against ``pb.solve_batch`` stacked (SOR,
+one launch per colour for the whole batch) and, on the GPU, one CUDA stream per worker.
+
+Prints a table and writes JSON: wall time and process CPU time (all threads; steadier than
+wall time on a shared machine) per frame or solve. Timings are ratios inside one run; absolute
+GPU numbers count only from a GPU run (device and versions are recorded).
+
+    python benchmarks/md_pipeline.py --backend cpu --json benchmarks/md_pipeline_cpu.json
+    python benchmarks/md_pipeline.py --backend cuda --frames 64 --batch 16 \
+        --json benchmarks/md_pipeline_h200.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import pbsolver as pb  # noqa: E402
+from pbsolver import maps  # noqa: E402
+
+
+def frames_of(atoms, count, drift=0.01, wiggle=0.02, seed=0):
+    rng = np.random.default_rng(seed)
+    direction = rng.normal(size=3)
+    direction /= np.linalg.norm(direction)
+    phase = rng.uniform(0, 2 * np.pi, size=atoms.positions.shape)
+    return [
+        atoms.positions + k * drift * direction + wiggle * np.sin(0.3 * k + phase)
+        for k in range(count)
+    ]
+
+
+def device_info(backend):
+    info = {
+        "backend": backend,
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "pbsolver": pb.__version__,
+        "cpu": platform.processor() or platform.machine(),
+        "cpu_count": os.cpu_count(),
+    }
+    import numba
+
+    info["numba"] = numba.__version__
+    if backend == "cuda":
+        import cupy as cp
+
+        props = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)
+        info["gpu"] = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
+        info["cupy"] = cp.__version__
+        try:
+            import numba_cuda
+
+            info["numba_cuda"] = numba_cuda.__version__
+        except Exception:  # version attribute missing in some releases
+            pass
+    return info
+
+
+# ---------------------------------------------------------------------- part 1
+def pipeline(atoms, args):
+    frames = frames_of(atoms, args.frames)
+    common = {
+        "spacing": args.spacing,
+        "shape": (65, 65, 65),
+        "margin": 4.0,
+        "surface": args.surface,
+        "backend": args.backend,
+        "method": args.method,
+        "rtol": args.rtol,
+    }
+    rows = []
+
+    def run(label, warm, batch=None, mode="auto", method=None):
+        opts = dict(common)
+        if method is not None:
+            opts["method"] = method
+        calc = pb.ReactionFieldCalculator(atoms, warm_start=warm, **opts)
+        calc.compute(frames[0])  # places the grid, compiles, captures graphs
+        if warm:
+            calc.compute(frames[0])
+        todo = frames[1:]
+        cpu0 = time.process_time()
+        start = time.perf_counter()
+        results = []
+        if batch is None:
+            results = [calc.compute(f) for f in todo]
+        else:
+            for i in range(0, len(todo), batch):
+                results += calc.compute_batch(todo[i : i + batch], mode=mode)
+        wall = time.perf_counter() - start
+        cpu = time.process_time() - cpu0
+        n = len(results)
+        row = {
+            "case": label,
+            "method": opts["method"],
+            "frames": n,
+            "frames_per_s": n / wall,
+            "ms_per_frame": 1e3 * wall / n,
+            "cpu_ms_per_frame": 1e3 * cpu / n,
+            "iterations": float(np.mean([r.iterations for r in results])),
+            "maps_ms": 1e3 * float(np.mean([r.timings["maps"] for r in results])),
+            "solve_ms": 1e3 * float(np.mean([r.timings["solve"] for r in results])),
+            "evaluate_ms": 1e3 * float(np.mean([r.timings["evaluate"] for r in results])),
+            "converged": all(r.converged for r in results),
+            "energy_first": results[0].energy,
+        }
+        rows.append(row)
+        print(
+            f"  {label:<34} {row['frames_per_s']:8.3f} frames/s  {row['ms_per_frame']:9.1f} ms"
+            f"  (cpu {row['cpu_ms_per_frame']:9.1f} ms)  it {row['iterations']:6.1f}"
+            f"  maps {row['maps_ms']:8.1f}  solve {row['solve_ms']:8.1f}"
+            f"  eval {row['evaluate_ms']:6.1f} ms",
+            flush=True,
+        )
+        return row
+
+    print(f"Part 1: {len(atoms)} atoms, 65³ grid at {args.spacing} Å, surface {args.surface}, "
+          f"method {args.method}, {args.frames - 1} timed frames")  # fmt: skip
+    run("cold, one by one", warm=False)
+    run("warm, one by one", warm=True)
+    run(f"warm, batches of {args.batch} (auto)", warm=True, batch=args.batch)
+    run("cold, one by one, SOR", warm=False, method="sor")
+    run("warm, one by one, SOR", warm=True, method="sor")
+    run(f"warm, batches of {args.batch}, SOR stacked", warm=True, batch=args.batch,
+        mode="stacked", method="sor")  # fmt: skip
+    return rows
+
+
+# ---------------------------------------------------------------------- part 2
+def throughput(atoms, args):
+    rows = []
+    for n in args.sizes:
+        spacing = (41.0 + 2 * 4.0) / (n - 1)  # the protein with a 4 Å margin fills the grid
+        grid = maps.grid_for_atoms(atoms, spacing, shape=(n, n, n))
+        problems = []
+        for f in frames_of(atoms, args.batch, drift=0.05, wiggle=0.05, seed=1):
+            moved = pb.Atoms(f, atoms.charges, atoms.radii)
+            problems.append(pb.Problem.from_atoms(moved, grid=grid, surface="vdw"))
+        if args.backend == "cuda":  # the maps on the device: solutions stay there too
+            from pbsolver.calculator import _on_device
+
+            problems = [_on_device(p) for p in problems]
+        print(f"Part 2: batches of {len(problems)} problems of {n}³ (spacing {spacing:.3f} Å)")
+
+        opts = {"backend": args.backend, "rtol": args.rtol}
+        cases = [(f"one by one, {m}", _one_by_one(m, opts)) for m in ("multigrid", "sor")] + [
+            ("solve_batch stacked, sor", _batched("stacked", "sor", opts))
+        ]
+        if args.backend == "cuda":
+            cases += [(f"solve_batch streams, {m}", _batched("streams", m, opts))
+                      for m in ("multigrid", "sor")]  # fmt: skip
+        for label, fn in cases:
+            rows.append(_timed(label, fn, problems, n))
+    return rows
+
+
+def _one_by_one(method, opts):
+    return lambda ps: [pb.solve(p, method=method, **opts) for p in ps]
+
+
+def _batched(mode, method, opts):
+    return lambda ps: pb.solve_batch(ps, mode=mode, method=method, **opts)
+
+
+def _timed(label, fn, problems, n):
+    fn(problems[:2])  # compile / capture at this size
+    cpu0 = time.process_time()
+    start = time.perf_counter()
+    results = fn(problems)
+    wall = time.perf_counter() - start
+    cpu = time.process_time() - cpu0
+    row = {
+        "case": label,
+        "n": n,
+        "batch": len(problems),
+        "solves_per_s": len(problems) / wall,
+        "ms_per_solve": 1e3 * wall / len(problems),
+        "cpu_ms_per_solve": 1e3 * cpu / len(problems),
+        "iterations": float(np.mean([r.iterations for r in results])),
+        "converged": all(r.converged for r in results),
+    }
+    print(
+        f"  {label:<34} {row['solves_per_s']:8.3f} solves/s  {row['ms_per_solve']:9.1f} ms"
+        f"  (cpu {row['cpu_ms_per_solve']:9.1f} ms)  it {row['iterations']:6.1f}",
+        flush=True,
+    )
+    return row
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--backend", default="auto", choices=("auto", "cpu", "cuda"))
+    ap.add_argument("--frames", type=int, default=9, help="frames per case (first untimed)")
+    ap.add_argument("--batch", type=int, default=4, help="frames / problems per batch")
+    ap.add_argument("--sizes", type=int, nargs="+", default=[65, 97])
+    ap.add_argument("--spacing", type=float, default=0.8, help="65³ grid spacing, Å")
+    ap.add_argument("--surface", default="mol", choices=("mol", "smol", "vdw"))
+    ap.add_argument("--method", default="multigrid")
+    ap.add_argument("--rtol", type=float, default=1e-6)
+    ap.add_argument("--skip-pipeline", action="store_true")
+    ap.add_argument("--skip-throughput", action="store_true")
+    ap.add_argument("--json", type=Path, default=None)
+    args = ap.parse_args(argv)
+    if args.backend == "auto":
+        from pbsolver.backends import cuda_available
+
+        args.backend = "cuda" if cuda_available() else "cpu"
+    atoms = pb.read_pqr(pb.data.path("1lpb_chainA.pqr"))
+    out = {
+        "command": " ".join(["python", "benchmarks/md_pipeline.py", *sys.argv[1:]]),
+        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "device": device_info(args.backend),
+        "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+        "pipeline": [] if args.skip_pipeline else pipeline(atoms, args),
+        "throughput": [] if args.skip_throughput else throughput(atoms, args),
+    }
+    if args.json is not None:
+        args.json.write_text(json.dumps(out, indent=2) + "\n")
+        print(f"wrote {args.json}")
+    return out
+
+
+if __name__ == "__main__":
+    main()
