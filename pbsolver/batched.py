@@ -64,7 +64,8 @@ def solve_batch(
     mode : {"auto", "loop", "stacked", "streams"}
         See the module docstring. ``"auto"``: on the CPU ``"loop"``; on CUDA ``"stacked"`` for
         groups of two or more stackable problems when the method is SOR or Jacobi, else
-        ``"streams"``. ``"stacked"`` stacks what can be stacked and loops over the rest.
+        ``"streams"``. ``"stacked"`` stacks what can be stacked and loops over the rest;
+        ``"streams"`` on the CPU is the loop run through one worker.
     max_stack : int, optional
         Most problems in one stack (memory: about 40 bytes a node per stacked problem in
         float32 with refinement). Default: all of a group.
@@ -155,9 +156,9 @@ def solve_batch(
                     results[i] = res
         rest.sort()
     if rest:
-        if mode == "streams" and backend.name == "cuda":
-            solved = _solve_streams(solver, [problems[i] for i in rest], [x0[i] for i in rest],
-                                    streams)  # fmt: skip
+        if mode == "streams":
+            solved = _solve_streams(solver, backend, [problems[i] for i in rest],
+                                    [x0[i] for i in rest], streams)  # fmt: skip
         else:
             solved = [solver.solve(problems[i], x0=x0[i]) for i in rest]
         for i, res in zip(rest, solved, strict=True):
@@ -444,12 +445,19 @@ def _stream_backends(count: int):
     return _STREAM_BACKENDS[:count]
 
 
-def _solve_streams(solver: Solver, problems, x0, streams) -> list[SolveResult]:
-    """Problems shared round-robin among worker threads, one CUDA backend (stream) each."""
-    count = min(len(problems), streams or DEFAULT_STREAMS)
-    if not isinstance(count, int) or count < 1:
+def _solve_streams(solver: Solver, backend, problems, x0, streams) -> list[SolveResult]:
+    """Problems shared round-robin among worker threads, one CUDA backend (stream) each.
+
+    On another backend there is one worker (numba's CPU kernels are not run from several
+    threads at once), so this is the loop.
+    """
+    if streams is not None and (not isinstance(streams, int) or streams < 1):
         raise InputError(f"streams must be a positive integer, got {streams!r}")
-    backends = _stream_backends(count)
+    if backend.name == "cuda":
+        count = min(len(problems), streams or DEFAULT_STREAMS)
+        backends = _stream_backends(count)
+    else:
+        count, backends = 1, [backend]
     solvers = []
     for be in backends:
         s = _replace_solver(solver, solver.method)

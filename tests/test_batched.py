@@ -112,6 +112,17 @@ def test_auto_on_cpu_is_the_loop(rng):
         np.testing.assert_array_equal(r.phi_rf, one.phi_rf)
 
 
+def test_streams_mode_on_cpu_is_the_loop(rng):
+    problems = _problems(rng, (9, 10, 9), 3)
+    res = pb.solve_batch(problems, mode="streams", backend="cpu", method="multigrid", rtol=1e-8)
+    for p, r in zip(problems, res, strict=True):
+        one = pb.solve(p, backend="cpu", method="multigrid", rtol=1e-8)
+        assert r.extra["batch"] == "streams" and r.extra["streams"] == 1
+        np.testing.assert_array_equal(r.phi_rf, one.phi_rf)
+    with pytest.raises(pb.InputError, match="streams"):
+        pb.solve_batch(problems, mode="streams", backend="cpu", streams=0)
+
+
 def test_bad_input(rng):
     problems = _problems(rng, (9, 9, 9), 2)
     with pytest.raises(pb.InputError, match="non-empty"):
