@@ -2,9 +2,15 @@
 
 :class:`ReactionFieldCalculator` is built once for a solute and then called every few MD steps
 with new coordinates. Between calls it keeps what does not change: the grid (while the solute
-stays inside it), the :class:`~pbsolver.Solver` and its backend (on CUDA: the backend's stream,
-its device buffers pool and its captured graphs), the map options, and the previous frame's
-reaction field, which is the initial guess of the next solve (a warm start).
+stays inside it), the :class:`~pbsolver.Solver` and its backend, the map options, and the previous
+frame's reaction field, which is the initial guess of the next solve (a warm start); on CUDA the
+warm start, the solution and the values at the atoms stay on the device.
+
+On CUDA the backend instance (its stream, CuPy's memory pool and its cache of captured graphs,
+keyed by buffer addresses, shapes and scalars) lives as long as the process. Each frame's maps and
+stencil are new arrays of the same sizes; the pool usually hands back the same addresses, and the
+graphs recorded for them are then replayed instead of captured again. The maps themselves
+(surface, φ_c, boundary values) are computed on the CPU and copied to the device every frame.
 
 Grid placement
 --------------
