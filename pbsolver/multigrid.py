@@ -65,6 +65,9 @@ from .solver import METHODS, require_even_periodic
 #: Cycle shapes: the number of coarse-grid visits per level (F: one F-cycle then one V-cycle).
 CYCLES = {"V": 1, "W": 2, "F": 2}
 
+#: Largest coarsest grid (nodes) solved with a dense inverse.
+DENSE_MAX_NODES = 4096
+
 #: Axes whose spacing exceeds this multiple of the finest spacing wait (semi-coarsening).
 ANISOTROPY_LIMIT = math.sqrt(2.0) * (1 + 1e-9)
 
@@ -151,8 +154,13 @@ def identity_axis(n: int, periodic: bool) -> AxisCoarsening:
     return AxisCoarsening(n, np.arange(n), periodic)
 
 
-def plan_coarsening(shape, spacing, periodic: bool, max_levels: int | None = None):
+def plan_coarsening(
+    shape, spacing, periodic: bool, max_levels: int | None = None, coarsest_nodes: int = 0
+):
     """The per-level, per-axis coarsenings from ``shape`` down to the coarsest level.
+
+    Coarsening stops when no axis can shrink, after ``max_levels`` levels, or once a level has
+    at most ``coarsest_nodes`` nodes.
 
     Returns
     -------
@@ -163,6 +171,8 @@ def plan_coarsening(shape, spacing, periodic: bool, max_levels: int | None = Non
     plans = []
     shape, spacing = tuple(shape), tuple(float(h) for h in spacing)
     while max_levels is None or len(plans) + 1 < max_levels:
+        if math.prod(shape) <= coarsest_nodes:
+            break
         options = [coarsen_axis(n, periodic) for n in shape]
         if not any(options):
             break
@@ -259,6 +269,49 @@ def _diagonal(cx, cy, cz, kappa2, periodic, xp):
     return d
 
 
+def dense_inverse(cx, cy, cz, kappa2, periodic, singular):
+    """The coarsest operator's inverse as a dense (N, N) NumPy matrix over all N nodes.
+
+    Rows and columns of fixed (Dirichlet) nodes are zero, so ``x = M b`` leaves them at zero;
+    a singular (periodic, salt-free) operator gets its pseudo-inverse, whose solution has zero
+    mean. Float64, from float64 coefficients.
+    """
+    cx, cy, cz = (np.asarray(_host(c), dtype=np.float64) for c in (cx, cy, cz))
+    shape = cx.shape
+    n = math.prod(shape)
+    index = np.arange(n).reshape(shape)
+    A = np.zeros((n, n))
+    for axis, c in enumerate((cx, cy, cz)):
+        nxt = np.roll(index, -1, axis=axis)
+        keep = np.ones(shape, dtype=bool)
+        if not periodic:  # the last layer's faces wrap: not part of a Dirichlet stencil
+            sl = [slice(None)] * 3
+            sl[axis] = -1
+            keep[tuple(sl)] = False
+        s, t, w = index[keep], nxt[keep], c[keep]
+        np.add.at(A, (s, s), w)
+        np.add.at(A, (t, t), w)
+        np.add.at(A, (s, t), -w)
+        np.add.at(A, (t, s), -w)
+    if kappa2 is not None:
+        A[np.diag_indices(n)] += np.asarray(_host(kappa2), dtype=np.float64).ravel()
+    unknowns = np.zeros(shape, dtype=bool)
+    if periodic:
+        unknowns[...] = True
+    else:
+        unknowns[1:-1, 1:-1, 1:-1] = True
+    u = unknowns.ravel()
+    Au = A[np.ix_(u, u)]
+    M = np.zeros((n, n))
+    if u.any():
+        M[np.ix_(u, u)] = np.linalg.pinv(Au, hermitian=True) if singular else np.linalg.inv(Au)
+    return M
+
+
+def _host(a):
+    return a.get() if hasattr(a, "get") and not isinstance(a, np.ndarray) else a
+
+
 # ---------------------------------------------------------------------- the hierarchy
 @dataclass
 class Level:
@@ -304,9 +357,14 @@ class Hierarchy:
     omega : float
         Smoother relaxation (1: Gauss–Seidel).
     max_levels : int, optional
-        Cap on the number of levels (default: coarsen to the smallest grid).
+        Cap on the number of levels (default: coarsen until the coarsest grid has at most
+        ``coarsest_nodes`` nodes).
+    coarsest_nodes : int
+        Stop coarsening at this many nodes; the coarsest level is then solved exactly with a
+        dense (pseudo-)inverse computed at set-up (``backend.dense_solve``).
     coarse_sweeps : int
-        Symmetric Gauss–Seidel sweeps on the coarsest level.
+        Symmetric Gauss–Seidel sweeps on the coarsest level when it is too large for the dense
+        solve (more than :data:`DENSE_MAX_NODES` nodes, only with ``max_levels``).
 
     Notes
     -----
@@ -325,7 +383,8 @@ class Hierarchy:
         postsmooth: int = 2,
         omega: float = 1.0,
         max_levels: int | None = None,
-        coarse_sweeps: int = 4,
+        coarsest_nodes: int = 512,
+        coarse_sweeps: int = 8,
     ):
         if cycle not in CYCLES:
             raise InputError(f"cycle must be one of {sorted(CYCLES)}, got {cycle!r}")
@@ -338,6 +397,10 @@ class Hierarchy:
             raise InputError(f"max_levels must be a positive integer, got {max_levels!r}")
         if not 0.0 < float(omega) < 2.0:
             raise InputError(f"omega must be in (0, 2), got {omega}")
+        if not isinstance(coarsest_nodes, int | np.integer) or coarsest_nodes < 0:
+            raise InputError(f"coarsest_nodes must be an integer >= 0, got {coarsest_nodes!r}")
+        if coarsest_nodes > DENSE_MAX_NODES:
+            raise InputError(f"coarsest_nodes must be at most {DENSE_MAX_NODES}")
         require_even_periodic(st, "multigrid")
         self.backend = backend
         self.cycle_type = cycle
@@ -345,6 +408,8 @@ class Hierarchy:
         self.omega = float(omega)
         self.coarse_sweeps = int(coarse_sweeps)
         self.dtype = st.dtype
+        self.coarsest_nodes = int(coarsest_nodes)
+        self.coarse_inverse = None
         self.levels = self._build(st, problem, max_levels)
 
     # ------------------------------------------------------------------ set-up
@@ -357,7 +422,9 @@ class Hierarchy:
         xp = array_module(st.cx)
         cx, cy, cz = (xp.asarray(c, dtype=np.float64) for c in (st.cx, st.cy, st.cz))
         k2 = None if problem.kappa2 is None else xp.asarray(problem.kappa2, dtype=np.float64)
-        plans = plan_coarsening(st.shape, problem.grid.spacing, periodic, max_levels)
+        plans = plan_coarsening(
+            st.shape, problem.grid.spacing, periodic, max_levels, self.coarsest_nodes
+        )
         levels = [Level(st, None, None, None, tuple(problem.grid.spacing))]
         for axes, spacing in plans:
             cx, cy, cz, k2 = coarse_coefficients(cx, cy, cz, k2, axes, xp)
@@ -383,6 +450,9 @@ class Hierarchy:
                 singular=st.singular,
             )
             levels.append(Level(coarse, be.zeros(shape, dtype), None, None, spacing))
+        if len(levels) > 1 and math.prod(levels[-1].stencil.shape) <= DENSE_MAX_NODES:
+            inverse = dense_inverse(cx, cy, cz, k2, periodic, st.singular)
+            self.coarse_inverse = be.asarray(inverse, dtype)
         return levels
 
     # ------------------------------------------------------------------ the cycle
@@ -403,6 +473,9 @@ class Hierarchy:
         lev = self.levels[level]
         st, x = lev.stencil, lev.x
         if level == len(self.levels) - 1:
+            if self.coarse_inverse is not None:
+                be.dense_solve(self.coarse_inverse, st.b, x)
+                return
             # symmetric Gauss–Seidel: colours R B R B … R (a palindrome)
             be.rb_sor_color(st, x, 0, 1.0)
             for _ in range(self.coarse_sweeps):
@@ -444,6 +517,8 @@ class Hierarchy:
             if i > 0:
                 arrays += [lev.stencil.cx, lev.stencil.cy, lev.stencil.cz]
             total += sum(int(np.prod(a.shape)) * a.dtype.itemsize for a in arrays if a is not None)
+        if self.coarse_inverse is not None:
+            total += int(np.prod(self.coarse_inverse.shape)) * self.coarse_inverse.dtype.itemsize
         return total
 
     def __repr__(self) -> str:
@@ -485,8 +560,10 @@ class Multigrid:
         Smoother relaxation factor (default 1: Gauss–Seidel).
     max_levels : int, optional
         Cap on the number of levels.
+    coarsest_nodes : int
+        Coarsen until a level has at most this many nodes (default 512); it is solved exactly.
     coarse_sweeps : int
-        Symmetric Gauss–Seidel sweeps on the coarsest grid.
+        Symmetric Gauss–Seidel sweeps on a coarsest grid too large for the exact solve.
 
     Notes
     -----
@@ -505,7 +582,8 @@ class Multigrid:
         postsmooth=2,
         omega=None,
         max_levels=None,
-        coarse_sweeps=4,
+        coarsest_nodes=512,
+        coarse_sweeps=8,
     ):
         cycle = self.default_cycle if cycle is None else cycle
         if cycle not in self.cycles:  # fail at construction, not at solve
@@ -518,6 +596,7 @@ class Multigrid:
             "postsmooth": postsmooth,
             "omega": 1.0 if omega is None else float(omega),
             "max_levels": max_levels,
+            "coarsest_nodes": coarsest_nodes,
             "coarse_sweeps": coarse_sweeps,
         }
         self.omega = self.options["omega"]

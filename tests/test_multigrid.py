@@ -504,7 +504,8 @@ def test_cycle_only_enqueues_kernels_and_goes_through_capture(rng):
         be.calls.clear()
         h.cycle()
         # nothing that allocates or reads a value back (a host synchronisation)
-        assert set(be.calls) == {"rb_sor_color", "residual", "restrict", "fill", "prolong_add"}
+        kernels = {"rb_sor_color", "residual", "restrict", "fill", "prolong_add", "dense_solve"}
+        assert set(be.calls) == kernels
         assert np.abs(x).max() > 0
     res = pb.Solver(method="mgcg", backend=be, dtype=np.float64).solve(p)
     assert res.converged and res.method == "mgcg"
@@ -515,6 +516,46 @@ def test_hierarchy_report(rng):
     be = get_backend("cpu")
     h = Hierarchy(be, be.stencil(p, np.float32), p)
     text = repr(h)
-    assert "levels" in text and "(33, 20, 27)" in text and "(3, 3, 3)" in text
-    assert h.shapes[0] == (33, 20, 27) and h.shapes[-1] == (3, 3, 3)
-    assert 0 < h.nbytes() < 33 * 20 * 27 * 4 * 3
+    assert "3 levels" in text and "(33, 20, 27)" in text and "(9, 6, 8)" in text
+    assert h.shapes == [(33, 20, 27), (17, 11, 14), (9, 6, 8)]
+    assert h.coarse_inverse.shape == (9 * 6 * 8,) * 2
+    inverse_bytes = (9 * 6 * 8) ** 2 * 4
+    assert inverse_bytes < h.nbytes() < 33 * 20 * 27 * 4 * 3 + inverse_bytes
+    # coarsest_nodes=0: coarsen as far as possible, down to a single unknown
+    h = Hierarchy(be, be.stencil(p, np.float32), p, coarsest_nodes=0)
+    assert h.shapes[-1] == (3, 3, 3) and h.coarse_inverse.shape == (27, 27)
+    # a single level: the "cycle" is symmetric Gauss-Seidel sweeps on the grid itself
+    h = Hierarchy(be, be.stencil(p, np.float32), p, max_levels=1)
+    assert h.shapes == [(33, 20, 27)] and h.coarse_inverse is None
+    res = pb.solve(p, method="multigrid", backend="cpu", max_levels=1, maxiter=3)
+    assert res.iterations == 3 and res.residual < res.residual_norms[0]
+
+
+@pytest.mark.parametrize(
+    "case",
+    [{}, {"salt": True}, {"boundary": "periodic"}, {"boundary": "periodic", "salt": True}],
+    ids=["dirichlet", "salt", "periodic", "periodic+salt"],
+)
+def test_coarsest_level_is_solved_exactly(rng, case):
+    shape = (16, 14, 18) if case.get("boundary") == "periodic" else (17, 14, 19)
+    p = random_problem(rng, shape=shape, **case)
+    be = get_backend("cpu")
+    h = Hierarchy(be, be.stencil(p, np.float64), p)
+    coarsest = h.levels[-1]
+    st = coarsest.stencil
+    assert 0 < np.prod(st.shape) <= 512 and h.coarse_inverse is not None
+    b = rng.normal(size=st.shape)
+    b[~op.interior_mask(st.shape, st.periodic)] = 0
+    if st.singular:
+        b -= b.mean()
+    st.b[...] = b
+    coarsest.x[...] = np.nan
+    h._visit(len(h.levels) - 1, "V")
+    assert be.residual_norm(st, coarsest.x) <= 1e-10 * np.linalg.norm(b)
+    if st.singular:
+        assert abs(coarsest.x.mean()) <= 1e-10 * np.abs(coarsest.x).max()
+    # and the sweep fallback (no dense inverse) gets close too
+    h.coarse_inverse = None
+    coarsest.x[...] = 0
+    h._visit(len(h.levels) - 1, "V")
+    assert be.residual_norm(st, coarsest.x) <= 0.3 * np.linalg.norm(b)

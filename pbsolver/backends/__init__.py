@@ -189,6 +189,17 @@ class Backend:
         """Σ x·y over all nodes, accumulated in float64 (synchronises; used by MG-CG only)."""
         raise NotImplementedError
 
+    def dense_solve(self, inverse, b, x) -> None:
+        """``x.ravel()[:] = inverse @ b.ravel()`` (multigrid's exact coarsest-level solve).
+
+        ``inverse`` is an (N, N) backend array, N = b.size ≤ a few thousand. This default
+        works for NumPy and CuPy arrays alike (``xp.dot`` with ``out=``, no allocation).
+        """
+        from .._arrays import array_module
+
+        xp = array_module(x)
+        xp.dot(inverse, b.reshape(-1), out=x.reshape(-1))
+
 
 def cuda_available() -> bool:
     """True when numba-cuda and CuPy import and a CUDA device is usable (never raises)."""
