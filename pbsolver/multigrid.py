@@ -19,10 +19,10 @@ coarse interval spans a single fine interval instead of two:
 
 * Dirichlet axis of ``n`` nodes: coarse nodes at ``0, 2, 4, …`` and always the last node
   ``n − 1`` (so the fixed outer layer is kept); when ``n − 1`` is odd the last interval is
-  one fine interval long. ``n → ⌈(n − 1)/2⌉ + 1``, down to 3 nodes (one unknown).
+  one fine interval long. ``n → ⌈(n − 1)/2⌉ + 1`` (at least 3 nodes: one unknown).
 * Periodic axis of even ``n``: coarse nodes at ``0, 2, …, n − 2``; when ``n/2`` is odd (the
   coarse red–black ordering would race across the wrap) the node ``n − 1`` is kept as well,
-  giving ``n/2 + 1`` (even) nodes with two single-interval gaps. Down to 2 nodes.
+  giving ``n/2 + 1`` (even) nodes with two single-interval gaps (at least 2 nodes).
 
 No padding is needed, every fine node is either a coarse node or the midpoint of a two-interval
 gap, and the transfers stay the simple trilinear ones. Axes with a physical spacing more than
@@ -44,8 +44,22 @@ Galerkin product ``Pᵀ A P`` (so they carry its scaling and the cycle stays sym
   Alcouffe / APBS style "harmonic along, arithmetic across" averaging;
 * κ̄² is lumped: ``κ̄²_H = Pᵀ κ̄²``.
 
-The coarsest level (3 nodes, i.e. one unknown, along each Dirichlet axis; 2 along periodic ones)
-is solved by a few symmetric Gauss–Seidel sweeps, exact for a single unknown.
+Coarsening stops at the first level with at most ``coarsest_nodes`` (512) nodes, e.g. 129³ →
+65³ → 33³ → 17³ → 9³ → 5³; that level is solved exactly by a dense inverse (pseudo-inverse for a
+singular periodic operator) computed in float64 at set-up and applied as one matrix–vector
+product (``Backend.dense_solve``). Symmetric Gauss–Seidel sweeps are the fallback when
+``max_levels`` leaves a coarsest grid too large for that.
+
+Convergence (measured, ε 2 sphere in ε 80 with off-centre charges, float64, rtol 1e-6)
+----------------------------------------------------------------------------------------
+Residual reduction a cycle, 33³ / 65³ / 129³: F(2,2) 0.25 / 0.28 / 0.29 (8 / 9 / 10 cycles),
+W(2,2) about the same, V(2,2) 0.34 / 0.41 / 0.45 (10 / 12 / 14 cycles), MG-CG with a V(2,2)
+preconditioner 0.10 / 0.13 / 0.16 (7 / 8 / 9 iterations). The V-cycle's factor creeps up with
+the number of levels because each 7-point coarse operator only approximates ``Pᵀ A P`` near
+the interface; the F- and W-cycles solve the coarse problems accurately enough to make the
+factor level-independent, and MG-CG removes the remaining slow modes. Face maps whose axes
+describe different geometries (locally anisotropic media, up to 80:1) defeat point smoothing:
+use ``"mgcg"`` there (about 15 iterations where plain cycles need 50).
 """
 
 from __future__ import annotations
