@@ -293,6 +293,24 @@ def test_converges_on_random_high_contrast_problems(rng, case, method, options, 
 
 
 @pytest.mark.parametrize(
+    ("shape", "boundary"),
+    [
+        ((3, 40, 41), "dirichlet"),
+        ((5, 5, 90), "dirichlet"),
+        ((100, 7, 9), "dirichlet"),
+        ((4, 30, 6), "periodic"),
+        ((64, 4, 10), "periodic"),
+    ],
+)
+def test_thin_and_awkward_shapes(rng, shape, boundary):
+    p = random_problem(rng, shape=shape, boundary=boundary, salt=True)
+    for method in ("multigrid", "mgcg"):
+        res = pb.solve(p, method=method, backend="cpu", dtype=np.float64)
+        assert res.converged and res.iterations <= 10
+        assert op.relative_residual(p, res.phi_rf) <= 1e-6
+
+
+@pytest.mark.parametrize(
     "spacing", [(0.4, 0.7, 0.5), (0.3, 0.3, 0.9)], ids=["aniso", "strong-aniso"]
 )
 @pytest.mark.parametrize("method", ["multigrid", "mgcg"])
