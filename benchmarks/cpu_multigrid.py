@@ -14,8 +14,10 @@ born
 pbsolver runs in float32 with float64 iterative refinement (the default); "residual" is always
 ‖b − Aφ‖₂/‖b‖₂ recomputed in float64 (``operator.relative_residual``, or on the assembled
 matrix for PyAMG/SciPy, which solve in float64). "setup" is the solver's set-up (stencil,
-hierarchy; PyAMG's hierarchy), "seconds" the whole call including it. The machine may be
-shared: the load average is printed with the table; compare rows of one run.
+hierarchy; PyAMG's hierarchy), "total" the wall time of the whole call including it, "cpu" its
+process CPU time (with ``NUMBA_NUM_THREADS=1`` a contention-free measure of the work; with more
+threads it includes OpenMP spin-waiting), "reported" the residual pbsolver itself reported. The
+machine may be shared: the load average is printed with the table; compare rows of one run.
 
     python benchmarks/cpu_multigrid.py                       # 129³, Born ion
     python benchmarks/cpu_multigrid.py --sizes 129 257 --apbs --json out.json
@@ -27,6 +29,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import tempfile
 import time
 
@@ -87,7 +90,9 @@ def warm_up():
 def run_pbsolver(label, problem, name):
     method, options = PBSOLVER_METHODS[label]
     setup = pb.solve(problem, method=method, backend="cpu", maxiter=0, **options).seconds
+    c0 = time.process_time()
     res = pb.solve(problem, method=method, backend="cpu", **options)
+    cpu = time.process_time() - c0
     return {
         "problem": name,
         "n": problem.grid.shape[0],
@@ -95,6 +100,7 @@ def run_pbsolver(label, problem, name):
         "iterations": res.iterations,
         "setup": setup,
         "seconds": res.seconds,
+        "cpu": cpu,
         "residual": op.relative_residual(problem, res.phi_rf),
         "reported": res.residual,
         "converged": res.converged,
@@ -110,6 +116,7 @@ def run_assembled(kind, problem, name):
     A = A.tocsr()
     bnorm = np.linalg.norm(b)
     t0 = time.perf_counter()
+    c0 = time.process_time()
     count = [0]
 
     def cb(_xk):
@@ -131,6 +138,7 @@ def run_assembled(kind, problem, name):
         x, _ = spla.cg(A, b, rtol=1e-6, atol=0.0, M=M, maxiter=20000, callback=cb)
         label = "SciPy CG+Jacobi (f64)"
     seconds = time.perf_counter() - t0
+    cpu = time.process_time() - c0
     res = float(np.linalg.norm(b - A @ x) / bnorm)
     phi = op.fixed_values(problem)
     phi[unknowns] = x
@@ -141,6 +149,7 @@ def run_assembled(kind, problem, name):
         "iterations": count[0],
         "setup": setup,
         "seconds": seconds,
+        "cpu": cpu,
         "residual": res,
         "converged": res <= 1.0000001e-6,
         "phi": phi,
@@ -175,6 +184,7 @@ def born_rows(n, methods, apbs):
         with tempfile.TemporaryDirectory() as tmp:
             pqr = os.path.join(tmp, "born.pqr")
             write_pqr(atoms, pqr)
+            c0 = resource.getrusage(resource.RUSAGE_CHILDREN)
             energy, seconds = apbs_solvation_energy(
                 pqr,
                 spacing=12.0 / (n - 1),
@@ -184,6 +194,8 @@ def born_rows(n, methods, apbs):
                 eps_out=78.54,
                 surface="mol",
             )
+            c1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (c1.ru_utime + c1.ru_stime) - (c0.ru_utime + c0.ru_stime)
         rows.append(
             {
                 "problem": "born",
@@ -192,6 +204,7 @@ def born_rows(n, methods, apbs):
                 "iterations": None,
                 "setup": None,
                 "seconds": seconds,
+                "cpu": cpu,
                 "answer": seconds,
                 "residual": None,
                 "converged": True,
@@ -263,7 +276,7 @@ def main(argv=None):
     print(" ".join(f"{k}={v}" for k, v in info.items()))
     print(
         f"{'problem':7} {'n':>4} {'solver':34} {'iters':>6} {'setup s':>8} {'total s':>8} "
-        f"{'residual':>9} {'max|Δφ|':>8}  notes"
+        f"{'cpu s':>7} {'residual':>9} {'reported':>9} {'max|Δφ|':>8}  notes"
     )
     for r in rows:
         print(_line(r))
@@ -282,7 +295,8 @@ def _line(r):
         notes += " NOT CONVERGED"
     return (
         f"{r['problem']:7} {r['n']:>4} {r['solver']:34} {fmt(r['iterations'], '>6')} "
-        f"{fmt(r['setup'], '>8.2f')} {r['seconds']:>8.2f} {fmt(r['residual'], '>9.2e')} "
+        f"{fmt(r['setup'], '>8.2f')} {r['seconds']:>8.2f} {r['cpu']:>7.2f} "
+        f"{fmt(r['residual'], '>9.2e')} {fmt(r.get('reported'), '>9.2e')} "
         f"{fmt(r.get('diff_vs_mgcg'), '>8.1e')}  {notes}"
     )
 
