@@ -70,6 +70,8 @@ def test_notebook_executes(path, kernel_name, monkeypatch):
     for key, value in _kernel_env().items():
         monkeypatch.setenv(key, value)
     nb = nbformat.read(path, as_version=4)
+    for module in nb.metadata.get("pbsolver", {}).get("requires", []):
+        pytest.importorskip(module)  # optional extras a notebook declares (e.g. MDAnalysis)
     client = nbclient.NotebookClient(
         nb,
         timeout=CELL_TIMEOUT_S,
