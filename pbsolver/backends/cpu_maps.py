@@ -784,23 +784,44 @@ def coulomb_sum(out, origin, spacing, pos, q, scale, periodic, box):
                 out[i, j, k] = scale * acc[k]
 
 
-@njit(**_JIT, parallel=True)
+@njit(**_JIT, parallel=True, fastmath=_FM)
 def debye_huckel_points(points, pos, q, radii, kappa, coulomb, eps_out, eps_cavity):
     """φ_rf at points from the multiple-Debye–Hückel sum of DESIGN §1 (one value per point).
 
-    φ_rf(r) = Σ_i k q_i [exp(−κ(r_i' − a_i)) / (ε_out (1 + κ a_i) r_i') − 1/(ε_c r_i')].
+    φ_rf(r) = Σ_i k q_i [exp(−κ(r_i' − a_i)) / (ε_out (1 + κ a_i) r_i') − 1/(ε_c r_i')],
+    written as Σ_i (A_i exp(−κ r_i') − B_i) / r_i' with per-atom factors (no exp when κ = 0).
     """
     m = points.shape[0]
     n = pos.shape[0]
+    fa = np.empty(n)
+    fb = np.empty(n)
+    xs = np.empty(n)
+    ys = np.empty(n)
+    zs = np.empty(n)
+    for a in range(n):
+        xs[a] = pos[a, 0]
+        ys[a] = pos[a, 1]
+        zs[a] = pos[a, 2]
+        fa[a] = q[a] * math.exp(kappa * radii[a]) / (eps_out * (1.0 + kappa * radii[a]))
+        fb[a] = q[a] / eps_cavity
     out = np.empty(m)
     for p in prange(m):
         acc = 0.0
-        for a in range(n):
-            dx = points[p, 0] - pos[a, 0]
-            dy = points[p, 1] - pos[a, 1]
-            dz = points[p, 2] - pos[a, 2]
-            r = math.sqrt(dx * dx + dy * dy + dz * dz)
-            screened = math.exp(-kappa * (r - radii[a])) / (eps_out * (1.0 + kappa * radii[a]))
-            acc += q[a] * (screened - 1.0 / eps_cavity) / r
+        px = points[p, 0]
+        py = points[p, 1]
+        pz = points[p, 2]
+        if kappa == 0.0:
+            for a in range(n):
+                dx = px - xs[a]
+                dy = py - ys[a]
+                dz = pz - zs[a]
+                acc += (fa[a] - fb[a]) / math.sqrt(dx * dx + dy * dy + dz * dz)
+        else:
+            for a in range(n):
+                dx = px - xs[a]
+                dy = py - ys[a]
+                dz = pz - zs[a]
+                r = math.sqrt(dx * dx + dy * dy + dz * dz)
+                acc += (fa[a] * math.exp(-kappa * r) - fb[a]) / r
         out[p] = coulomb * acc
     return out
