@@ -656,7 +656,7 @@ def _plane_bins(pos, reach, axis, us, vs, subset=None):
 
     a1, a2 = [a for a in range(3) if a != axis]
     maxreach = float(reach.max()) if reach.size else 0.0
-    size = max(0.5 * maxreach, 1e-3)
+    size = max(0.5 * maxreach, 0.25)  # Å; never tiny (bare charges have zero reach)
     u0 = us[0] - maxreach - size
     v0 = vs[0] - maxreach - size
     nbu = int((us[-1] + maxreach - u0) / size) + 2

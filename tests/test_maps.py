@@ -144,6 +144,14 @@ def test_ses_fills_the_gap_between_two_spheres():
     assert mol[1][20, j, 10] == pytest.approx(f_expected, abs=5e-5)  # bisection: step·2⁻¹⁴
 
 
+def test_bare_charges_have_no_volume(rng):
+    a = pb.Atoms(rng.normal(0, 2.0, (5, 3)), rng.normal(0, 1, 5), np.zeros(5))
+    g = odd_grid(a, rng, shape=(11, 12, 13))
+    for surface in ("vdw", "mol"):
+        assert all(np.all(f == 0) for f in maps.face_fractions(a, g, surface))
+    np.testing.assert_allclose(maps.ion_accessibility(a, g, 0.0), 1.0)
+
+
 def test_smol_is_a_conservative_average(rng):
     a = random_cluster(rng)
     g = odd_grid(a, rng)
