@@ -238,6 +238,7 @@ class ReactionFieldCalculator:
         self.grid: Grid | None = None
         self.problem: Problem | None = None
         self.phi_rf = None  # previous solution, on the solver's device
+        self._solution_grid: Grid | None = None  # the grid phi_rf lives on
         self._batch_mode = "auto"
 
     # ------------------------------------------------------------------ public API
@@ -300,7 +301,7 @@ class ReactionFieldCalculator:
         if not frames:
             return []
         prepared = []
-        prev_phi, prev_grid = self.phi_rf, self.grid
+        prev_phi, prev_grid = self.phi_rf, self._solution_grid
         for positions in frames:
             t0 = time.perf_counter()
             atoms, xp = self._frame_atoms(positions)
@@ -329,6 +330,7 @@ class ReactionFieldCalculator:
         self.grid = None
         self.problem = None
         self.phi_rf = None
+        self._solution_grid = None
 
     def __repr__(self) -> str:
         where = "periodic box" if self.box is not None else "following grid"
@@ -365,7 +367,7 @@ class ReactionFieldCalculator:
 
     def _prepare(self, atoms, box):
         """Place the grid for this frame; return it, whether it moved, and the initial guess."""
-        prev_phi, prev_grid = self.phi_rf, self.grid
+        prev_phi, prev_grid = self.phi_rf, self._solution_grid
         grid, regridded, _ = self._place(atoms, box)
         x0 = self._carry(prev_phi, prev_grid, grid, atoms) if self.warm_start else None
         return grid, regridded, x0
@@ -491,6 +493,7 @@ class ReactionFieldCalculator:
         t_eval = time.perf_counter() - t_eval0
         self.problem = problem
         self.phi_rf = result.phi_rf
+        self._solution_grid = grid
         self.frames += 1
         frame = FrameResult(
             energy=energy,

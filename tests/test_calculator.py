@@ -247,6 +247,18 @@ def test_bad_input():
     assert calc.frames == 0 and calc.phi_rf is None  # nothing half-done was kept
 
 
+def test_failed_frame_does_not_corrupt_the_warm_start():
+    """A frame whose maps fail may move the grid; the next frame still carries the solution."""
+    atoms = pb.Atoms([[0.0, 0.0, 0.0], [2.0, 0.0, 0.0]], [0.5, -0.5], [1.5, 1.5])
+    calc = _calc(atoms, spacing=0.5, margin=1.5, skin=0.5)
+    first = calc.compute()
+    with pytest.raises(pb.InputError):  # opposite charges on one node: ∞ − ∞ in φ_c
+        calc.compute(np.array([[0.0, 0.0, 6.0], [0.0, 0.0, 6.0]]) + calc.grid.origin)
+    res = calc.compute(atoms.positions + 0.01)
+    assert res.converged and res.warm_start
+    assert res.energy == pytest.approx(first.energy, rel=0.02)
+
+
 @pytest.mark.gpu
 def test_cupy_positions_give_cupy_results():
     import cupy as cp
