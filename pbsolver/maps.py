@@ -217,12 +217,15 @@ def face_fractions(
             if backend == "cuda":
                 from .backends import cuda_maps as C
 
-                out[axis] += C.ses_lines(
-                    grid.shape, axis, axes[a1], axes[a2], grid.origin[axis], h,
-                    grid.shape[axis], pos, rad, acc, probe, step, int(nbisect), bins, ebins,
-                    features, (nb_start, nb_index),
-                ).copy_to_host()  # fmt: skip
-                continue
+                try:
+                    out[axis] += C.ses_lines(
+                        grid.shape, axis, axes[a1], axes[a2], grid.origin[axis], h,
+                        grid.shape[axis], pos, rad, acc, probe, step, int(nbisect), bins,
+                        ebins, features, (nb_start, nb_index),
+                    ).copy_to_host()  # fmt: skip
+                    continue
+                except C.LineCapacityError:
+                    pass  # too many spheres on a line for the kernel: the CPU does it
             K.ses_lines(
                 out[axis], axis, axes[a1], axes[a2], grid.origin[axis], h, grid.shape[axis],
                 pos, rad, acc, probe, step, int(nbisect), *bins, *ebins,
@@ -641,10 +644,13 @@ def _union_lines(backend, out, axis, us, vs, t0, h, nbins, pos, rad, bins):
     if backend == "cuda":
         from .backends import cuda_maps as C
 
-        out += C.sphere_union_lines(
-            out.shape, axis, us, vs, t0, h, nbins, pos, rad, bins
-        ).copy_to_host()
-        return
+        try:
+            out += C.sphere_union_lines(
+                out.shape, axis, us, vs, t0, h, nbins, pos, rad, bins
+            ).copy_to_host()
+            return
+        except C.LineCapacityError:
+            pass  # a line meets more spheres than the kernel's local arrays: CPU does it
     from .backends import cpu_maps as K
 
     K.sphere_union_lines(out, axis, us, vs, t0, h, nbins, pos, rad, *bins)

@@ -476,7 +476,7 @@ def _blocks(n):
     return (n + THREADS - 1) // THREADS
 
 
-class OverflowError_(RuntimeError):
+class LineCapacityError(RuntimeError):
     """A line met more spheres than the kernel's local arrays hold (use the CPU kernels)."""
 
 
@@ -500,7 +500,7 @@ def sphere_union_lines(out_shape, axis, us, vs, t0, h, nbins, pos, radius, bins)
         _device(bstart), _device(border), overflow,
     )  # fmt: skip
     if overflow.copy_to_host()[0]:
-        raise OverflowError_("a grid line meets more spheres than the CUDA kernel holds")
+        raise LineCapacityError("a grid line meets more spheres than the CUDA kernel holds")
     return out
 
 
@@ -528,7 +528,7 @@ def ses_lines(out_shape, axis, us, vs, t0, h, nbins, pos, vdw, acc, probe, step,
         _device(arc_start), _device(arcs), overflow,
     )  # fmt: skip
     if overflow.copy_to_host()[0]:
-        raise OverflowError_("a grid line meets more spheres than the CUDA kernel holds")
+        raise LineCapacityError("a grid line meets more spheres than the CUDA kernel holds")
     return out
 
 
