@@ -1,0 +1,143 @@
+"""Time to rtol 1e-6 on the GPU: SOR, multigrid (F/V/W) and MG-CG, next to CuPy's CG.
+
+Same sphere problem as ``benchmarks/cpu_multigrid.py`` (ε 2 sphere of radius 6 Å in ε 80, three
+off-centre charges, harmonic faces, zero Dirichlet boundary, 24 Å box of n³ nodes), given to
+the solver as CuPy arrays (CuPy in, CuPy out). Each pbsolver row is one warmed-up solve
+(graphs captured in the warm-up solve on the same shape are reused): "seconds" is the wall time
+of ``solve()`` including its set-up (stencil and hierarchy), "setup" that set-up alone
+(``maxiter=0``). "residual" is ‖b − Aφ‖₂/‖b‖₂ recomputed in float64 on the host
+(``operator.relative_residual``). The peer is ``cupyx.scipy.sparse.linalg.cg`` on the assembled
+float64 matrix with a Jacobi preconditioner (what a CuPy user would write), rtol 1e-6.
+
+    python benchmarks/gpu_solvers.py --sizes 129 257 --json out.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import pbsolver as pb  # noqa: E402
+from pbsolver import operator as op  # noqa: E402
+from pbsolver.bench import environment  # noqa: E402
+
+METHODS = {
+    "sor": ("sor", {}),
+    "mg-F": ("multigrid", {"cycle": "F"}),
+    "mg-V": ("multigrid", {"cycle": "V"}),
+    "mg-W": ("multigrid", {"cycle": "W"}),
+    "mgcg": ("mgcg", {}),
+}
+
+
+def to_device(problem):
+    import cupy as cp
+
+    kw = {"boundary": problem.boundary, "face_rule": problem.face_rule}
+    return pb.Problem(
+        problem.grid,
+        cp.asarray(problem.epsilon),
+        cp.asarray(problem.phi_coulomb),
+        problem.eps_cavity,
+        **kw,
+    )
+
+
+def run_pbsolver(label, problem_host, problem_dev):
+    import cupy as cp
+
+    method, options = METHODS[label]
+    pb.solve(problem_dev, method=method, backend="cuda", **options)  # warm-up, graphs
+    cp.cuda.runtime.deviceSynchronize()
+    setup = pb.solve(problem_dev, method=method, backend="cuda", maxiter=0, **options).seconds
+    res = pb.solve(problem_dev, method=method, backend="cuda", **options)
+    cp.cuda.runtime.deviceSynchronize()
+    return {
+        "n": problem_host.grid.shape[0],
+        "solver": f"pbsolver {label} (cuda)",
+        "iterations": res.iterations,
+        "setup": setup,
+        "seconds": res.seconds,
+        "residual": op.relative_residual(problem_host, cp.asnumpy(res.phi_rf)),
+        "reported": res.residual,
+        "converged": res.converged,
+    }
+
+
+def run_cupy_cg(problem_host):
+    import cupy as cp
+    import cupyx.scipy.sparse as csp
+    import cupyx.scipy.sparse.linalg as cspla
+
+    A, b, _ = op.assemble_matrix(problem_host)
+    A_dev = csp.csr_matrix(A.tocsr())
+    b_dev = cp.asarray(b)
+    inv_diag = 1.0 / A_dev.diagonal()
+    M = cspla.LinearOperator(A.shape, matvec=lambda v: inv_diag * v, dtype=np.float64)
+    count = [0]
+
+    def callback(_xk):
+        count[0] += 1
+
+    cspla.cg(A_dev, b_dev, rtol=1e-6, M=M, maxiter=20)  # warm-up (kernels compiled)
+    cp.cuda.runtime.deviceSynchronize()
+    t0 = time.perf_counter()
+    x, info = cspla.cg(A_dev, b_dev, rtol=1e-6, M=M, maxiter=10000, callback=callback)
+    cp.cuda.runtime.deviceSynchronize()
+    seconds = time.perf_counter() - t0
+    residual = float(np.linalg.norm(b - A @ cp.asnumpy(x)) / np.linalg.norm(b))
+    return {
+        "n": problem_host.grid.shape[0],
+        "solver": "cupyx cg + Jacobi, f64, assembled",
+        "iterations": count[0],
+        "setup": 0.0,
+        "seconds": seconds,
+        "residual": residual,
+        "reported": None,
+        "converged": info == 0,
+    }
+
+
+def main(argv=None):
+    from cpu_multigrid import sphere_problem
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sizes", type=int, nargs="*", default=[129, 257])
+    ap.add_argument("--methods", nargs="*", default=list(METHODS))
+    ap.add_argument("--sor-max", type=int, default=257)
+    ap.add_argument("--no-cupy-cg", action="store_true")
+    ap.add_argument("--json")
+    args = ap.parse_args(argv)
+    rows = []
+    for n in args.sizes:
+        host = sphere_problem(n)
+        dev = to_device(host)
+        for label in args.methods:
+            if label == "sor" and n > args.sor_max:
+                continue
+            rows.append(run_pbsolver(label, host, dev))
+            print(rows[-1], flush=True)
+        if not args.no_cupy_cg:
+            rows.append(run_cupy_cg(host))
+            print(rows[-1], flush=True)
+    info = environment(gpu=True)
+    print(f"{'n':>4} {'solver':38} {'iter':>6} {'setup s':>8} {'total s':>8} {'residual':>9} conv")
+    for r in rows:
+        print(
+            f"{r['n']:>4} {r['solver']:38} {r['iterations']:>6} {r['setup']:>8.4f} "
+            f"{r['seconds']:>8.4f} {r['residual']:>9.2e} {r['converged']}"
+        )
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump({"info": info, "rows": rows}, fh, indent=1, default=str)
+
+
+if __name__ == "__main__":
+    main()
