@@ -125,3 +125,21 @@ def test_forces_match_kirkwood_gradient():
     np.testing.assert_allclose(got, ref, atol=0.01 * scale)
     np.testing.assert_allclose(s.potentials[0], 0.0, atol=1e3)  # finite at the sphere centre
     assert s.energy == pytest.approx(kirkwood(pos, q, 5.0, 1.0, 78.54), rel=5e-3)
+
+
+def test_periodic_energy_invariant_under_grid_shifts():
+    """Moving the solute by whole grid steps across the periodic boundary changes nothing."""
+    pos = np.array([[0.0, 0.0, 0.0], [0.9, 0.3, -0.8], [-1.0, 0.6, 0.7]])
+    base = pb.Atoms(pos + [1.2, 7.1, 0.4], [0.0, 0.8, -0.8], [3.0, 0.0, 0.0])
+    box = (16.0, 16.0, 14.0)
+    energies = []
+    for shift in ((0, 0, 0), (3, -5, 7)):
+        atoms = base.translated(np.asarray(shift) * 0.5)
+        s = energy.solvate(
+            atoms, spacing=0.5, eps_in=1.0, surface="vdw", method="sor", backend="cpu",
+            dtype=np.float64, rtol=1e-10, problem_options={"boundary": "periodic", "box": box},
+        )  # fmt: skip
+        assert s.problem.boundary == "periodic" and s.problem.grid.spacing == (0.5, 0.5, 0.5)
+        energies.append(s.energy)
+    assert energies[0] < 0
+    assert energies[1] == pytest.approx(energies[0], rel=1e-7)
