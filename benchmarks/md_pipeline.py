@@ -86,6 +86,7 @@ def pipeline(atoms, args):
         "backend": args.backend,
         "method": args.method,
         "rtol": args.rtol,
+        "map_options": {"maps_backend": args.maps_backend},
     }
     rows = []
 
@@ -134,7 +135,8 @@ def pipeline(atoms, args):
         return row
 
     print(f"Part 1: {len(atoms)} atoms, 65³ grid at {args.spacing} Å, surface {args.surface}, "
-          f"method {args.method}, {args.frames - 1} timed frames")  # fmt: skip
+          f"method {args.method}, maps on {args.maps_backend}, "
+          f"{args.frames - 1} timed frames")  # fmt: skip
     run("cold, one by one", warm=False)
     run("warm, one by one", warm=True)
     run(f"warm, batches of {args.batch} (auto)", warm=True, batch=args.batch)
@@ -216,6 +218,8 @@ def main(argv=None):
     ap.add_argument("--surface", default="mol", choices=("mol", "smol", "vdw"))
     ap.add_argument("--method", default="multigrid")
     ap.add_argument("--rtol", type=float, default=1e-6)
+    ap.add_argument("--maps-backend", default="cpu", choices=("cpu", "cuda"),
+                    help="where the calculator's map kernels run")  # fmt: skip
     ap.add_argument("--skip-pipeline", action="store_true")
     ap.add_argument("--skip-throughput", action="store_true")
     ap.add_argument("--json", type=Path, default=None)

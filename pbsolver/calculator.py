@@ -59,7 +59,14 @@ from .molecule import Atoms
 from .problem import Problem
 
 #: Options passed through to :func:`pbsolver.maps.build_problem`.
-MAP_OPTIONS = ("ion_radius", "temperature", "boundary_kind", "ses_step", "kappa_subsamples")
+MAP_OPTIONS = (
+    "ion_radius",
+    "temperature",
+    "boundary_kind",
+    "ses_step",
+    "kappa_subsamples",
+    "maps_backend",
+)
 
 
 @dataclass
@@ -158,7 +165,8 @@ class ReactionFieldCalculator:
         Raise :class:`~pbsolver.ConvergenceError` when a frame's solve does not converge.
     map_options : dict, optional
         ``ion_radius``, ``temperature``, ``boundary_kind``, ``ses_step``,
-        ``kappa_subsamples`` (see :func:`pbsolver.maps.build_problem`).
+        ``kappa_subsamples``, ``maps_backend`` ("cpu" default, or "cuda": the numba-cuda map
+        kernels) (see :func:`pbsolver.maps.build_problem`).
     **solver_options
         Further options of :class:`~pbsolver.Solver` (``maxiter``, ``check_every``, method
         options such as ``cycle``...).
