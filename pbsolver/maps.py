@@ -203,7 +203,16 @@ def face_fractions(
     else:
         acc = rad + probe
         nb_start, nb_index = K.neighbour_lists(pos, acc)
-        features = K.ses_features(pos, acc, nb_start, nb_index)
+        features = None
+        if backend == "cuda":
+            from .backends import cuda_maps as C
+
+            try:
+                features = C.ses_features(pos, acc, nb_start, nb_index)
+            except C.LineCapacityError:
+                features = None  # an atom with too many neighbours: the CPU does it
+        if features is None:
+            features = K.ses_features(pos, acc, nb_start, nb_index)
         exposed, circ_start, _circ_j, geom, arc_start, arcs = features
         exp_idx = np.flatnonzero(exposed)
         for axis in range(3):

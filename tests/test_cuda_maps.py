@@ -53,6 +53,17 @@ out["coulomb_periodic"] = float(np.abs(cpu / gpu - 1).max())
 cpu = maps.boundary_values(atoms, grid, 2.0, 78.54, 0.1, backend="cpu")
 gpu = maps.boundary_values(atoms, grid, 2.0, 78.54, 0.1, backend="cuda")
 out["boundary"] = float(np.abs(cpu - gpu).max() / np.abs(cpu).max())
+from pbsolver.backends import cpu_maps as K, cuda_maps as C
+acc = atoms.radii + 1.4
+nb = K.neighbour_lists(atoms.positions, acc)
+fc = K.ses_features(atoms.positions, acc, *nb)
+fg = C.ses_features(atoms.positions, acc, *nb)
+out["n_circles"] = int(len(fc[2]))
+same = [np.array_equal(a, b) for a, b in zip(fc[:3], fg[:3])]
+out["features_int"] = bool(all(same) and np.array_equal(fc[4], fg[4]))
+out["features_float"] = max(
+    float(np.abs(fc[3] - fg[3]).max()), float(np.abs(fc[5] - fg[5]).max())
+)
 print("RESULT" + json.dumps(out))
 """
 
@@ -88,6 +99,12 @@ def test_cuda_faces_match_cpu(results):
     assert results["vdw_sum"] > 10 and results["mol_sum"] > results["vdw_sum"]
     assert results["vdw"] < 1e-12
     assert results["mol"] < 1e-9
+
+
+def test_cuda_ses_features_match_cpu(results):
+    assert results["n_circles"] > 3
+    assert results["features_int"]
+    assert results["features_float"] < 1e-12
 
 
 def test_cuda_salt_coulomb_boundary_match_cpu(results):

@@ -462,6 +462,177 @@ def _k_debye_huckel_points(points, pos, q, radii, kappa, coulomb, eps_out, eps_c
     out[p] = coulomb * acc
 
 
+# ------------------------------------------------------------------ SES features
+MAX_NEIGHBOURS = 192
+
+
+@dev
+def circle(pos, rad, i, j, out):
+    """Circle of accessible spheres i and j into out[0:13] (m, n, u, v, rho); False if none."""
+    n0 = pos[j, 0] - pos[i, 0]
+    n1 = pos[j, 1] - pos[i, 1]
+    n2 = pos[j, 2] - pos[i, 2]
+    d2 = n0 * n0 + n1 * n1 + n2 * n2
+    d = math.sqrt(d2)
+    ri = rad[i]
+    rj = rad[j]
+    if d <= abs(ri - rj) or d >= ri + rj or d == 0.0:
+        return False
+    n0 /= d
+    n1 /= d
+    n2 /= d
+    aa = (d2 + ri * ri - rj * rj) / (2.0 * d)
+    rho2 = ri * ri - aa * aa
+    if rho2 <= 0.0:
+        return False
+    out[0] = pos[i, 0] + aa * n0
+    out[1] = pos[i, 1] + aa * n1
+    out[2] = pos[i, 2] + aa * n2
+    out[3] = n0
+    out[4] = n1
+    out[5] = n2
+    ax = 0
+    if abs(n1) < abs(n0):
+        ax = 1
+    if abs(n2) < abs(n0 if ax == 0 else n1):
+        ax = 2
+    e0 = 1.0 if ax == 0 else 0.0
+    e1 = 1.0 if ax == 1 else 0.0
+    e2 = 1.0 if ax == 2 else 0.0
+    u0 = n1 * e2 - n2 * e1
+    u1 = n2 * e0 - n0 * e2
+    u2 = n0 * e1 - n1 * e0
+    un = math.sqrt(u0 * u0 + u1 * u1 + u2 * u2)
+    u0 /= un
+    u1 /= un
+    u2 /= un
+    out[6] = u0
+    out[7] = u1
+    out[8] = u2
+    out[9] = n1 * u2 - n2 * u1
+    out[10] = n2 * u0 - n0 * u2
+    out[11] = n0 * u1 - n1 * u0
+    out[12] = math.sqrt(rho2)
+    return True
+
+
+@dev
+def free_arcs(pos, rad, i, j, nb_start, nb_index, g, bs, be, arcs, arc0, cap):
+    """Free arcs of circle g of (i, j); writes up to cap rows at arcs[arc0:]; returns count.
+
+    Returns -1 when the neighbour list is longer than the local buffers hold.
+    """
+    rho = g[12]
+    nbur = 0
+    if 2 * (nb_start[i + 1] - nb_start[i]) + 2 > bs.shape[0]:
+        return -1
+    for s in range(nb_start[i], nb_start[i + 1]):
+        k = nb_index[s]
+        if k == j:
+            continue
+        w0 = pos[k, 0] - g[0]
+        w1 = pos[k, 1] - g[1]
+        w2 = pos[k, 2] - g[2]
+        aa = w0 * g[6] + w1 * g[7] + w2 * g[8]
+        bb = w0 * g[9] + w1 * g[10] + w2 * g[11]
+        ww = w0 * w0 + w1 * w1 + w2 * w2
+        rk = rad[k]
+        cc = (rho * rho + ww - rk * rk) / (2.0 * rho)
+        dd = math.sqrt(aa * aa + bb * bb)
+        tol = _BURY_TOL * (rk + rho)
+        if dd <= 1e-12 * (rk + rho):
+            if cc < -tol:
+                return 0
+            continue
+        c = cc / dd
+        if c >= 1.0 - 1e-12:
+            continue
+        if c <= -1.0 + 1e-12:
+            return 0
+        alpha = math.acos(c)
+        phi0 = math.atan2(bb, aa)
+        s0 = (phi0 - alpha) % TWO_PI
+        e0 = s0 + 2.0 * alpha
+        if e0 > TWO_PI:
+            bs[nbur] = s0
+            be[nbur] = TWO_PI
+            nbur += 1
+            bs[nbur] = 0.0
+            be[nbur] = e0 - TWO_PI
+            nbur += 1
+        else:
+            bs[nbur] = s0
+            be[nbur] = e0
+            nbur += 1
+    nm = sort_merge(bs, be, nbur)
+    nfree = 0
+    cur = 0.0
+    for s in range(nm):
+        if bs[s] > cur:
+            if nfree < cap:
+                arcs[arc0 + nfree, 0] = cur
+                arcs[arc0 + nfree, 1] = bs[s]
+            nfree += 1
+        if be[s] > cur:
+            cur = be[s]
+    if cur < TWO_PI:
+        if nfree < cap:
+            arcs[arc0 + nfree, 0] = cur
+            arcs[arc0 + nfree, 1] = TWO_PI
+        nfree += 1
+    return nfree
+
+
+@cuda.jit
+def _k_count_arcs(pos, rad, nb_start, nb_index, nfree, nested, intersecting, overflow):
+    """Per atom i: free-arc count of every circle (i, j), nesting and intersection counts."""
+    i = cuda.grid(1)
+    if i >= pos.shape[0]:
+        return
+    g = cuda.local.array(13, dtype=np.float64)
+    bs = cuda.local.array(2 * MAX_NEIGHBOURS + 2, dtype=np.float64)
+    be = cuda.local.array(2 * MAX_NEIGHBOURS + 2, dtype=np.float64)
+    dummy = cuda.local.array((1, 2), dtype=np.float64)
+    ninter = 0
+    nest = False
+    for s in range(nb_start[i], nb_start[i + 1]):
+        j = nb_index[s]
+        dx = pos[j, 0] - pos[i, 0]
+        dy = pos[j, 1] - pos[i, 1]
+        dz = pos[j, 2] - pos[i, 2]
+        d = math.sqrt(dx * dx + dy * dy + dz * dz)
+        if d + rad[i] < rad[j] or (d + rad[i] <= rad[j] and j < i):
+            nest = True
+        if not circle(pos, rad, i, j, g):
+            continue
+        ninter += 1
+        k = free_arcs(pos, rad, i, j, nb_start, nb_index, g, bs, be, dummy, 0, 0)
+        if k < 0:
+            overflow[0] = 1
+            k = 0
+        nfree[s] = k
+    nested[i] = nest
+    intersecting[i] = ninter
+
+
+@cuda.jit
+def _k_fill_circles(pos, rad, circ_i, circ_j, nb_start, nb_index, arc_start, geom, arcs):
+    """Per circle c: its geometry row and its free arcs."""
+    c = cuda.grid(1)
+    if c >= circ_i.shape[0]:
+        return
+    g = cuda.local.array(13, dtype=np.float64)
+    bs = cuda.local.array(2 * MAX_NEIGHBOURS + 2, dtype=np.float64)
+    be = cuda.local.array(2 * MAX_NEIGHBOURS + 2, dtype=np.float64)
+    i = circ_i[c]
+    j = circ_j[c]
+    circle(pos, rad, i, j, g)
+    for a in range(13):
+        geom[c, a] = g[a]
+    cap = arc_start[c + 1] - arc_start[c]
+    free_arcs(pos, rad, i, j, nb_start, nb_index, g, bs, be, arcs, arc_start[c], cap)
+
+
 def _kernels():
     """The kernels by name (compiled lazily by numba-cuda on first launch)."""
     return {
@@ -469,6 +640,8 @@ def _kernels():
         "ses_lines": _k_ses_lines,
         "coulomb_sum": _k_coulomb_sum,
         "debye_huckel_points": _k_debye_huckel_points,
+        "count_arcs": _k_count_arcs,
+        "fill_circles": _k_fill_circles,
     }
 
 
@@ -553,3 +726,53 @@ def debye_huckel_points(points, pos, q, radii, kappa, coulomb, eps_out, eps_cavi
         float(coulomb), float(eps_out), float(eps_cavity), out,
     )  # fmt: skip
     return out.copy_to_host()
+
+
+def ses_features(pos, rad, nb_start, nb_index):
+    """Device twin of :func:`.cpu_maps.ses_features` (same outputs, as host arrays).
+
+    Two launches (one thread per atom to count free arcs, one per circle to fill them) and
+    NumPy prefix sums in between. Raises :class:`LineCapacityError` when an atom has more
+    than ``MAX_NEIGHBOURS`` neighbours (the caller falls back to the CPU).
+    """
+    k = _kernels()
+    n = pos.shape[0]
+    npair = nb_index.shape[0]
+    d_pos, d_rad = _device(pos), _device(rad)
+    d_start, d_index = _device(nb_start), _device(nb_index)
+    nfree = cuda.to_device(np.zeros(max(npair, 1), dtype=np.int64))
+    nested = cuda.to_device(np.zeros(n, dtype=np.bool_))
+    inter = cuda.to_device(np.zeros(n, dtype=np.int64))
+    overflow = cuda.to_device(np.zeros(1, dtype=np.int64))
+    k["count_arcs"][_blocks(n), THREADS](
+        d_pos, d_rad, d_start, d_index, nfree, nested, inter, overflow
+    )
+    if overflow.copy_to_host()[0]:
+        raise LineCapacityError("an atom has more neighbours than the CUDA kernel holds")
+    nfree = nfree.copy_to_host()[:npair]
+    nested = nested.copy_to_host()
+    inter = inter.copy_to_host()
+    owner = np.repeat(np.arange(n), np.diff(nb_start))
+    has_free = np.zeros(n, dtype=bool)
+    np.logical_or.at(has_free, owner, nfree > 0)
+    exposed = ~nested & ((inter == 0) | has_free)
+    keep = (nb_index > owner) & (nfree > 0)
+    circ_i = owner[keep]
+    circ_j = nb_index[keep]
+    circ_start = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(circ_i, minlength=n), out=circ_start[1:])
+    arc_start = np.zeros(len(circ_i) + 1, dtype=np.int64)
+    np.cumsum(nfree[keep], out=arc_start[1:])
+    nc = len(circ_i)
+    geom = np.zeros((nc, 13))
+    arcs = np.zeros((int(arc_start[-1]), 2))
+    if nc:
+        d_geom = cuda.to_device(geom)
+        d_arcs = cuda.to_device(arcs)
+        k["fill_circles"][_blocks(nc), THREADS](
+            d_pos, d_rad, _device(circ_i), _device(circ_j), d_start, d_index,
+            _device(arc_start), d_geom, d_arcs,
+        )  # fmt: skip
+        geom = d_geom.copy_to_host()
+        arcs = d_arcs.copy_to_host()
+    return exposed, circ_start, circ_j, geom, arc_start, arcs
