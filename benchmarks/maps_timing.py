@@ -6,6 +6,7 @@ is run once to compile (numba caches to disk) and then timed ``--repeat`` times;
 wall time and the process CPU time of that run are printed and written as JSON.
 
     python benchmarks/maps_timing.py --out benchmarks/maps_timing.json
+    python benchmarks/maps_timing.py --backend cuda      # on a GPU machine (host copies included)
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ def main(argv=None):
     ap.add_argument("--margin", type=float, default=6.0)
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--small", action="store_true", help="one copy on 65³ (smoke test)")
+    ap.add_argument("--backend", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
 
@@ -66,12 +68,13 @@ def main(argv=None):
     h = float(np.max(hi - lo) + 2 * args.margin) / (n - 1)
     grid = maps.grid_for_atoms(atoms, h, shape=(n, n, n))
     print(f"{len(atoms)} atoms, grid {grid.shape}, h = {h:.3f} Å, threads {os.cpu_count()}")
+    be = args.backend
     jobs = {
-        "faces mol (SES)": lambda: maps.face_fractions(atoms, grid, "mol"),
-        "faces vdw": lambda: maps.face_fractions(atoms, grid, "vdw"),
-        "kappa2 (I=0.15 M)": lambda: maps.kappa2_map(atoms, grid, 0.15),
-        "phi_c direct sum": lambda: maps.coulomb_potential(atoms, grid, 2.0),
-        "boundary mdh": lambda: maps.boundary_values(atoms, grid, 2.0, 78.54, 0.15),
+        "faces mol (SES)": lambda: maps.face_fractions(atoms, grid, "mol", backend=be),
+        "faces vdw": lambda: maps.face_fractions(atoms, grid, "vdw", backend=be),
+        "kappa2 (I=0.15 M)": lambda: maps.kappa2_map(atoms, grid, 0.15, backend=be),
+        "phi_c direct sum": lambda: maps.coulomb_potential(atoms, grid, 2.0, backend=be),
+        "boundary mdh": lambda: maps.boundary_values(atoms, grid, 2.0, 78.54, 0.15, backend=be),
     }
     rows = []
     for name, fn in jobs.items():
@@ -85,6 +88,7 @@ def main(argv=None):
             "spacing": h,
             "machine": platform.platform(),
             "cpus": os.cpu_count(),
+            "backend": be,
             "date": time.strftime("%Y-%m-%d"),
         }
         Path(args.out).write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
