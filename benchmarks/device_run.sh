@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# One call on the GPU machine (see BENCHMARKS.md): GPU tests, then the GPU benchmarks of every
+# issue, logs and JSON into $OUT/r and one tarball. Stage 1: tests + single-GPU benchmarks;
+# stage 2 (argument "multi"): the multi-GPU batch run.
+set -u
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+  --target /tmp/site .whl/*.whl || exit 1
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 NUMBA_CACHE_DIR=/tmp/numba-cache
+R=$OUT/r; mkdir -p "$R"
+nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv | tee "$R/nvidia-smi.txt"
+python3 -c "from importlib.metadata import version as v; print(*(f'{p} {v(p)}' for p in ('numba', 'numba-cuda', 'cupy-cuda13x', 'numpy', 'cuda-core', 'h5py', 'scipy')))" | tee "$R/versions.txt"
+step() {  # step NAME SECONDS CMD...: run with a time limit, log to $R/NAME.log, print its tail
+  local name=$1 limit=$2; shift 2
+  echo "=== $name: $*"; local t0=$SECONDS
+  timeout "$limit" "$@" > "$R/$name.log" 2>&1; echo "exit=$? after $((SECONDS - t0)) s" | tee -a "$R/$name.log"
+  tail -n 25 "$R/$name.log"
+}
+if [ "${1:-single}" = "multi" ]; then
+  step multi_gpu 540 python3 benchmarks/multi_gpu_batch.py --files 20 --grids-per-file 10 --n 129 \
+    --gpus 2 --json "$R/multi_gpu.json" --workdir /tmp/mgpu
+else
+  step gpu_tests 240 python3 -m pytest -m gpu -q -p no:cacheprovider -W ignore::Warning -rs
+  step gpu_solvers 150 python3 benchmarks/gpu_solvers.py --sizes 129 257 --json "$R/gpu_solvers.json"
+  step md_batch 100 python3 benchmarks/md_pipeline.py --backend cuda --skip-pipeline --batch 16 \
+    --json "$R/md_batch.json"
+  step md_frames 100 python3 benchmarks/md_pipeline.py --backend cuda --skip-throughput --frames 33 \
+    --batch 8 --maps-backend cuda --json "$R/md_frames.json"
+  step maps 60 python3 benchmarks/maps_timing.py --backend cuda --out "$R/maps_cuda.json"
+fi
+tar czf "$OUT/results-${1:-single}.tar.gz" -C "$OUT" r
