@@ -246,6 +246,17 @@ def check_elementwise_and_reductions():
     assert calls == [1, 1], "capture() runner must run fn on each call without graphs"
 
 
+def check_dense_solve_is_a_kernel():
+    """The coarsest-level solve x = inverse @ b, as a kernel (cuBLAS cannot be graph-captured)."""
+    c = ctx()
+    n = 5 * 4 * 3
+    inverse = c.rng.normal(size=(n, n))
+    b = c.rng.normal(size=(5, 4, 3)).astype(np.float32)
+    x = c.dev(np.zeros((5, 4, 3), np.float32))
+    c.gpu.dense_solve(c.dev(inverse), c.dev(b), x)
+    close(c.host(x).ravel(), inverse @ b.ravel().astype(np.float64), 1e-6, "dense_solve")
+
+
 def check_runner_keeps_its_work_buffer():
     """A capture() runner using the fused sweep keeps that sweep's second buffer alive."""
     c = ctx()

@@ -464,6 +464,9 @@ def _k_debye_huckel_points(points, pos, q, radii, kappa, coulomb, eps_out, eps_c
 
 # ------------------------------------------------------------------ SES features
 MAX_NEIGHBOURS = 192
+#: Arc-endpoint buffer per circle. A named constant, not an expression at the call: numba-cuda
+#: needs a literal size for local arrays (the simulator accepts an expression, the GPU not).
+ARC_BUFFER = 2 * MAX_NEIGHBOURS + 2
 
 
 @dev
@@ -590,8 +593,8 @@ def _k_count_arcs(pos, rad, nb_start, nb_index, nfree, nested, intersecting, ove
     if i >= pos.shape[0]:
         return
     g = cuda.local.array(13, dtype=np.float64)
-    bs = cuda.local.array(2 * MAX_NEIGHBOURS + 2, dtype=np.float64)
-    be = cuda.local.array(2 * MAX_NEIGHBOURS + 2, dtype=np.float64)
+    bs = cuda.local.array(ARC_BUFFER, dtype=np.float64)
+    be = cuda.local.array(ARC_BUFFER, dtype=np.float64)
     dummy = cuda.local.array((1, 2), dtype=np.float64)
     ninter = 0
     nest = False
@@ -622,8 +625,8 @@ def _k_fill_circles(pos, rad, circ_i, circ_j, nb_start, nb_index, arc_start, geo
     if c >= circ_i.shape[0]:
         return
     g = cuda.local.array(13, dtype=np.float64)
-    bs = cuda.local.array(2 * MAX_NEIGHBOURS + 2, dtype=np.float64)
-    be = cuda.local.array(2 * MAX_NEIGHBOURS + 2, dtype=np.float64)
+    bs = cuda.local.array(ARC_BUFFER, dtype=np.float64)
+    be = cuda.local.array(ARC_BUFFER, dtype=np.float64)
     i = circ_i[c]
     j = circ_j[c]
     circle(pos, rad, i, j, g)

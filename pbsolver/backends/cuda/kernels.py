@@ -490,6 +490,22 @@ def copy(dst, src, n):
 
 
 @cuda.jit
+def dense_matvec(x, inverse, b, n):
+    """``x = inverse @ b`` (flat views; ``inverse`` row-major n×n), one thread a row, float64 sums.
+
+    The multigrid's exact coarsest solve: a kernel, not cuBLAS, because cuBLAS refuses to run
+    inside a CUDA graph capture and the whole cycle is captured.
+    """
+    i = cuda.grid(1)
+    if i < n:
+        acc = float64(0.0)
+        row = i * n
+        for j in range(n):
+            acc += float64(inverse[row + j]) * float64(b[j])
+        x[i] = acc
+
+
+@cuda.jit
 def subtract_mean(x, sums, slot, n):
     """``x -= sums[slot] / n`` with the sum read on the device (no host round trip)."""
     p = cuda.grid(1)
