@@ -207,8 +207,7 @@ def _solver_options(f):
             "--method",
             default="auto",
             show_default=True,
-            help="Iteration: auto (multigrid where available, else sor), sor, jacobi, "
-            "multigrid, mgcg.",
+            help="Iteration: auto (by backend and grid size), sor, jacobi, multigrid, mgcg.",
         ),
         click.option(
             "--backend",

@@ -198,7 +198,8 @@ class Solver:
     Parameters
     ----------
     method : {"auto", "sor", "jacobi", "multigrid", "mgcg"}
-        Iteration. "auto" picks the fastest available (multigrid where it exists, else SOR).
+        Iteration. "auto" picks by backend and grid size from measured times: SOR on small
+        grids, multigrid (CPU) or MG-CG (GPU) on large ones, Jacobi for odd periodic grids.
     backend : {"auto", "cpu", "cuda"}
         Where to compute. "auto": CUDA when a GPU is usable or the input is a CuPy array.
     rtol, atol : float
@@ -276,10 +277,25 @@ class Solver:
         self.refine = bool(refine) and self.dtype == np.float32
         self.method_options = method_options
 
-    def _resolve_method(self) -> str:
+    def _resolve_method(self, backend, problem) -> str:
+        """The method "auto" stands for, from measured times to rtol 1e-6 (BENCHMARKS.md).
+
+        On the H200, SOR (graph-replayed sweeps) beats multigrid below about 190³ nodes
+        (129³: 22 ms against 52 ms), whose set-up and coarse levels are launch-bound; above it
+        MG-CG wins (257³: 89 ms against 184 ms). On the CPU multigrid wins from about 60³
+        (129³: 0.55 s against 1.97 s for SOR). Odd periodic grids, which red–black methods
+        refuse, get Jacobi. Multigrid options (e.g. ``cycle=``) keep multigrid.
+        """
         if self.method != "auto":
             return self.method
-        return "multigrid" if "multigrid" in _methods() else "sor"
+        if problem.boundary == "periodic" and any(n % 2 for n in problem.grid.shape):
+            return "jacobi"
+        if "multigrid" not in _methods() or (set(self.method_options) - {"omega"}):
+            return "multigrid" if "multigrid" in _methods() else "sor"
+        size = problem.grid.size
+        if backend.name == "cuda":
+            return "sor" if size < 190**3 else "mgcg"
+        return "sor" if size < 60**3 else "multigrid"
 
     def solve(self, problem: Problem, x0=None) -> SolveResult:
         """Solve ``problem`` for φ_rf.
@@ -305,7 +321,7 @@ class Solver:
             raise InputError(f"solve() needs a pbsolver.Problem, got {type(problem).__name__}")
         start = time.perf_counter()
         backend = get_backend(self.backend_name, like=problem.phi_coulomb)
-        name = self._resolve_method()
+        name = self._resolve_method(backend, problem)
         options = dict(self.method_options)
         if self.omega is not None:
             options["omega"] = self.omega

@@ -448,10 +448,17 @@ def test_v_cycle_rate_creeps_up_with_levels():
 
 
 # ---------------------------------------------------------------------- contract and structure
-def test_auto_picks_multigrid(rng):
-    p = random_problem(rng, shape=(17, 19, 15))
-    res = pb.solve(p, backend="cpu")
-    assert res.method == "multigrid" and res.converged
+def test_auto_picks_by_size_and_boundary(rng):
+    small = random_problem(rng, shape=(17, 19, 15))
+    res = pb.solve(small, backend="cpu")
+    assert res.method == "sor" and res.converged  # below 60³ SOR is faster on the CPU
+    large = random_problem(rng, shape=(61, 62, 60))
+    res = pb.solve(large, backend="cpu", maxiter=1)
+    assert res.method == "multigrid"
+    res = pb.solve(small, backend="cpu", cycle="V", maxiter=1)  # multigrid options keep it
+    assert res.method == "multigrid"
+    odd_periodic = random_problem(rng, shape=(12, 15, 16), boundary="periodic")
+    assert pb.solve(odd_periodic, backend="cpu", rtol=1e-4).method == "jacobi"
 
 
 def test_maxiter_x0_and_callback(rng):
