@@ -209,8 +209,9 @@ def face_fractions(
 
             try:
                 features = C.ses_features(pos, acc, nb_start, nb_index)
-            except C.LineCapacityError:
-                features = None  # an atom with too many neighbours: the CPU does it
+            except C.LineCapacityError as exc:
+                _log_cpu_fallback("SES features", exc)  # too many neighbours: the CPU does it
+                features = None
         if features is None:
             features = K.ses_features(pos, acc, nb_start, nb_index)
         exposed, circ_start, _circ_j, geom, arc_start, arcs = features
@@ -233,8 +234,8 @@ def face_fractions(
                         ebins, features, (nb_start, nb_index),
                     ).copy_to_host()  # fmt: skip
                     continue
-                except C.LineCapacityError:
-                    pass  # too many spheres on a line for the kernel: the CPU does it
+                except C.LineCapacityError as exc:
+                    _log_cpu_fallback(f"SES faces along axis {axis}", exc)
             K.ses_lines(
                 out[axis], axis, axes[a1], axes[a2], grid.origin[axis], h, grid.shape[axis],
                 pos, rad, acc, probe, step, int(nbisect), *bins, *ebins,
@@ -658,8 +659,8 @@ def _union_lines(backend, out, axis, us, vs, t0, h, nbins, pos, rad, bins):
                 out.shape, axis, us, vs, t0, h, nbins, pos, rad, bins
             ).copy_to_host()
             return
-        except C.LineCapacityError:
-            pass  # a line meets more spheres than the kernel's local arrays: CPU does it
+        except C.LineCapacityError as exc:
+            _log_cpu_fallback(f"sphere-union faces along axis {axis}", exc)
     from .backends import cpu_maps as K
 
     K.sphere_union_lines(out, axis, us, vs, t0, h, nbins, pos, rad, *bins)
@@ -706,3 +707,13 @@ def _box(box):
     if b.shape != (3,) or not np.all(np.isfinite(b) & (b > 0)):
         raise InputError(f"box must be three lengths > 0 Å, got {box!r}")
     return b
+
+
+def _log_cpu_fallback(what, exc):
+    """Say (once per map) that a CUDA map kernel ran out of local capacity and the CPU took over.
+
+    The result is the same either way (the kernels are exact twins); only the time differs.
+    """
+    import logging
+
+    logging.getLogger("pbsolver").warning("%s built on the CPU instead of the GPU: %s", what, exc)
