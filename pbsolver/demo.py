@@ -60,6 +60,10 @@ def main(argv=None):
         f"Born ion solvation energy: {energy:.3f} kJ/mol (analytic {exact:.3f}, "
         f"error {100 * (energy - exact) / exact:+.2f} %)"
     )
+    print(
+        "(a node map with harmonic faces; faces from the exact geometry, as "
+        "pb.Problem.from_atoms builds them, do better: see notebooks/01_quickstart)"
+    )
     return 0
 
 
