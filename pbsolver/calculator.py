@@ -163,6 +163,14 @@ class ReactionFieldCalculator:
         Solver storage precision.
     strict : bool
         Raise :class:`~pbsolver.ConvergenceError` when a frame's solve does not converge.
+    engine : {"auto", "general", "stacked"}
+        How frames are computed. ``"general"``: :func:`pbsolver.maps.build_problem` and a
+        :class:`~pbsolver.Solver` per frame (any surface, periodic boxes, multigrid).
+        ``"stacked"``: :class:`pbsolver.frames.StackedFrames`, batched map kernels and a
+        stacked SOR solve on buffers kept across calls (vdW surface, following grid; the
+        fastest way on a GPU, and what :meth:`compute_batch` uses to run B frames in one
+        launch). ``"auto"``: stacked on CUDA (with CuPy) where the set-up allows it and
+        ``method`` is "auto" or "sor", else general.
     map_options : dict, optional
         ``ion_radius``, ``temperature``, ``boundary_kind``, ``ses_step``,
         ``kappa_subsamples``, ``maps_backend`` ("cpu" default, or "cuda": the numba-cuda map
@@ -206,6 +214,7 @@ class ReactionFieldCalculator:
         units="kJ/mol",
         dtype=np.float32,
         strict=False,
+        engine="auto",
         map_options=None,
         **solver_options,
     ):
@@ -248,6 +257,8 @@ class ReactionFieldCalculator:
         self.phi_rf = None  # previous solution, on the solver's device
         self._solution_grid: Grid | None = None  # the grid phi_rf lives on
         self._batch_mode = "auto"
+        self.engine = self._resolve_engine(engine, method)
+        self._stacked = None  # StackedFrames, made for the grid shape in use
 
     # ------------------------------------------------------------------ public API
     def compute(self, positions=None, *, box=None) -> FrameResult:
@@ -272,6 +283,8 @@ class ReactionFieldCalculator:
         ConvergenceError
             With ``strict=True``, when the solve did not converge.
         """
+        if self.engine == "stacked":
+            return self._compute_stacked([positions], box)[0]
         start = time.perf_counter()
         atoms, xp = self._frame_atoms(positions)
         grid, regridded, x0 = self._prepare(atoms, box)
@@ -287,7 +300,10 @@ class ReactionFieldCalculator:
         Every frame starts from the solution before the batch (transported to its grid), so
         the frames are independent problems that the backend may solve together (stacked in
         one launch on the GPU with ``method="sor"``; see :mod:`pbsolver.batched`). The last
-        frame's solution is the next warm start.
+        frame's solution is the next warm start. With ``engine="stacked"`` the frames share
+        one grid placed around all of them, and maps, solve and sampling of all frames run as
+        batched launches on buffers kept for the next batch of the same size
+        (``mode="loop"``: one frame at a time through the same engine).
 
         Parameters
         ----------
@@ -308,6 +324,10 @@ class ReactionFieldCalculator:
         frames = list(frames)
         if not frames:
             return []
+        if self.engine == "stacked":
+            if mode == "loop":
+                return [self._compute_stacked([f], box)[0] for f in frames]
+            return self._compute_stacked(frames, box)
         prepared = []
         prev_phi, prev_grid = self.phi_rf, self._solution_grid
         for positions in frames:
@@ -348,6 +368,134 @@ class ReactionFieldCalculator:
             f"spacing={self.spacing:g}, surface={self.surface!r}, method={self.solver.method!r}, "
             f"backend={self.backend.name!r}, frames={self.frames})"
         )
+
+    # ------------------------------------------------------------------ stacked engine
+    def _resolve_engine(self, engine, method) -> str:
+        from .frames import supports
+
+        if engine not in ("auto", "general", "stacked"):
+            raise InputError(f"engine must be 'auto', 'general' or 'stacked', got {engine!r}")
+        kind = self.map_options.get("boundary_kind", "mdh")
+        ok = supports(self.surface, self.box is not None, kind)
+        if engine == "stacked":
+            if not ok:
+                raise InputError(
+                    "engine='stacked' handles surface='vdw' on a following (Dirichlet) grid with "
+                    f"boundary_kind 'mdh' or 'zero'; got surface={self.surface!r}, "
+                    f"box={'set' if self.box is not None else None}, boundary_kind={kind!r}"
+                )
+            if method not in ("auto", "sor"):
+                raise InputError(f"engine='stacked' solves with SOR, got method={method!r}")
+            return "stacked"
+        if engine == "general" or not ok or method not in ("auto", "sor"):
+            return "general"
+        dev = getattr(self.backend, "dev", None)
+        return "stacked" if getattr(dev, "name", None) == "cupy" else "general"
+
+    def _stacked_engine(self, grid):
+        """The StackedFrames of ``grid``'s shape (made again when the shape changes)."""
+        from .frames import StackedFrames
+
+        eng = self._stacked
+        if eng is None or eng.grid.shape != grid.shape:
+            opts = self.map_options
+            temperature = opts.get("temperature", 298.15)
+            solver = self.solver
+            if solver.method != "sor":
+                from .batched import _replace_solver
+
+                solver = _replace_solver(solver, "sor")
+            eng = StackedFrames(
+                self.atoms.charges,
+                self.atoms.radii,
+                grid.shape,
+                grid.spacing,
+                solver,
+                eps_in=self.eps_in,
+                eps_out=self.eps_out,
+                kappa=maps.kappa_from_ionic_strength(
+                    self.ionic_strength, self.eps_out, temperature
+                ),
+                ion_radius=opts.get("ion_radius", 2.0),
+                kappa_subsamples=opts.get("kappa_subsamples", 4),
+                boundary_kind=opts.get("boundary_kind", "mdh"),
+                backend=self.backend,
+            )
+            self._stacked = eng
+        return eng
+
+    def _compute_stacked(self, frames, box) -> list[FrameResult]:
+        """Frames through :class:`pbsolver.frames.StackedFrames` (one grid for all of them)."""
+        from .solver import SolveResult
+
+        start = time.perf_counter()
+        if box is not None:
+            raise InputError("box= is only accepted by a calculator built with a periodic box")
+        checked = [self._frame_atoms(p) for p in frames]
+        xp = checked[0][1]
+        lo = np.min([a.bounds()[0] for a, _ in checked], axis=0)
+        hi = np.max([a.bounds()[1] for a, _ in checked], axis=0)
+        grid, regridded, _ = self._place(_Bounds(lo, hi), None)
+        x0 = None
+        if self.warm_start:
+            x0 = self._carry(self.phi_rf, self._solution_grid, grid, checked[0][0])
+        engine = self._stacked_engine(grid)
+        if all(is_device_array(p) for p in frames) and engine.cuda:
+            positions = engine.xp.stack([engine.xp.asarray(p) for p in frames])
+        else:
+            positions = np.stack([a.positions for a, _ in checked])
+        origins = np.repeat(np.asarray(grid.origin, dtype=np.float64)[None], len(frames), axis=0)
+        res = engine.run(positions, origins, x0)
+        q = self.atoms.charges
+        f = self._factor
+        nf = len(frames)
+        seconds = time.perf_counter() - start
+        timings = {k: v / nf for k, v in res.timings.items()}
+        out = []
+        for k in range(nf):
+            values, grads = res.values[k], res.gradients[k]
+            solve = SolveResult(
+                phi_rf=res.phi[k],
+                converged=bool(res.converged[k]),
+                iterations=res.iterations,
+                residual_norms=[float(res.initial[k]), float(res.residuals[k])],
+                seconds=timings["solve"],
+                method="sor",
+                backend=self.backend.name,
+                reason="converged" if res.converged[k] else res.reason,
+                omega=res.omega,
+                extra={"engine": "stacked", "batch_size": nf},
+            )
+            out.append(
+                FrameResult(
+                    energy=0.5 * f * float(np.dot(q, values)),
+                    forces=_to_library(-f * q[:, None] * grads, xp),
+                    potentials=_to_library(f * values, xp),
+                    iterations=res.iterations,
+                    converged=bool(res.converged[k]),
+                    seconds=seconds / nf,
+                    timings=timings,
+                    warm_start=x0 is not None,
+                    regridded=regridded and k == 0,
+                    grid=grid,
+                    solve=solve,
+                    units=self.units,
+                )
+            )
+            self.frames += 1
+        self.problem = None
+        self.phi_rf = res.phi[-1]
+        self._solution_grid = grid
+        if self.strict:
+            for k, fr in enumerate(out):
+                if not fr.converged:
+                    raise ConvergenceError(
+                        f"frame {self.frames - nf + k}: the solve did not converge "
+                        f"({fr.solve.reason}) after {fr.iterations} iterations, relative "
+                        f"residual {res.residuals[k]:.3g}",
+                        fr.solve,
+                    )
+        return out
 
     # ------------------------------------------------------------------ frames
     def _frame_atoms(self, positions):
@@ -591,6 +739,16 @@ def sample_field(grid: Grid, phi, points, *, periodic: bool = False):
 
 
 # ---------------------------------------------------------------------- helpers
+class _Bounds:
+    """Stands in for the atoms of several frames when placing one grid around all of them."""
+
+    def __init__(self, lo, hi):
+        self._lo, self._hi = lo, hi
+
+    def bounds(self):
+        return self._lo, self._hi
+
+
 def _debye_huckel(atoms, points, calc) -> np.ndarray:
     """The Debye–Hückel estimate of φ_rf at points (the boundary-value formula, "mdh")."""
     from .backends import cpu_maps as K

@@ -1,0 +1,538 @@
+"""Kernels of the stacked frame engine (:mod:`pbsolver.frames`): B frames' maps in one launch.
+
+Every per-line and per-node body is written once, as plain Python, and compiled twice: by
+``numba.njit`` for the CPU kernels (``prange`` over the work items) and by
+``numba.cuda.jit(device=True)`` for the CUDA kernels (one thread per work item). The two sets
+therefore run the same arithmetic; tests compare the CPU set with the general map builders of
+:mod:`pbsolver.maps` and the CUDA set with the CPU set (under the simulator in CI).
+
+Layout: B frames of an ``(nx, ny, nz)`` grid are stacked along x with ``stride`` planes a frame
+(``nx`` rounded up to even, so that every block's red–black colouring is its own grid's; see
+:mod:`pbsolver.batched`). Frame ``f``'s node ``(i, j, k)`` is stacked node
+``(f·stride + i, j, k)``; its grid origin is ``origin[f]``. Positions are ``(B, N, 3)``.
+
+Unlike the general builders, lines scan every atom instead of 2D bins: at MD sizes (a thousand
+atoms, 65³) that is a few hundred thousand distance tests a frame, cheaper than building bins
+on the host and copying them over. A line that meets more than ``CAP`` spheres sets the
+overflow flag and the engine raises (no silent fallback).
+"""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import numpy as np
+from numba import cuda  # the simulator swaps this module global inside kernels
+
+#: Intervals one grid line (or ion-accessibility column) may hold.
+CAP = 256
+#: Threads a CUDA block.
+THREADS = 128
+
+
+def _bodies(jit):
+    """The shared bodies compiled by ``jit`` (numba.njit or cuda.jit(device=True))."""
+
+    @jit
+    def sort_merge(starts, ends, n):
+        """Insertion sort of n intervals by start, merged in place; returns the merged count."""
+        for i in range(1, n):
+            s, e = starts[i], ends[i]
+            j = i - 1
+            while j >= 0 and starts[j] > s:
+                starts[j + 1] = starts[j]
+                ends[j + 1] = ends[j]
+                j -= 1
+            starts[j + 1] = s
+            ends[j + 1] = e
+        if n == 0:
+            return 0
+        m = 0
+        cs, ce = starts[0], ends[0]
+        for i in range(1, n):
+            if starts[i] <= ce:
+                if ends[i] > ce:
+                    ce = ends[i]
+            else:
+                starts[m] = cs
+                ends[m] = ce
+                m += 1
+                cs, ce = starts[i], ends[i]
+        starts[m] = cs
+        ends[m] = ce
+        return m + 1
+
+    @jit
+    def accumulate(out, axis, row, iu, iv, s, e, t0, h, nbins):
+        """Add the covered share of each edge (or cell) of the line to ``out``."""
+        if e <= s:
+            return
+        k0 = max(0, int(math.floor((s - t0) / h)))
+        k1 = min(nbins - 1, int(math.floor((e - t0) / h)))
+        for k in range(k0, k1 + 1):
+            lo = t0 + k * h
+            hi = lo + h
+            a = s if s > lo else lo
+            b = e if e < hi else hi
+            if b > a:
+                if axis == 0:
+                    out[row + k, iu, iv] += (b - a) / h
+                elif axis == 1:
+                    out[row + iu, k, iv] += (b - a) / h
+                else:
+                    out[row + iu, iv, k] += (b - a) / h
+
+    @jit
+    def edge_line(out, pos, rad, f, axis, line, nx, ny, nz, stride, origin, h, starts, ends):
+        """Union-of-spheres coverage of the edges of one grid line; returns 1 on overflow."""
+        if axis == 0:
+            a1, a2, nv, nbins = 1, 2, nz, nx
+        elif axis == 1:
+            a1, a2, nv, nbins = 0, 2, nz, ny
+        else:
+            a1, a2, nv, nbins = 0, 1, ny, nz
+        iu = line // nv
+        iv = line - iu * nv
+        u = origin[f, a1] + iu * h[a1]
+        v = origin[f, a2] + iv * h[a2]
+        n = 0
+        for a in range(rad.shape[0]):
+            du = pos[f, a, a1] - u
+            dv = pos[f, a, a2] - v
+            r = rad[a]
+            d2 = du * du + dv * dv
+            if d2 < r * r:
+                if n >= starts.shape[0]:
+                    return 1
+                w = math.sqrt(r * r - d2)
+                starts[n] = pos[f, a, axis] - w
+                ends[n] = pos[f, a, axis] + w
+                n += 1
+        n = sort_merge(starts, ends, n)
+        for s in range(n):
+            accumulate(out, axis, f * stride, iu, iv, starts[s], ends[s], origin[f, axis],
+                       h[axis], nbins)  # fmt: skip
+        return 0
+
+    @jit
+    def ion_column(cov, pos, rad, f, i, j, nz, stride, origin, h, subs, starts, ends, cand):
+        """Covered share of each cell of column (i, j), sampled at subs² lines along z."""
+        x = origin[f, 0] + i * h[0]
+        y = origin[f, 1] + j * h[1]
+        m = 0
+        for a in range(rad.shape[0]):  # atoms whose disc reaches the column's cell
+            dx = abs(pos[f, a, 0] - x) - 0.5 * h[0]
+            dy = abs(pos[f, a, 1] - y) - 0.5 * h[1]
+            dx = dx if dx > 0.0 else 0.0
+            dy = dy if dy > 0.0 else 0.0
+            r = rad[a]
+            if dx * dx + dy * dy < r * r:
+                if m >= cand.shape[0]:
+                    return 1
+                cand[m] = a
+                m += 1
+        t0 = origin[f, 2] - 0.5 * h[2]
+        for sa in range(subs):
+            u = x + ((sa + 0.5) / subs - 0.5) * h[0]
+            for sb in range(subs):
+                v = y + ((sb + 0.5) / subs - 0.5) * h[1]
+                n = 0
+                for c in range(m):
+                    a = cand[c]
+                    du = pos[f, a, 0] - u
+                    dv = pos[f, a, 1] - v
+                    r = rad[a]
+                    d2 = du * du + dv * dv
+                    if d2 < r * r:
+                        w = math.sqrt(r * r - d2)
+                        starts[n] = pos[f, a, 2] - w
+                        ends[n] = pos[f, a, 2] + w
+                        n += 1
+                n = sort_merge(starts, ends, n)
+                for s in range(n):
+                    accumulate(cov, 2, f * stride, i, j, starts[s], ends[s], t0, h[2], nz)
+        return 0
+
+    @jit
+    def coulomb_node(pos, q, f, x, y, z):
+        """Σ q_a / |r − r_a| (Å⁻¹ e): float32 distances, float64 sum; ±inf on an atom."""
+        acc = 0.0
+        for a in range(q.shape[0]):
+            dx = np.float32(x - pos[f, a, 0])
+            dy = np.float32(y - pos[f, a, 1])
+            dz = np.float32(z - pos[f, a, 2])
+            r2 = dx * dx + dy * dy + dz * dz
+            if r2 == 0.0:
+                if q[a] != 0.0:
+                    acc += math.inf if q[a] > 0 else -math.inf
+            else:
+                acc += q[a] * (np.float32(1.0) / math.sqrt(r2))
+        return acc
+
+    @jit
+    def debye_huckel_point(pos, q, radii, f, x, y, z, kappa, eps_out, eps_cavity):
+        """Σ q_a (e^{−κ(r−a_a)} / (ε_out (1 + κ a_a)) − 1/ε_c) / r (the "mdh" boundary sum)."""
+        acc = 0.0
+        for a in range(q.shape[0]):
+            dx = x - pos[f, a, 0]
+            dy = y - pos[f, a, 1]
+            dz = z - pos[f, a, 2]
+            r = math.sqrt(dx * dx + dy * dy + dz * dz)
+            screened = math.exp(-kappa * (r - radii[a])) / (eps_out * (1.0 + kappa * radii[a]))
+            acc += q[a] * (screened - 1.0 / eps_cavity) / r
+        return acc
+
+    @jit
+    def face_eps(frac, eps_in, eps_out):
+        """ε of a face from its edge fraction inside the solute (harmonic mixture)."""
+        if frac >= 1.0:
+            return eps_in
+        if frac <= 0.0:
+            return eps_out
+        return 1.0 / (frac / eps_in + (1.0 - frac) / eps_out)
+
+    @jit
+    def flux(eps, eps_c, h2, pn, ps):
+        """(ε − ε_c)(φc_n − φc_s)/h²; exactly zero where ε = ε_c (even with φc = ±inf)."""
+        if eps == eps_c:
+            return 0.0
+        return (eps - eps_c) / h2 * (pn - ps)
+
+    @jit
+    def assemble_node(fx, fy, fz, phic, cov, g, row, f, i, j, k, nx, ny, nz, p, out, out32):
+        """Lifted stacked stencil at one node: out[0..4] = cx, cy, cz, diag, b (and float32).
+
+        ``p`` = (h²x, h²y, h²z, ε_in, ε_out, ε_c, κ̄²_bulk, 1/subs², has κ̄²).
+        """
+        cx, cy, cz, dg, bb = out[0], out[1], out[2], out[3], out[4]
+        if i >= nx or i == 0 or i == nx - 1 or j == 0 or j == ny - 1 or k == 0 or k == nz - 1:
+            cx[row, j, k] = 0.0
+            cy[row, j, k] = 0.0
+            cz[row, j, k] = 0.0
+            dg[row, j, k] = 1.0
+            bb[row, j, k] = 0.0
+            out32[0][row, j, k] = 0.0
+            out32[1][row, j, k] = 0.0
+            out32[2][row, j, k] = 0.0
+            out32[3][row, j, k] = 1.0
+            out32[4][row, j, k] = 0.0
+            return
+        h2x, h2y, h2z, e_in, e_out, e_c = p[0], p[1], p[2], p[3], p[4], p[5]
+        exp_ = face_eps(min(max(fx[row, j, k], 0.0), 1.0), e_in, e_out)
+        exm = face_eps(min(max(fx[row - 1, j, k], 0.0), 1.0), e_in, e_out)
+        eyp = face_eps(min(max(fy[row, j, k], 0.0), 1.0), e_in, e_out)
+        eym = face_eps(min(max(fy[row, j - 1, k], 0.0), 1.0), e_in, e_out)
+        ezp = face_eps(min(max(fz[row, j, k], 0.0), 1.0), e_in, e_out)
+        ezm = face_eps(min(max(fz[row, j, k - 1], 0.0), 1.0), e_in, e_out)
+        k2 = 0.0
+        if p[8] != 0.0:
+            acc = 1.0 - cov[row, j, k] * p[7]
+            k2 = p[6] * min(max(acc, 0.0), 1.0)
+        ps = phic[row, j, k]
+        b = (
+            flux(exp_, e_c, h2x, phic[row + 1, j, k], ps)
+            + flux(exm, e_c, h2x, phic[row - 1, j, k], ps)
+            + flux(eyp, e_c, h2y, phic[row, j + 1, k], ps)
+            + flux(eym, e_c, h2y, phic[row, j - 1, k], ps)
+            + flux(ezp, e_c, h2z, phic[row, j, k + 1], ps)
+            + flux(ezm, e_c, h2z, phic[row, j, k - 1], ps)
+        )
+        if k2 != 0.0:
+            b -= k2 * ps
+        # fixed neighbours on the outer layer move to the right-hand side ("lifting")
+        if i == nx - 2:
+            b += exp_ / h2x * g[row + 1, j, k]
+        if i == 1:
+            b += exm / h2x * g[row - 1, j, k]
+        if j == ny - 2:
+            b += eyp / h2y * g[row, j + 1, k]
+        if j == 1:
+            b += eym / h2y * g[row, j - 1, k]
+        if k == nz - 2:
+            b += ezp / h2z * g[row, j, k + 1]
+        if k == 1:
+            b += ezm / h2z * g[row, j, k - 1]
+        c0 = exp_ / h2x if i < nx - 2 else 0.0
+        c1 = eyp / h2y if j < ny - 2 else 0.0
+        c2 = ezp / h2z if k < nz - 2 else 0.0
+        d = (exp_ + exm) / h2x + (eyp + eym) / h2y + (ezp + ezm) / h2z + k2
+        cx[row, j, k] = c0
+        cy[row, j, k] = c1
+        cz[row, j, k] = c2
+        dg[row, j, k] = d
+        bb[row, j, k] = b
+        out32[0][row, j, k] = c0
+        out32[1][row, j, k] = c1
+        out32[2][row, j, k] = c2
+        out32[3][row, j, k] = d
+        out32[4][row, j, k] = b
+
+    @jit
+    def sample_point(phi, row, nx, ny, nz, origin, h, f, px, py, pz, out):
+        """φ and ∇φ at a point (trilinear; node gradients by central differences)."""
+        t0 = (px - origin[f, 0]) / h[0]
+        t1 = (py - origin[f, 1]) / h[1]
+        t2 = (pz - origin[f, 2]) / h[2]
+        t0 = min(max(t0, 0.0), nx - 1.0)
+        t1 = min(max(t1, 0.0), ny - 1.0)
+        t2 = min(max(t2, 0.0), nz - 1.0)
+        i0 = min(int(math.floor(t0)), nx - 2)
+        j0 = min(int(math.floor(t1)), ny - 2)
+        k0 = min(int(math.floor(t2)), nz - 2)
+        w0, w1, w2 = t0 - i0, t1 - j0, t2 - k0
+        val = 0.0
+        gx = 0.0
+        gy = 0.0
+        gz = 0.0
+        for ci in range(2):
+            i = i0 + ci
+            wi = w0 if ci == 1 else 1.0 - w0
+            for cj in range(2):
+                j = j0 + cj
+                wj = w1 if cj == 1 else 1.0 - w1
+                for ck in range(2):
+                    k = k0 + ck
+                    wk = w2 if ck == 1 else 1.0 - w2
+                    w = wi * wj * wk
+                    val += w * phi[row + i, j, k]
+                    up, dn = min(i + 1, nx - 1), max(i - 1, 0)
+                    gx += w * (phi[row + up, j, k] - phi[row + dn, j, k]) / (h[0] * (up - dn))
+                    up, dn = min(j + 1, ny - 1), max(j - 1, 0)
+                    gy += w * (phi[row + i, up, k] - phi[row + i, dn, k]) / (h[1] * (up - dn))
+                    up, dn = min(k + 1, nz - 1), max(k - 1, 0)
+                    gz += w * (phi[row + i, j, up] - phi[row + i, j, dn]) / (h[2] * (up - dn))
+        out[0] = val
+        out[1] = gx
+        out[2] = gy
+        out[3] = gz
+
+    return SimpleNamespace(
+        edge_line=edge_line,
+        ion_column=ion_column,
+        coulomb_node=coulomb_node,
+        debye_huckel_point=debye_huckel_point,
+        assemble_node=assemble_node,
+        sample_point=sample_point,
+    )
+
+
+# ---------------------------------------------------------------------- CPU kernels
+_CPU = None
+
+
+def cpu_kernels():
+    """The CPU kernels (numba ``parallel`` loops over work items), compiled on first use."""
+    global _CPU
+    if _CPU is not None:
+        return _CPU
+    import numba
+    from numba import prange
+
+    B = _bodies(numba.njit(nogil=True))
+    edge_line, ion_column, coulomb_node = B.edge_line, B.ion_column, B.coulomb_node
+    debye_huckel_point, assemble_node, sample_point = (
+        B.debye_huckel_point,
+        B.assemble_node,
+        B.sample_point,
+    )
+    par = numba.njit(parallel=True, nogil=True)
+
+    @par
+    def edges(out, pos, rad, axis, nx, ny, nz, stride, origin, h):
+        nf = pos.shape[0]
+        nl = (ny * nz) if axis == 0 else ((nx * nz) if axis == 1 else nx * ny)
+        bad = 0
+        for item in prange(nf * nl):
+            starts = np.empty(CAP)
+            ends = np.empty(CAP)
+            f = item // nl
+            bad += edge_line(out, pos, rad, f, axis, item - f * nl, nx, ny, nz, stride,
+                               origin, h, starts, ends)  # fmt: skip
+        return bad
+
+    @par
+    def ion(cov, pos, rad, nx, ny, nz, stride, origin, h, subs):
+        nf = pos.shape[0]
+        nl = nx * ny
+        bad = 0
+        for item in prange(nf * nl):
+            starts = np.empty(CAP)
+            ends = np.empty(CAP)
+            cand = np.empty(CAP, dtype=np.int32)
+            f = item // nl
+            c = item - f * nl
+            i = c // ny
+            bad += ion_column(cov, pos, rad, f, i, c - i * ny, nz, stride, origin, h, subs,
+                                starts, ends, cand)  # fmt: skip
+        return bad
+
+    @par
+    def coulomb(out, pos, q, scale, nx, ny, nz, stride, origin, h):
+        nf = pos.shape[0]
+        nn = nx * ny * nz
+        for item in prange(nf * nn):
+            f = item // nn
+            c = item - f * nn
+            i = c // (ny * nz)
+            j = (c // nz) % ny
+            k = c % nz
+            x = origin[f, 0] + i * h[0]
+            y = origin[f, 1] + j * h[1]
+            z = origin[f, 2] + k * h[2]
+            out[f * stride + i, j, k] = scale * coulomb_node(pos, q, f, x, y, z)
+
+    @par
+    def boundary(out, pos, q, radii, nodes, kappa, eps_out, eps_c, scale, stride, origin, h):
+        nf = pos.shape[0]
+        nb = nodes.shape[0]
+        for item in prange(nf * nb):
+            f = item // nb
+            p = item - f * nb
+            i, j, k = nodes[p, 0], nodes[p, 1], nodes[p, 2]
+            x = origin[f, 0] + i * h[0]
+            y = origin[f, 1] + j * h[1]
+            z = origin[f, 2] + k * h[2]
+            v = debye_huckel_point(pos, q, radii, f, x, y, z, kappa, eps_out, eps_c)
+            out[f * stride + i, j, k] = scale * v
+
+    @par
+    def assemble(fx, fy, fz, phic, cov, g, nf, nx, ny, nz, stride, p, out, out32):
+        _, ny_, nz_ = fx.shape
+        for row in prange(nf * stride):
+            f = row // stride
+            i = row - f * stride
+            for j in range(ny_):
+                for k in range(nz_):
+                    assemble_node(fx, fy, fz, phic, cov, g, row, f, i, j, k, nx, ny, nz, p,
+                                    out, out32)  # fmt: skip
+
+    @par
+    def sample(phi, pos, nx, ny, nz, stride, origin, h, out):
+        nf, na = pos.shape[0], pos.shape[1]
+        for item in prange(nf * na):
+            f = item // na
+            a = item - f * na
+            sample_point(phi, f * stride, nx, ny, nz, origin, h, f, pos[f, a, 0], pos[f, a, 1],
+                           pos[f, a, 2], out[f, a])  # fmt: skip
+
+    _CPU = SimpleNamespace(
+        edges=edges, ion=ion, coulomb=coulomb, boundary=boundary, assemble=assemble, sample=sample
+    )
+    return _CPU
+
+
+# ---------------------------------------------------------------------- CUDA kernels
+_CUDA = None
+
+
+def cuda_kernels():
+    """The CUDA kernels (one thread per work item), compiled lazily by numba-cuda."""
+    global _CUDA
+    if _CUDA is not None:
+        return _CUDA
+
+    B = _bodies(cuda.jit(device=True))
+    edge_line, ion_column, coulomb_node = B.edge_line, B.ion_column, B.coulomb_node
+    debye_huckel_point, assemble_node, sample_point = (
+        B.debye_huckel_point,
+        B.assemble_node,
+        B.sample_point,
+    )
+
+    @cuda.jit
+    def edges(out, pos, rad, axis, nx, ny, nz, stride, origin, h, bad):
+        item = cuda.grid(1)
+        nl = (ny * nz) if axis == 0 else ((nx * nz) if axis == 1 else nx * ny)
+        if item >= pos.shape[0] * nl:
+            return
+        starts = cuda.local.array(CAP, dtype=np.float64)
+        ends = cuda.local.array(CAP, dtype=np.float64)
+        f = item // nl
+        if edge_line(out, pos, rad, f, axis, item - f * nl, nx, ny, nz, stride, origin, h,
+                       starts, ends):  # fmt: skip
+            bad[0] = 1
+
+    @cuda.jit
+    def ion(cov, pos, rad, nx, ny, nz, stride, origin, h, subs, bad):
+        item = cuda.grid(1)
+        nl = nx * ny
+        if item >= pos.shape[0] * nl:
+            return
+        starts = cuda.local.array(CAP, dtype=np.float64)
+        ends = cuda.local.array(CAP, dtype=np.float64)
+        cand = cuda.local.array(CAP, dtype=np.int32)
+        f = item // nl
+        c = item - f * nl
+        i = c // ny
+        if ion_column(cov, pos, rad, f, i, c - i * ny, nz, stride, origin, h, subs, starts,
+                        ends, cand):  # fmt: skip
+            bad[0] = 1
+
+    @cuda.jit
+    def coulomb(out, pos, q, scale, nx, ny, nz, stride, origin, h):
+        item = cuda.grid(1)
+        nn = nx * ny * nz
+        if item >= pos.shape[0] * nn:
+            return
+        f = item // nn
+        c = item - f * nn
+        i = c // (ny * nz)
+        j = (c // nz) % ny
+        k = c % nz
+        x = origin[f, 0] + i * h[0]
+        y = origin[f, 1] + j * h[1]
+        z = origin[f, 2] + k * h[2]
+        out[f * stride + i, j, k] = scale * coulomb_node(pos, q, f, x, y, z)
+
+    @cuda.jit
+    def boundary(out, pos, q, radii, nodes, kappa, eps_out, eps_c, scale, stride, origin, h):
+        item = cuda.grid(1)
+        nb = nodes.shape[0]
+        if item >= pos.shape[0] * nb:
+            return
+        f = item // nb
+        p = item - f * nb
+        i, j, k = nodes[p, 0], nodes[p, 1], nodes[p, 2]
+        x = origin[f, 0] + i * h[0]
+        y = origin[f, 1] + j * h[1]
+        z = origin[f, 2] + k * h[2]
+        v = debye_huckel_point(pos, q, radii, f, x, y, z, kappa, eps_out, eps_c)
+        out[f * stride + i, j, k] = scale * v
+
+    @cuda.jit
+    def assemble(fx, fy, fz, phic, cov, g, nf, nx, ny, nz, stride, p, out, out32):
+        item = cuda.grid(1)
+        _, ny_, nz_ = fx.shape
+        if item >= nf * stride * ny_ * nz_:
+            return
+        k = item % nz_
+        j = (item // nz_) % ny_
+        row = item // (ny_ * nz_)
+        f = row // stride
+        assemble_node(fx, fy, fz, phic, cov, g, row, f, row - f * stride, j, k, nx, ny, nz, p,
+                        out, out32)  # fmt: skip
+
+    @cuda.jit
+    def sample(phi, pos, nx, ny, nz, stride, origin, h, out):
+        item = cuda.grid(1)
+        nf, na = pos.shape[0], pos.shape[1]
+        if item >= nf * na:
+            return
+        f = item // na
+        a = item - f * na
+        sample_point(phi, f * stride, nx, ny, nz, origin, h, f, pos[f, a, 0], pos[f, a, 1],
+                       pos[f, a, 2], out[f, a])  # fmt: skip
+
+    _CUDA = SimpleNamespace(
+        edges=edges, ion=ion, coulomb=coulomb, boundary=boundary, assemble=assemble, sample=sample
+    )
+    return _CUDA
+
+
+def blocks(n: int) -> int:
+    """CUDA blocks of :data:`THREADS` threads covering ``n`` work items."""
+    return max(1, (int(n) + THREADS - 1) // THREADS)
+
+
+__all__ = ["CAP", "THREADS", "blocks", "cpu_kernels", "cuda_kernels"]

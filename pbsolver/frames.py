@@ -1,0 +1,421 @@
+"""Stacked frames: B molecular-dynamics frames' maps, solve and forces with buffers that stay put.
+
+The general path (:func:`pbsolver.maps.build_problem`, then :class:`~pbsolver.Solver`) builds
+every map on the host-side layout, allocates fresh arrays each frame and captures fresh CUDA
+graphs. For MD, where one solute is solved again and again on a grid of one shape, this module
+keeps everything in place:
+
+1. the frames' positions go into one ``(B, N, 3)`` buffer;
+2. batched kernels (:mod:`pbsolver.backends.frame_kernels`) write, for all B frames in one
+   launch each, the vdW edge fractions, the ion-accessible fraction, φ_c and the Debye–Hückel
+   boundary values straight into the stacked layout of :mod:`pbsolver.batched`;
+3. one more kernel turns them into the lifted, block-diagonal stencil (float64 and float32);
+4. the solver loop of :class:`~pbsolver.Solver` (SOR, float64 iterative refinement) runs on
+   the stack; on CUDA its captured graphs are found again on the next call, since the
+   buffers' addresses do not change;
+5. a last kernel samples φ and ∇φ at every atom of every frame.
+
+Host synchronisations per call: one after the maps (right-hand-side norms), one per residual
+check of the loop, one for the results. Only the vdW dielectric surface and Dirichlet grids
+(a grid that follows the solute) are handled; other set-ups use the general path.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from types import SimpleNamespace
+
+import numpy as np
+
+from .exceptions import InputError
+from .grid import Grid
+
+#: Boundary kinds the stacked path computes (``"sdh"`` needs the general path).
+STACKED_BOUNDARY_KINDS = ("mdh", "zero")
+
+
+@dataclasses.dataclass
+class StackedSolve:
+    """What one :meth:`StackedFrames.run` call returns (host arrays unless said otherwise).
+
+    Attributes
+    ----------
+    phi : list of arrays (nx, ny, nz)
+        Each frame's φ_rf (kJ mol⁻¹ e⁻¹) with its boundary values, in the engine's array
+        library (views into one copy made for this call).
+    values, gradients : ndarray (B, N), (B, N, 3)
+        φ_rf and ∇φ_rf at the atoms (kJ mol⁻¹ e⁻¹, per Å).
+    residuals : ndarray (B,)
+        Each frame's final relative residual (float64 operator).
+    initial : ndarray (B,)
+        Each frame's relative residual at the initial guess.
+    converged : ndarray (B,) of bool
+    iterations : int
+        Sweeps of the stack (every frame got the same).
+    reason : str
+        The loop's stop reason.
+    omega : float
+    timings : dict
+        Seconds of the call: ``maps`` (up to the right-hand-side norms), ``solve``,
+        ``evaluate``.
+    """
+
+    phi: list
+    values: np.ndarray
+    gradients: np.ndarray
+    residuals: np.ndarray
+    initial: np.ndarray
+    converged: np.ndarray
+    iterations: int
+    reason: str
+    omega: float
+    timings: dict
+
+
+class StackedFrames:
+    """Maps, stacked SOR solve and field sampling for B frames of one solute on one grid shape.
+
+    Parameters
+    ----------
+    charges, radii : array (N,)
+        Partial charges (e) and vdW radii (Å); fixed for the engine's life.
+    shape : 3 ints
+        Grid nodes of every frame.
+    spacing : float or 3 floats
+        Grid spacing, Å.
+    solver : Solver
+        Supplies ``rtol``, ``atol``, ``maxiter``, ``dtype``, ``refine``, ``check_every``,
+        ``omega`` and the backend (CPU or CUDA with CuPy).
+    eps_in, eps_out : float
+        Solute (= ε_c) and solvent permittivities.
+    kappa : float
+        Debye–Hückel screening constant κ of the bulk, Å⁻¹ (0: no salt).
+    ion_radius : float
+        Ion exclusion added to the radii, Å.
+    kappa_subsamples : int
+        Lines per cell side sampling the ion-accessible fraction.
+    boundary_kind : {"mdh", "zero"}
+        Dirichlet values of the outer layer.
+    backend : Backend, optional
+        The backend object to use (default: the solver's, from :func:`get_backend`).
+    """
+
+    def __init__(
+        self,
+        charges,
+        radii,
+        shape,
+        spacing,
+        solver,
+        *,
+        eps_in=2.0,
+        eps_out=78.54,
+        kappa=0.0,
+        ion_radius=2.0,
+        kappa_subsamples=4,
+        boundary_kind="mdh",
+        backend=None,
+    ):
+        from .backends import get_backend
+
+        if boundary_kind not in STACKED_BOUNDARY_KINDS:
+            raise InputError(
+                f"the stacked path computes boundary kinds {STACKED_BOUNDARY_KINDS}, got "
+                f"{boundary_kind!r}"
+            )
+        self.grid = Grid(shape, spacing=spacing)
+        self.solver = solver
+        self.backend = backend if backend is not None else get_backend(solver.backend_name)
+        self.cuda = self.backend.name == "cuda"
+        if self.cuda and getattr(self.backend.dev, "name", None) != "cupy":
+            raise InputError("the stacked frame path on CUDA needs CuPy device arrays")
+        if self.cuda:
+            import cupy
+
+            from .backends.frame_kernels import cuda_kernels
+
+            self.xp, self.kernels = cupy, cuda_kernels()
+        else:
+            from .backends.frame_kernels import cpu_kernels
+
+            self.xp, self.kernels = np, cpu_kernels()
+        self.eps_in, self.eps_out = float(eps_in), float(eps_out)
+        self.kappa = float(kappa)
+        self.subsamples = int(kappa_subsamples)
+        if self.subsamples < 1:
+            raise InputError(f"kappa_subsamples must be >= 1, got {kappa_subsamples}")
+        self.boundary_kind = boundary_kind
+        charges = np.ascontiguousarray(charges, dtype=np.float64)
+        radii = np.ascontiguousarray(radii, dtype=np.float64)
+        self.n_atoms = len(charges)
+        self._q = self._to_device(charges)
+        self._rad = self._to_device(radii)
+        self._rad_ion = self._to_device(radii + float(ion_radius))
+        self._h = self._to_device(np.asarray(self.grid.spacing, dtype=np.float64))
+        self._nodes = self._to_device(_outer_layer(self.grid.shape))
+        h2 = [h * h for h in self.grid.spacing]
+        params = h2 + [self.eps_in, self.eps_out, self.eps_in]
+        params += [self.eps_out * self.kappa**2, 1.0 / self.subsamples**2, float(self.kappa > 0)]
+        self._params = self._to_device(np.asarray(params, dtype=np.float64))
+        self.stride = self.grid.shape[0] + self.grid.shape[0] % 2
+        self._buffers = {}  # frames in a call → persistent buffers
+        self._views = {}
+        self.calls = 0
+
+    # ------------------------------------------------------------------ public
+    def run(self, positions, origins, x0=None) -> StackedSolve:
+        """Solve B frames: positions ``(B, N, 3)`` Å (NumPy or CuPy), origins ``(B, 3)`` Å.
+
+        ``x0`` (one ``(nx, ny, nz)`` array or None) is every frame's initial guess.
+        """
+        t0 = time.perf_counter()
+        xp = self.xp
+        pos = xp.asarray(positions, dtype=np.float64)
+        if pos.ndim != 3 or pos.shape[1:] != (self.n_atoms, 3):
+            raise InputError(f"positions must be (B, {self.n_atoms}, 3), got {tuple(pos.shape)}")
+        nf = int(pos.shape[0])
+        origins = np.asarray(origins, dtype=np.float64).reshape(nf, 3)
+        buf = self._buffers_for(nf)
+        with self._on_stream():
+            buf.pos[...] = pos
+            buf.origin[...] = xp.asarray(origins)
+            bad = self._maps(buf, nf)
+            bnorms = xp.sqrt(xp.sum(self._frames(buf.b64, nf) ** 2, axis=(1, 2, 3)))
+            self._initial_guess(buf, nf, x0)
+            bn_host = self._host(bnorms)
+        bad = bad if isinstance(bad, int) else int(self._host(buf.bad)[0])
+        if bad:
+            raise InputError(
+                f"a grid line meets more than {_cap()} atomic spheres: the stacked frame path "
+                "cannot map this solute (use the general path)"
+            )
+        t_maps = time.perf_counter() - t0
+        loop, omega = self._solve(buf, bn_host)
+        with self._on_stream():
+            r = buf.r64
+            self.backend.residual(buf.checked, buf.x, r)
+            rn = xp.sqrt(xp.sum(self._frames(r, nf) ** 2, axis=(1, 2, 3)))
+            xp.add(buf.x, buf.g, out=buf.phi)
+            rn_host = self._host(rn)
+        t_solve = time.perf_counter() - t0 - t_maps
+        with self._on_stream():
+            self._sample(buf, nf)
+            phi = buf.phi.copy()
+            samples = self._host(buf.samples)
+        t_eval = time.perf_counter() - t0 - t_maps - t_solve
+        self.calls += 1
+        safe = np.where(bn_host > 0, bn_host, 1.0)
+        residuals = np.where(bn_host > 0, rn_host / safe, 0.0)
+        rtol, atol = self.solver.rtol, self.solver.atol
+        converged = (rn_host <= np.maximum(rtol * bn_host, atol)) | (bn_host == 0)
+        nx = self.grid.shape[0]
+        blocks = [phi[k * self.stride : k * self.stride + nx] for k in range(nf)]
+        return StackedSolve(
+            phi=blocks,
+            values=samples[..., 0].copy(),
+            gradients=samples[..., 1:4].copy(),
+            residuals=residuals,
+            initial=buf.initial,
+            converged=converged,
+            iterations=loop.iterations if loop is not None else 0,
+            reason=(loop.reason if loop is not None else "zero rhs"),
+            omega=omega,
+            timings={"maps": t_maps, "solve": t_solve, "evaluate": t_eval},
+        )
+
+    # ------------------------------------------------------------------ steps
+    def _maps(self, buf, nf):
+        """Launch the map and assembly kernels; returns the CPU overflow count or None."""
+        K, g = self.kernels, self.grid
+        nx, ny, nz = g.shape
+        for a in (buf.fx, buf.fy, buf.fz, buf.cov, buf.bad):
+            a.fill(0)
+        bad = 0
+        lines = (ny * nz, nx * nz, nx * ny)
+        for axis, out in enumerate((buf.fx, buf.fy, buf.fz)):
+            bad = self._launch(
+                K.edges, nf * lines[axis], out, buf.pos, self._rad, axis, nx, ny, nz,
+                self.stride, buf.origin, self._h, *([buf.bad] if self.cuda else []),
+            ) or bad  # fmt: skip
+        if self.kappa > 0:
+            bad = self._launch(
+                K.ion, nf * nx * ny, buf.cov, buf.pos, self._rad_ion, nx, ny, nz, self.stride,
+                buf.origin, self._h, self.subsamples, *([buf.bad] if self.cuda else []),
+            ) or bad  # fmt: skip
+        from .maps import COULOMB_KJ
+
+        self._launch(
+            K.coulomb, nf * nx * ny * nz, buf.phic, buf.pos, self._q, COULOMB_KJ / self.eps_in,
+            nx, ny, nz, self.stride, buf.origin, self._h,
+        )  # fmt: skip
+        if self.boundary_kind == "mdh":
+            self._launch(
+                K.boundary, nf * len(self._nodes), buf.g, buf.pos, self._q, self._rad_ion,
+                self._nodes, self.kappa, self.eps_out, self.eps_in, COULOMB_KJ, self.stride,
+                buf.origin, self._h,
+            )  # fmt: skip
+        self._launch(
+            K.assemble, nf * self.stride * ny * nz, buf.fx, buf.fy, buf.fz, buf.phic, buf.cov,
+            buf.g, nf, nx, ny, nz, self.stride, self._params, buf.out64, buf.out32,
+        )  # fmt: skip
+        return None if self.cuda else bad
+
+    def _initial_guess(self, buf, nf, x0):
+        """x: the guess's interior in every block, zero on decoupled nodes."""
+        xp = self.xp
+        buf.x.fill(0.0)
+        buf.initial = np.ones(nf)
+        if x0 is None:
+            return
+        x0 = xp.asarray(x0, dtype=np.float64)
+        if tuple(x0.shape) != self.grid.shape:
+            raise InputError(f"x0 has shape {tuple(x0.shape)}, the grid needs {self.grid.shape}")
+        nx = self.grid.shape[0]
+        inner = (slice(1, -1),) * 3
+        self._frames(buf.x, nf)[:, 1 : nx - 1, 1:-1, 1:-1] = x0[inner][None]
+        buf.initial = None  # computed by the loop's first check
+
+    def _solve(self, buf, bn_host):
+        """The solver loop of :class:`~pbsolver.Solver` on the stack (SOR)."""
+        from .solver import SOR, _Loop, optimal_sor_omega
+
+        s = self.solver
+        nonzero = bn_host[bn_host > 0]
+        omega = s.omega or optimal_sor_omega(
+            SimpleNamespace(grid=self.grid, boundary="dirichlet", kappa2=None)
+        )
+        if nonzero.size == 0:
+            buf.x.fill(0.0)
+            buf.initial = np.zeros(len(bn_host))
+            return None, omega
+        threshold = float(min(max(s.rtol * bn, s.atol) for bn in nonzero))
+        loop_solver = SimpleNamespace(rtol=0.0, atol=threshold, callback=None)
+        method = SOR(omega=omega)
+        method.setup(self.backend, buf.st, None)
+        maxiter = s.maxiter if s.maxiter is not None else method.default_maxiter(self.grid.shape)
+        check_every = s.check_every or method.check_every
+        loop = _Loop(loop_solver, self.backend, buf.st, buf.checked, method, maxiter, check_every)
+        if buf.initial is None:  # warm start: each frame's own initial residual
+            with self._on_stream():
+                self.backend.residual(buf.checked, buf.x, buf.r64)
+                r0 = self.xp.sqrt(self.xp.sum(self._frames(buf.r64, len(bn_host)) ** 2,
+                                              axis=(1, 2, 3)))  # fmt: skip
+                buf.initial = np.where(bn_host > 0, self._host(r0) / np.where(bn_host > 0, bn_host,
+                                                                             1.0), 0.0)  # fmt: skip
+        loop.run(buf.x, float(np.sqrt(np.sum(bn_host**2))))
+        return loop, omega
+
+    def _sample(self, buf, nf):
+        nx, ny, nz = self.grid.shape
+        self._launch(
+            self.kernels.sample, nf * self.n_atoms, buf.phi, buf.pos, nx, ny, nz, self.stride,
+            buf.origin, self._h, buf.samples,
+        )  # fmt: skip
+
+    # ------------------------------------------------------------------ plumbing
+    def _buffers_for(self, nf):
+        """Persistent buffers for calls of ``nf`` frames (made on the first such call)."""
+        buf = self._buffers.get(nf)
+        if buf is not None:
+            return buf
+        from .backends import Stencil
+
+        xp = self.xp
+        _, ny, nz = self.grid.shape
+        big = (nf * self.stride, ny, nz)
+        with self._on_stream():
+
+            def zeros(dtype=np.float64, shape=big):
+                return xp.zeros(shape, dtype=dtype)
+
+            out64 = tuple(zeros() for _ in range(5))
+            refine = self.solver.refine and np.dtype(self.solver.dtype) != np.float64
+            low = np.dtype(self.solver.dtype) if refine else np.float64
+            out32 = (
+                tuple(zeros(low) for _ in range(5)) if refine else tuple(zeros() for _ in range(5))
+            )
+            buf = SimpleNamespace(
+                pos=zeros(shape=(nf, self.n_atoms, 3)),
+                origin=zeros(shape=(nf, 3)),
+                fx=zeros(), fy=zeros(), fz=zeros(), cov=zeros(), phic=zeros(), g=zeros(),
+                out64=out64, out32=out32, b64=out64[4],
+                x=zeros(), phi=zeros(), r64=zeros(),
+                samples=zeros(shape=(nf, self.n_atoms, 4)),
+                bad=xp.zeros(1, dtype=np.int64),
+                initial=None,
+            )  # fmt: skip
+        buf.checked = Stencil(*out64, periodic=False, singular=False)
+        buf.st = Stencil(*out32, periodic=False, singular=False) if refine else buf.checked
+        self._buffers[nf] = buf
+        return buf
+
+    def _frames(self, a, nf):
+        """(B, stride, ny, nz) view of a stacked array."""
+        return a.reshape(nf, self.stride, *a.shape[1:])
+
+    def _to_device(self, a):
+        return self.xp.asarray(a) if self.cuda else a
+
+    def _host(self, a):
+        return self.xp.asnumpy(a) if self.cuda else np.asarray(a)
+
+    def _on_stream(self):
+        if self.cuda:
+            return self.backend.stream
+        return _NoContext()
+
+    def _launch(self, kernel, items, *args):
+        """Run a kernel over ``items`` work items (CPU: a parallel loop; CUDA: one launch)."""
+        if not self.cuda:
+            return kernel(*args)
+        from .backends.frame_kernels import THREADS, blocks
+
+        self.backend.dev.launch(kernel, blocks(items), THREADS, *(self._view(a) for a in args))
+        return None
+
+    def _view(self, a):
+        """numba view of a CuPy array, made once per (pointer, shape, dtype); tuples mapped."""
+        if isinstance(a, tuple):
+            return tuple(self._view(x) for x in a)
+        if not isinstance(a, self.xp.ndarray):
+            return a
+        key = (a.data.ptr, a.shape, a.dtype.str)
+        view = self._views.get(key)
+        if view is None:
+            from numba import cuda
+
+            view = cuda.from_cuda_array_interface(a.__cuda_array_interface__, owner=a, sync=False)
+            self._views[key] = view
+        return view
+
+
+class _NoContext:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _outer_layer(shape) -> np.ndarray:
+    """(M, 3) int32 indices of the outer layer's nodes."""
+    mask = np.zeros(shape, dtype=bool)
+    mask[[0, -1], :, :] = True
+    mask[:, [0, -1], :] = True
+    mask[:, :, [0, -1]] = True
+    return np.ascontiguousarray(np.argwhere(mask).astype(np.int32))
+
+
+def _cap() -> int:
+    from .backends.frame_kernels import CAP
+
+    return CAP
+
+
+def supports(surface, boundary_periodic: bool, boundary_kind: str) -> bool:
+    """Whether the stacked path handles this set-up (vdW surface, Dirichlet, mdh/zero)."""
+    return surface == "vdw" and not boundary_periodic and boundary_kind in STACKED_BOUNDARY_KINDS
+
+
+__all__ = ["STACKED_BOUNDARY_KINDS", "StackedFrames", "StackedSolve", "supports"]

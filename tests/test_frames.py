@@ -1,0 +1,241 @@
+"""The stacked frame engine (pbsolver.frames) against the general path on the same grid."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import pbsolver as pb
+from pbsolver.calculator import sample_field
+from pbsolver.frames import StackedFrames
+
+
+def _solute(seed, n=40, spread=2.5):
+    rng = np.random.default_rng(seed)
+    pos = rng.normal(0.0, spread, (n, 3))
+    q = rng.uniform(-1.0, 1.0, n)
+    r = rng.uniform(1.0, 2.2, n)
+    return pb.Atoms(pos, q, r), rng
+
+
+def _reference(atoms, grid, *, eps_in, eps_out, salt, boundary_kind="mdh", rtol=1e-9):
+    """Energy, potentials and forces of the general path (maps + float64 SOR) on ``grid``."""
+    p = pb.maps.build_problem(
+        atoms, grid, eps_in=eps_in, eps_out=eps_out, ionic_strength=salt, surface="vdw",
+        boundary_kind=boundary_kind,
+    )  # fmt: skip
+    res = pb.Solver(method="sor", backend="cpu", rtol=rtol, dtype=np.float64).solve(p)
+    v, g = sample_field(grid, res.phi_rf, atoms.positions)
+    return 0.5 * float(np.dot(atoms.charges, v)), v, -atoms.charges[:, None] * g, res.phi_rf
+
+
+@pytest.mark.parametrize(
+    ("eps_in", "eps_out", "salt", "kind"),
+    [(2.0, 78.54, 0.0, "mdh"), (1.0, 80.0, 0.15, "mdh"), (4.0, 78.54, 0.5, "zero")],
+)
+def test_stacked_matches_general_path_on_the_same_grid(eps_in, eps_out, salt, kind):
+    atoms, _ = _solute(3)
+    calc = pb.ReactionFieldCalculator(
+        atoms, spacing=0.55, eps_in=eps_in, eps_out=eps_out, ionic_strength=salt,
+        surface="vdw", backend="cpu", engine="stacked", margin=3.0, skin=0.5, rtol=1e-9,
+        dtype=np.float64, map_options={"boundary_kind": kind},
+    )  # fmt: skip
+    fr = calc.compute()
+    assert fr.converged and fr.solve.extra["engine"] == "stacked"
+    e, v, f, phi = _reference(atoms, fr.grid, eps_in=eps_in, eps_out=eps_out, salt=salt,
+                              boundary_kind=kind)  # fmt: skip
+    assert abs(fr.energy / e - 1) < 1e-6
+    np.testing.assert_allclose(fr.potentials, v, rtol=1e-5, atol=1e-5 * np.abs(v).max())
+    np.testing.assert_allclose(fr.forces, f, atol=1e-5 * np.abs(f).max())
+    np.testing.assert_allclose(fr.solve.phi_rf, phi, atol=1e-6 * np.abs(phi).max())
+
+
+def test_float32_refined_stacked_meets_rtol_and_matches():
+    atoms, _ = _solute(5, n=30)
+    calc = pb.ReactionFieldCalculator(
+        atoms, spacing=0.6, eps_in=1.0, surface="vdw", backend="cpu", engine="stacked",
+        margin=3.0, skin=0.5, rtol=1e-6,
+    )  # fmt: skip
+    fr = calc.compute()
+    e, *_ = _reference(atoms, fr.grid, eps_in=1.0, eps_out=78.54, salt=0.0)
+    assert fr.converged
+    assert fr.solve.residual_norms[-1] <= 1e-6
+    assert abs(fr.energy / e - 1) < 1e-5
+
+
+def test_batch_equals_frames_solved_alone_on_the_batch_grid():
+    atoms, rng = _solute(7, n=35)
+    frames = [atoms.positions + rng.normal(0.0, 0.1, atoms.positions.shape) for _ in range(3)]
+    kw = dict(spacing=0.6, eps_in=2.0, ionic_strength=0.1, surface="vdw", backend="cpu",
+              engine="stacked", margin=3.0, skin=0.5, rtol=1e-8, dtype=np.float64)  # fmt: skip
+    calc = pb.ReactionFieldCalculator(atoms, **kw)
+    out = calc.compute_batch(frames)
+    assert len(out) == 3 and len({fr.grid for fr in out}) == 1
+    for fr, pos in zip(out, frames, strict=True):
+        frame_atoms = pb.Atoms(pos, atoms.charges, atoms.radii)
+        e, _, f, _ = _reference(frame_atoms, fr.grid, eps_in=2.0, eps_out=78.54, salt=0.1)
+        assert abs(fr.energy / e - 1) < 1e-6
+        np.testing.assert_allclose(fr.forces, f, atol=1e-5 * np.abs(f).max())
+    # the next batch of the same size reuses the engine's buffers and starts warm
+    engine = calc._stacked
+    again = calc.compute_batch(frames)
+    assert calc._stacked is engine and len(engine._buffers) == 1
+    assert all(fr.warm_start for fr in again)
+    assert again[0].iterations < out[0].iterations
+    for a, b in zip(out, again, strict=True):
+        assert abs(a.energy / b.energy - 1) < 1e-6
+
+
+def test_warm_start_begins_near_the_answer_and_sweeps_less():
+    atoms, rng = _solute(11, n=40)
+    calc = pb.ReactionFieldCalculator(
+        atoms, spacing=0.6, surface="vdw", backend="cpu", engine="stacked", margin=3.0,
+        skin=1.0, rtol=1e-6,
+    )  # fmt: skip
+    cold = calc.compute().iterations
+    warm = calc.compute(atoms.positions + rng.normal(0.0, 0.002, atoms.positions.shape))
+    assert warm.warm_start and not warm.regridded
+    assert warm.solve.residual_norms[0] < 1e-2  # the old solution is already close
+    assert warm.converged and warm.iterations < cold
+
+
+def test_engine_choice_and_refusals():
+    atoms, _ = _solute(1, n=5)
+    auto = pb.ReactionFieldCalculator(atoms, surface="vdw", backend="cpu")
+    assert auto.engine == "general"  # the CPU keeps multigrid
+    with pytest.raises(pb.InputError, match="surface='vdw'"):
+        pb.ReactionFieldCalculator(atoms, surface="mol", backend="cpu", engine="stacked")
+    with pytest.raises(pb.InputError, match="following"):
+        pb.ReactionFieldCalculator(
+            atoms, surface="vdw", backend="cpu", engine="stacked", box=(30.0, 30.0, 30.0)
+        )
+    with pytest.raises(pb.InputError, match="SOR"):
+        pb.ReactionFieldCalculator(
+            atoms, surface="vdw", backend="cpu", engine="stacked", method="multigrid"
+        )
+    with pytest.raises(pb.InputError, match="engine must be"):
+        pb.ReactionFieldCalculator(atoms, surface="vdw", backend="cpu", engine="fast")
+    with pytest.raises(pb.InputError, match="boundary kinds"):
+        StackedFrames([1.0], [1.0], (9, 9, 9), 0.5, pb.Solver(backend="cpu"),
+                      boundary_kind="sdh")  # fmt: skip
+
+
+def test_a_line_through_too_many_spheres_is_refused():
+    n = 300  # a row of overlapping spheres along x: the central lines meet all of them
+    pos = np.zeros((n, 3))
+    pos[:, 0] = np.linspace(-15.0, 15.0, n)
+    atoms = pb.Atoms(pos, np.zeros(n), np.full(n, 1.5))
+    calc = pb.ReactionFieldCalculator(
+        atoms, spacing=1.0, surface="vdw", backend="cpu", engine="stacked", margin=3.0, skin=0.0
+    )
+    with pytest.raises(pb.InputError, match="more than 256 atomic spheres"):
+        calc.compute()
+
+
+def test_wrong_positions_are_refused():
+    atoms, _ = _solute(2, n=6)
+    calc = pb.ReactionFieldCalculator(atoms, surface="vdw", backend="cpu", engine="stacked")
+    with pytest.raises(pb.InputError, match="shape"):
+        calc.compute(np.zeros((5, 3)))
+    bad = atoms.positions.copy()
+    bad[2, 1] = np.nan
+    with pytest.raises(pb.InputError, match="not finite"):
+        calc.compute_batch([atoms.positions, bad])
+
+
+# ---------------------------------------------------------------------- CUDA kernels
+def _kernel_inputs(seed):
+    rng = np.random.default_rng(seed)
+    nf, na, shape, h = 2, 7, (7, 8, 6), np.array([0.7, 0.6, 0.8])
+    stride = shape[0] + shape[0] % 2
+    pos = rng.uniform(1.2, 3.4, (nf, na, 3))
+    origin = rng.uniform(-0.3, 0.3, (nf, 3))
+    q = rng.uniform(-1, 1, na)
+    rad = rng.uniform(0.6, 1.4, na)
+    return nf, shape, h, stride, pos, origin, q, rad
+
+
+@pytest.mark.cudasim
+def test_cuda_frame_kernels_equal_the_cpu_ones_under_the_simulator():
+    pytest.importorskip("numba.cuda")
+    if os.environ.get("NUMBA_ENABLE_CUDASIM") != "1":
+        # numba reads the switch once, at import: run this test again in a simulator process
+        env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
+        test = f"{__file__}::test_cuda_frame_kernels_equal_the_cpu_ones_under_the_simulator"
+        proc = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", test],
+            env=env, capture_output=True, text=True, timeout=900,
+        )  # fmt: skip
+        assert proc.returncode == 0 and " passed" in proc.stdout, proc.stdout[-3000:]
+        return
+    from pbsolver.backends.frame_kernels import THREADS, blocks, cpu_kernels, cuda_kernels
+    from pbsolver.frames import _outer_layer
+
+    C, G = cpu_kernels(), cuda_kernels()
+    nf, shape, h, stride, pos, origin, q, rad = _kernel_inputs(4)
+    nx, ny, nz = shape
+    big = (nf * stride, ny, nz)
+
+    def both(name, items, out_index, *args):
+        a = [x.copy() if isinstance(x, np.ndarray) else x for x in args]
+        b = [x.copy() if isinstance(x, np.ndarray) else x for x in args]
+        getattr(C, name)(*a)
+        getattr(G, name)[blocks(items), THREADS](*b, *([np.zeros(1, np.int64)] if name in
+                                                      ("edges", "ion") else []))  # fmt: skip
+        np.testing.assert_allclose(b[out_index], a[out_index], rtol=1e-12, atol=1e-12)
+        assert np.any(a[out_index] != 0)
+        return a[out_index]
+
+    fr = []
+    lines = (ny * nz, nx * nz, nx * ny)
+    for axis in range(3):
+        fr.append(both("edges", nf * lines[axis], 0, np.zeros(big), pos, rad, axis, nx, ny, nz,
+                       stride, origin, h))  # fmt: skip
+    cov = both("ion", nf * nx * ny, 0, np.zeros(big), pos, rad + 0.5, nx, ny, nz, stride,
+               origin, h, 2)  # fmt: skip
+    phic = both("coulomb", nf * nx * ny * nz, 0, np.zeros(big), pos, q, 694.0, nx, ny, nz,
+                stride, origin, h)  # fmt: skip
+    nodes = _outer_layer(shape)
+    g = both("boundary", nf * len(nodes), 0, np.zeros(big), pos, q, rad, nodes, 0.1, 78.5, 2.0,
+             1389.0, stride, origin, h)  # fmt: skip
+    params = np.array([h[0] ** 2, h[1] ** 2, h[2] ** 2, 2.0, 78.5, 2.0, 0.6, 0.25, 1.0])
+    out64 = tuple(np.zeros(big) for _ in range(5))
+    out32 = tuple(np.zeros(big, np.float32) for _ in range(5))
+    a64, a32 = tuple(x.copy() for x in out64), tuple(x.copy() for x in out32)
+    C.assemble(*fr, phic, cov, g, nf, nx, ny, nz, stride, params, a64, a32)
+    G.assemble[blocks(nf * stride * ny * nz), THREADS](*fr, phic, cov, g, nf, nx, ny, nz, stride,
+                                                       params, out64, out32)  # fmt: skip
+    for x, y in zip(a64 + a32, out64 + out32, strict=True):
+        np.testing.assert_allclose(y, x, rtol=1e-12, atol=0)
+    phi = np.random.default_rng(0).normal(size=big)
+    s_cpu, s_gpu = np.zeros((nf, pos.shape[1], 4)), np.zeros((nf, pos.shape[1], 4))
+    C.sample(phi, pos, nx, ny, nz, stride, origin, h, s_cpu)
+    G.sample[blocks(pos.shape[0] * pos.shape[1]), THREADS](phi, pos, nx, ny, nz, stride, origin,
+                                                           h, s_gpu)  # fmt: skip
+    np.testing.assert_allclose(s_gpu, s_cpu, rtol=1e-12, atol=1e-12)
+
+
+# ---------------------------------------------------------------------- on a GPU
+@pytest.mark.gpu
+def test_cuda_stacked_calculator_matches_the_cpu_engine():
+    cp = pytest.importorskip("cupy")
+    atoms, rng = _solute(9, n=60)
+    kw = dict(spacing=0.6, eps_in=2.0, ionic_strength=0.1, surface="vdw", margin=3.0, skin=1.0,
+              rtol=1e-6)  # fmt: skip
+    gpu = pb.ReactionFieldCalculator(atoms, backend="cuda", **kw)
+    assert gpu.engine == "stacked"
+    cpu = pb.ReactionFieldCalculator(atoms, backend="cpu", engine="stacked", **kw)
+    frames = [atoms.positions + rng.normal(0.0, 0.05, atoms.positions.shape) for _ in range(4)]
+    out_gpu = gpu.compute_batch([cp.asarray(f) for f in frames])
+    out_cpu = cpu.compute_batch(frames)
+    for a, b in zip(out_gpu, out_cpu, strict=True):
+        assert a.converged and isinstance(a.forces, cp.ndarray)
+        assert abs(a.energy / b.energy - 1) < 1e-5
+        f = cp.asnumpy(a.forces)
+        np.testing.assert_allclose(f, b.forces, atol=1e-4 * np.abs(b.forces).max())
+    one = gpu.compute(frames[-1])  # one by one, NumPy in → NumPy out, warm
+    assert isinstance(one.forces, np.ndarray) and one.warm_start and one.converged
