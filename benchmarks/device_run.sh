@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One call on the GPU machine (see BENCHMARKS.md): GPU tests, then the GPU benchmarks of every
 # issue, logs and JSON into $OUT/r and one tarball. Stage 1: tests + single-GPU benchmarks;
-# stage 2 (argument "multi"): the multi-GPU batch run.
+# stage 2 (argument "multi"): the multi-GPU batch run; "frames": the stacked frame engine.
 set -u
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
   --target /tmp/site .whl/*.whl || exit 1
@@ -15,7 +15,13 @@ step() {  # step NAME SECONDS CMD...: run with a time limit, log to $R/NAME.log,
   timeout "$limit" "$@" > "$R/$name.log" 2>&1; echo "exit=$? after $((SECONDS - t0)) s" | tee -a "$R/$name.log"
   tail -n 25 "$R/$name.log"
 }
-if [ "${1:-single}" = "multi" ]; then
+if [ "${1:-single}" = "frames" ]; then
+  step frames_tests 240 python3 -m pytest -m gpu -q -p no:cacheprovider -W ignore::Warning -rs \
+    tests/test_frames.py tests/test_calculator.py
+  step md_stacked 330 python3 benchmarks/md_pipeline.py --backend cuda --skip-pipeline \
+    --skip-throughput --frames 32 --stacked-batches 8 32 64 --maps-backend cuda \
+    --json "$R/md_stacked.json"
+elif [ "${1:-single}" = "multi" ]; then
   step multi_gpu 540 python3 benchmarks/multi_gpu_batch.py --files 20 --grids-per-file 10 --n 129 \
     --gpus 2 --json "$R/multi_gpu.json" --workdir /tmp/mgpu
 else

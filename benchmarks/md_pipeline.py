@@ -10,6 +10,11 @@ Part 2, solves per second for batches of independent 65³ and 97³ problems (the
 several positions): one by one (multigrid and SOR) against ``pb.solve_batch`` stacked (SOR,
 one launch per colour for the whole batch) and, on the GPU, one CUDA stream per worker.
 
+Part 3, the stacked frame engine (``engine="stacked"``, :mod:`pbsolver.frames`; vdW surface):
+the same solute and frames, one by one (cold and warm) and in batches of ``--stacked-batches``
+frames (maps, solve and forces of a whole batch in batched launches), against the general path
+on the same surface.
+
 Prints a table and writes JSON: wall time and process CPU time (all threads; steadier than
 wall time on a shared machine) per frame or solve. Timings are ratios inside one run; absolute
 GPU numbers count only from a GPU run (device and versions are recorded).
@@ -147,6 +152,75 @@ def pipeline(atoms, args):
     return rows
 
 
+# ---------------------------------------------------------------------- part 3
+def stacked(atoms, args):
+    """Frames per second of the stacked engine (vdW) against the general path on vdW."""
+    batches = sorted(args.stacked_batches)
+    frames = frames_of(atoms, 1 + max(2 * max(batches), args.frames))
+    common = {
+        "spacing": args.spacing,
+        "shape": (65, 65, 65),
+        "margin": 4.0,
+        "surface": "vdw",
+        "backend": args.backend,
+        "rtol": args.rtol,
+    }
+    rows = []
+
+    def run(label, engine, warm, batch=None, count=None, **extra):
+        calc = pb.ReactionFieldCalculator(atoms, warm_start=warm, engine=engine, **common, **extra)
+        todo = frames[1 : 1 + (count or len(frames) - 1)]
+        calc.compute(frames[0])  # places the grid, compiles, captures graphs
+        if batch is not None:
+            calc.compute_batch(todo[:batch])  # buffers and graphs of this batch size
+        cpu0 = time.process_time()
+        start = time.perf_counter()
+        if batch is None:
+            results = [calc.compute(f) for f in todo]
+        else:
+            results = []
+            for i in range(0, len(todo) - batch + 1, batch):
+                results += calc.compute_batch(todo[i : i + batch])
+        wall = time.perf_counter() - start
+        cpu = time.process_time() - cpu0
+        n = len(results)
+        row = {
+            "case": label,
+            "engine": calc.engine,
+            "frames": n,
+            "batch": batch or 1,
+            "frames_per_s": n / wall,
+            "ms_per_frame": 1e3 * wall / n,
+            "cpu_ms_per_frame": 1e3 * cpu / n,
+            "iterations": float(np.mean([r.iterations for r in results])),
+            "maps_ms": 1e3 * float(np.mean([r.timings["maps"] for r in results])),
+            "solve_ms": 1e3 * float(np.mean([r.timings["solve"] for r in results])),
+            "evaluate_ms": 1e3 * float(np.mean([r.timings["evaluate"] for r in results])),
+            "converged": all(r.converged for r in results),
+            "energy_first": results[0].energy,
+        }
+        rows.append(row)
+        print(
+            f"  {label:<40} {row['frames_per_s']:9.2f} frames/s  {row['ms_per_frame']:8.3f} ms"
+            f"  (cpu {row['cpu_ms_per_frame']:8.2f} ms)  it {row['iterations']:6.1f}"
+            f"  maps {row['maps_ms']:7.3f}  solve {row['solve_ms']:7.3f}"
+            f"  eval {row['evaluate_ms']:6.3f} ms",
+            flush=True,
+        )
+        return row
+
+    print(f"Part 3: stacked engine, {len(atoms)} atoms, 65³ at {args.spacing} Å, surface vdw, "
+          f"rtol {args.rtol}")  # fmt: skip
+    few = min(args.frames, 16)
+    run("general, warm, one by one (multigrid)", "general", True, count=few, method="multigrid",
+        map_options={"maps_backend": args.maps_backend})  # fmt: skip
+    run("stacked, cold, one by one", "stacked", False, count=max(few, 32))
+    run("stacked, warm, one by one", "stacked", True, count=max(few, 32))
+    for b in batches:
+        run(f"stacked, warm, batches of {b}", "stacked", True, batch=b, count=2 * b)
+    return rows
+
+
 # ---------------------------------------------------------------------- part 2
 def throughput(atoms, args):
     rows = []
@@ -220,7 +294,10 @@ def main(argv=None):
     ap.add_argument("--rtol", type=float, default=1e-6)
     ap.add_argument("--maps-backend", default="cpu", choices=("cpu", "cuda"),
                     help="where the calculator's map kernels run")  # fmt: skip
+    ap.add_argument("--stacked-batches", type=int, nargs="+", default=[4],
+                    help="batch sizes of part 3 (stacked engine)")  # fmt: skip
     ap.add_argument("--skip-pipeline", action="store_true")
+    ap.add_argument("--skip-stacked", action="store_true")
     ap.add_argument("--skip-throughput", action="store_true")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)
@@ -236,6 +313,7 @@ def main(argv=None):
         "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
         "pipeline": [] if args.skip_pipeline else pipeline(atoms, args),
         "throughput": [] if args.skip_throughput else throughput(atoms, args),
+        "stacked": [] if args.skip_stacked else stacked(atoms, args),
     }
     if args.json is not None:
         args.json.write_text(json.dumps(out, indent=2) + "\n")
