@@ -152,6 +152,8 @@ class StackedFrames:
         self._q = self._to_device(charges)
         self._rad = self._to_device(radii)
         self._rad_ion = self._to_device(radii + float(ion_radius))
+        self._q32 = self._to_device(charges.astype(np.float32))
+        self._rad_ion32 = self._to_device((radii + float(ion_radius)).astype(np.float32))
         self._h = self._to_device(np.asarray(self.grid.spacing, dtype=np.float64))
         self._nodes = self._to_device(_outer_layer(self.grid.shape))
         h2 = [h * h for h in self.grid.spacing]
@@ -245,15 +247,19 @@ class StackedFrames:
             ) or bad  # fmt: skip
         from .maps import COULOMB_KJ
 
+        # the direct sums run in float32 on positions relative to each frame's origin
+        xp, f32 = self.xp, np.float32
+        xp.subtract(buf.pos, buf.origin[:, None, :], out=buf.rel64)
+        buf.rel[...] = buf.rel64
         self._launch(
-            K.coulomb, nf * nx * ny * nz, buf.phic, buf.pos, self._q, COULOMB_KJ / self.eps_in,
-            nx, ny, nz, self.stride, buf.origin, self._h,
+            K.coulomb, nf * nx * ny * nz, buf.phic, buf.rel, self._q32, COULOMB_KJ / self.eps_in,
+            nx, ny, nz, self.stride, self._h,
         )  # fmt: skip
         if self.boundary_kind == "mdh":
             self._launch(
-                K.boundary, nf * len(self._nodes), buf.g, buf.pos, self._q, self._rad_ion,
-                self._nodes, self.kappa, self.eps_out, self.eps_in, COULOMB_KJ, self.stride,
-                buf.origin, self._h,
+                K.boundary, nf * len(self._nodes), buf.g, buf.rel, self._q32, self._rad_ion32,
+                self._nodes, f32(self.kappa), f32(self.eps_out), f32(self.eps_in), COULOMB_KJ,
+                self.stride, self._h,
             )  # fmt: skip
         self._launch(
             K.assemble, nf * self.stride * ny * nz, buf.fx, buf.fy, buf.fz, buf.phic, buf.cov,
@@ -338,6 +344,8 @@ class StackedFrames:
             buf = SimpleNamespace(
                 pos=zeros(shape=(nf, self.n_atoms, 3)),
                 origin=zeros(shape=(nf, 3)),
+                rel64=zeros(shape=(nf, self.n_atoms, 3)),
+                rel=zeros(np.float32, (nf, self.n_atoms, 3)),
                 fx=zeros(), fy=zeros(), fz=zeros(), cov=zeros(), phic=zeros(), g=zeros(),
                 out64=out64, out32=out32, b64=out64[4],
                 x=zeros(), phi=zeros(), r64=zeros(),

@@ -31,8 +31,11 @@ CAP = 256
 THREADS = 128
 
 
-def _bodies(jit):
-    """The shared bodies compiled by ``jit`` (numba.njit or cuda.jit(device=True))."""
+def _bodies(jit, fast):
+    """The shared bodies compiled by ``jit`` (numba.njit or cuda.jit(device=True)).
+
+    ``fast`` is the same compiler with fast-math, for the float32 direct sums.
+    """
 
     @jit
     def sort_merge(starts, ends, n):
@@ -154,33 +157,48 @@ def _bodies(jit):
                     accumulate(cov, 2, f * stride, i, j, starts[s], ends[s], t0, h[2], nz)
         return 0
 
-    @jit
-    def coulomb_node(pos, q, f, x, y, z):
-        """Σ q_a / |r − r_a| (Å⁻¹ e): float32 distances, float64 sum; ±inf on an atom."""
+    @fast
+    def coulomb_node(rel, q, f, x, y, z):
+        """Σ q_a / |r − r_a| (Å⁻¹ e), ±inf on an atom.
+
+        float32 arithmetic (``rel``: positions relative to the frame's origin, so the numbers
+        stay small) with the sum carried in float64 every 32 atoms: the direct sum is the
+        maps' largest cost, and float32 rsqrt runs 2× (sub/FMA) to 30× (sqrt, divide) faster
+        than float64 on GPUs; its 1e-7 relative error is far below the discretisation's.
+        """
         acc = 0.0
+        part = np.float32(0.0)
         for a in range(q.shape[0]):
-            dx = np.float32(x - pos[f, a, 0])
-            dy = np.float32(y - pos[f, a, 1])
-            dz = np.float32(z - pos[f, a, 2])
+            dx = x - rel[f, a, 0]
+            dy = y - rel[f, a, 1]
+            dz = z - rel[f, a, 2]
             r2 = dx * dx + dy * dy + dz * dz
-            if r2 == 0.0:
+            if r2 == np.float32(0.0):
                 if q[a] != 0.0:
                     acc += math.inf if q[a] > 0 else -math.inf
             else:
-                acc += q[a] * (np.float32(1.0) / math.sqrt(r2))
-        return acc
+                part += q[a] / math.sqrt(r2)
+            if (a & 31) == 31:
+                acc += part
+                part = np.float32(0.0)
+        return acc + part
 
-    @jit
-    def debye_huckel_point(pos, q, radii, f, x, y, z, kappa, eps_out, eps_cavity):
-        """Σ q_a (e^{−κ(r−a_a)} / (ε_out (1 + κ a_a)) − 1/ε_c) / r (the "mdh" boundary sum)."""
+    @fast
+    def debye_huckel_point(rel, q, radii, f, x, y, z, kappa, eps_out, eps_cavity):
+        """Σ q_a (e^{−κ(r−a_a)} / (ε_out (1 + κ a_a)) − 1/ε_c) / r (the "mdh" boundary sum).
+
+        float32 terms, float64 sum, as :func:`coulomb_node` (far-field values, smooth).
+        """
         acc = 0.0
+        one = np.float32(1.0)
+        inv_c = one / eps_cavity
         for a in range(q.shape[0]):
-            dx = x - pos[f, a, 0]
-            dy = y - pos[f, a, 1]
-            dz = z - pos[f, a, 2]
+            dx = x - rel[f, a, 0]
+            dy = y - rel[f, a, 1]
+            dz = z - rel[f, a, 2]
             r = math.sqrt(dx * dx + dy * dy + dz * dz)
-            screened = math.exp(-kappa * (r - radii[a])) / (eps_out * (1.0 + kappa * radii[a]))
-            acc += q[a] * (screened - 1.0 / eps_cavity) / r
+            screened = math.exp(-kappa * (r - radii[a])) / (eps_out * (one + kappa * radii[a]))
+            acc += q[a] * (screened - inv_c) / r
         return acc
 
     @jit
@@ -329,7 +347,7 @@ def cpu_kernels():
     import numba
     from numba import prange
 
-    B = _bodies(numba.njit(nogil=True))
+    B = _bodies(numba.njit(nogil=True), numba.njit(nogil=True, fastmath=True))
     edge_line, ion_column, coulomb_node = B.edge_line, B.ion_column, B.coulomb_node
     debye_huckel_point, assemble_node, sample_point = (
         B.debye_huckel_point,
@@ -368,8 +386,8 @@ def cpu_kernels():
         return bad
 
     @par
-    def coulomb(out, pos, q, scale, nx, ny, nz, stride, origin, h):
-        nf = pos.shape[0]
+    def coulomb(out, rel, q, scale, nx, ny, nz, stride, h):
+        nf = rel.shape[0]
         nn = nx * ny * nz
         for item in prange(nf * nn):
             f = item // nn
@@ -377,23 +395,19 @@ def cpu_kernels():
             i = c // (ny * nz)
             j = (c // nz) % ny
             k = c % nz
-            x = origin[f, 0] + i * h[0]
-            y = origin[f, 1] + j * h[1]
-            z = origin[f, 2] + k * h[2]
-            out[f * stride + i, j, k] = scale * coulomb_node(pos, q, f, x, y, z)
+            x, y, z = np.float32(i * h[0]), np.float32(j * h[1]), np.float32(k * h[2])
+            out[f * stride + i, j, k] = scale * coulomb_node(rel, q, f, x, y, z)
 
     @par
-    def boundary(out, pos, q, radii, nodes, kappa, eps_out, eps_c, scale, stride, origin, h):
-        nf = pos.shape[0]
+    def boundary(out, rel, q, radii, nodes, kappa, eps_out, eps_c, scale, stride, h):
+        nf = rel.shape[0]
         nb = nodes.shape[0]
         for item in prange(nf * nb):
             f = item // nb
             p = item - f * nb
             i, j, k = nodes[p, 0], nodes[p, 1], nodes[p, 2]
-            x = origin[f, 0] + i * h[0]
-            y = origin[f, 1] + j * h[1]
-            z = origin[f, 2] + k * h[2]
-            v = debye_huckel_point(pos, q, radii, f, x, y, z, kappa, eps_out, eps_c)
+            x, y, z = np.float32(i * h[0]), np.float32(j * h[1]), np.float32(k * h[2])
+            v = debye_huckel_point(rel, q, radii, f, x, y, z, kappa, eps_out, eps_c)
             out[f * stride + i, j, k] = scale * v
 
     @par
@@ -432,7 +446,7 @@ def cuda_kernels():
     if _CUDA is not None:
         return _CUDA
 
-    B = _bodies(cuda.jit(device=True))
+    B = _bodies(cuda.jit(device=True), cuda.jit(device=True, fastmath=True))
     edge_line, ion_column, coulomb_node = B.edge_line, B.ion_column, B.coulomb_node
     debye_huckel_point, assemble_node, sample_point = (
         B.debye_huckel_point,
@@ -470,34 +484,30 @@ def cuda_kernels():
             bad[0] = 1
 
     @cuda.jit
-    def coulomb(out, pos, q, scale, nx, ny, nz, stride, origin, h):
+    def coulomb(out, rel, q, scale, nx, ny, nz, stride, h):
         item = cuda.grid(1)
         nn = nx * ny * nz
-        if item >= pos.shape[0] * nn:
+        if item >= rel.shape[0] * nn:
             return
         f = item // nn
         c = item - f * nn
         i = c // (ny * nz)
         j = (c // nz) % ny
         k = c % nz
-        x = origin[f, 0] + i * h[0]
-        y = origin[f, 1] + j * h[1]
-        z = origin[f, 2] + k * h[2]
-        out[f * stride + i, j, k] = scale * coulomb_node(pos, q, f, x, y, z)
+        x, y, z = np.float32(i * h[0]), np.float32(j * h[1]), np.float32(k * h[2])
+        out[f * stride + i, j, k] = scale * coulomb_node(rel, q, f, x, y, z)
 
     @cuda.jit
-    def boundary(out, pos, q, radii, nodes, kappa, eps_out, eps_c, scale, stride, origin, h):
+    def boundary(out, rel, q, radii, nodes, kappa, eps_out, eps_c, scale, stride, h):
         item = cuda.grid(1)
         nb = nodes.shape[0]
-        if item >= pos.shape[0] * nb:
+        if item >= rel.shape[0] * nb:
             return
         f = item // nb
         p = item - f * nb
         i, j, k = nodes[p, 0], nodes[p, 1], nodes[p, 2]
-        x = origin[f, 0] + i * h[0]
-        y = origin[f, 1] + j * h[1]
-        z = origin[f, 2] + k * h[2]
-        v = debye_huckel_point(pos, q, radii, f, x, y, z, kappa, eps_out, eps_c)
+        x, y, z = np.float32(i * h[0]), np.float32(j * h[1]), np.float32(k * h[2])
+        v = debye_huckel_point(rel, q, radii, f, x, y, z, kappa, eps_out, eps_c)
         out[f * stride + i, j, k] = scale * v
 
     @cuda.jit
