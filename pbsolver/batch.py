@@ -1,7 +1,17 @@
 """Batch solves: many grids from many files, in this process, a process pool, or on dask.
 
-Every grid is an independent task. Workers read their input themselves (files opened read-only)
-and return NumPy arrays; **only the driver writes files**. One output file per input.
+Every grid is an independent task. Workers read their input themselves (files opened read-only).
+One output file per input.
+
+Who writes what
+---------------
+Each finished grid goes into its own part file. When the workers run on this machine (in this
+process, a process pool, or a local dask cluster) the worker that solved a grid writes its part
+file itself and sends back only the solver's attributes: compressing and writing a grid costs
+more host time than reading it (129³ float32: about 0.2 s), and done by the one driver process
+for several GPU workers it capped the throughput. On a remote dask scheduler (its workers may not
+see this file system) workers return NumPy arrays and the driver writes the part files. Only the
+driver writes (assembles) the outputs and deletes part files.
 
 Crash safety and resume
 -----------------------
@@ -13,19 +23,24 @@ For an output ``DIR/NAME`` the driver
    ``DIR/.NAME.parts/`` whose ``solver/@input_key`` matches the current task (a hash of the input
    file's name, size and mtime, the grid name and the options that change the answer);
 3. solves the rest; each finished grid goes into its own part file
-   ``DIR/.NAME.parts/<hash>.h5``, written under a temporary name and renamed when complete;
+   ``DIR/.NAME.parts/<hash>.h5``, written under a temporary name and renamed when complete. A
+   part file has a single writer: the one task of its grid (in a worker, or the driver for a
+   remote cluster). Pool workers, like local dask workers, end as soon as the driver dies,
+   so no worker of a killed run writes on while a rerun holds the lock;
 4. when the input's last grid is done, assembles ``DIR/NAME`` from the finished grids
    (HDF5 object copies, no recompression) under a temporary name, renames it onto ``DIR/NAME``
    and deletes the part files.
 
 Killed at any moment, the run leaves ``DIR/NAME`` either absent, or the previous complete
-version, or the new complete version; finished grids sit in part files or in ``DIR/NAME``; a
-rerun of the same command skips them and solves only the rest. Temporary files (names starting
-with a dot, ending in ``.tmp``) are removed by the rerun. Inputs are only ever opened read-only.
+version, or the new complete version; finished grids sit in complete part files or in
+``DIR/NAME``; a rerun of the same command skips them and solves only the rest. Temporary files
+(names starting with a dot, ending in ``.tmp``) are removed by the rerun. Inputs are only ever
+opened read-only.
 
-Grids that fail (invalid input, no convergence, a crash) are reported and left out of the
-output, and a rerun tries them again. Grids of the output that a run did not select
-(``grids=``) are carried over unchanged; ``force=True`` solves the selected grids again.
+Grids that fail (invalid input, no convergence, a crash, a part file that cannot be written) are
+reported and left out of the output, and a rerun tries them again. Grids of the output that a run
+did not select (``grids=``) are carried over unchanged; ``force=True`` solves the selected grids
+again.
 """
 
 from __future__ import annotations
@@ -121,7 +136,10 @@ class Task:
     solve: SolveOptions
     molecule: MoleculeOptions | None = None
     max_points: int | None = None
-    want_inputs: bool = False  # return the input maps (PQR: they exist only in the worker)
+    want_inputs: bool = False  # keep the input maps (PQR: they exist only in the worker)
+    #: Where the worker writes this grid's part file itself (executors on this machine); None:
+    #: it returns the arrays and the driver writes the part.
+    part_path: str | None = None
 
 
 @dataclass
@@ -138,6 +156,7 @@ class Outcome:
     solver: dict = field(default_factory=dict)
     residual_norms: list | None = None
     seconds: float = 0.0
+    part: str | None = None  # the part file the worker wrote (then no arrays come back)
 
 
 def input_kind(path) -> str:
@@ -173,7 +192,10 @@ def _failure(task: Task, reason: str) -> Outcome:
 def run_task(task: Task) -> Outcome:
     """Solve one task; never raises for bad input or a failed solve (the outcome says why).
 
-    Runs in worker processes: it reads the input itself (read-only) and returns arrays.
+    Runs in worker processes: it reads the input itself (read-only). With ``task.part_path``
+    it writes the grid's part file itself and returns an outcome without arrays (``part`` set);
+    a part it cannot write makes the outcome a failure ("cannot write ..."). Without, it
+    returns the arrays for the driver to write.
     """
     start = time.perf_counter()
     try:
@@ -224,7 +246,7 @@ def run_task(task: Task) -> Outcome:
     from ._arrays import to_numpy
 
     rf = to_numpy(result.phi_rf)
-    return Outcome(
+    outcome = Outcome(
         source=task.source,
         grid=task.grid,
         ok=True,
@@ -235,6 +257,60 @@ def run_task(task: Task) -> Outcome:
         residual_norms=list(result.residual_norms),
         seconds=time.perf_counter() - start,
     )
+    if task.part_path is None:
+        return outcome
+    del result, rf, arrays  # free the solver's arrays (GPU memory too) before the slow write
+    reason = _write_part(task.part_path, task.grid, outcome, task.solve.dtype)
+    seconds = time.perf_counter() - start
+    if reason is not None:
+        return Outcome(
+            source=task.source,
+            grid=task.grid,
+            ok=False,
+            error=reason,
+            solver=solver,
+            seconds=seconds,
+        )
+    # The arrays stay here: the driver only registers the part file.
+    return Outcome(
+        source=task.source,
+        grid=task.grid,
+        ok=True,
+        attrs=attrs,
+        solver=solver,
+        seconds=seconds,
+        part=task.part_path,
+    )
+
+
+def _write_part(path, grid: str, outcome: Outcome, dtype: str) -> str | None:
+    """Write one finished grid's part file; return None, or why it could not be written.
+
+    The one writer of part files, used by workers (``Task.part_path``) and by the driver
+    (remote workers). Written under a temporary name and renamed when complete, so a part file
+    that exists is complete.
+    """
+    from .io._atomic import atomic_path
+    from .io.hdf5 import create_file, write_grid
+
+    path = Path(path)
+    try:
+        path.parent.mkdir(exist_ok=True)  # workers race to create it: exist_ok
+        with atomic_path(path) as tmp, create_file(tmp) as f:
+            write_grid(
+                f,
+                grid,
+                outcome.attrs,
+                outcome.arrays,
+                reaction_field=outcome.reaction_field,
+                solver=outcome.solver,
+                residual_norms=outcome.residual_norms,
+                result_dtype=np.float64 if dtype == "float64" else np.float32,
+            )
+    except (OSError, PBSolverError) as exc:
+        detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        return f"cannot write {path.parent}: {detail}"
+    return None
 
 
 def _energy(atoms, problem, result) -> dict:
@@ -292,6 +368,7 @@ def _threads_per_worker(workers: int) -> int:
 
 def _init_worker(queue, threads):
     """Process-pool initializer: pin one GPU (before CUDA starts) and size numba's pool."""
+    _exit_with_parent()
     try:
         gpu = queue.get(timeout=10)
     except Exception:  # noqa: BLE001 - an empty queue means: no pinning
@@ -306,10 +383,36 @@ def _init_worker(queue, threads):
             numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
 
 
+def _exit_with_parent():
+    """End this worker process as soon as its parent (the driver) dies, even by ``kill -9``.
+
+    Workers write part files; one orphaned by a killed driver must not write on while a rerun
+    holds the output's lock (a part file has a single writer). Without this, a pool worker
+    would also finish its task and then wait forever for the next one.
+    """
+    import multiprocessing as mp
+    import threading
+
+    parent = mp.parent_process()
+    sentinel = getattr(parent, "sentinel", None)
+    if sentinel is None:
+        return
+
+    def watch():
+        from multiprocessing.connection import wait
+
+        wait([sentinel])  # ready only at the parent's exit (its end of the pipe closes)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="pbsolver-parent-watch", daemon=True).start()
+
+
 class LocalExecutor:
     """Run tasks one after another in this process."""
 
     name = "local"
+    #: Tasks run on this machine: they write their own part files.
+    local_files = True
 
     def __enter__(self):
         return self
@@ -341,6 +444,8 @@ class ProcessExecutor:
     """
 
     name = "processes"
+    #: Workers run on this machine: they write their own part files.
+    local_files = True
 
     def __init__(self, workers: int, gpus: list[str] | None = None):
         if workers < 1:
@@ -480,6 +585,15 @@ class DaskExecutor:
     def describe(self) -> str:
         """One line for the log."""
         return self.kind or "dask"
+
+    @property
+    def local_files(self) -> bool:
+        """Whether workers write their own part files.
+
+        True for a local cluster; False for a scheduler address, whose workers may not see this
+        file system (the driver writes their part files).
+        """
+        return self.address is None
 
     def run(self, fn, tasks):
         """Yield ``(task, outcome)`` as tasks finish (a lost worker fails its tasks)."""
@@ -645,7 +759,17 @@ def run_batch(
             stack.callback(lock.release)
             job.lock = lock
             tasks.extend(
-                _plan(job, solve, molecule, selected, force, results_only, max_points, report)
+                _plan(
+                    job,
+                    solve,
+                    molecule,
+                    selected,
+                    force,
+                    results_only,
+                    max_points,
+                    report,
+                    workers_write=getattr(executor, "local_files", False),
+                )
             )
         active = [j for j in jobs if j.lock is not None]
         by_source = {}
@@ -712,8 +836,13 @@ def _progress_bar(total, progress):
     return tqdm(total=total, unit="grid", disable=disable, file=sys.stderr, dynamic_ncols=True)
 
 
-def _plan(job, solve, molecule, selected, force, results_only, max_points, report):
-    """List the job's grids, find finished ones, and return the tasks still to run."""
+def _plan(
+    job, solve, molecule, selected, force, results_only, max_points, report, workers_write=False
+):
+    """List the job's grids, find finished ones, and return the tasks still to run.
+
+    ``workers_write``: the tasks carry their part file's path, and workers write it.
+    """
     from .io._atomic import remove_stale_temps
 
     remove_stale_temps(job.output.parent, job.output.name)
@@ -760,6 +889,7 @@ def _plan(job, solve, molecule, selected, force, results_only, max_points, repor
                 molecule=mol,
                 max_points=max_points,
                 want_inputs=job.kind == "pqr" and not results_only,
+                part_path=str(job.part_path(name)) if workers_write else None,
             )
         )
     done = len(job.in_final) + len(job.parts)
@@ -844,20 +974,20 @@ def _find_done(job):
 
 
 def _record(job, task, outcome, report, solve, results_only):
-    """Write a finished grid's part file, or record its failure."""
+    """Register a finished grid's part file (writing it if the worker did not), or its failure."""
     src = str(job.source)
+    if outcome.ok and outcome.part is None:
+        part = job.part_path(task.grid)
+        reason = _write_part(part, task.grid, outcome, solve.dtype)
+        if reason is None:
+            outcome.part = str(part)
+        else:
+            outcome.ok, outcome.error = False, reason
     if not outcome.ok:
         log.error("%s: grid %r failed: %s", src, task.grid, outcome.error)
         report.statuses.append(GridStatus(src, task.grid, "failed", outcome.error))
         return
-    try:
-        _write_part(job, task, outcome, solve)
-    except (OSError, PBSolverError) as exc:
-        detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        reason = f"cannot write {job.parts_dir}: {detail}"
-        log.error("%s: grid %r failed: %s", src, task.grid, reason)
-        report.statuses.append(GridStatus(src, task.grid, "failed", reason))
-        return
+    job.parts[task.grid] = Path(outcome.part)
     s = outcome.solver
     energy = s.get("solvation_energy_kj_mol")
     log.info(
@@ -882,27 +1012,6 @@ def _record(job, task, outcome, report, solve, results_only):
             seconds=s.get("seconds"),
         )
     )
-
-
-def _write_part(job, task, outcome, solve):
-    from .io._atomic import atomic_path
-    from .io.hdf5 import create_file, write_grid
-
-    job.parts_dir.mkdir(exist_ok=True)
-    part = job.part_path(task.grid)
-    dtype = np.float64 if solve.dtype == "float64" else np.float32
-    with atomic_path(part) as tmp, create_file(tmp) as f:
-        write_grid(
-            f,
-            task.grid,
-            outcome.attrs,
-            outcome.arrays,
-            reaction_field=outcome.reaction_field,
-            solver=outcome.solver,
-            residual_norms=outcome.residual_norms,
-            result_dtype=dtype,
-        )
-    job.parts[task.grid] = part
 
 
 def _finish(job, report, results_only):

@@ -556,7 +556,8 @@ def batch(ctx, inputs, out_dir, workers, gpus, scheduler, local_cluster, **kw):
     """Solve many grid files (HDF5 or PQR) into --out-dir; resumable and crash-safe.
 
     Every finished grid is kept on disk at once; killed at any moment (even kill -9), a rerun of
-    the same command skips what is done. Only this process writes files.
+    the same command skips what is done. Workers on this machine write the part files of the
+    grids they solve; only this process writes the outputs.
     """
     from .batch import (
         DaskExecutor,

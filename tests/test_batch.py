@@ -212,6 +212,163 @@ def test_process_pool_batch(tmp_path):
     _check_results(out, problems)
 
 
+class Recording(ProcessExecutor):
+    """A process pool that keeps the outcomes it hands to the driver."""
+
+    def __init__(self, *args, crash_after=None, **kw):
+        super().__init__(*args, **kw)
+        self.outcomes, self.crash_after = [], crash_after
+
+    def run(self, fn, tasks):
+        for i, (task, outcome) in enumerate(super().run(fn, tasks)):
+            if i == self.crash_after:
+                raise KeyboardInterrupt("simulated crash")
+            self.outcomes.append(outcome)
+            yield task, outcome
+
+
+class DriverWrites(LocalExecutor):
+    """In-process tasks that return arrays, as remote dask workers do: the driver writes."""
+
+    local_files = False
+
+
+def _no_driver_writes(monkeypatch):
+    """Make part writing in this (the driver's) process fail: spawned workers are unaffected."""
+
+    def refuse(*args, **kw):
+        raise AssertionError("the driver wrote a part file")
+
+    monkeypatch.setattr(batch, "_write_part", refuse)
+
+
+def test_pool_workers_write_parts_identical_to_in_process(tmp_path, monkeypatch):
+    problems = write_input(tmp_path / "in.h5", n_grids=4, n=17)
+    opts = SolveOptions(method="multigrid", backend="cpu", rtol=1e-6)
+    local = run_batch([(tmp_path / "in.h5", tmp_path / "local.h5")], solve=opts)
+    assert local.ok, local.failed
+    _no_driver_writes(monkeypatch)
+    pool = Recording(2, gpus=[])
+    report = run_batch([(tmp_path / "in.h5", tmp_path / "pool.h5")], solve=opts, executor=pool)
+    assert report.ok, report.failed
+    assert len(pool.outcomes) == 4
+    for outcome in pool.outcomes:  # only small values came back; the worker wrote the part
+        assert outcome.reaction_field is None and outcome.arrays is None
+        assert outcome.part and Path(outcome.part).parent.name == ".pool.h5.parts"
+    assert leftovers(tmp_path) == []
+    with h5py.File(tmp_path / "local.h5", "r") as a, h5py.File(tmp_path / "pool.h5", "r") as b:
+        assert list(a["grids"]) == list(b["grids"]) == list(problems)
+        for name in problems:
+            ga, gb = a["grids"][name], b["grids"][name]
+            assert sorted(ga) == sorted(gb)
+            for key in ("reaction_field", "epsilon", "phi_coulomb"):
+                assert ga[key].dtype == gb[key].dtype
+                assert ga[key].compression == gb[key].compression == "gzip"
+                assert np.array_equal(ga[key][()], gb[key][()])  # bitwise
+            assert dict(ga.attrs).keys() == dict(gb.attrs).keys()
+            sa, sb = dict(ga["solver"].attrs), dict(gb["solver"].attrs)
+            assert sa.pop("seconds") >= 0 and sb.pop("seconds") >= 0
+            assert sa == sb and sa["input_key"]
+            assert np.array_equal(ga["solver/residual_norms"][()], gb["solver/residual_norms"][()])
+
+
+@pytest.mark.parametrize("where", ["pool", "in-process", "driver"])
+def test_a_part_that_cannot_be_written_fails_its_grid_only(tmp_path, where):
+    problems = write_input(tmp_path / "in.h5", n_grids=3, n=7)
+    out = tmp_path / "out.h5"
+    job = batch._Job(tmp_path / "in.h5", out, "hdf5")
+    blocker = job.part_path("g1")
+    blocker.mkdir(parents=True)  # a directory where g1's part file goes: the rename fails
+    (blocker / "keep").write_text("not a part file")
+    executor = {
+        "pool": lambda: ProcessExecutor(2, gpus=[]),
+        "in-process": LocalExecutor,
+        "driver": DriverWrites,
+    }[where]()
+    report = run_batch([(tmp_path / "in.h5", out)], solve=OPTS, executor=executor)
+    assert [s.grid for s in report.failed] == ["g1"]
+    assert report.failed[0].reason == f"cannot write {job.parts_dir}: Is a directory"
+    assert sorted(s.grid for s in report.solved) == ["g0", "g2"]
+    assert hdf5.list_grids(out) == ["g0", "g2"]  # the batch went on and assembled the rest
+    assert not job.parts_dir.exists()
+    report = run_batch([(tmp_path / "in.h5", out)], solve=OPTS, executor=executor)
+    assert report.ok and [s.grid for s in report.solved] == ["g1"]
+    _check_results(out, problems)
+    assert leftovers(tmp_path) == []
+
+
+def test_resume_after_a_crash_with_worker_written_parts(tmp_path, monkeypatch):
+    problems = write_input(tmp_path / "in.h5", n_grids=16, n=11)
+    out = tmp_path / "out.h5"
+    _no_driver_writes(monkeypatch)
+    with pytest.raises(KeyboardInterrupt):
+        run_batch(
+            [(tmp_path / "in.h5", out)],
+            solve=OPTS,
+            executor=Recording(2, gpus=[], crash_after=1),
+        )
+    assert not out.exists()
+    parts = sorted((tmp_path / ".out.h5.parts").glob("*.h5"))
+    # the recorded grids, and those the workers were finishing (queued ones are cancelled)
+    assert 1 <= len(parts) < 16
+    for part in parts:
+        assert assert_readable_output(part, expect=problems)
+    assert list((tmp_path / ".out.h5.parts").glob(".*")) == []  # no temporaries left
+    pool = Recording(2, gpus=[])
+    report = run_batch([(tmp_path / "in.h5", out)], solve=OPTS, executor=pool)
+    assert report.ok and len(report.skipped) == len(parts)
+    assert len(report.solved) == len(pool.outcomes) == 16 - len(parts)
+    _check_results(out, problems)
+    assert leftovers(tmp_path) == []
+
+
+def _alive(pid):
+    """True while ``pid`` runs (a dead orphan may linger as a zombie where init does not reap)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
+def test_pool_workers_end_when_the_driver_is_killed(tmp_path):
+    """Workers write part files: none may outlive a killed driver and write during a rerun."""
+    script = (
+        "import time\n"
+        "from pbsolver.batch import ProcessExecutor\n"
+        "it = ProcessExecutor(2, gpus=[]).run(time.sleep, [0.0, 0.0, 60.0, 60.0])\n"
+        "next(it); next(it)\n"
+        "print('ready', flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    proc = subprocess.Popen(
+        [PYTHON, "-c", script], env=cli_env(), stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        children = [
+            int(p.parent.name)
+            for p in Path("/proc").glob("[0-9]*/stat")
+            if _stat_ppid(p) == proc.pid
+        ]
+        assert len(children) >= 2  # the two workers (and the resource tracker)
+    finally:
+        proc.kill()
+        proc.wait(timeout=60)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and any(_alive(pid) for pid in children):
+        time.sleep(0.05)
+    assert not [pid for pid in children if _alive(pid)]
+
+
+def _stat_ppid(stat_path):
+    try:
+        return int(stat_path.read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def test_dask_local_cluster_of_two_processes(tmp_path):
     pytest.importorskip("distributed")
     problems = write_input(tmp_path / "in.h5", n_grids=4, n=7)
@@ -228,6 +385,8 @@ def test_dask_local_cluster_of_two_processes(tmp_path):
         assert all(addr.startswith("tcp://127.0.0.1:") for addr in workers)
         report = run_batch(jobs, solve=OPTS, executor=ex)
     assert "LocalCluster of 2 processes" in ex.describe()
+    assert ex.local_files  # its workers wrote the part files
+    assert not batch.DaskExecutor(address="tcp://127.0.0.1:1").local_files  # driver writes
     assert len(report.solved) == 4
     assert [s.grid for s in report.failed] == ["g0"]
     assert "missing dataset phi_coulomb" in report.failed[0].reason
