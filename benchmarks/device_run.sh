@@ -22,6 +22,8 @@ if [ "${1:-single}" = "frames" ]; then
     --skip-throughput --frames 32 --stacked-batches 8 32 64 --maps-backend cuda \
     --json "$R/md_stacked.json"
 elif [ "${1:-single}" = "multi" ]; then
+  step frames_profile 100 python3 benchmarks/frames_profile.py --batches 1 32 \
+    --json "$R/frames_profile.json"
   step multi_gpu 540 python3 benchmarks/multi_gpu_batch.py --files 20 --grids-per-file 10 --n 129 \
     --gpus 2 --json "$R/multi_gpu.json" --workdir /tmp/mgpu
 else

@@ -1,0 +1,113 @@
+"""Where the stacked frame engine's time goes: each kernel and step timed alone on the GPU.
+
+Builds the engine of ``benchmarks/md_pipeline.py`` part 3 (colipase chain A, 1,252 atoms, 65³ at
+0.8 Å, vdW) and, for each batch size, times every step of :meth:`StackedFrames.run` separately:
+host time to launch (no synchronisation) and wall time with a synchronisation after it (the
+step's GPU time plus the launch). Medians of ``--repeat`` runs.
+
+    python benchmarks/frames_profile.py --batches 1 32 --json out.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import pbsolver as pb  # noqa: E402
+
+
+def profile_batch(eng, atoms, grid, kappa, nf, repeat, rows):
+    """Time every step of StackedFrames.run for batches of ``nf`` frames."""
+    import cupy as cp
+
+    pos = np.repeat(atoms.positions[None], nf, axis=0)
+    origins = np.repeat(np.asarray(grid.origin)[None], nf, axis=0)
+    eng.run(pos, origins)  # compile, buffers, graphs
+    buf = eng._buffers_for(nf)
+    K = eng.kernels
+    nx, ny, nz = grid.shape
+    stream = eng.backend.stream
+
+    def timed(name, fn):
+        launch, wall = [], []
+        for _ in range(repeat):
+            stream.synchronize()
+            t0 = time.perf_counter()
+            with stream:
+                fn()
+            t1 = time.perf_counter()
+            stream.synchronize()
+            t2 = time.perf_counter()
+            launch.append(t1 - t0)
+            wall.append(t2 - t0)
+        row = {"batch": nf, "step": name, "launch_ms": 1e3 * float(np.median(launch)),
+               "wall_ms": 1e3 * float(np.median(wall))}  # fmt: skip
+        rows.append(row)
+        print(f"  B={nf:3d} {name:<28} launch {row['launch_ms']:8.3f} ms  "
+              f"wall {row['wall_ms']:8.3f} ms  per frame {row['wall_ms'] / nf:8.4f} ms",
+              flush=True)  # fmt: skip
+
+    lines = (ny * nz, nx * nz, nx * ny)
+    timed("upload positions", lambda: buf.pos.__setitem__(Ellipsis, cp.asarray(pos)))
+    timed("fill zeros (5 arrays)", lambda: [a.fill(0) for a in (buf.fx, buf.fy, buf.fz,
+                                                                buf.cov, buf.bad)])  # fmt: skip
+    for axis, out in enumerate((buf.fx, buf.fy, buf.fz)):
+        timed(f"edges axis {axis}", lambda axis=axis, out=out: eng._launch(
+            K.edges, nf * lines[axis], out, buf.pos, eng._rad, axis, nx, ny, nz, eng.stride,
+            buf.origin, eng._h, buf.bad))  # fmt: skip
+    if kappa > 0:
+        timed("ion accessibility", lambda: eng._launch(
+            K.ion, nf * nx * ny, buf.cov, buf.pos, eng._rad_ion, nx, ny, nz, eng.stride,
+            buf.origin, eng._h, eng.subsamples, buf.bad))  # fmt: skip
+    timed("coulomb", lambda: eng._launch(
+        K.coulomb, nf * nx * ny * nz, buf.phic, buf.rel, eng._q32, 694.0, nx, ny, nz,
+        eng.stride, eng._h))  # fmt: skip
+    f32 = np.float32
+    timed("boundary", lambda: eng._launch(
+        K.boundary, nf * len(eng._nodes), buf.g, buf.rel, eng._q32, eng._rad_ion32,
+        eng._nodes, f32(kappa), f32(78.54), f32(2.0), pb.COULOMB_KJ, eng.stride,
+        eng._h))  # fmt: skip
+    timed("assemble", lambda: eng._launch(
+        K.assemble, nf * eng.stride * ny * nz, buf.fx, buf.fy, buf.fz, buf.phic, buf.cov,
+        buf.g, nf, nx, ny, nz, eng.stride, eng._params, buf.out64, buf.out32))  # fmt: skip
+    timed("rhs norms", lambda: cp.sqrt(cp.sum(eng._frames(buf.b64, nf) ** 2,
+                                              axis=(1, 2, 3))))  # fmt: skip
+    timed("maps (whole _maps)", lambda: eng._maps(buf, nf))
+    bn = cp.asnumpy(cp.sqrt(cp.sum(eng._frames(buf.b64, nf) ** 2, axis=(1, 2, 3))))
+    timed("solve (cold, whole loop)", lambda: (buf.x.fill(0), eng._solve(buf, bn)))
+    timed("sample", lambda: eng._sample(buf, nf))
+    timed("run() total, cold", lambda: eng.run(pos, origins))
+    timed("run() total, warm x0", lambda: eng.run(pos, origins, x0=buf.phi[:nx].copy()))
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--batches", type=int, nargs="+", default=[1, 32])
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--salt", type=float, default=0.0, help="ionic strength, mol/L")
+    ap.add_argument("--json", type=Path, default=None)
+    args = ap.parse_args(argv)
+
+    from pbsolver.frames import StackedFrames
+
+    atoms = pb.read_pqr(pb.data.path("1lpb_chainA.pqr"))
+    grid = pb.maps.grid_for_atoms(atoms, 0.8, shape=(65, 65, 65))
+    solver = pb.Solver(method="sor", backend="cuda", rtol=1e-6)
+    kappa = pb.maps.kappa_from_ionic_strength(args.salt, 78.54)
+    eng = StackedFrames(atoms.charges, atoms.radii, grid.shape, grid.spacing, solver, kappa=kappa)
+    rows = []
+    for nf in args.batches:
+        profile_batch(eng, atoms, grid, kappa, nf, args.repeat, rows)
+    if args.json is not None:
+        args.json.write_text(json.dumps({"rows": rows, "command": " ".join(sys.argv)}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
