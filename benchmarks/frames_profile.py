@@ -21,6 +21,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import pbsolver as pb  # noqa: E402
+from pbsolver import maps  # noqa: E402
 
 
 def profile_batch(eng, atoms, grid, kappa, nf, repeat, rows):
@@ -98,9 +99,9 @@ def main(argv=None):
     from pbsolver.frames import StackedFrames
 
     atoms = pb.read_pqr(pb.data.path("1lpb_chainA.pqr"))
-    grid = pb.maps.grid_for_atoms(atoms, 0.8, shape=(65, 65, 65))
+    grid = maps.grid_for_atoms(atoms, 0.8, shape=(65, 65, 65))
     solver = pb.Solver(method="sor", backend="cuda", rtol=1e-6)
-    kappa = pb.maps.kappa_from_ionic_strength(args.salt, 78.54)
+    kappa = maps.kappa_from_ionic_strength(args.salt, 78.54)
     eng = StackedFrames(atoms.charges, atoms.radii, grid.shape, grid.spacing, solver, kappa=kappa)
     rows = []
     for nf in args.batches:
