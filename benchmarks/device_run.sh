@@ -21,6 +21,8 @@ if [ "${1:-single}" = "frames" ]; then
   step md_stacked 330 python3 benchmarks/md_pipeline.py --backend cuda --skip-pipeline \
     --skip-throughput --frames 32 --stacked-batches 8 32 64 --maps-backend cuda \
     --json "$R/md_stacked.json"
+  step frames_profile 100 python3 benchmarks/frames_profile.py --batches 1 32 \
+    --json "$R/frames_profile.json"
 elif [ "${1:-single}" = "multi" ]; then
   step frames_profile 100 python3 benchmarks/frames_profile.py --batches 1 32 \
     --json "$R/frames_profile.json"

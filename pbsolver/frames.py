@@ -253,7 +253,7 @@ class StackedFrames:
         buf.rel[...] = buf.rel64
         self._launch(
             K.coulomb, nf * nx * ny * nz, buf.phic, buf.rel, self._q32, COULOMB_KJ / self.eps_in,
-            nx, ny, nz, self.stride, self._h,
+            nx, ny, nz, self.stride, self._h, per_frame=nf,
         )  # fmt: skip
         if self.boundary_kind == "mdh":
             self._launch(
@@ -373,13 +373,17 @@ class StackedFrames:
             return self.backend.stream
         return _NoContext()
 
-    def _launch(self, kernel, items, *args):
-        """Run a kernel over ``items`` work items (CPU: a parallel loop; CUDA: one launch)."""
+    def _launch(self, kernel, items, *args, per_frame=None):
+        """Run a kernel over ``items`` work items (CPU: a parallel loop; CUDA: one launch).
+
+        ``per_frame``: a CUDA grid of (blocks, frames) for kernels that tile per frame.
+        """
         if not self.cuda:
             return kernel(*args)
         from .backends.frame_kernels import THREADS, blocks
 
-        self.backend.dev.launch(kernel, blocks(items), THREADS, *(self._view(a) for a in args))
+        grid = blocks(items) if per_frame is None else (blocks(items // per_frame), per_frame)
+        self.backend.dev.launch(kernel, grid, THREADS, *(self._view(a) for a in args))
         return None
 
     def _view(self, a):

@@ -3,8 +3,10 @@
 Every per-line and per-node body is written once, as plain Python, and compiled twice: by
 ``numba.njit`` for the CPU kernels (``prange`` over the work items) and by
 ``numba.cuda.jit(device=True)`` for the CUDA kernels (one thread per work item). The two sets
-therefore run the same arithmetic; tests compare the CPU set with the general map builders of
-:mod:`pbsolver.maps` and the CUDA set with the CPU set (under the simulator in CI).
+therefore run the same arithmetic (except φ_c: the CUDA kernel stages atoms in shared
+memory, the same float32 terms summed in tiles of 128 instead of 32); tests compare the CPU
+set with the general map builders of :mod:`pbsolver.maps` and the CUDA set with the CPU set
+(under the simulator in CI).
 
 Layout: B frames of an ``(nx, ny, nz)`` grid are stacked along x with ``stride`` planes a frame
 (``nx`` rounded up to even, so that every block's red–black colouring is its own grid's; see
@@ -447,7 +449,7 @@ def cuda_kernels():
         return _CUDA
 
     B = _bodies(cuda.jit(device=True), cuda.jit(device=True, fastmath=True))
-    edge_line, ion_column, coulomb_node = B.edge_line, B.ion_column, B.coulomb_node
+    edge_line, ion_column = B.edge_line, B.ion_column  # φ_c has its own tiled kernel below
     debye_huckel_point, assemble_node, sample_point = (
         B.debye_huckel_point,
         B.assemble_node,
@@ -483,19 +485,47 @@ def cuda_kernels():
                         ends, cand):  # fmt: skip
             bad[0] = 1
 
-    @cuda.jit
+    @cuda.jit(fastmath=True)
     def coulomb(out, rel, q, scale, nx, ny, nz, stride, h):
-        item = cuda.grid(1)
+        # Tiled: grid (node blocks, frames); each block stages THREADS atoms of its frame in
+        # shared memory, so the inner loop is a few float32 operations and one rsqrt instead
+        # of 3-D global indexing (measured 10x slower on the H200 in the untiled form).
+        f = cuda.blockIdx.y
+        tid = cuda.threadIdx.x
+        c = cuda.blockIdx.x * THREADS + tid
         nn = nx * ny * nz
-        if item >= rel.shape[0] * nn:
-            return
-        f = item // nn
-        c = item - f * nn
-        i = c // (ny * nz)
-        j = (c // nz) % ny
-        k = c % nz
+        inside = c < nn
+        cc = c if inside else 0
+        i = cc // (ny * nz)
+        j = (cc // nz) % ny
+        k = cc % nz
         x, y, z = np.float32(i * h[0]), np.float32(j * h[1]), np.float32(k * h[2])
-        out[f * stride + i, j, k] = scale * coulomb_node(rel, q, f, x, y, z)
+        tile = cuda.shared.array((THREADS, 4), dtype=np.float32)
+        na = q.shape[0]
+        acc = 0.0
+        for base in range(0, na, THREADS):
+            a = base + tid
+            if a < na:
+                tile[tid, 0] = rel[f, a, 0]
+                tile[tid, 1] = rel[f, a, 1]
+                tile[tid, 2] = rel[f, a, 2]
+                tile[tid, 3] = q[a]
+            cuda.syncthreads()
+            part = np.float32(0.0)
+            for t in range(min(THREADS, na - base)):
+                dx = x - tile[t, 0]
+                dy = y - tile[t, 1]
+                dz = z - tile[t, 2]
+                r2 = dx * dx + dy * dy + dz * dz
+                if r2 == np.float32(0.0):
+                    if tile[t, 3] != np.float32(0.0):
+                        acc += math.inf if tile[t, 3] > 0 else -math.inf
+                else:
+                    part += tile[t, 3] / math.sqrt(r2)
+            acc += part
+            cuda.syncthreads()
+        if inside:
+            out[f * stride + i, j, k] = scale * acc
 
     @cuda.jit
     def boundary(out, rel, q, radii, nodes, kappa, eps_out, eps_c, scale, stride, h):
