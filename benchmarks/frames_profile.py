@@ -24,7 +24,7 @@ import pbsolver as pb  # noqa: E402
 from pbsolver import maps  # noqa: E402
 
 
-def profile_batch(eng, atoms, grid, kappa, nf, repeat, rows):
+def profile_batch(eng, atoms, grid, nf, repeat, rows):
     """Time every step of StackedFrames.run for batches of ``nf`` frames."""
     import cupy as cp
 
@@ -32,8 +32,6 @@ def profile_batch(eng, atoms, grid, kappa, nf, repeat, rows):
     origins = np.repeat(np.asarray(grid.origin)[None], nf, axis=0)
     eng.run(pos, origins)  # compile, buffers, graphs
     buf = eng._buffers_for(nf)
-    K = eng.kernels
-    nx, ny, nz = grid.shape
     stream = eng.backend.stream
 
     def timed(name, fn):
@@ -55,37 +53,21 @@ def profile_batch(eng, atoms, grid, kappa, nf, repeat, rows):
               f"wall {row['wall_ms']:8.3f} ms  per frame {row['wall_ms'] / nf:8.4f} ms",
               flush=True)  # fmt: skip
 
-    lines = (ny * nz, nx * nz, nx * ny)
     timed("upload positions", lambda: buf.pos.__setitem__(Ellipsis, cp.asarray(pos)))
     timed("fill zeros (5 arrays)", lambda: [a.fill(0) for a in (buf.fx, buf.fy, buf.fz,
                                                                 buf.cov, buf.bad)])  # fmt: skip
-    for axis, out in enumerate((buf.fx, buf.fy, buf.fz)):
-        timed(f"edges axis {axis}", lambda axis=axis, out=out: eng._launch(
-            K.edges, nf * lines[axis], out, buf.pos, eng._rad, axis, nx, ny, nz, eng.stride,
-            buf.origin, eng._h, buf.bad))  # fmt: skip
-    if kappa > 0:
-        timed("ion accessibility", lambda: eng._launch(
-            K.ion, nf * nx * ny, buf.cov, buf.pos, eng._rad_ion, nx, ny, nz, eng.stride,
-            buf.origin, eng._h, eng.subsamples, buf.bad))  # fmt: skip
-    timed("coulomb", lambda: eng._launch(
-        K.coulomb, nf * nx * ny * nz, buf.phic, buf.rel, eng._q32, 694.0, nx, ny, nz,
-        eng.stride, eng._h))  # fmt: skip
-    f32 = np.float32
-    timed("boundary", lambda: eng._launch(
-        K.boundary, nf * len(eng._nodes), buf.g, buf.rel, eng._q32, eng._rad_ion32,
-        eng._nodes, f32(kappa), f32(78.54), f32(2.0), pb.COULOMB_KJ, eng.stride,
-        eng._h))  # fmt: skip
-    timed("assemble", lambda: eng._launch(
-        K.assemble, nf * eng.stride * ny * nz, buf.fx, buf.fy, buf.fz, buf.phic, buf.cov,
-        buf.g, nf, nx, ny, nz, eng.stride, eng._params, buf.out64, buf.out32))  # fmt: skip
-    timed("rhs norms", lambda: cp.sqrt(cp.sum(eng._frames(buf.b64, nf) ** 2,
-                                              axis=(1, 2, 3))))  # fmt: skip
+    for name, step in eng.map_steps(buf, nf):
+        timed(name, step)
+    timed("rhs norms", lambda: eng._frame_norms(buf.b64, nf))
     timed("maps (whole _maps)", lambda: eng._maps(buf, nf))
-    bn = cp.asnumpy(cp.sqrt(cp.sum(eng._frames(buf.b64, nf) ** 2, axis=(1, 2, 3))))
-    timed("solve (cold, whole loop)", lambda: (buf.x.fill(0), eng._solve(buf, bn)))
+    bn = cp.asnumpy(eng._frame_norms(buf.b64, nf))
+    timed("solve (cold, whole loop)", lambda: (buf.x.fill(0), eng._solve(buf, bn, False)))
     timed("sample", lambda: eng._sample(buf, nf))
     timed("run() total, cold", lambda: eng.run(pos, origins))
-    timed("run() total, warm x0", lambda: eng.run(pos, origins, x0=buf.phi[:nx].copy()))
+    # warm: every frame moved by ~0.01 Å from the frame whose solution is the guess
+    x0 = eng.run(pos, origins).phi[0].copy()
+    moved = pos + np.random.default_rng(0).normal(0.0, 0.01, pos.shape)
+    timed("run() total, warm (0.01 Å)", lambda: eng.run(moved, origins, x0=x0))
 
 
 def main(argv=None):
@@ -105,7 +87,7 @@ def main(argv=None):
     eng = StackedFrames(atoms.charges, atoms.radii, grid.shape, grid.spacing, solver, kappa=kappa)
     rows = []
     for nf in args.batches:
-        profile_batch(eng, atoms, grid, kappa, nf, args.repeat, rows)
+        profile_batch(eng, atoms, grid, nf, args.repeat, rows)
     if args.json is not None:
         args.json.write_text(json.dumps({"rows": rows, "command": " ".join(sys.argv)}, indent=2))
 

@@ -28,6 +28,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from .backends.frame_kernels import CAP
 from .exceptions import InputError
 from .grid import Grid
 
@@ -163,7 +164,6 @@ class StackedFrames:
         self.stride = self.grid.shape[0] + self.grid.shape[0] % 2
         self._buffers = {}  # frames in a call → persistent buffers
         self._views = {}
-        self.calls = 0
 
     # ------------------------------------------------------------------ public
     def run(self, positions, origins, x0=None) -> StackedSolve:
@@ -183,21 +183,21 @@ class StackedFrames:
             buf.pos[...] = pos
             buf.origin[...] = xp.asarray(origins)
             bad = self._maps(buf, nf)
-            bnorms = xp.sqrt(xp.sum(self._frames(buf.b64, nf) ** 2, axis=(1, 2, 3)))
-            self._initial_guess(buf, nf, x0)
+            bnorms = self._frame_norms(buf.b64, nf)
+            warm = self._initial_guess(buf, nf, x0)
             bn_host = self._host(bnorms)
         bad = bad if isinstance(bad, int) else int(self._host(buf.bad)[0])
         if bad:
             raise InputError(
-                f"a grid line meets more than {_cap()} atomic spheres: the stacked frame path "
+                f"a grid line meets more than {CAP} atomic spheres: the stacked frame path "
                 "cannot map this solute (use the general path)"
             )
         t_maps = time.perf_counter() - t0
-        loop, omega = self._solve(buf, bn_host)
+        loop, omega, initial = self._solve(buf, bn_host, warm)
         with self._on_stream():
             r = buf.r64
             self.backend.residual(buf.checked, buf.x, r)
-            rn = xp.sqrt(xp.sum(self._frames(r, nf) ** 2, axis=(1, 2, 3)))
+            rn = self._frame_norms(r, nf)
             xp.add(buf.x, buf.g, out=buf.phi)
             rn_host = self._host(rn)
         t_solve = time.perf_counter() - t0 - t_maps
@@ -206,7 +206,6 @@ class StackedFrames:
             phi = buf.phi.copy()
             samples = self._host(buf.samples)
         t_eval = time.perf_counter() - t0 - t_maps - t_solve
-        self.calls += 1
         safe = np.where(bn_host > 0, bn_host, 1.0)
         residuals = np.where(bn_host > 0, rn_host / safe, 0.0)
         rtol, atol = self.solver.rtol, self.solver.atol
@@ -218,7 +217,7 @@ class StackedFrames:
             values=samples[..., 0].copy(),
             gradients=samples[..., 1:4].copy(),
             residuals=residuals,
-            initial=buf.initial,
+            initial=initial,
             converged=converged,
             iterations=loop.iterations if loop is not None else 0,
             reason=(loop.reason if loop is not None else "zero rhs"),
@@ -229,72 +228,91 @@ class StackedFrames:
     # ------------------------------------------------------------------ steps
     def _maps(self, buf, nf):
         """Launch the map and assembly kernels; returns the CPU overflow count or None."""
-        K, g = self.kernels, self.grid
-        nx, ny, nz = g.shape
         for a in (buf.fx, buf.fy, buf.fz, buf.cov, buf.bad):
             a.fill(0)
         bad = 0
-        lines = (ny * nz, nx * nz, nx * ny)
-        for axis, out in enumerate((buf.fx, buf.fy, buf.fz)):
-            bad = self._launch(
-                K.edges, nf * lines[axis], out, buf.pos, self._rad, axis, nx, ny, nz,
-                self.stride, buf.origin, self._h, *([buf.bad] if self.cuda else []),
-            ) or bad  # fmt: skip
-        if self.kappa > 0:
-            bad = self._launch(
-                K.ion, nf * nx * ny, buf.cov, buf.pos, self._rad_ion, nx, ny, nz, self.stride,
-                buf.origin, self._h, self.subsamples, *([buf.bad] if self.cuda else []),
-            ) or bad  # fmt: skip
-        from .maps import COULOMB_KJ
-
-        # the direct sums run in float32 on positions relative to each frame's origin
-        xp, f32 = self.xp, np.float32
-        xp.subtract(buf.pos, buf.origin[:, None, :], out=buf.rel64)
-        buf.rel[...] = buf.rel64
-        self._launch(
-            K.coulomb, nf * nx * ny * nz, buf.phic, buf.rel, self._q32, COULOMB_KJ / self.eps_in,
-            nx, ny, nz, self.stride, self._h, per_frame=nf,
-        )  # fmt: skip
-        if self.boundary_kind == "mdh":
-            self._launch(
-                K.boundary, nf * len(self._nodes), buf.g, buf.rel, self._q32, self._rad_ion32,
-                self._nodes, f32(self.kappa), f32(self.eps_out), f32(self.eps_in), COULOMB_KJ,
-                self.stride, self._h,
-            )  # fmt: skip
-        self._launch(
-            K.assemble, nf * self.stride * ny * nz, buf.fx, buf.fy, buf.fz, buf.phic, buf.cov,
-            buf.g, nf, nx, ny, nz, self.stride, self._params, buf.out64, buf.out32,
-        )  # fmt: skip
+        for _name, step in self.map_steps(buf, nf):
+            bad = step() or bad
         return None if self.cuda else bad
 
-    def _initial_guess(self, buf, nf, x0):
-        """x: the guess's interior in every block, zero on decoupled nodes."""
+    def map_steps(self, buf, nf):
+        """The map and assembly launches as ``(name, callable)`` pairs, in order.
+
+        Each callable returns the CPU kernels' overflow count (None on CUDA, where the kernels
+        raise ``buf.bad``). :meth:`_maps` runs them all; ``benchmarks/frames_profile.py`` times
+        each alone.
+        """
+        from .maps import COULOMB_KJ
+
+        K, (nx, ny, nz), xp, f32 = self.kernels, self.grid.shape, self.xp, np.float32
+        flag = [buf.bad] if self.cuda else []
+        lines = (ny * nz, nx * nz, nx * ny)
+
+        def edges(axis, out):
+            return self._launch(K.edges, nf * lines[axis], out, buf.pos, self._rad, axis, nx, ny,
+                                nz, self.stride, buf.origin, self._h, *flag)  # fmt: skip
+
+        def relative():  # the direct sums run in float32 on positions relative to the origin
+            xp.subtract(buf.pos, buf.origin[:, None, :], out=buf.rel64)
+            buf.rel[...] = buf.rel64
+
+        steps = [(f"edges axis {a}", lambda a=a, o=o: edges(a, o))
+                 for a, o in enumerate((buf.fx, buf.fy, buf.fz))]  # fmt: skip
+        if self.kappa > 0:
+            steps.append(("ion accessibility", lambda: self._launch(
+                K.ion, nf * nx * ny, buf.cov, buf.pos, self._rad_ion, nx, ny, nz, self.stride,
+                buf.origin, self._h, self.subsamples, *flag)))  # fmt: skip
+        steps.append(("relative positions", relative))
+        steps.append(("coulomb", lambda: self._launch(
+            K.coulomb, nf * nx * ny * nz, buf.phic, buf.rel, self._q32, COULOMB_KJ / self.eps_in,
+            nx, ny, nz, self.stride, self._h, per_frame=nf)))  # fmt: skip
+        if self.boundary_kind == "mdh":
+            steps.append(("boundary", lambda: self._launch(
+                K.boundary, nf * len(self._nodes), buf.g, buf.rel, self._q32, self._rad_ion32,
+                self._nodes, f32(self.kappa), f32(self.eps_out), f32(self.eps_in), COULOMB_KJ,
+                self.stride, self._h)))  # fmt: skip
+        steps.append(("assemble", lambda: self._launch(
+            K.assemble, nf * self.stride * ny * nz, buf.fx, buf.fy, buf.fz, buf.phic, buf.cov,
+            buf.g, nf, nx, ny, nz, self.stride, self._params, buf.out64, buf.out32)))  # fmt: skip
+        return steps
+
+    def _initial_guess(self, buf, nf, x0) -> bool:
+        """x: the guess's interior in every block, zero on decoupled nodes; True if warm."""
         xp = self.xp
         buf.x.fill(0.0)
-        buf.initial = np.ones(nf)
         if x0 is None:
-            return
+            return False
         x0 = xp.asarray(x0, dtype=np.float64)
         if tuple(x0.shape) != self.grid.shape:
             raise InputError(f"x0 has shape {tuple(x0.shape)}, the grid needs {self.grid.shape}")
         nx = self.grid.shape[0]
         inner = (slice(1, -1),) * 3
         self._frames(buf.x, nf)[:, 1 : nx - 1, 1:-1, 1:-1] = x0[inner][None]
-        buf.initial = None  # computed by the loop's first check
+        return True
 
-    def _solve(self, buf, bn_host):
-        """The solver loop of :class:`~pbsolver.Solver` on the stack (SOR)."""
+    def _solve(self, buf, bn_host, warm):
+        """The solver loop of :class:`~pbsolver.Solver` on the stack (SOR).
+
+        Returns the loop (None when every right-hand side is zero), ω and each frame's initial
+        relative residual (1 from a zero guess; measured on the float64 operator when warm).
+        """
         from .solver import SOR, _Loop, optimal_sor_omega
 
         s = self.solver
-        nonzero = bn_host[bn_host > 0]
+        nf = len(bn_host)
         omega = s.omega or optimal_sor_omega(
             SimpleNamespace(grid=self.grid, boundary="dirichlet", kappa2=None)
         )
+        nonzero = bn_host[bn_host > 0]
         if nonzero.size == 0:
             buf.x.fill(0.0)
-            buf.initial = np.zeros(len(bn_host))
-            return None, omega
+            return None, omega, np.zeros(nf)
+        initial = np.where(bn_host > 0, 1.0, 0.0)
+        if warm:
+            with self._on_stream():
+                self.backend.residual(buf.checked, buf.x, buf.r64)
+                r0 = self._host(self._frame_norms(buf.r64, nf))
+            initial = np.where(bn_host > 0, r0 / np.where(bn_host > 0, bn_host, 1.0), 0.0)
         threshold = float(min(max(s.rtol * bn, s.atol) for bn in nonzero))
         loop_solver = SimpleNamespace(rtol=0.0, atol=threshold, callback=None)
         method = SOR(omega=omega)
@@ -302,15 +320,8 @@ class StackedFrames:
         maxiter = s.maxiter if s.maxiter is not None else method.default_maxiter(self.grid.shape)
         check_every = s.check_every or method.check_every
         loop = _Loop(loop_solver, self.backend, buf.st, buf.checked, method, maxiter, check_every)
-        if buf.initial is None:  # warm start: each frame's own initial residual
-            with self._on_stream():
-                self.backend.residual(buf.checked, buf.x, buf.r64)
-                r0 = self.xp.sqrt(self.xp.sum(self._frames(buf.r64, len(bn_host)) ** 2,
-                                              axis=(1, 2, 3)))  # fmt: skip
-                buf.initial = np.where(bn_host > 0, self._host(r0) / np.where(bn_host > 0, bn_host,
-                                                                             1.0), 0.0)  # fmt: skip
         loop.run(buf.x, float(np.sqrt(np.sum(bn_host**2))))
-        return loop, omega
+        return loop, omega, initial
 
     def _sample(self, buf, nf):
         nx, ny, nz = self.grid.shape
@@ -351,7 +362,6 @@ class StackedFrames:
                 x=zeros(), phi=zeros(), r64=zeros(),
                 samples=zeros(shape=(nf, self.n_atoms, 4)),
                 bad=xp.zeros(1, dtype=np.int64),
-                initial=None,
             )  # fmt: skip
         buf.checked = Stencil(*out64, periodic=False, singular=False)
         buf.st = Stencil(*out32, periodic=False, singular=False) if refine else buf.checked
@@ -361,6 +371,10 @@ class StackedFrames:
     def _frames(self, a, nf):
         """(B, stride, ny, nz) view of a stacked array."""
         return a.reshape(nf, self.stride, *a.shape[1:])
+
+    def _frame_norms(self, a, nf):
+        """‖a_k‖₂ of every frame's block (device array of B values)."""
+        return self.xp.sqrt(self.xp.sum(self._frames(a, nf) ** 2, axis=(1, 2, 3)))
 
     def _to_device(self, a):
         return self.xp.asarray(a) if self.cuda else a
@@ -417,12 +431,6 @@ def _outer_layer(shape) -> np.ndarray:
     mask[:, [0, -1], :] = True
     mask[:, :, [0, -1]] = True
     return np.ascontiguousarray(np.argwhere(mask).astype(np.int32))
-
-
-def _cap() -> int:
-    from .backends.frame_kernels import CAP
-
-    return CAP
 
 
 def supports(surface, boundary_periodic: bool, boundary_kind: str) -> bool:

@@ -27,6 +27,8 @@ import math
 import numpy as np
 from numba import njit, prange
 
+from .line_bodies import accumulate_body
+
 _JIT = {"cache": True, "nogil": True, "boundscheck": False}
 #: Flags that let the Coulomb sum vectorise (reassociation) but keep IEEE infinities.
 _FM = {"reassoc", "contract", "nsz"}
@@ -120,30 +122,13 @@ def _merge(starts, ends, n):
     return m + 1
 
 
-@njit(**_JIT, inline="always")
-def _store(out, axis, iu, iv, k, value):
-    if axis == 0:
-        out[k, iu, iv] += value
-    elif axis == 1:
-        out[iu, k, iv] += value
-    else:
-        out[iu, iv, k] += value
+_accumulate_rows = njit(**_JIT)(accumulate_body)
 
 
 @njit(**_JIT)
 def _accumulate(out, axis, iu, iv, s, e, t0, h, nbins):
     """Add the covered length of [s, e] (in units of h) to the bins [t0 + k h, t0 + (k+1) h)."""
-    if e <= s:
-        return
-    k0 = max(0, int(math.floor((s - t0) / h)))
-    k1 = min(nbins - 1, int(math.floor((e - t0) / h)))
-    for k in range(k0, k1 + 1):
-        lo = t0 + k * h
-        hi = lo + h
-        a = s if s > lo else lo
-        b = e if e < hi else hi
-        if b > a:
-            _store(out, axis, iu, iv, k, (b - a) / h)
+    _accumulate_rows(out, axis, 0, iu, iv, s, e, t0, h, nbins)
 
 
 # ---------------------------------------------------------------------- union of spheres

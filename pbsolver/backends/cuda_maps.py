@@ -20,6 +20,8 @@ import math
 import numpy as np
 from numba import cuda
 
+from .line_bodies import accumulate_body, sort_merge_body
+
 MAX_SPHERES = 384
 MAX_CANDIDATES = 384
 THREADS = 128
@@ -39,59 +41,14 @@ def point(axis, t, u, v):
     return u, v, t
 
 
-@dev
-def store(out, axis, iu, iv, k, value):
-    if axis == 0:
-        out[k, iu, iv] += value
-    elif axis == 1:
-        out[iu, k, iv] += value
-    else:
-        out[iu, iv, k] += value
+sort_merge = dev(sort_merge_body)
+_accumulate_rows = dev(accumulate_body)
 
 
 @dev
 def accumulate(out, axis, iu, iv, s, e, t0, h, nbins):
-    if e <= s:
-        return
-    k0 = max(0, int(math.floor((s - t0) / h)))
-    k1 = min(nbins - 1, int(math.floor((e - t0) / h)))
-    for k in range(k0, k1 + 1):
-        lo = t0 + k * h
-        hi = lo + h
-        a = s if s > lo else lo
-        b = e if e < hi else hi
-        if b > a:
-            store(out, axis, iu, iv, k, (b - a) / h)
-
-
-@dev
-def sort_merge(starts, ends, n):
-    """Insertion sort by start, then merge in place; returns the merged count."""
-    for i in range(1, n):
-        s, e = starts[i], ends[i]
-        j = i - 1
-        while j >= 0 and starts[j] > s:
-            starts[j + 1] = starts[j]
-            ends[j + 1] = ends[j]
-            j -= 1
-        starts[j + 1] = s
-        ends[j + 1] = e
-    if n == 0:
-        return 0
-    m = 0
-    cs, ce = starts[0], ends[0]
-    for i in range(1, n):
-        if starts[i] <= ce:
-            if ends[i] > ce:
-                ce = ends[i]
-        else:
-            starts[m] = cs
-            ends[m] = ce
-            m += 1
-            cs, ce = starts[i], ends[i]
-    starts[m] = cs
-    ends[m] = ce
-    return m + 1
+    """Add the covered share of each edge of the line to ``out`` (one grid, no stacking)."""
+    _accumulate_rows(out, axis, 0, iu, iv, s, e, t0, h, nbins)
 
 
 @dev

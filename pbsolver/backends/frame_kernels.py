@@ -25,7 +25,12 @@ import math
 from types import SimpleNamespace
 
 import numpy as np
-from numba import cuda  # the simulator swaps this module global inside kernels
+
+from .line_bodies import accumulate_body, sort_merge_body
+
+#: numba.cuda, imported by :func:`cuda_kernels` (numba-cuda is optional: the CPU kernels must
+#: import without it). A module global, because the simulator swaps it inside kernels.
+cuda = None
 
 #: Intervals one grid line (or ion-accessibility column) may hold.
 CAP = 256
@@ -38,55 +43,8 @@ def _bodies(jit, fast):
 
     ``fast`` is the same compiler with fast-math, for the float32 direct sums.
     """
-
-    @jit
-    def sort_merge(starts, ends, n):
-        """Insertion sort of n intervals by start, merged in place; returns the merged count."""
-        for i in range(1, n):
-            s, e = starts[i], ends[i]
-            j = i - 1
-            while j >= 0 and starts[j] > s:
-                starts[j + 1] = starts[j]
-                ends[j + 1] = ends[j]
-                j -= 1
-            starts[j + 1] = s
-            ends[j + 1] = e
-        if n == 0:
-            return 0
-        m = 0
-        cs, ce = starts[0], ends[0]
-        for i in range(1, n):
-            if starts[i] <= ce:
-                if ends[i] > ce:
-                    ce = ends[i]
-            else:
-                starts[m] = cs
-                ends[m] = ce
-                m += 1
-                cs, ce = starts[i], ends[i]
-        starts[m] = cs
-        ends[m] = ce
-        return m + 1
-
-    @jit
-    def accumulate(out, axis, row, iu, iv, s, e, t0, h, nbins):
-        """Add the covered share of each edge (or cell) of the line to ``out``."""
-        if e <= s:
-            return
-        k0 = max(0, int(math.floor((s - t0) / h)))
-        k1 = min(nbins - 1, int(math.floor((e - t0) / h)))
-        for k in range(k0, k1 + 1):
-            lo = t0 + k * h
-            hi = lo + h
-            a = s if s > lo else lo
-            b = e if e < hi else hi
-            if b > a:
-                if axis == 0:
-                    out[row + k, iu, iv] += (b - a) / h
-                elif axis == 1:
-                    out[row + iu, k, iv] += (b - a) / h
-                else:
-                    out[row + iu, iv, k] += (b - a) / h
+    sort_merge = jit(sort_merge_body)
+    accumulate = jit(accumulate_body)
 
     @jit
     def edge_line(out, pos, rad, f, axis, line, nx, ny, nz, stride, origin, h, starts, ends):
@@ -444,9 +402,12 @@ _CUDA = None
 
 def cuda_kernels():
     """The CUDA kernels (one thread per work item), compiled lazily by numba-cuda."""
-    global _CUDA
+    global _CUDA, cuda
     if _CUDA is not None:
         return _CUDA
+    from numba import cuda as numba_cuda
+
+    cuda = numba_cuda
 
     B = _bodies(cuda.jit(device=True), cuda.jit(device=True, fastmath=True))
     edge_line, ion_column = B.edge_line, B.ion_column  # φ_c has its own tiled kernel below

@@ -1,0 +1,59 @@
+"""Plain-Python bodies of the grid-line interval arithmetic, compiled by each kernel set.
+
+The CPU map kernels (``numba.njit``; they bin with these, and merge with an argsort), the CUDA
+map kernels (``cuda.jit(device=True)``) and the stacked frame kernels (both) compile these same
+functions instead of keeping a copy each. Importing this module imports no numba.
+"""
+
+from __future__ import annotations
+
+import math
+
+
+def sort_merge_body(starts, ends, n):
+    """Insertion sort of n intervals by start, merged in place; returns the merged count."""
+    for i in range(1, n):
+        s, e = starts[i], ends[i]
+        j = i - 1
+        while j >= 0 and starts[j] > s:
+            starts[j + 1] = starts[j]
+            ends[j + 1] = ends[j]
+            j -= 1
+        starts[j + 1] = s
+        ends[j + 1] = e
+    if n == 0:
+        return 0
+    m = 0
+    cs, ce = starts[0], ends[0]
+    for i in range(1, n):
+        if starts[i] <= ce:
+            if ends[i] > ce:
+                ce = ends[i]
+        else:
+            starts[m] = cs
+            ends[m] = ce
+            m += 1
+            cs, ce = starts[i], ends[i]
+    starts[m] = cs
+    ends[m] = ce
+    return m + 1
+
+
+def accumulate_body(out, axis, row, iu, iv, s, e, t0, h, nbins):
+    """Add the covered share of each edge (or cell) of the line to ``out``."""
+    if e <= s:
+        return
+    k0 = max(0, int(math.floor((s - t0) / h)))
+    k1 = min(nbins - 1, int(math.floor((e - t0) / h)))
+    for k in range(k0, k1 + 1):
+        lo = t0 + k * h
+        hi = lo + h
+        a = s if s > lo else lo
+        b = e if e < hi else hi
+        if b > a:
+            if axis == 0:
+                out[row + k, iu, iv] += (b - a) / h
+            elif axis == 1:
+                out[row + iu, k, iv] += (b - a) / h
+            else:
+                out[row + iu, iv, k] += (b - a) / h
