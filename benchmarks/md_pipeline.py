@@ -188,6 +188,7 @@ def stacked(atoms, args):
             "case": label,
             "engine": calc.engine,
             "frames": n,
+            "regrids": int(sum(r.regridded for r in results)),
             "batch": batch or 1,
             "frames_per_s": n / wall,
             "ms_per_frame": 1e3 * wall / n,
@@ -204,7 +205,7 @@ def stacked(atoms, args):
             f"  {label:<40} {row['frames_per_s']:9.2f} frames/s  {row['ms_per_frame']:8.3f} ms"
             f"  (cpu {row['cpu_ms_per_frame']:8.2f} ms)  it {row['iterations']:6.1f}"
             f"  maps {row['maps_ms']:7.3f}  solve {row['solve_ms']:7.3f}"
-            f"  eval {row['evaluate_ms']:6.3f} ms",
+            f"  eval {row['evaluate_ms']:6.3f} ms  regrids {row['regrids']}",
             flush=True,
         )
         return row

@@ -28,7 +28,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from .backends.frame_kernels import CAP
+from .backends.frame_kernels import CAP, LINE_THREADS
 from .exceptions import InputError
 from .grid import Grid
 
@@ -250,7 +250,8 @@ class StackedFrames:
 
         def edges(axis, out):
             return self._launch(K.edges, nf * lines[axis], out, buf.pos, self._rad, axis, nx, ny,
-                                nz, self.stride, buf.origin, self._h, *flag)  # fmt: skip
+                                nz, self.stride, buf.origin, self._h, *flag,
+                                threads=LINE_THREADS)  # fmt: skip
 
         def relative():  # the direct sums run in float32 on positions relative to the origin
             xp.subtract(buf.pos, buf.origin[:, None, :], out=buf.rel64)
@@ -261,7 +262,7 @@ class StackedFrames:
         if self.kappa > 0:
             steps.append(("ion accessibility", lambda: self._launch(
                 K.ion, nf * nx * ny, buf.cov, buf.pos, self._rad_ion, nx, ny, nz, self.stride,
-                buf.origin, self._h, self.subsamples, *flag)))  # fmt: skip
+                buf.origin, self._h, self.subsamples, *flag, threads=LINE_THREADS)))  # fmt: skip
         steps.append(("relative positions", relative))
         steps.append(("coulomb", lambda: self._launch(
             K.coulomb, nf * nx * ny * nz, buf.phic, buf.rel, self._q32, COULOMB_KJ / self.eps_in,
@@ -270,7 +271,7 @@ class StackedFrames:
             steps.append(("boundary", lambda: self._launch(
                 K.boundary, nf * len(self._nodes), buf.g, buf.rel, self._q32, self._rad_ion32,
                 self._nodes, f32(self.kappa), f32(self.eps_out), f32(self.eps_in), COULOMB_KJ,
-                self.stride, self._h)))  # fmt: skip
+                self.stride, self._h, per_frame=nf)))  # fmt: skip
         steps.append(("assemble", lambda: self._launch(
             K.assemble, nf * self.stride * ny * nz, buf.fx, buf.fy, buf.fz, buf.phic, buf.cov,
             buf.g, nf, nx, ny, nz, self.stride, self._params, buf.out64, buf.out32)))  # fmt: skip
@@ -387,17 +388,19 @@ class StackedFrames:
             return self.backend.stream
         return _NoContext()
 
-    def _launch(self, kernel, items, *args, per_frame=None):
+    def _launch(self, kernel, items, *args, per_frame=None, threads=None):
         """Run a kernel over ``items`` work items (CPU: a parallel loop; CUDA: one launch).
 
-        ``per_frame``: a CUDA grid of (blocks, frames) for kernels that tile per frame.
+        ``per_frame``: a CUDA grid of (blocks, frames) for kernels that tile per frame;
+        ``threads``: the block size (default ``THREADS``).
         """
         if not self.cuda:
             return kernel(*args)
         from .backends.frame_kernels import THREADS, blocks
 
-        grid = blocks(items) if per_frame is None else (blocks(items // per_frame), per_frame)
-        self.backend.dev.launch(kernel, grid, THREADS, *(self._view(a) for a in args))
+        t = threads or THREADS
+        grid = blocks(items, t) if per_frame is None else (blocks(items // per_frame, t), per_frame)
+        self.backend.dev.launch(kernel, grid, t, *(self._view(a) for a in args))
         return None
 
     def _view(self, a):

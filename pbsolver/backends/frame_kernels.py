@@ -3,10 +3,10 @@
 Every per-line and per-node body is written once, as plain Python, and compiled twice: by
 ``numba.njit`` for the CPU kernels (``prange`` over the work items) and by
 ``numba.cuda.jit(device=True)`` for the CUDA kernels (one thread per work item). The two sets
-therefore run the same arithmetic (except φ_c: the CUDA kernel stages atoms in shared
-memory, the same float32 terms summed in tiles of 128 instead of 32); tests compare the CPU
-set with the general map builders of :mod:`pbsolver.maps` and the CUDA set with the CPU set
-(under the simulator in CI).
+therefore run the same arithmetic (except the direct sums φ_c and the boundary values: their
+CUDA kernels stage atoms in shared memory, the same float32 terms summed per tile of 128);
+tests compare the CPU set with the general map builders of :mod:`pbsolver.maps` and the CUDA
+set with the CPU set (under the simulator in CI).
 
 Layout: B frames of an ``(nx, ny, nz)`` grid are stacked along x with ``stride`` planes a frame
 (``nx`` rounded up to even, so that every block's red–black colouring is its own grid's; see
@@ -36,6 +36,9 @@ cuda = None
 CAP = 256
 #: Threads a CUDA block.
 THREADS = 128
+#: Threads a block of the per-line kernels: few lines per block, so that small batches still
+#: spread over all the multiprocessors (4,225 lines of a 65³ frame fill 33 blocks of 128).
+LINE_THREADS = 32
 
 
 def _bodies(jit, fast):
@@ -144,21 +147,23 @@ def _bodies(jit, fast):
         return acc + part
 
     @fast
+    def dh_term(dx, dy, dz, q, radius, kappa, eps_out, inv_c):
+        """One atom's term of the "mdh" boundary sum, float32."""
+        r = math.sqrt(dx * dx + dy * dy + dz * dz)
+        screened = math.exp(-kappa * (r - radius)) / (eps_out * (np.float32(1.0) + kappa * radius))
+        return q * (screened - inv_c) / r
+
+    @fast
     def debye_huckel_point(rel, q, radii, f, x, y, z, kappa, eps_out, eps_cavity):
         """Σ q_a (e^{−κ(r−a_a)} / (ε_out (1 + κ a_a)) − 1/ε_c) / r (the "mdh" boundary sum).
 
         float32 terms, float64 sum, as :func:`coulomb_node` (far-field values, smooth).
         """
         acc = 0.0
-        one = np.float32(1.0)
-        inv_c = one / eps_cavity
+        inv_c = np.float32(1.0) / eps_cavity
         for a in range(q.shape[0]):
-            dx = x - rel[f, a, 0]
-            dy = y - rel[f, a, 1]
-            dz = z - rel[f, a, 2]
-            r = math.sqrt(dx * dx + dy * dy + dz * dz)
-            screened = math.exp(-kappa * (r - radii[a])) / (eps_out * (one + kappa * radii[a]))
-            acc += q[a] * (screened - inv_c) / r
+            acc += dh_term(x - rel[f, a, 0], y - rel[f, a, 1], z - rel[f, a, 2], q[a], radii[a],
+                           kappa, eps_out, inv_c)  # fmt: skip
         return acc
 
     @jit
@@ -290,6 +295,7 @@ def _bodies(jit, fast):
         ion_column=ion_column,
         coulomb_node=coulomb_node,
         debye_huckel_point=debye_huckel_point,
+        dh_term=dh_term,
         assemble_node=assemble_node,
         sample_point=sample_point,
     )
@@ -410,12 +416,9 @@ def cuda_kernels():
     cuda = numba_cuda
 
     B = _bodies(cuda.jit(device=True), cuda.jit(device=True, fastmath=True))
-    edge_line, ion_column = B.edge_line, B.ion_column  # φ_c has its own tiled kernel below
-    debye_huckel_point, assemble_node, sample_point = (
-        B.debye_huckel_point,
-        B.assemble_node,
-        B.sample_point,
-    )
+    # φ_c and the boundary sum have their own tiled kernels below (the latter on dh_term)
+    edge_line, ion_column, dh_term = B.edge_line, B.ion_column, B.dh_term
+    assemble_node, sample_point = B.assemble_node, B.sample_point
 
     @cuda.jit
     def edges(out, pos, rad, axis, nx, ny, nz, stride, origin, h, bad):
@@ -488,18 +491,37 @@ def cuda_kernels():
         if inside:
             out[f * stride + i, j, k] = scale * acc
 
-    @cuda.jit
+    @cuda.jit(fastmath=True)
     def boundary(out, rel, q, radii, nodes, kappa, eps_out, eps_c, scale, stride, h):
-        item = cuda.grid(1)
+        # Tiled like coulomb: grid (node blocks, frames), atoms staged in shared memory; the
+        # terms are debye_huckel_point's.
+        f = cuda.blockIdx.y
+        tid = cuda.threadIdx.x
+        p = cuda.blockIdx.x * THREADS + tid
         nb = nodes.shape[0]
-        if item >= rel.shape[0] * nb:
-            return
-        f = item // nb
-        p = item - f * nb
-        i, j, k = nodes[p, 0], nodes[p, 1], nodes[p, 2]
+        inside = p < nb
+        pp = p if inside else 0
+        i, j, k = nodes[pp, 0], nodes[pp, 1], nodes[pp, 2]
         x, y, z = np.float32(i * h[0]), np.float32(j * h[1]), np.float32(k * h[2])
-        v = debye_huckel_point(rel, q, radii, f, x, y, z, kappa, eps_out, eps_c)
-        out[f * stride + i, j, k] = scale * v
+        tile = cuda.shared.array((THREADS, 5), dtype=np.float32)
+        inv_c = np.float32(1.0) / eps_c
+        na = q.shape[0]
+        acc = 0.0
+        for base in range(0, na, THREADS):
+            a = base + tid
+            if a < na:
+                tile[tid, 0] = rel[f, a, 0]
+                tile[tid, 1] = rel[f, a, 1]
+                tile[tid, 2] = rel[f, a, 2]
+                tile[tid, 3] = q[a]
+                tile[tid, 4] = radii[a]
+            cuda.syncthreads()
+            for t in range(min(THREADS, na - base)):
+                acc += dh_term(x - tile[t, 0], y - tile[t, 1], z - tile[t, 2], tile[t, 3],
+                               tile[t, 4], kappa, eps_out, inv_c)  # fmt: skip
+            cuda.syncthreads()
+        if inside:
+            out[f * stride + i, j, k] = scale * acc
 
     @cuda.jit
     def assemble(fx, fy, fz, phic, cov, g, nf, nx, ny, nz, stride, p, out, out32):
@@ -531,9 +553,9 @@ def cuda_kernels():
     return _CUDA
 
 
-def blocks(n: int) -> int:
-    """CUDA blocks of :data:`THREADS` threads covering ``n`` work items."""
-    return max(1, (int(n) + THREADS - 1) // THREADS)
+def blocks(n: int, threads: int = THREADS) -> int:
+    """CUDA blocks of ``threads`` threads covering ``n`` work items."""
+    return max(1, (int(n) + threads - 1) // threads)
 
 
-__all__ = ["CAP", "THREADS", "blocks", "cpu_kernels", "cuda_kernels"]
+__all__ = ["CAP", "LINE_THREADS", "THREADS", "blocks", "cpu_kernels", "cuda_kernels"]
