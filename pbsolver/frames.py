@@ -162,6 +162,9 @@ class StackedFrames:
         params += [self.eps_out * self.kappa**2, 1.0 / self.subsamples**2, float(self.kappa > 0)]
         self._params = self._to_device(np.asarray(params, dtype=np.float64))
         self.stride = self.grid.shape[0] + self.grid.shape[0] % 2
+        # work items of the φ_c kernel a frame: one node on the CPU, two on CUDA
+        nodes = int(np.prod(self.grid.shape))
+        self._coulomb_items = (nodes + 1) // 2 if self.cuda else nodes
         self._buffers = {}  # frames in a call → persistent buffers
         self._views = {}
 
@@ -265,8 +268,8 @@ class StackedFrames:
                 buf.origin, self._h, self.subsamples, *flag, threads=LINE_THREADS)))  # fmt: skip
         steps.append(("relative positions", relative))
         steps.append(("coulomb", lambda: self._launch(
-            K.coulomb, nf * nx * ny * nz, buf.phic, buf.rel, self._q32, COULOMB_KJ / self.eps_in,
-            nx, ny, nz, self.stride, self._h, per_frame=nf)))  # fmt: skip
+            K.coulomb, nf * self._coulomb_items, buf.phic, buf.rel, self._q32,
+            COULOMB_KJ / self.eps_in, nx, ny, nz, self.stride, self._h, per_frame=nf)))  # fmt: skip
         if self.boundary_kind == "mdh":
             steps.append(("boundary", lambda: self._launch(
                 K.boundary, nf * len(self._nodes), buf.g, buf.rel, self._q32, self._rad_ion32,
