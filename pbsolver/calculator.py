@@ -433,8 +433,9 @@ class ReactionFieldCalculator:
             raise InputError("box= is only accepted by a calculator built with a periodic box")
         checked = [self._frame_atoms(p) for p in frames]
         xp = checked[0][1]
-        lo = np.min([a.bounds()[0] for a, _ in checked], axis=0)
-        hi = np.max([a.bounds()[1] for a, _ in checked], axis=0)
+        host = np.stack([a.positions for a, _ in checked])  # (B, N, 3)
+        pad = self.atoms.radii[None, :, None]
+        lo, hi = (host - pad).min(axis=(0, 1)), (host + pad).max(axis=(0, 1))
         grid, regridded, _ = self._place(_Bounds(lo, hi), None)
         x0 = None
         if self.warm_start:
@@ -443,7 +444,7 @@ class ReactionFieldCalculator:
         if all(is_device_array(p) for p in frames) and engine.cuda:
             positions = engine.xp.stack([engine.xp.asarray(p) for p in frames])
         else:
-            positions = np.stack([a.positions for a, _ in checked])
+            positions = host
         origins = np.repeat(np.asarray(grid.origin, dtype=np.float64)[None], len(frames), axis=0)
         res = engine.run(positions, origins, x0)
         q = self.atoms.charges
