@@ -234,12 +234,19 @@ def test_cuda_stacked_calculator_matches_the_cpu_engine():
     assert gpu.engine == "stacked"
     cpu = pb.ReactionFieldCalculator(atoms, backend="cpu", engine="stacked", **kw)
     frames = [atoms.positions + rng.normal(0.0, 0.05, atoms.positions.shape) for _ in range(4)]
-    out_gpu = gpu.compute_batch([cp.asarray(f) for f in frames])
     out_cpu = cpu.compute_batch(frames)
-    for a, b in zip(out_gpu, out_cpu, strict=True):
-        assert a.converged and isinstance(a.forces, cp.ndarray)
-        assert abs(a.energy / b.energy - 1) < 1e-5
-        f = cp.asnumpy(a.forces)
-        np.testing.assert_allclose(f, b.forces, atol=1e-4 * np.abs(b.forces).max())
+    captures = gpu.backend.dev.captures
+    # three calls: eager, captured into a CUDA graph, replayed (the maps' graph must hold the
+    # current positions, not the first call's)
+    for call in range(3):
+        moved = [f + 0.01 * call for f in frames]
+        out_gpu = gpu.compute_batch([cp.asarray(f) for f in moved])
+        out_cpu = cpu.compute_batch(moved)
+        for a, b in zip(out_gpu, out_cpu, strict=True):
+            assert a.converged and isinstance(a.forces, cp.ndarray)
+            assert abs(a.energy / b.energy - 1) < 1e-5
+            f = cp.asnumpy(a.forces)
+            np.testing.assert_allclose(f, b.forces, atol=1e-4 * np.abs(b.forces).max())
+    assert gpu.backend.dev.captures > captures
     one = gpu.compute(frames[-1])  # one by one, NumPy in → NumPy out, warm
     assert isinstance(one.forces, np.ndarray) and one.warm_start and one.converged
