@@ -437,16 +437,16 @@ class ReactionFieldCalculator:
         pad = self.atoms.radii[None, :, None]
         lo, hi = (host - pad).min(axis=(0, 1)), (host + pad).max(axis=(0, 1))
         grid, regridded, _ = self._place(_Bounds(lo, hi), None)
-        x0 = None
-        if self.warm_start:
-            x0 = self._carry(self.phi_rf, self._solution_grid, grid, checked[0][0])
+        x0 = fill = None
+        if self.warm_start:  # the engine fills uncovered nodes with Debye–Hückel on its device
+            x0, fill = self._shift(self.phi_rf, self._solution_grid, grid)
         engine = self._stacked_engine(grid)
         if all(is_device_array(p) for p in frames) and engine.cuda:
             positions = engine.xp.stack([engine.xp.asarray(p) for p in frames])
         else:
             positions = host
         origins = np.repeat(np.asarray(grid.origin, dtype=np.float64)[None], len(frames), axis=0)
-        res = engine.run(positions, origins, x0)
+        res = engine.run(positions, origins, x0, fill_nodes=fill)
         q = self.atoms.charges
         f = self._factor
         nf = len(frames)
@@ -570,13 +570,32 @@ class ReactionFieldCalculator:
         return self.grid, True, None
 
     def _carry(self, phi, old: Grid | None, new: Grid, atoms):
-        """The previous solution as an initial guess on ``new`` (None when there is none)."""
+        """The previous solution as an initial guess on ``new`` (None when there is none).
+
+        Nodes the old grid did not cover get the Debye–Hückel estimate (on the host).
+        """
+        x0, uncovered = self._shift(phi, old, new)
+        if x0 is None or uncovered is None:
+            return x0
+        h = np.asarray(new.spacing)
+        values = _debye_huckel(atoms, np.asarray(new.origin) + uncovered * h, self)
+        fill = np.zeros(new.shape)
+        fill[tuple(uncovered.T)] = values
+        xp = array_module(x0)
+        return x0 + xp.asarray(fill, dtype=x0.dtype)
+
+    def _shift(self, phi, old: Grid | None, new: Grid):
+        """The previous solution moved onto ``new`` by whole nodes: (x0, uncovered nodes).
+
+        ``x0`` is None when there is no usable solution; ``uncovered`` is an (M, 3) array of
+        the nodes the old grid did not cover (zero in x0), or None when it covered them all.
+        """
         if phi is None or old is None:
-            return None
+            return None, None
         if old == new:
-            return phi
+            return phi, None
         if self.box is not None:
-            return phi if old.shape == new.shape else None
+            return (phi if old.shape == new.shape else None), None
         xp = array_module(phi)
         h = np.asarray(new.spacing)
         offset = np.rint((np.asarray(new.origin) - np.asarray(old.origin)) / h).astype(int)
@@ -586,21 +605,15 @@ class ReactionFieldCalculator:
             lo_new = max(0, -offset[a])
             hi_new = min(new.shape[a], old.shape[a] - offset[a])
             if hi_new <= lo_new:
-                return None  # no overlap: start cold
+                return None, None  # no overlap: start cold
             dst.append(slice(lo_new, hi_new))
             src.append(slice(lo_new + offset[a], hi_new + offset[a]))
         covered = np.zeros(new.shape, dtype=bool)
         covered[tuple(dst)] = True
         x0 = xp.zeros(new.shape, dtype=phi.dtype)
         x0[tuple(dst)] = phi[tuple(src)]
-        idx = np.argwhere(~covered)
-        if idx.size:
-            points = np.asarray(new.origin) + idx * h
-            values = _debye_huckel(atoms, points, self)
-            fill = np.zeros(new.shape)
-            fill[~covered] = values
-            x0 = x0 + xp.asarray(fill, dtype=x0.dtype)
-        return x0
+        uncovered = np.argwhere(~covered)
+        return x0, (uncovered if uncovered.size else None)
 
     def _problem(self, atoms, grid) -> Problem:
         """All maps of this frame on ``grid`` (on the device when solving with CUDA)."""

@@ -155,6 +155,7 @@ class StackedFrames:
         self._rad_ion = self._to_device(radii + float(ion_radius))
         self._q32 = self._to_device(charges.astype(np.float32))
         self._rad_ion32 = self._to_device((radii + float(ion_radius)).astype(np.float32))
+        self._rad32 = self._to_device(radii.astype(np.float32))
         self._h = self._to_device(np.asarray(self.grid.spacing, dtype=np.float64))
         self._nodes = self._to_device(_outer_layer(self.grid.shape))
         h2 = [h * h for h in self.grid.spacing]
@@ -169,10 +170,12 @@ class StackedFrames:
         self._views = {}
 
     # ------------------------------------------------------------------ public
-    def run(self, positions, origins, x0=None) -> StackedSolve:
+    def run(self, positions, origins, x0=None, fill_nodes=None) -> StackedSolve:
         """Solve B frames: positions ``(B, N, 3)`` Å (NumPy or CuPy), origins ``(B, 3)`` Å.
 
-        ``x0`` (one ``(nx, ny, nz)`` array or None) is every frame's initial guess.
+        ``x0`` (one ``(nx, ny, nz)`` array or None) is every frame's initial guess;
+        ``fill_nodes`` ((M, 3) node indices, optional) are nodes where x0 knows nothing (a
+        grid that moved): each frame's guess there is the Debye–Hückel estimate of its atoms.
         """
         t0 = time.perf_counter()
         xp = self.xp
@@ -192,6 +195,8 @@ class StackedFrames:
                 bad = self._maps(buf, nf)
             bnorms = self._frame_norms(buf.b64, nf)
             warm = self._initial_guess(buf, nf, x0)
+            if warm and fill_nodes is not None:
+                self._fill_guess(buf, nf, fill_nodes)
             bn_host = self._host(bnorms)
         bad = bad if isinstance(bad, int) else int(self._host(buf.bad)[0])
         if bad:
@@ -310,6 +315,22 @@ class StackedFrames:
         inner = (slice(1, -1),) * 3
         self._frames(buf.x, nf)[:, 1 : nx - 1, 1:-1, 1:-1] = x0[inner][None]
         return True
+
+    def _fill_guess(self, buf, nf, nodes):
+        """Debye–Hückel values (the "mdh" sum with vdW radii) at the inner ``nodes`` of x."""
+        from .maps import COULOMB_KJ
+
+        nodes = np.asarray(nodes).reshape(-1, 3)
+        shape = np.asarray(self.grid.shape)
+        inner = nodes[np.all((nodes >= 1) & (nodes <= shape - 2), axis=1)]
+        if not len(inner):
+            return
+        f32 = np.float32
+        self._launch(
+            self.kernels.boundary, nf * len(inner), buf.x, buf.rel, self._q32, self._rad32,
+            self._to_device(np.ascontiguousarray(inner, dtype=np.int32)), f32(self.kappa),
+            f32(self.eps_out), f32(self.eps_in), COULOMB_KJ, self.stride, self._h, per_frame=nf,
+        )  # fmt: skip
 
     def _solve(self, buf, bn_host, warm):
         """The solver loop of :class:`~pbsolver.Solver` on the stack (SOR).

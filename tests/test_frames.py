@@ -250,3 +250,27 @@ def test_cuda_stacked_calculator_matches_the_cpu_engine():
     assert gpu.backend.dev.captures > captures
     one = gpu.compute(frames[-1])  # one by one, NumPy in → NumPy out, warm
     assert isinstance(one.forces, np.ndarray) and one.warm_start and one.converged
+
+
+def test_a_moved_grid_warm_starts_with_debye_huckel_in_the_new_nodes(monkeypatch):
+    atoms, _ = _solute(13, n=30)
+    kw = dict(spacing=0.6, surface="vdw", backend="cpu", engine="stacked", margin=3.0,
+              skin=0.3, rtol=1e-8, dtype=np.float64)  # fmt: skip
+    shifted = atoms.positions + np.array([2.0, -1.5, 1.0])  # beyond the skin: the grid moves
+
+    def second_frame(fill):
+        calc = pb.ReactionFieldCalculator(atoms, **kw)
+        calc.compute()
+        if not fill:
+            monkeypatch.setattr(calc._stacked, "_fill_guess", lambda *a: None)
+        fr = calc.compute(shifted)
+        monkeypatch.undo()
+        return fr
+
+    filled, bare = second_frame(True), second_frame(False)
+    assert filled.regridded and filled.warm_start and filled.converged
+    # the uncovered slabs start from Debye–Hückel instead of zero: a closer guess
+    assert filled.solve.residual_norms[0] < 0.5 * bare.solve.residual_norms[0]
+    moved = pb.Atoms(shifted, atoms.charges, atoms.radii)
+    e, *_ = _reference(moved, filled.grid, eps_in=2.0, eps_out=78.54, salt=0.0)
+    assert abs(filled.energy / e - 1) < 1e-6
