@@ -23,6 +23,8 @@ if [ "${1:-single}" = "frames" ]; then
     --json "$R/md_stacked.json"
   step frames_profile 100 python3 benchmarks/frames_profile.py --batches 1 32 \
     --json "$R/frames_profile.json"
+  step frames_profile_salt 60 python3 benchmarks/frames_profile.py --batches 32 --salt 0.15 \
+    --json "$R/frames_profile_salt.json"
 elif [ "${1:-single}" = "multi" ]; then
   step frames_profile 100 python3 benchmarks/frames_profile.py --batches 1 32 \
     --json "$R/frames_profile.json"
