@@ -15,8 +15,9 @@ keeps everything in place:
    buffers' addresses do not change;
 5. a last kernel samples φ and ∇φ at every atom of every frame.
 
-Host synchronisations per call: one after the maps (right-hand-side norms), one per residual
-check of the loop, one for the results. Only the vdW dielectric surface and Dirichlet grids
+On CUDA steps 2–3 are one replayed CUDA graph. Host synchronisations per call: after the maps
+(right-hand-side norms, overflow flag), for a warm start's initial residuals, one per residual
+check of the loop, and for the results. Only the vdW dielectric surface and Dirichlet grids
 (a grid that follows the solute) are handled; other set-ups use the general path.
 """
 
