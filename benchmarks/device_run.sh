@@ -20,9 +20,11 @@ if [ "${1:-single}" = "frames" ]; then
     tests/test_frames.py tests/test_calculator.py
   step md_stacked 330 python3 benchmarks/md_pipeline.py --backend cuda --skip-pipeline \
     --skip-throughput --frames 32 --stacked-batches 8 32 64 --maps-backend cuda \
-    --json "$R/md_stacked.json"
+    --stacked-methods sor multigrid --json "$R/md_stacked.json"
   step frames_profile 100 python3 benchmarks/frames_profile.py --batches 1 32 \
     --json "$R/frames_profile.json"
+  step frames_profile_mg 100 python3 benchmarks/frames_profile.py --batches 1 32 64 \
+    --method multigrid --json "$R/frames_profile_mg.json"
   step frames_profile_salt 60 python3 benchmarks/frames_profile.py --batches 32 --salt 0.15 \
     --json "$R/frames_profile_salt.json"
 elif [ "${1:-single}" = "multi" ]; then

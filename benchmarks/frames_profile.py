@@ -61,7 +61,14 @@ def profile_batch(eng, atoms, grid, nf, repeat, rows):
     timed("rhs norms", lambda: eng._frame_norms(buf.b64, nf))
     timed("maps (whole _maps)", lambda: eng._maps(buf, nf))
     bn = cp.asnumpy(eng._frame_norms(buf.b64, nf))
+    if eng.method_for(nf) == "multigrid":
+        timed("multigrid: unlifted faces", lambda: eng.unlifted(buf, nf))
+        faces = eng.unlifted(buf, nf)
+        timed("multigrid: coarse operators", lambda: buf.mg.update(*faces))
     timed("solve (cold, whole loop)", lambda: (buf.x.fill(0), eng._solve(buf, bn, False)))
+    x0 = buf.x.copy()
+    timed("solve (from the solution)", lambda: (buf.x.__setitem__(Ellipsis, x0),
+                                                eng._solve(buf, bn, True)))  # fmt: skip
     timed("sample", lambda: eng._sample(buf, nf))
     timed("run() total, cold", lambda: eng.run(pos, origins))
     # warm: every frame moved by ~0.01 Å from the frame whose solution is the guess
@@ -75,6 +82,9 @@ def main(argv=None):
     ap.add_argument("--batches", type=int, nargs="+", default=[1, 32])
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--salt", type=float, default=0.0, help="ionic strength, mol/L")
+    ap.add_argument(
+        "--method", choices=["sor", "multigrid"], default="sor", help="the engine's stacked solver"
+    )
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)
 
@@ -84,7 +94,15 @@ def main(argv=None):
     grid = maps.grid_for_atoms(atoms, 0.8, shape=(65, 65, 65))
     solver = pb.Solver(method="sor", backend="cuda", rtol=1e-6)
     kappa = maps.kappa_from_ionic_strength(args.salt, 78.54)
-    eng = StackedFrames(atoms.charges, atoms.radii, grid.shape, grid.spacing, solver, kappa=kappa)
+    eng = StackedFrames(
+        atoms.charges,
+        atoms.radii,
+        grid.shape,
+        grid.spacing,
+        solver,
+        kappa=kappa,
+        method=args.method,
+    )
     rows = []
     for nf in args.batches:
         profile_batch(eng, atoms, grid, nf, args.repeat, rows)

@@ -215,10 +215,15 @@ def stacked(atoms, args):
     few = min(args.frames, 16)
     run("general, warm, one by one (multigrid)", "general", True, count=few, method="multigrid",
         map_options={"maps_backend": args.maps_backend})  # fmt: skip
-    run("stacked, cold, one by one", "stacked", False, count=max(few, 32))
-    run("stacked, warm, one by one", "stacked", True, count=max(few, 32))
-    for b in batches:
-        run(f"stacked, warm, batches of {b}", "stacked", True, batch=b, count=2 * b)
+    for method in args.stacked_methods:
+        tag = "" if method == "sor" else f" {method}"
+        run(f"stacked{tag}, cold, one by one", "stacked", False, count=max(few, 32),
+            method=method)  # fmt: skip
+        run(f"stacked{tag}, warm, one by one", "stacked", True, count=max(few, 32),
+            method=method)  # fmt: skip
+        for b in batches:
+            run(f"stacked{tag}, warm, batches of {b}", "stacked", True, batch=b, count=2 * b,
+                method=method)  # fmt: skip
     return rows
 
 
@@ -297,6 +302,13 @@ def main(argv=None):
                     help="where the calculator's map kernels run")  # fmt: skip
     ap.add_argument("--stacked-batches", type=int, nargs="+", default=[4],
                     help="batch sizes of part 3 (stacked engine)")  # fmt: skip
+    ap.add_argument(
+        "--stacked-methods",
+        nargs="+",
+        default=["sor", "multigrid"],
+        choices=["sor", "multigrid"],
+        help="solvers of part 3's stacked engine",
+    )
     ap.add_argument("--skip-pipeline", action="store_true")
     ap.add_argument("--skip-stacked", action="store_true")
     ap.add_argument("--skip-throughput", action="store_true")

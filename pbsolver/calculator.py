@@ -167,10 +167,11 @@ class ReactionFieldCalculator:
         How frames are computed. ``"general"``: :func:`pbsolver.maps.build_problem` and a
         :class:`~pbsolver.Solver` per frame (any surface, periodic boxes, multigrid).
         ``"stacked"``: :class:`pbsolver.frames.StackedFrames`, batched map kernels and a
-        stacked SOR solve on buffers kept across calls (vdW surface, following grid; the
+        stacked solve (multigrid coarsening every frame's block separately, or SOR with
+        ``method="sor"``) on buffers kept across calls (vdW surface, following grid; the
         fastest way on a GPU, and what :meth:`compute_batch` uses to run B frames in one
         launch). ``"auto"``: stacked on CUDA (with CuPy) where the set-up allows it and
-        ``method`` is "auto" or "sor", else general.
+        ``method`` is "auto", "multigrid" or "sor", else general.
     map_options : dict, optional
         ``ion_radius``, ``temperature``, ``boundary_kind``, ``ses_step``,
         ``kappa_subsamples``, ``maps_backend`` ("cpu" default, or "cuda": the numba-cuda map
@@ -371,7 +372,7 @@ class ReactionFieldCalculator:
 
     # ------------------------------------------------------------------ stacked engine
     def _resolve_engine(self, engine, method) -> str:
-        from .frames import supports
+        from .frames import STACKED_METHODS, supports
 
         if engine not in ("auto", "general", "stacked"):
             raise InputError(f"engine must be 'auto', 'general' or 'stacked', got {engine!r}")
@@ -384,10 +385,12 @@ class ReactionFieldCalculator:
                     f"boundary_kind 'mdh' or 'zero'; got surface={self.surface!r}, "
                     f"box={'set' if self.box is not None else None}, boundary_kind={kind!r}"
                 )
-            if method not in ("auto", "sor"):
-                raise InputError(f"engine='stacked' solves with SOR, got method={method!r}")
+            if method not in STACKED_METHODS:
+                raise InputError(
+                    f"engine='stacked' solves with {STACKED_METHODS}, got method={method!r}"
+                )
             return "stacked"
-        if engine == "general" or not ok or method not in ("auto", "sor"):
+        if engine == "general" or not ok or method not in STACKED_METHODS:
             return "general"
         dev = getattr(self.backend, "dev", None)
         return "stacked" if getattr(dev, "name", None) == "cupy" else "general"
@@ -401,6 +404,7 @@ class ReactionFieldCalculator:
             opts = self.map_options
             temperature = opts.get("temperature", 298.15)
             solver = self.solver
+            method = solver.method if solver.method in ("sor", "multigrid") else "auto"
             if solver.method != "sor":
                 from .batched import _replace_solver
 
@@ -419,6 +423,7 @@ class ReactionFieldCalculator:
                 ion_radius=opts.get("ion_radius", 2.0),
                 kappa_subsamples=opts.get("kappa_subsamples", 4),
                 boundary_kind=opts.get("boundary_kind", "mdh"),
+                method=method,
                 backend=self.backend,
             )
             self._stacked = eng
@@ -461,7 +466,7 @@ class ReactionFieldCalculator:
                 iterations=res.iterations,
                 residual_norms=[float(res.initial[k]), float(res.residuals[k])],
                 seconds=timings["solve"],
-                method="sor",
+                method=res.method,
                 backend=self.backend.name,
                 reason="converged" if res.converged[k] else res.reason,
                 omega=res.omega,

@@ -235,7 +235,10 @@ def series(c, ax: AxisCoarsening, axis: int, xp=np):
     s = _take(inv, ax.pos, axis, xp)
     two = ax.gap == 2
     if two.any():
-        s = s + _expand(two.astype(float), axis, xp) * _take(inv, (ax.pos + 1) % n, axis, xp)
+        # where, not a 0/1 weight: a zero face (inv = inf) beyond a one-interval gap must not
+        # turn into 0·inf = nan (stacked blocks have zero faces between them)
+        second = _take(inv, (ax.pos + 1) % n, axis, xp)
+        s = s + xp.where(_expand(two, axis, xp), second, 0.0)
     return 1.0 / s
 
 

@@ -33,19 +33,21 @@ def _reference(atoms, grid, *, eps_in, eps_out, salt, boundary_kind="mdh", rtol=
     return 0.5 * float(np.dot(atoms.charges, v)), v, -atoms.charges[:, None] * g, res.phi_rf
 
 
+@pytest.mark.parametrize("method", ["sor", "multigrid"])
 @pytest.mark.parametrize(
     ("eps_in", "eps_out", "salt", "kind"),
     [(2.0, 78.54, 0.0, "mdh"), (1.0, 80.0, 0.15, "mdh"), (4.0, 78.54, 0.5, "zero")],
 )
-def test_stacked_matches_general_path_on_the_same_grid(eps_in, eps_out, salt, kind):
+def test_stacked_matches_general_path_on_the_same_grid(eps_in, eps_out, salt, kind, method):
     atoms, _ = _solute(3)
     calc = pb.ReactionFieldCalculator(
         atoms, spacing=0.55, eps_in=eps_in, eps_out=eps_out, ionic_strength=salt,
         surface="vdw", backend="cpu", engine="stacked", margin=3.0, skin=0.5, rtol=1e-9,
-        dtype=np.float64, map_options={"boundary_kind": kind},
+        dtype=np.float64, map_options={"boundary_kind": kind}, method=method,
     )  # fmt: skip
     fr = calc.compute()
     assert fr.converged and fr.solve.extra["engine"] == "stacked"
+    assert fr.solve.method == method
     e, v, f, phi = _reference(atoms, fr.grid, eps_in=eps_in, eps_out=eps_out, salt=salt,
                               boundary_kind=kind)  # fmt: skip
     assert abs(fr.energy / e - 1) < 1e-6
@@ -113,10 +115,12 @@ def test_engine_choice_and_refusals():
         pb.ReactionFieldCalculator(
             atoms, surface="vdw", backend="cpu", engine="stacked", box=(30.0, 30.0, 30.0)
         )
-    with pytest.raises(pb.InputError, match="SOR"):
+    with pytest.raises(pb.InputError, match="solves with"):
         pb.ReactionFieldCalculator(
-            atoms, surface="vdw", backend="cpu", engine="stacked", method="multigrid"
+            atoms, surface="vdw", backend="cpu", engine="stacked", method="mgcg"
         )
+    with pytest.raises(pb.InputError, match="solves with"):
+        StackedFrames([1.0], [1.0], (9, 9, 9), 0.5, pb.Solver(backend="cpu"), method="jacobi")
     with pytest.raises(pb.InputError, match="engine must be"):
         pb.ReactionFieldCalculator(atoms, surface="vdw", backend="cpu", engine="fast")
     with pytest.raises(pb.InputError, match="boundary kinds"):
@@ -225,11 +229,12 @@ def test_cuda_frame_kernels_equal_the_cpu_ones_under_the_simulator():
 
 # ---------------------------------------------------------------------- on a GPU
 @pytest.mark.gpu
-def test_cuda_stacked_calculator_matches_the_cpu_engine():
+@pytest.mark.parametrize("method", ["sor", "multigrid"])
+def test_cuda_stacked_calculator_matches_the_cpu_engine(method):
     cp = pytest.importorskip("cupy")
     atoms, rng = _solute(9, n=60)
     kw = dict(spacing=0.6, eps_in=2.0, ionic_strength=0.1, surface="vdw", margin=3.0, skin=1.0,
-              rtol=1e-6)  # fmt: skip
+              rtol=1e-6, method=method)  # fmt: skip
     gpu = pb.ReactionFieldCalculator(atoms, backend="cuda", **kw)
     assert gpu.engine == "stacked"
     cpu = pb.ReactionFieldCalculator(atoms, backend="cpu", engine="stacked", **kw)
@@ -244,6 +249,7 @@ def test_cuda_stacked_calculator_matches_the_cpu_engine():
         out_cpu = cpu.compute_batch(moved)
         for a, b in zip(out_gpu, out_cpu, strict=True):
             assert a.converged and isinstance(a.forces, cp.ndarray)
+            assert a.solve.method == method
             assert abs(a.energy / b.energy - 1) < 1e-5
             f = cp.asnumpy(a.forces)
             np.testing.assert_allclose(f, b.forces, atol=1e-4 * np.abs(b.forces).max())

@@ -1,0 +1,285 @@
+"""Multigrid for a stack of independent Dirichlet blocks (the frame engine's lifted system).
+
+:mod:`pbsolver.batched` and :mod:`pbsolver.frames` solve B problems of one grid shape as one
+block-diagonal system on a ``(B·stride, ny, nz)`` grid: each block holds one problem's nodes
+(``nx`` planes, plus one padding plane when ``nx`` is odd), the faces that touch a block's outer
+layer are zero and the outer layer's diagonal is 1, so the blocks never see each other. SOR
+sweeps such a stack as it is; a multigrid hierarchy built for the whole stack by
+:class:`~pbsolver.multigrid.Hierarchy` would not, because its coarse levels would coarsen across
+block boundaries. This module builds the hierarchy block by block:
+
+* **Coarsening.** Each block is coarsened as its own grid would be
+  (:func:`~pbsolver.multigrid.plan_coarsening` on the block shape, down to 3 nodes an axis:
+  one unknown a block); along the stacked axis the coarse nodes are every block's coarse nodes
+  plus its padding plane, so a coarse block keeps its outer layer and padding, and no
+  prolongation or restriction weight ever joins two blocks.
+* **Coarse operators.** Built exactly as :class:`~pbsolver.multigrid.Hierarchy` builds them
+  (series along, parallel across; κ̄² lumped), but from each block's *unlifted* face
+  coefficients — with the faces to its outer layer, which the lifted fine stencil has zeroed —
+  so a coarse block sees its Dirichlet boundary as its own problem's hierarchy would. The
+  faces crossing from one block into the next are zero, so the coarse blocks stay apart.
+* **Fixed nodes on coarse levels.** The outer layer of every coarse block must carry a zero
+  correction, but on the stacked grid those nodes are relaxed by the same kernels as the
+  unknowns. They get a penalty diagonal (:data:`PENALTY`): the smoother then leaves them at
+  ``r/PENALTY`` ≈ 0, and the faces joining them to the block's unknowns still count in the
+  unknowns' diagonals, as the Dirichlet boundary requires. Their residuals only ever restrict
+  onto other fixed nodes (they are never midpoints along the stacked axis).
+* **Coarsest level.** One unknown a block, solved exactly by one symmetric Gauss–Seidel sweep.
+
+The hierarchy's buffers are allocated once; :meth:`StackedHierarchy.update` rewrites the coarse
+operators in place for a new batch of blocks, so a GPU backend replays the cycle's captured
+graph from one batch to the next.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._arrays import array_module
+from .backends import Stencil, Transfer
+from .exceptions import InputError
+from .multigrid import (
+    CYCLES,
+    AxisCoarsening,
+    Hierarchy,
+    Level,
+    _diagonal,
+    coarse_coefficients,
+    plan_coarsening,
+)
+
+#: Diagonal of a coarse level's fixed nodes (block outer layers and padding): large enough that
+#: the smoother leaves their correction at ~1e-30 of their residual, small enough for float32.
+PENALTY = 1e30
+
+
+def stacked_plan(block_shape, spacing, n_blocks: int, stride: int):
+    """Per-level coarsening of a stack of ``n_blocks`` blocks of ``block_shape`` nodes.
+
+    Parameters
+    ----------
+    block_shape : 3 ints
+        Nodes of one block (its problem's grid).
+    spacing : 3 floats
+        Grid spacing, Å.
+    n_blocks : int
+    stride : int
+        Planes a block occupies along the stacked (x) axis: ``nx`` plus padding planes.
+
+    Returns
+    -------
+    list of (tuple of 3 AxisCoarsening, spacing, block nx, stride)
+        One entry per coarser level: the coarsening from the level above (axis 0 over the whole
+        stack), the coarse nominal spacing, and the coarse block's node count and stride.
+    """
+    nx = int(block_shape[0])
+    if stride < nx:
+        raise InputError(f"stride {stride} is smaller than the block's {nx} planes")
+    out = []
+    for axes, coarse_spacing in plan_coarsening(block_shape, spacing, False, None, 0):
+        keep = np.concatenate([axes[0].pos, np.arange(nx, stride)])  # padding planes stay
+        pos = (np.arange(n_blocks)[:, None] * stride + keep[None, :]).ravel()
+        stacked = AxisCoarsening(n_blocks * stride, pos, False)
+        nx, stride = axes[0].n_coarse, len(keep)
+        out.append(((stacked, axes[1], axes[2]), coarse_spacing, nx, stride))
+    return out
+
+
+def fixed_nodes(shape, nx: int, stride: int, xp=np):
+    """Boolean mask of a stack's fixed nodes: every block's outer layer and padding planes."""
+    total, ny, nz = shape
+    local = xp.arange(total) % stride
+    fixed_x = (local == 0) | (local >= nx - 1)
+    mask = xp.zeros(shape, dtype=bool)
+    mask |= fixed_x[:, None, None]
+    mask[:, 0, :] = mask[:, -1, :] = True
+    mask[:, :, 0] = mask[:, :, -1] = True
+    return mask
+
+
+class StackedHierarchy(Hierarchy):
+    """A multigrid hierarchy for a stack of independent blocks (see the module docstring).
+
+    Parameters
+    ----------
+    backend : Backend
+    st : Stencil
+        The stack's finest (lifted) stencil in the solve's dtype; only its shape and dtype are
+        used here (:meth:`bind` gives the cycle the stencil it works on).
+    block_shape : 3 ints
+    spacing : 3 floats
+    stride : int
+        Planes a block occupies along x.
+    cycle, presmooth, postsmooth, omega
+        As for :class:`~pbsolver.multigrid.Hierarchy`.
+    coarse_sweeps : int
+        Symmetric Gauss–Seidel sweeps on the coarsest level (one unknown a block: one is exact).
+
+    Notes
+    -----
+    Call :meth:`update` with the blocks' unlifted face coefficients before the first cycle and
+    whenever the blocks change.
+    """
+
+    def __init__(
+        self,
+        backend,
+        st: Stencil,
+        block_shape,
+        spacing,
+        stride: int,
+        *,
+        cycle: str = "F",
+        presmooth: int = 2,
+        postsmooth: int = 2,
+        omega: float = 1.0,
+        coarse_sweeps: int = 1,
+    ):
+        if cycle not in CYCLES:
+            raise InputError(f"cycle must be one of {sorted(CYCLES)}, got {cycle!r}")
+        if st.periodic:
+            raise InputError("a stack of blocks is a Dirichlet system")
+        total = st.shape[0]
+        if total % stride:
+            raise InputError(f"the stack's {total} planes are not a multiple of stride {stride}")
+        self.backend = backend
+        self.cycle_type = cycle
+        self.presmooth, self.postsmooth = int(presmooth), int(postsmooth)
+        self.omega = float(omega)
+        self.coarse_sweeps = int(coarse_sweeps)
+        self.dtype = st.dtype
+        self.coarsest_nodes = 0
+        self.coarse_inverse = None
+        self.block_shape = tuple(int(n) for n in block_shape)
+        self.n_blocks = total // stride
+        self.plans = stacked_plan(self.block_shape, spacing, self.n_blocks, stride)
+        self.levels = [Level(st, None, None, None, tuple(float(h) for h in spacing))]
+        self._fixed = []
+        be, dtype = backend, st.dtype
+        for axes, coarse_spacing, nx, coarse_stride in self.plans:
+            shape = tuple(a.n_coarse for a in axes)
+            fine = self.levels[-1]
+            fine.r = be.zeros(fine.stencil.shape, dtype)
+            fine.transfer = Transfer(
+                pos=tuple(be.asarray(a.pos, np.int32) for a in axes),
+                lo=tuple(be.asarray(a.lo, np.int32) for a in axes),
+                hi=tuple(be.asarray(a.hi, np.int32) for a in axes),
+                periodic=False,
+                fine_shape=fine.stencil.shape,
+                coarse_shape=shape,
+            )
+            coarse = Stencil(
+                *(be.zeros(shape, dtype) for _ in range(4)),
+                b=be.zeros(shape, dtype),
+                periodic=False,
+                singular=False,
+            )
+            self.levels.append(Level(coarse, be.zeros(shape, dtype), None, None, coarse_spacing))
+            self._fixed.append((nx, coarse_stride))
+        if len(self.levels) < 2:
+            raise InputError(f"blocks of shape {self.block_shape} are too small for multigrid")
+
+    def update(self, faces, kappa2=None) -> None:
+        """Rebuild every coarse operator, in place, from the blocks' unlifted faces.
+
+        Parameters
+        ----------
+        faces : 3 arrays (stack shape), float64
+            ``ε_face/h²`` of every face whose two nodes lie in one block, including the faces
+            to the block's outer layer; zero for faces leaving a block.
+        kappa2 : array (stack shape) or None
+            κ̄² of every node (None: no salt).
+        """
+        cx, cy, cz = faces
+        xp = array_module(cx)
+        k2 = kappa2
+        for (axes, _, nx, stride), level in zip(self.plans, self.levels[1:], strict=True):
+            with np.errstate(divide="ignore"):  # a zero face in series gives a zero face
+                cx, cy, cz, k2 = coarse_coefficients(cx, cy, cz, k2, axes, xp)
+            diag = _diagonal(cx, cy, cz, k2, False, xp)
+            diag[fixed_nodes(diag.shape, nx, stride, xp)] = PENALTY
+            st = level.stencil
+            for dst, src in zip((st.cx, st.cy, st.cz, st.diag), (cx, cy, cz, diag), strict=True):
+                dst[...] = src.astype(dst.dtype, copy=False)
+
+    def buffers(self) -> list:
+        """Every array the cycle touches besides the bound finest stencil and iterate."""
+        out = []
+        for i, lev in enumerate(self.levels):
+            if i > 0:
+                st = lev.stencil
+                out += [st.cx, st.cy, st.cz, st.diag, st.b, lev.x]
+            if lev.r is not None:
+                out.append(lev.r)
+            if lev.transfer is not None:
+                out += [*lev.transfer.pos, *lev.transfer.lo, *lev.transfer.hi]
+        return out
+
+
+class StackedMultigrid:
+    """Multigrid cycles on a :class:`StackedHierarchy`, as a method of the solver's loop.
+
+    One iteration is one cycle. On a backend that captures graphs, the cycle's graph is keyed
+    by every buffer address it holds and by its shape and smoothing counts, so a later call on
+    the same buffers replays it and a call on any other buffers captures its own.
+    """
+
+    name = "multigrid"
+    check_every = 1
+
+    def __init__(self, hierarchy: StackedHierarchy):
+        self.hierarchy = hierarchy
+        self.backend = hierarchy.backend
+        self.omega = None
+
+    def setup(self, backend, st, problem):
+        """Nothing to do: the hierarchy is built and updated by its owner."""
+
+    def start(self, st, x):
+        h = self.hierarchy
+        h.bind(st, x)
+        dev = getattr(self.backend, "dev", None)
+        if dev is None:  # a backend without graphs: the cycle itself
+            self._run = h.cycle
+            return
+        arrays = (st.cx, st.cy, st.cz, st.diag, st.b, x, *h.buffers())
+        key = (
+            "stacked-multigrid",
+            h.cycle_type,
+            h.presmooth,
+            h.postsmooth,
+            h.omega,
+            h.coarse_sweeps,
+            tuple(dev.key(a) for a in arrays),
+        )
+        self._run = self.backend.capture(h.cycle, key=key)
+
+    def step(self, count):
+        for _ in range(count):
+            self._run()
+
+    def default_maxiter(self, shape):
+        return 100
+
+
+def levels_repr(hierarchy: StackedHierarchy) -> str:
+    """One line per level: the stacked shape and a block's shape."""
+    lines = []
+    nx, stride = hierarchy.block_shape[0], hierarchy.levels[0].stencil.shape[0]
+    stride //= hierarchy.n_blocks
+    for i, lev in enumerate(hierarchy.levels):
+        if i > 0:
+            nx, stride = hierarchy._fixed[i - 1]
+        shape = lev.stencil.shape
+        lines.append(f"{i}: stack {shape}, block ({nx}, {shape[1]}, {shape[2]}) stride {stride}")
+    return "\n".join(lines)
+
+
+__all__ = [
+    "PENALTY",
+    "StackedHierarchy",
+    "StackedMultigrid",
+    "fixed_nodes",
+    "levels_repr",
+    "stacked_plan",
+]
