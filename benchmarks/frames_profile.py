@@ -62,9 +62,9 @@ def profile_batch(eng, atoms, grid, nf, repeat, rows):
     timed("maps (whole _maps)", lambda: eng._maps(buf, nf))
     bn = cp.asnumpy(eng._frame_norms(buf.b64, nf))
     if eng.method_for(nf) == "multigrid":
-        timed("multigrid: unlifted faces", lambda: eng.unlifted(buf, nf))
-        faces = eng.unlifted(buf, nf)
-        timed("multigrid: coarse operators", lambda: buf.mg.update(*faces))
+        timed("multigrid: unlifted faces", lambda: eng.unlifted(buf, nf, out=buf.mg.inputs))
+        timed("multigrid: coarse operators", buf.mg.rebuild)
+        cycle_detail(eng, buf, nf, timed)
     timed("solve (cold, whole loop)", lambda: (buf.x.fill(0), eng._solve(buf, bn, False)))
     x0 = buf.x.copy()
     timed("solve (from the solution)", lambda: (buf.x.__setitem__(Ellipsis, x0),
@@ -75,6 +75,31 @@ def profile_batch(eng, atoms, grid, nf, repeat, rows):
     x0 = eng.run(pos, origins).phi[0].copy()
     moved = pos + np.random.default_rng(0).normal(0.0, 0.01, pos.shape)
     timed("run() total, warm (0.01 Å)", lambda: eng.run(moved, origins, x0=x0))
+
+
+def cycle_detail(eng, buf, nf, timed):
+    """Each step of one multigrid cycle timed alone, level by level (the cycle's own calls)."""
+    mg, be = buf.mg, eng.backend
+    x = buf.x.astype(buf.st.dtype)
+    mg.bind(buf.st, x)
+    timed("multigrid: one whole cycle", mg.cycle)
+    for i, lev in enumerate(mg.levels):
+        st, xl = lev.stencil, (x if i == 0 else lev.x)
+        tag = f"L{i} {st.shape[0]}x{st.shape[1]}x{st.shape[2]}"
+
+        def smooth(st=st, xl=xl):
+            be.rb_sor_color(st, xl, 0, mg.omega)
+
+        timed(f"{tag} smoothing colour", smooth)
+        if lev.transfer is None:
+            continue
+        nxt = mg.levels[i + 1]
+        timed(f"{tag} residual", lambda st=st, xl=xl, lev=lev: be.residual(st, xl, lev.r))
+        t, c = lev.transfer, nxt
+        timed(f"{tag} restrict", lambda t=t, r=lev.r, c=c: be.restrict(t, r, c.stencil.b))
+        timed(f"{tag} prolong", lambda t=t, c=c, xl=xl: be.prolong_add(t, c.x, xl))
+    timed("L0 residual norm (check)", lambda: be.residual_norm(buf.st, x))
+    timed("L0 float64 residual", lambda: be.residual(buf.checked, buf.x, buf.r64))
 
 
 def main(argv=None):

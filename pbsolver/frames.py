@@ -418,7 +418,8 @@ class StackedFrames:
                     **self.multigrid_options(),
                 )
         with self._on_stream():
-            buf.mg.update(*self.unlifted(buf, nf))
+            self.unlifted(buf, nf, out=buf.mg.inputs)
+            buf.mg.rebuild()
         return StackedMultigrid(buf.mg)
 
     def multigrid_options(self) -> dict:
@@ -434,12 +435,14 @@ class StackedFrames:
             opts["omega"] = float(s.omega)
         return opts
 
-    def unlifted(self, buf, nf):
+    def unlifted(self, buf, nf, out=None):
         """Every block's faces ε/h² with those to its outer layer, and κ̄² (None: no salt).
 
         The coarse operators of :class:`~pbsolver.stacked_multigrid.StackedHierarchy` need the
         faces the lifted stencil zeroes; faces leaving a block are zero. Same ε rule as the
-        assembly kernel (harmonic mixture of the edge fraction inside the solute).
+        assembly kernel (harmonic mixture of the edge fraction inside the solute). With
+        ``out`` (four float64 arrays: the hierarchy's inputs) the values are written there
+        (κ̄² zero without salt) and ``out`` is returned.
         """
         xp = self.xp
         nx, ny, nz = self.grid.shape
@@ -462,7 +465,14 @@ class StackedFrames:
         if self.kappa > 0:
             acc = xp.clip(1.0 - buf.cov / self.subsamples**2, 0.0, 1.0)
             k2 = self.eps_out * self.kappa**2 * acc * (local < nx)[:, None, None]
-        return faces, k2
+        if out is None:
+            return faces, k2
+        for dst, src in zip(out, (*faces, k2), strict=True):
+            if src is None:
+                dst.fill(0.0)
+            else:
+                dst[...] = src
+        return out
 
     def _sample(self, buf, nf):
         nx, ny, nz = self.grid.shape

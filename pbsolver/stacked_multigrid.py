@@ -156,6 +156,10 @@ class StackedHierarchy(Hierarchy):
         self.levels = [Level(st, None, None, None, tuple(float(h) for h in spacing))]
         self._fixed = []
         be, dtype = backend, st.dtype
+        #: float64 inputs of :meth:`rebuild`: the blocks' unlifted faces (x, y, z) and κ̄²
+        self.inputs = tuple(be.zeros(st.shape, np.float64) for _ in range(4))
+        self._work = []  # per coarse level: float64 (cx, cy, cz, κ̄²)
+        self._two = []  # per coarse level: int32 "interval spans two fine ones", per axis
         for axes, coarse_spacing, nx, coarse_stride in self.plans:
             shape = tuple(a.n_coarse for a in axes)
             fine = self.levels[-1]
@@ -176,23 +180,52 @@ class StackedHierarchy(Hierarchy):
             )
             self.levels.append(Level(coarse, be.zeros(shape, dtype), None, None, coarse_spacing))
             self._fixed.append((nx, coarse_stride))
+            self._work.append(tuple(be.zeros(shape, np.float64) for _ in range(4)))
+            self._two.append(tuple(be.asarray((a.gap == 2).astype(np.int32), np.int32)
+                                   for a in axes))  # fmt: skip
         if len(self.levels) < 2:
             raise InputError(f"blocks of shape {self.block_shape} are too small for multigrid")
 
     def update(self, faces, kappa2=None) -> None:
-        """Rebuild every coarse operator, in place, from the blocks' unlifted faces.
+        """Copy the blocks' unlifted faces (and κ̄²) into :attr:`inputs`, then :meth:`rebuild`.
 
         Parameters
         ----------
-        faces : 3 arrays (stack shape), float64
+        faces : 3 arrays (stack shape)
             ``ε_face/h²`` of every face whose two nodes lie in one block, including the faces
             to the block's outer layer; zero for faces leaving a block.
         kappa2 : array (stack shape) or None
             κ̄² of every node (None: no salt).
         """
-        cx, cy, cz = faces
+        for dst, src in zip(self.inputs[:3], faces, strict=True):
+            dst[...] = src
+        if kappa2 is None:
+            self.inputs[3].fill(0.0)
+        else:
+            self.inputs[3][...] = kappa2
+        self.rebuild()
+
+    def rebuild(self) -> None:
+        """Rebuild every coarse operator, in place, from :attr:`inputs`.
+
+        On CUDA two kernels a level (:mod:`pbsolver.backends.cuda.coarse_kernels`), replayed as
+        one CUDA graph from the second call on; elsewhere the array code of
+        :func:`~pbsolver.multigrid.coarse_coefficients`.
+        """
+        be = self.backend
+        if be.name != "cuda":
+            self._rebuild_arrays()
+            return
+        dev = be.dev
+        arrays = [*self.inputs, *self.buffers()]
+        for work, two in zip(self._work, self._two, strict=True):
+            arrays += [*work, *two]
+        key = ("stacked-multigrid-rebuild", tuple(dev.key(a) for a in arrays))
+        be.capture(self._rebuild_cuda, key=key)()
+
+    def _rebuild_arrays(self):
+        cx, cy, cz, k2 = self.inputs
         xp = array_module(cx)
-        k2 = kappa2
         for (axes, _, nx, stride), level in zip(self.plans, self.levels[1:], strict=True):
             with np.errstate(divide="ignore"):  # a zero face in series gives a zero face
                 cx, cy, cz, k2 = coarse_coefficients(cx, cy, cz, k2, axes, xp)
@@ -201,6 +234,35 @@ class StackedHierarchy(Hierarchy):
             st = level.stencil
             for dst, src in zip((st.cx, st.cy, st.cz, st.diag), (cx, cy, cz, diag), strict=True):
                 dst[...] = src.astype(dst.dtype, copy=False)
+
+    def _rebuild_cuda(self):
+        from .backends.cuda import coarse_kernels as CK
+        from .backends.cuda.device import grid_for
+
+        be = self.backend
+        v = be.dev.flat
+        fine = self.inputs
+        threads = 128
+        for i, ((_, _, nx, stride), level) in enumerate(
+            zip(self.plans, self.levels[1:], strict=True)
+        ):
+            tr = self.levels[i].transfer
+            st = level.stencil
+            work, two = self._work[i], self._two[i]
+            n = int(np.prod(st.shape))
+            per_axis = []
+            for a in range(3):
+                per_axis += [v(tr.pos[a]), v(tr.lo[a]), v(tr.hi[a]), v(two[a])]
+            be.dev.launch(
+                CK.coarse_faces, grid_for(n, threads), threads,
+                *(v(a) for a in fine), tuple(v(a) for a in work), (v(st.cx), v(st.cy), v(st.cz)),
+                *per_axis, tr.fine_shape, tr.coarse_shape,
+            )  # fmt: skip
+            be.dev.launch(
+                CK.coarse_diagonal, grid_for(n, threads), threads,
+                *(v(a) for a in work), v(st.diag), st.shape, nx, stride, PENALTY,
+            )  # fmt: skip
+            fine = work
 
     def buffers(self) -> list:
         """Every array the cycle touches besides the bound finest stencil and iterate."""
