@@ -399,7 +399,10 @@ class StackedFrames:
             method = self._multigrid(buf, nf)
         maxiter = s.maxiter if s.maxiter is not None else method.default_maxiter(self.grid.shape)
         check_every = s.check_every or method.check_every
-        loop = _Loop(loop_solver, self.backend, buf.st, buf.checked, method, maxiter, check_every)
+        work = (buf.phase_r, buf.phase_e) if buf.st is not buf.checked else None
+        loop = _Loop(
+            loop_solver, self.backend, buf.st, buf.checked, method, maxiter, check_every, work
+        )
         loop.run(buf.x, float(np.sqrt(np.sum(bn_host**2))))
         return loop, omega, initial
 
@@ -514,6 +517,8 @@ class StackedFrames:
                 samples=zeros(shape=(nf, self.n_atoms, 4)),
                 bad=xp.zeros(1, dtype=np.int64),
             )  # fmt: skip
+            # the refinement phases' residual and correction, the same buffers every call
+            buf.phase_r, buf.phase_e = (zeros(low) for _ in range(2))
         buf.checked = Stencil(*out64, periodic=False, singular=False)
         buf.st = Stencil(*out32, periodic=False, singular=False) if refine else buf.checked
         self._buffers[nf] = buf

@@ -423,10 +423,14 @@ class _Loop:
 
     PHASE_REDUCTION = 1e-3
 
-    def __init__(self, solver, backend, st, checked, method, maxiter, check_every):
+    def __init__(self, solver, backend, st, checked, method, maxiter, check_every, work=None):
         self.solver, self.backend, self.method = solver, backend, method
         self.st, self.checked = st, checked
         self.maxiter, self.check_every = maxiter, check_every
+        # (r, e) in st's shape and dtype for every refinement phase, or None: fresh each phase.
+        # A caller that solves again and again on the same buffers passes its own, so the
+        # phases always run on the same addresses and their captured graphs are found again.
+        self.work = work
         self.iterations, self.history, self.reason, self.solution = 0, [], None, None
 
     def _record(self, rnorm):
@@ -470,11 +474,15 @@ class _Loop:
     def _correction_system(self, x):
         """(stencil with b = r = b − A·x, zero iterate): the next phase's float32 system."""
         backend, st = self.backend, self.st
-        r = backend.zeros(st.shape, st.dtype)
+        if self.work is None:
+            r, e = backend.zeros(st.shape, st.dtype), backend.zeros(st.shape, st.dtype)
+        else:
+            r, e = self.work
+            backend.fill(e, 0.0)
         backend.residual(self.checked, x, r)
         if st.singular:
             backend.remove_mean(r)
-        return dataclasses.replace(st, b=r), backend.zeros(st.shape, st.dtype)
+        return dataclasses.replace(st, b=r), e
 
     def _stop_reason(self, rnorm, threshold):
         if not math.isfinite(rnorm):

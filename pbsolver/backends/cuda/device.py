@@ -21,8 +21,10 @@ from collections import OrderedDict
 import numpy as np
 from numba import cuda
 
-#: Captured graphs kept per backend (least recently used dropped first).
-GRAPH_CACHE = 64
+#: Captured graphs kept per backend (least recently used dropped first). A multigrid
+#: hierarchy alone brings a few dozen (each level's repeated kernels are captured while its
+#: cycle first runs eagerly), and an evicted graph is captured again on its next use.
+GRAPH_CACHE = 256
 #: numba views kept per backend (they are cheap; the dict only bounds growth).
 VIEW_CACHE = 1024
 
