@@ -29,7 +29,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from .backends.frame_kernels import CAP, LINE_THREADS
+from .backends.frame_kernels import CAP, COULOMB_NODES, LINE_THREADS
 from .exceptions import InputError
 from .grid import Grid
 
@@ -187,9 +187,10 @@ class StackedFrames:
         params += [self.eps_out * self.kappa**2, 1.0 / self.subsamples**2, float(self.kappa > 0)]
         self._params = self._to_device(np.asarray(params, dtype=np.float64))
         self.stride = self.grid.shape[0] + self.grid.shape[0] % 2
-        # work items of the φ_c kernel a frame: one node on the CPU, two on CUDA
+        # work items of the φ_c kernel a frame: one node on the CPU, COULOMB_NODES on CUDA
         nodes = int(np.prod(self.grid.shape))
-        self._coulomb_items = (nodes + 1) // 2 if self.cuda else nodes
+        per = COULOMB_NODES if self.cuda else 1
+        self._coulomb_items = (nodes + per - 1) // per
         self._buffers = {}  # frames in a call → persistent buffers
         self._views = {}
 

@@ -176,7 +176,13 @@ def test_cuda_frame_kernels_equal_the_cpu_ones_under_the_simulator():
         )  # fmt: skip
         assert proc.returncode == 0 and " passed" in proc.stdout, proc.stdout[-3000:]
         return
-    from pbsolver.backends.frame_kernels import THREADS, blocks, cpu_kernels, cuda_kernels
+    from pbsolver.backends.frame_kernels import (
+        COULOMB_NODES,
+        THREADS,
+        blocks,
+        cpu_kernels,
+        cuda_kernels,
+    )
     from pbsolver.frames import _outer_layer
 
     C, G = cpu_kernels(), cuda_kernels()
@@ -188,7 +194,7 @@ def test_cuda_frame_kernels_equal_the_cpu_ones_under_the_simulator():
         a = [x.copy() if isinstance(x, np.ndarray) else x for x in args]
         b = [x.copy() if isinstance(x, np.ndarray) else x for x in args]
         getattr(C, name)(*a)
-        per_block = {"coulomb": 2 * THREADS, "boundary": THREADS}.get(name)  # tiled kernels
+        per_block = {"coulomb": COULOMB_NODES * THREADS, "boundary": THREADS}.get(name)
         grid = (blocks(items // nf, per_block), nf) if per_block else blocks(items)
         getattr(G, name)[grid, THREADS](*b, *([np.zeros(1, np.int64)] if name in
                                               ("edges", "ion") else []))  # fmt: skip
@@ -203,10 +209,11 @@ def test_cuda_frame_kernels_equal_the_cpu_ones_under_the_simulator():
                        stride, origin, h))  # fmt: skip
     cov = both("ion", nf * nx * ny, 0, np.zeros(big), pos, rad + 0.5, nx, ny, nz, stride,
                origin, h, 2)  # fmt: skip
-    rel = (pos - origin[:, None, :]).astype(np.float32)  # float32 direct sums: 1e-6 apart
+    # float32 direct sums (q·rsqrt(r²) on the device, q/√r² here): a few 1e-7 apart a term
+    rel = (pos - origin[:, None, :]).astype(np.float32)
     q32, f32 = q.astype(np.float32), np.float32
     phic = both("coulomb", nf * nx * ny * nz, 0, np.zeros(big), rel, q32, 694.0, nx, ny, nz,
-                stride, h, rtol=1e-6)  # fmt: skip
+                stride, h, rtol=3e-6)  # fmt: skip
     nodes = _outer_layer(shape)
     g = both("boundary", nf * len(nodes), 0, np.zeros(big), rel, q32, rad.astype(np.float32),
              nodes, f32(0.1), f32(78.5), f32(2.0), 1389.0, stride, h, rtol=1e-6)  # fmt: skip

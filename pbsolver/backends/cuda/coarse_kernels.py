@@ -22,11 +22,13 @@ from __future__ import annotations
 
 from numba import cuda, float64, int64
 
+from .kernels import _wrapped
+
 
 @cuda.jit(device=True)
 def _weight(lo, hi, n, i):
     """Restriction weight of fine node ``i`` (wrapped into ``[0, n)``) beside a coarse node."""
-    i = (i + n) % n
+    i = _wrapped(i, n)
     return 0.5 if lo[i] != hi[i] else 0.0
 
 
@@ -76,17 +78,17 @@ def coarse_faces(
         wx = 1.0 if dx == 0 else _weight(lo_x, hi_x, nx, pi + dx)
         if wx == 0.0:
             continue
-        i = (pi + dx + nx) % nx
+        i = _wrapped(pi + dx, int64(nx))
         for dy in range(-1, 2):
             wy = 1.0 if dy == 0 else _weight(lo_y, hi_y, ny, pj + dy)
             if wy == 0.0:
                 continue
-            j = (pj + dy + ny) % ny
+            j = _wrapped(pj + dy, int64(ny))
             for dz in range(-1, 2):
                 wz = 1.0 if dz == 0 else _weight(lo_z, hi_z, nz, pk + dz)
                 if wz == 0.0:
                     continue
-                k = (pk + dz + nz) % nz
+                k = _wrapped(pk + dz, int64(nz))
                 p = _index(i, j, k, fshape)
                 kk += wx * wy * wz * k2[p]
                 # a face along x lies on the line through (j, k): only dx = 0 carries it

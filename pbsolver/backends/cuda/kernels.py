@@ -624,6 +624,19 @@ def diagonal(ex, ey, ez, hx2, hy2, hz2, k2, has_k2, out, nx, ny, nz, periodic):
 
 # ---------------------------------------------------------------------- multigrid transfers
 @cuda.jit(device=True)
+def _wrapped(i, n):
+    """``i`` in ``[-1, n]`` moved into ``[0, n)``.
+
+    A branch, not a 64-bit modulo: those are emulated in software on the GPU.
+    """
+    if i < 0:
+        return i + n
+    if i >= n:
+        return i - n
+    return i
+
+
+@cuda.jit(device=True)
 def _midpoint_weight(lo, hi, i):
     """½ when fine node ``i`` is a midpoint (it gives half its value to each neighbour)."""
     return 0.5 if lo[i] != hi[i] else 0.0
@@ -650,18 +663,18 @@ def restrict(
         return
     acc = float64(0.0)
     for dx in range(-1, 2):
-        i = (int64(pos_x[ci]) + dx + nx) % nx
+        i = _wrapped(int64(pos_x[ci]) + dx, int64(nx))
         wx = 1.0 if dx == 0 else _midpoint_weight(lo_x, hi_x, i)
         if wx == 0.0:
             continue
         for dy in range(-1, 2):
-            j = (int64(pos_y[cj]) + dy + ny) % ny
+            j = _wrapped(int64(pos_y[cj]) + dy, int64(ny))
             wy = 1.0 if dy == 0 else _midpoint_weight(lo_y, hi_y, j)
             if wy == 0.0:
                 continue
             wxy = wx * wy
             for dz in range(-1, 2):
-                k = (int64(pos_z[ck]) + dz + nz) % nz
+                k = _wrapped(int64(pos_z[ck]) + dz, int64(nz))
                 wz = 1.0 if dz == 0 else _midpoint_weight(lo_z, hi_z, k)
                 if wz != 0.0:
                     acc += wxy * wz * float64(fine[(i * ny + j) * nz + k])
