@@ -7,8 +7,9 @@ frames solved in batches (``compute_batch``). The solute is colipase chain A (1,
 wiggle of ±0.02 Å.
 
 Part 2, solves per second for batches of independent 65³ and 97³ problems (the protein's maps at
-several positions): one by one (multigrid and SOR) against ``pb.solve_batch`` stacked (SOR,
-one launch per colour for the whole batch) and, on the GPU, one CUDA stream per worker.
+several positions): one by one (multigrid and SOR) against ``pb.solve_batch`` stacked (the
+block-by-block multigrid and SOR, one launch a kernel for the whole batch) and, on the GPU, one
+CUDA stream per worker.
 
 Part 3, the stacked frame engine (``engine="stacked"``, :mod:`pbsolver.frames`; vdW surface):
 the same solute and frames, one by one (cold and warm) and in batches of ``--stacked-batches``
@@ -245,7 +246,8 @@ def throughput(atoms, args):
 
         opts = {"backend": args.backend, "rtol": args.rtol}
         cases = [(f"one by one, {m}", _one_by_one(m, opts)) for m in ("multigrid", "sor")] + [
-            ("solve_batch stacked, sor", _batched("stacked", "sor", opts))
+            (f"solve_batch stacked, {m}", _batched("stacked", m, opts))
+            for m in ("multigrid", "sor")
         ]
         if args.backend == "cuda":
             cases += [(f"solve_batch streams, {m}", _batched("streams", m, opts))

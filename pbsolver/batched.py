@@ -15,8 +15,9 @@ traffic but tens of microseconds of launch and synchronisation. Three ways to ru
     is ``1·x = 0``) and neighbouring blocks never see each other. ``n'x = nx`` rounded up to an
     even count (one decoupled padding plane when ``nx`` is odd) keeps every block's red–black
     colouring identical to its own grid's, so a block is swept exactly as its problem alone
-    would be. Dirichlet problems of one shape and spacing, methods ``"sor"`` and ``"jacobi"``
-    (multigrid would mix blocks on its coarse levels).
+    would be. Dirichlet problems of one shape and spacing, methods ``"multigrid"`` (a
+    hierarchy that coarsens every block separately, :mod:`pbsolver.stacked_multigrid`; the
+    default), ``"sor"`` and ``"jacobi"``.
 ``"streams"``
     On the CUDA backend: one backend (hence one CUDA stream and its own graph cache) per worker
     thread, each solving its share of the problems with the ordinary solver, so the GPU overlaps
@@ -31,7 +32,6 @@ own final residual is computed and reported in its result.
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -44,8 +44,8 @@ from .problem import Problem
 from .solver import Solver, SolveResult, _Loop, _methods
 
 MODES = ("auto", "loop", "stacked", "streams")
-#: Methods the stacked path can run (point-local sweeps that never mix blocks).
-STACKABLE_METHODS = ("sor", "jacobi")
+#: Methods the stacked path can run (multigrid through a block-by-block hierarchy).
+STACKABLE_METHODS = ("multigrid", "sor", "jacobi")
 #: Default number of streams (worker threads) of the "streams" mode.
 DEFAULT_STREAMS = 8
 
@@ -63,18 +63,20 @@ def solve_batch(
         Initial guesses, one per problem (entries may be None); never modified.
     mode : {"auto", "loop", "stacked", "streams"}
         See the module docstring. ``"auto"``: on the CPU ``"loop"``; on CUDA ``"stacked"`` for
-        groups of two or more stackable problems when the method is SOR or Jacobi, else
-        ``"streams"``. ``"stacked"`` stacks what can be stacked and loops over the rest;
-        ``"streams"`` on the CPU is the loop run through one worker.
+        groups of two or more stackable problems (method "auto", "multigrid", "sor" or
+        "jacobi"), else ``"streams"``. ``"stacked"`` stacks what can be stacked and loops
+        over the rest; ``"streams"`` on the CPU is the loop run through one worker.
     max_stack : int, optional
-        Most problems in one stack (memory: about 40 bytes a node per stacked problem in
-        float32 with refinement). Default: all of a group.
+        Most problems in one stack (memory: about 100 bytes a node per stacked problem in
+        float32 with refinement, 130 with multigrid). Default: all of a group.
     streams : int, optional
         Worker threads / CUDA streams of ``"streams"`` (default 8, at most the batch size).
     **solver_options
         Options of :class:`~pbsolver.Solver` (``method``, ``backend``, ``rtol``, ``atol``,
         ``maxiter``, ``dtype``, ``refine``, ``strict``, ``omega``, ``check_every``, ...).
-        ``method="auto"`` means multigrid for ``"loop"``/``"streams"`` and SOR for stacks.
+        ``method="auto"`` means multigrid; a stack's multigrid cycle defaults to
+        :data:`pbsolver.stacked_multigrid.STACK_CYCLE` (``cycle``, ``presmooth``,
+        ``postsmooth`` and ``omega`` override it).
 
     Returns
     -------
@@ -127,12 +129,12 @@ def solve_batch(
     if mode == "stacked" and explicit and method not in STACKABLE_METHODS:
         raise InputError(
             f"mode='stacked' runs methods {STACKABLE_METHODS}, got method={method!r}: "
-            "use mode='loop' or 'streams' for multigrid"
+            "use mode='loop' or 'streams'"
         )
     if mode == "auto":
         if backend.name != "cuda":
             mode = "loop"
-        elif method in STACKABLE_METHODS:
+        elif method is None or method in STACKABLE_METHODS:
             mode = "stacked"
         else:
             mode = "streams"
@@ -140,7 +142,7 @@ def solve_batch(
     results: list[SolveResult | None] = [None] * len(problems)
     rest = list(range(len(problems)))
     if mode == "stacked":
-        stack_solver = solver if explicit else _replace_solver(solver, "sor")
+        stack_solver = solver if explicit else _replace_solver(solver, "multigrid")
         rest = []
         for group in _stack_groups(problems):
             if len(group) < 2:
@@ -215,6 +217,14 @@ class StackedSystem:
         ‖b_k − A_k φ₀_k‖₂ of each problem (its relative residual's denominator).
     fixed : list of arrays
         φ₀_k: each problem's boundary values on its outer layer, zero inside.
+    faces : tuple of 3 arrays or None
+        With ``unlifted=True``: every block's face coefficients *including* those to its
+        outer layer (zero for faces leaving a block) — what a stacked multigrid hierarchy
+        builds its coarse operators from.
+    kappa2 : array or None
+        With ``unlifted=True``: κ̄² of every node (zero without salt).
+    guessed : list of bool
+        Whether each block started from a given x0 (else from zero).
     """
 
     cx: object
@@ -226,19 +236,24 @@ class StackedSystem:
     stride: int
     bnorms: list
     fixed: list
+    faces: tuple | None = None
+    kappa2: object = None
+    guessed: list = dataclasses.field(default_factory=list)
 
     def block(self, k: int, nx: int):
         """Slice of block ``k``'s nodes along x."""
         return slice(k * self.stride, k * self.stride + nx)
 
 
-def stack_problems(problems, x0=None) -> StackedSystem:
+def stack_problems(problems, x0=None, unlifted=False) -> StackedSystem:
     """Assemble the block-diagonal system of Dirichlet problems of one shape and spacing.
 
     Parameters
     ----------
     problems : sequence of Problem
     x0 : sequence of arrays or None, optional
+    unlifted : bool
+        Also keep the blocks' unlifted faces and κ̄² (for a stacked multigrid hierarchy).
 
     Returns
     -------
@@ -263,6 +278,9 @@ def stack_problems(problems, x0=None) -> StackedSystem:
     big = (len(problems) * stride, ny, nz)
     cx, cy, cz, b, x = (xp.zeros(big) for _ in range(5))
     diag = xp.ones(big)
+    faces = tuple(xp.zeros(big) for _ in range(3)) if unlifted else None
+    kappa2 = xp.zeros(big) if unlifted else None
+    guessed = []
     inner = interior_mask(shape, False, xp)
     face_masks = [inner & xp.roll(inner, -1, axis=a) for a in range(3)]
     bnorms, fixed = [], []
@@ -278,6 +296,16 @@ def stack_problems(problems, x0=None) -> StackedSystem:
             dst[blk] = xp.where(m, c, 0.0)
         diag[blk] = xp.where(inner, coef.diagonal(), 1.0)
         b[blk] = lifted
+        if unlifted:
+            for dst, c in zip(faces, (coef.cx, coef.cy, coef.cz), strict=True):
+                dst[blk] = c
+            # the last layer's faces lead out of the block (on a Dirichlet grid, nowhere)
+            faces[0][k * stride + nx - 1] = 0.0
+            faces[1][blk][:, -1] = 0.0
+            faces[2][blk][:, :, -1] = 0.0
+            if p.kappa2 is not None:
+                kappa2[blk] = p.kappa2
+        guessed.append(x0[k] is not None)
         if x0[k] is not None:
             guess = xp.asarray(to_numpy(x0[k]) if xp is np else x0[k], dtype=np.float64)
             if tuple(guess.shape) != shape:
@@ -287,7 +315,7 @@ def stack_problems(problems, x0=None) -> StackedSystem:
             x[blk] = xp.where(inner, guess, 0.0)
         bnorms.append(float(xp.sqrt(xp.sum(lifted * lifted))))
         fixed.append(g)
-    return StackedSystem(cx, cy, cz, diag, b, x, stride, bnorms, fixed)
+    return StackedSystem(cx, cy, cz, diag, b, x, stride, bnorms, fixed, faces, kappa2, guessed)
 
 
 def _host_problem(p: Problem) -> Problem:
@@ -314,7 +342,7 @@ def _solve_stacked(solver: Solver, backend, problems, x0) -> list[SolveResult]:
     """One solver loop over the block-diagonal stack of ``problems``."""
     start = time.perf_counter()
     name = solver.method
-    system = stack_problems(problems, x0)
+    system = stack_problems(problems, x0, unlifted=name == "multigrid")
     nonzero = [bn for bn in system.bnorms if bn > 0.0]
     if not nonzero:  # every right-hand side is zero: the boundary values are the answer
         return [solver.solve(p) for p in problems]
@@ -325,44 +353,53 @@ def _solve_stacked(solver: Solver, backend, problems, x0) -> list[SolveResult]:
     threshold = min(max(solver.rtol * bn, solver.atol) for bn in nonzero)
     stack_solver = _replace_solver(solver, name)
     stack_solver.rtol, stack_solver.atol = 0.0, threshold
-    options = dict(solver.method_options)
-    if solver.omega is not None:
-        options["omega"] = solver.omega
-    method = _methods()[name](**options)
-    method.setup(backend, st, problems[0])  # ω depends on the block's shape only
+    p0 = problems[0]
+    if name == "multigrid":
+        from .stacked_multigrid import StackedHierarchy, StackedMultigrid, stack_cycle_options
+
+        options = stack_cycle_options(solver.method_options, solver.omega)
+        hierarchy = StackedHierarchy(
+            backend, st, p0.grid.shape, p0.grid.spacing, system.stride, **options
+        )
+        hierarchy.update(system.faces, system.kappa2)
+        method = StackedMultigrid(hierarchy)
+    else:
+        options = dict(solver.method_options)
+        if solver.omega is not None:
+            options["omega"] = solver.omega
+        method = _methods()[name](**options)
+        method.setup(backend, st, p0)  # ω depends on the block's shape only
     maxiter = solver.maxiter if solver.maxiter is not None else method.default_maxiter(st.shape)
     check_every = solver.check_every or method.check_every
-    if "checked" in inspect.signature(_Loop).parameters:
-        loop = _Loop(stack_solver, backend, st, checked, method, maxiter, check_every)
-        x = backend.asarray(system.x, checked.dtype)
-    else:  # the loop before the float64-checked refinement
-        checked = st
-        loop = _Loop(stack_solver, backend, st, method, maxiter, check_every)
-        x = backend.asarray(system.x, st.dtype)
-    bnorm = backend.residual_norm(checked, backend.zeros(st.shape, x.dtype))
-    loop.run(x, bnorm)
-    solution = loop.solution
-    # every problem's own final residual, in float64
+    loop = _Loop(stack_solver, backend, st, checked, method, maxiter, check_every)
+    x = backend.asarray(system.x, checked.dtype)
+    n_blocks = len(problems)
     r = backend.zeros(st.shape, np.float64)
+    bn = np.asarray(system.bnorms)
+    safe = np.where(bn > 0, bn, 1.0)
+    initial = np.ones(n_blocks)
+    if any(system.guessed):  # each guessed block's own initial residual, on the device
+        backend.residual(checked, x, r)
+        initial = np.where(system.guessed, _block_norms(r, n_blocks, system.stride) / safe, 1.0)
+    loop.run(x, backend.residual_norm(checked, backend.zeros(st.shape, x.dtype)))
+    solution = loop.solution
+    # every problem's own final residual, in float64, reduced block by block on the device
     backend.residual(checked, solution, r)
-    backend.synchronize()
-    r_host = to_numpy(backend.to_caller(r, np.zeros(1)))
-    x_caller = backend.to_caller(solution, problems[0].phi_coulomb)
-    initial = _block_norms(system.b, system.x, system, problems)
+    final = _block_norms(r, n_blocks, system.stride)
+    x_caller = backend.to_caller(solution, p0.phi_coulomb)
     seconds = time.perf_counter() - start
-    nx = problems[0].grid.shape[0]
+    nx = p0.grid.shape[0]
     results = []
     for k, p in enumerate(problems):
         blk = system.block(k, nx)
-        rk = float(np.sqrt(np.sum(r_host[blk].astype(np.float64) ** 2)))
-        bn = system.bnorms[k]
+        rk, bnk = float(final[k]), system.bnorms[k]
         xp = array_module(p.phi_coulomb)
         phi = _assemble(x_caller[blk], system.fixed[k], xp)
-        if bn == 0.0:
+        if bnk == 0.0:
             history, converged, reason = [0.0], True, "zero rhs"
         else:
-            converged = rk <= max(solver.rtol * bn, solver.atol)
-            history = [initial[k], rk / bn]
+            converged = rk <= max(solver.rtol * bnk, solver.atol)
+            history = [float(initial[k]), rk / bnk]
             reason = "converged" if converged else loop.reason
         results.append(
             SolveResult(
@@ -370,20 +407,30 @@ def _solve_stacked(solver: Solver, backend, problems, x0) -> list[SolveResult]:
                 converged=bool(converged),
                 iterations=loop.iterations,
                 residual_norms=history,
-                seconds=seconds / len(problems),
+                seconds=seconds / n_blocks,
                 method=method.name,
                 backend=backend.name,
                 reason=reason,
                 omega=getattr(method, "omega", None),
                 extra={
                     "batch": "stacked",
-                    "batch_size": len(problems),
+                    "batch_size": n_blocks,
                     "batch_seconds": seconds,
                     "stack_residual_norms": list(loop.history),
                 },
             )
         )
     return results
+
+
+def _block_norms(a, n_blocks: int, stride: int) -> np.ndarray:
+    """‖a_k‖₂ of every block of a stacked array, reduced where ``a`` lives (host result)."""
+    xp = array_module(a)
+    if xp is np and not isinstance(a, np.ndarray):  # a device array without CuPy
+        a = to_numpy(a)
+    blocks = a.reshape(n_blocks, stride, *a.shape[1:])
+    sq = xp.sum(blocks * blocks, axis=(1, 2, 3))
+    return np.sqrt(np.asarray(to_numpy(sq), dtype=np.float64))
 
 
 def _stencil(backend, system: StackedSystem, dtype) -> Stencil:
@@ -397,29 +444,6 @@ def _stencil(backend, system: StackedSystem, dtype) -> Stencil:
         periodic=False,
         singular=False,
     )
-
-
-def _block_norms(b, x, system, problems):
-    """Initial relative residual of every block: ‖b_k − A_k x_k‖ / ‖b_k‖ (float64, host)."""
-    xp = array_module(b)
-    nx = problems[0].grid.shape[0]
-    out = []
-    for k, bn in enumerate(system.bnorms):
-        blk = system.block(k, nx)
-        xb = x[blk]
-        if bn == 0.0:
-            out.append(0.0)
-            continue
-        if not bool(xp.any(xb)):
-            out.append(1.0)
-            continue
-        ax = system.diag[blk] * xb
-        for axis, c in enumerate((system.cx[blk], system.cy[blk], system.cz[blk])):
-            ax = ax - c * xp.roll(xb, -1, axis=axis) - xp.roll(c * xb, 1, axis=axis)
-        # the faces of decoupled nodes are zero, so the roll's wrap-around adds nothing
-        r = b[blk] - ax
-        out.append(float(xp.sqrt(xp.sum(r * r))) / bn)
-    return out
 
 
 def _assemble(interior, fixed, xp):

@@ -39,11 +39,6 @@ STACKED_BOUNDARY_KINDS = ("mdh", "zero")
 STACKED_METHODS = ("auto", "sor", "multigrid")
 #: Frames a call from which "auto" solves the stack with multigrid instead of SOR.
 MULTIGRID_MIN_FRAMES = 1
-#: The stack's multigrid cycle: V(3,3) with red–black SOR ω = 1.15 as smoother. On colipase
-#: (1,252 atoms, 65³ at 0.8 Å, vdW, rtol 1e-6, warm batches of 8) it needs 5 cycles (about 39
-#: fine-grid sweeps' worth of work) where V(2,2) ω 1 needs 8–9 (47), F(2,2) ω 1.15 7–8 (47) and
-#: SOR 130 sweeps (``python benchmarks/stacked_mg_cycles.py``).
-MULTIGRID_DEFAULTS = {"cycle": "V", "presmooth": 3, "postsmooth": 3, "omega": 1.15}
 
 
 @dataclasses.dataclass
@@ -241,7 +236,8 @@ class StackedFrames:
         with self._on_stream():
             self._sample(buf, nf)
             phi = buf.phi.copy()
-            samples = self._host(buf.samples)
+            # a copy of its own for every call: the results keep views of it
+            samples = self._host(buf.samples) if self.cuda else buf.samples.copy()
         t_eval = time.perf_counter() - t0 - t_maps - t_solve
         safe = np.where(bn_host > 0, bn_host, 1.0)
         residuals = np.where(bn_host > 0, rn_host / safe, 0.0)
@@ -251,8 +247,8 @@ class StackedFrames:
         blocks = [phi[k * self.stride : k * self.stride + nx] for k in range(nf)]
         return StackedSolve(
             phi=blocks,
-            values=samples[..., 0].copy(),
-            gradients=samples[..., 1:4].copy(),
+            values=samples[..., 0],  # views of this call's own host copy
+            gradients=samples[..., 1:4],
             residuals=residuals,
             initial=initial,
             converged=converged,
@@ -429,15 +425,14 @@ class StackedFrames:
     def multigrid_options(self) -> dict:
         """Cycle options of the stack's multigrid.
 
-        :data:`MULTIGRID_DEFAULTS` updated with the solver's ``cycle``, ``presmooth``,
-        ``postsmooth`` and (for method "multigrid") ``omega``.
+        :func:`~pbsolver.stacked_multigrid.stack_cycle_options` of the solver's method options,
+        and of its ``omega`` when the method is "multigrid" by name.
         """
+        from .stacked_multigrid import stack_cycle_options
+
         s = self.solver
-        opts = dict(MULTIGRID_DEFAULTS)
-        opts.update({k: v for k, v in s.method_options.items() if k in MULTIGRID_DEFAULTS})
-        if self.method == "multigrid" and s.omega is not None:
-            opts["omega"] = float(s.omega)
-        return opts
+        omega = s.omega if self.method == "multigrid" else None
+        return stack_cycle_options(s.method_options, omega)
 
     def unlifted(self, buf, nf, out=None):
         """Every block's faces ε/h² with those to its outer layer, and κ̄² (None: no salt).

@@ -43,7 +43,7 @@ def test_stacked_system_is_block_diagonal(rng, shape):
         assert np.array_equal(system.fixed[k][1:-1, 1:-1, 1:-1], zero[1:-1, 1:-1, 1:-1])
 
 
-@pytest.mark.parametrize("method", ["sor", "jacobi"])
+@pytest.mark.parametrize("method", ["multigrid", "sor", "jacobi"])
 @pytest.mark.parametrize("shape", [(13, 10, 11), (12, 9, 14)], ids=["odd-nx", "even-nx"])
 def test_stacked_equals_one_by_one_and_reference(rng, method, shape):
     problems = _problems(rng, shape, 3)
@@ -133,8 +133,10 @@ def test_bad_input(rng):
         pb.solve_batch(problems, x0=[None])
     with pytest.raises(pb.InputError, match="mode must be"):
         pb.solve_batch(problems, mode="fast")
-    with pytest.raises(pb.InputError, match="multigrid"):
-        pb.solve_batch(problems, mode="stacked", method="multigrid")
+    with pytest.raises(pb.InputError, match="runs methods"):
+        pb.solve_batch(problems, mode="stacked", method="mgcg")
+    with pytest.raises(pb.InputError, match="max_levels.*stack of blocks"):
+        pb.solve_batch(problems, mode="stacked", method="multigrid", backend="cpu", max_levels=2)
     with pytest.raises(pb.InputError, match="x0\\[1\\] has shape"):
         pb.solve_batch(problems, x0=[None, np.zeros((3, 3, 3))], mode="stacked", method="sor",
                        backend="cpu")  # fmt: skip
@@ -157,12 +159,14 @@ def test_strict_reports_non_convergence(rng):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("mode", ["stacked", "streams", "loop"])
-def test_gpu_batch_matches_cpu(rng, mode):
+@pytest.mark.parametrize(
+    ("mode", "method"),
+    [("stacked", "multigrid"), ("stacked", "sor"), ("streams", "multigrid"), ("loop", "multigrid")],
+)
+def test_gpu_batch_matches_cpu(rng, mode, method):
     import cupy as cp
 
     problems = _problems(rng, (33, 33, 33), 4)
-    method = "sor" if mode == "stacked" else "multigrid"
     cpu = pb.solve_batch(problems, backend="cpu", method=method, rtol=1e-7)
     gpu = pb.solve_batch(problems, backend="cuda", mode=mode, method=method, rtol=1e-7)
     for c, g in zip(cpu, gpu, strict=True):
