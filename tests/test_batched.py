@@ -7,7 +7,8 @@ import pytest
 from conftest import random_problem
 
 import pbsolver as pb
-from pbsolver.batched import stack_problems
+from pbsolver import batched
+from pbsolver.batched import clear_workspaces, stack_problems
 from pbsolver.operator import reference_solve, relative_residual
 
 
@@ -87,6 +88,23 @@ def test_warm_start_per_problem(rng):
     assert all(w.residual_norms[0] < 1e-2 for w in warm)
     for w, c in zip(warm, cold, strict=True):
         assert np.abs(w.phi_rf - c.phi_rf).max() <= 1e-4 * np.abs(c.phi_rf).max()
+
+
+def test_workspace_is_reused_and_results_do_not_alias_it(rng):
+    problems = _problems(rng, (11, 10, 9), 4)
+    opts = {"mode": "stacked", "method": "multigrid", "backend": "cpu", "rtol": 1e-8}
+    clear_workspaces()
+    first = pb.solve_batch(problems[:2], **opts)
+    kept = [r.phi_rf.copy() for r in first]
+    (workspace,) = batched._WORKSPACES.values()
+    second = pb.solve_batch(problems[2:], **opts)
+    assert list(batched._WORKSPACES.values()) == [workspace]  # the same buffers, used again
+    for r, k in zip(first, kept, strict=True):
+        np.testing.assert_array_equal(r.phi_rf, k)
+    for p, r in zip(problems[2:], second, strict=True):
+        assert r.converged and relative_residual(p, r.phi_rf) <= 1e-6
+    clear_workspaces()
+    assert not batched._WORKSPACES
 
 
 def test_mixed_shapes_and_boundaries_keep_order(rng):
@@ -172,3 +190,16 @@ def test_gpu_batch_matches_cpu(rng, mode, method):
     for c, g in zip(cpu, gpu, strict=True):
         assert g.converged and g.backend == "cuda"
         assert np.abs(cp.asnumpy(g.phi_rf) - c.phi_rf).max() <= 1e-4 * np.abs(c.phi_rf).max()
+
+
+@pytest.mark.gpu
+def test_roll1_equals_numpy_roll_on_cupy(rng):
+    import cupy as cp
+
+    from pbsolver._arrays import roll1
+
+    a = rng.normal(size=(5, 6, 7))
+    for axis in range(3):
+        for shift in (-1, 1):
+            got = cp.asnumpy(roll1(cp.asarray(a), shift, axis))
+            np.testing.assert_array_equal(got, np.roll(a, shift, axis=axis))
