@@ -17,33 +17,6 @@ def array_module(a):
     return np
 
 
-def roll1(a, shift: int, axis: int):
-    """``xp.roll(a, shift, axis)`` for a shift of ±1, in the array's library.
-
-    On CuPy by two slice copies: ``cupy.roll`` gathers through an index array and cost about
-    65 µs of host time a call, the largest share of stacking 16 problems of 97³ (measured with
-    ``benchmarks/solve_batch_profile.py``). NumPy keeps ``np.roll``.
-    """
-    xp = array_module(a)
-    if xp is np or shift not in (-1, 1):
-        return xp.roll(a, shift, axis=axis)
-    n = a.shape[axis]
-
-    def part(start, stop):
-        index = [slice(None)] * a.ndim
-        index[axis] = slice(start, stop)
-        return tuple(index)
-
-    out = xp.empty_like(a)
-    if shift == -1:
-        out[part(0, n - 1)] = a[part(1, n)]
-        out[part(n - 1, n)] = a[part(0, 1)]
-    else:
-        out[part(1, n)] = a[part(0, n - 1)]
-        out[part(0, 1)] = a[part(n - 1, n)]
-    return out
-
-
 def is_device_array(a) -> bool:
     """True for arrays that live on a CUDA device (CuPy arrays, numba device arrays)."""
     if array_module(a) is not np:

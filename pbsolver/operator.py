@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from ._arrays import array_module, roll1
+from ._arrays import array_module
 from .problem import Problem
 
 
@@ -46,13 +46,14 @@ class Coefficients:
 
     def diagonal(self):
         """The operator's diagonal: sum of the six face coefficients plus κ̄²."""
+        xp = array_module(self.cx)
         d = (
             self.cx
-            + roll1(self.cx, 1, 0)
+            + xp.roll(self.cx, 1, axis=0)
             + self.cy
-            + roll1(self.cy, 1, 1)
+            + xp.roll(self.cy, 1, axis=1)
             + self.cz
-            + roll1(self.cz, 1, 2)
+            + xp.roll(self.cz, 1, axis=2)
         )
         if self.kappa2 is not None:
             d = d + self.kappa2
@@ -109,11 +110,11 @@ def _add_flux_terms(b, faces, phi_c, problem, xp):
     for axis, (face, h) in enumerate(zip(faces, problem.grid.spacing, strict=True)):
         # Face `face[s]` joins s and s+1 along `axis`; its flux term enters both nodes.
         weight = (face - eps_c) / (h * h)
-        diff = roll1(phi_c, -1, axis) - phi_c  # φc_{s+1} − φc_s
+        diff = xp.roll(phi_c, -1, axis=axis) - phi_c  # φc_{s+1} − φc_s
         active = weight != 0
         term = xp.where(active, weight * xp.where(active, diff, 0.0), 0.0)
         b += term  # node s: (ε − ε_c)(φc_{s+1} − φc_s)
-        b -= roll1(term, 1, axis)  # node s+1: (ε − ε_c)(φc_s − φc_{s+1})
+        b -= xp.roll(term, 1, axis=axis)  # node s+1: (ε − ε_c)(φc_s − φc_{s+1})
 
 
 def fixed_values(problem: Problem, dtype=np.float64):
@@ -132,9 +133,9 @@ def apply(coef: Coefficients, x):
     xp = array_module(x)
     y = xp.zeros_like(x)
     for axis, c in enumerate((coef.cx, coef.cy, coef.cz)):
-        flux = c * (x - roll1(x, -1, axis))  # ε (φ_s − φ_{s+1}) / h² on face s
+        flux = c * (x - xp.roll(x, -1, axis=axis))  # ε (φ_s − φ_{s+1}) / h² on face s
         y += flux
-        y -= roll1(flux, 1, axis)
+        y -= xp.roll(flux, 1, axis=axis)
     if coef.kappa2 is not None:
         y += coef.kappa2 * x
     if not coef.periodic:

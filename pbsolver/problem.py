@@ -14,7 +14,7 @@ from typing import Literal
 import numpy as np
 
 from . import _display
-from ._arrays import array_module, as_real_array, first_bad_index, roll1
+from ._arrays import array_module, as_real_array, first_bad_index
 from .exceptions import InputError
 from .grid import Grid
 
@@ -165,10 +165,11 @@ class Problem:
         """
         if self.epsilon_faces is not None:
             return tuple(f.astype(dtype, copy=False) for f in self.epsilon_faces)
+        xp = array_module(self.epsilon)
         eps = self.epsilon.astype(dtype, copy=False)
         faces = []
         for axis in range(3):
-            nxt = roll1(eps, -1, axis)
+            nxt = xp.roll(eps, -1, axis=axis)
             if self.face_rule == "arithmetic":
                 faces.append(0.5 * (eps + nxt))
             else:

@@ -190,16 +190,3 @@ def test_gpu_batch_matches_cpu(rng, mode, method):
     for c, g in zip(cpu, gpu, strict=True):
         assert g.converged and g.backend == "cuda"
         assert np.abs(cp.asnumpy(g.phi_rf) - c.phi_rf).max() <= 1e-4 * np.abs(c.phi_rf).max()
-
-
-@pytest.mark.gpu
-def test_roll1_equals_numpy_roll_on_cupy(rng):
-    import cupy as cp
-
-    from pbsolver._arrays import roll1
-
-    a = rng.normal(size=(5, 6, 7))
-    for axis in range(3):
-        for shift in (-1, 1):
-            got = cp.asnumpy(roll1(cp.asarray(a), shift, axis))
-            np.testing.assert_array_equal(got, np.roll(a, shift, axis=axis))
