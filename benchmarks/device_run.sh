@@ -16,17 +16,14 @@ step() {  # step NAME SECONDS CMD...: run with a time limit, log to $R/NAME.log,
   tail -n 25 "$R/$name.log"
 }
 if [ "${1:-single}" = "frames" ]; then
-  step frames_tests 240 python3 -m pytest -m gpu -q -p no:cacheprovider -W ignore::Warning -rs \
-    tests/test_frames.py tests/test_calculator.py
-  step md_stacked 330 python3 benchmarks/md_pipeline.py --backend cuda --skip-pipeline \
+  step gpu_tests 300 python3 -m pytest -m gpu -q -p no:cacheprovider -W ignore::Warning -rs
+  step md_batch 150 python3 benchmarks/md_pipeline.py --backend cuda --skip-pipeline \
+    --skip-stacked --batch 16 --json "$R/md_batch.json"
+  step md_stacked 150 python3 benchmarks/md_pipeline.py --backend cuda --skip-pipeline \
     --skip-throughput --frames 32 --stacked-batches 8 32 64 --maps-backend cuda \
     --stacked-methods sor multigrid --json "$R/md_stacked.json"
-  step frames_profile 100 python3 benchmarks/frames_profile.py --batches 1 32 \
-    --json "$R/frames_profile.json"
   step frames_profile_mg 100 python3 benchmarks/frames_profile.py --batches 1 32 64 \
     --method multigrid --json "$R/frames_profile_mg.json"
-  step frames_profile_salt 60 python3 benchmarks/frames_profile.py --batches 32 --salt 0.15 \
-    --json "$R/frames_profile_salt.json"
 elif [ "${1:-single}" = "multi" ]; then
   step frames_profile 100 python3 benchmarks/frames_profile.py --batches 1 32 \
     --json "$R/frames_profile.json"
