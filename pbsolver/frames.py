@@ -35,10 +35,12 @@ from .grid import Grid
 
 #: Boundary kinds the stacked path computes (``"sdh"`` needs the general path).
 STACKED_BOUNDARY_KINDS = ("mdh", "zero")
-#: Solvers of the stack ("auto": multigrid from MULTIGRID_MIN_FRAMES frames a call).
+#: Solvers of the stack ("auto": see MULTIGRID_MIN_FRAMES).
 STACKED_METHODS = ("auto", "sor", "multigrid")
-#: Frames a call from which "auto" solves the stack with multigrid instead of SOR.
-MULTIGRID_MIN_FRAMES = 1
+#: Frames a call from which "auto" solves a CUDA stack with multigrid instead of SOR (one H200,
+#: colipase on 65³, BENCHMARKS.md: one frame a call SOR 225.7 against multigrid 204.7 frames/s,
+#: eight frames 642.7 against 673.5). On the CPU "auto" is always multigrid.
+MULTIGRID_MIN_FRAMES = 8
 
 
 @dataclasses.dataclass
@@ -110,8 +112,8 @@ class StackedFrames:
     method : {"auto", "sor", "multigrid"}
         Solver of the stack: red–black SOR, or F(2,2) multigrid cycles on a hierarchy that
         coarsens every frame's block separately (:mod:`pbsolver.stacked_multigrid`); both with
-        the solver's float64 refinement. "auto": multigrid from :data:`MULTIGRID_MIN_FRAMES`
-        frames a call, SOR below.
+        the solver's float64 refinement. "auto": on CUDA multigrid from
+        :data:`MULTIGRID_MIN_FRAMES` frames a call and SOR below; on the CPU multigrid.
     backend : Backend, optional
         The backend object to use (default: the solver's, from :func:`get_backend`).
     """
@@ -358,7 +360,7 @@ class StackedFrames:
         """The solver a call of ``nf`` frames uses ("sor" or "multigrid")."""
         if self.method != "auto":
             return self.method
-        return "multigrid" if nf >= MULTIGRID_MIN_FRAMES else "sor"
+        return "multigrid" if not self.cuda or nf >= MULTIGRID_MIN_FRAMES else "sor"
 
     def _solve(self, buf, bn_host, warm):
         """The solver loop of :class:`~pbsolver.Solver` on the stack (SOR or multigrid).
