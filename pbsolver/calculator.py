@@ -511,37 +511,18 @@ class ReactionFieldCalculator:
     def _batch_positions(self, frames):
         """All frames' positions as one host (B, N, 3) float64 array, and the first's library.
 
-        The same checks and messages as :meth:`_frame_atoms`, with the finiteness test made
-        once over the whole batch (per frame it was a measurable share of a batched frame).
+        The checks and messages of :meth:`_frame_atoms`, with the finiteness test made once
+        over the whole batch (per frame it was a measurable share of a batched frame).
         """
-        n = len(self.atoms)
-        hosts, xp = [], None
-        for positions in frames:
-            if positions is None:
-                hosts.append(self.atoms.positions)
-                lib = np
-            else:
-                lib = array_module(positions)
-                if is_device_array(positions) and lib is np:
-                    import cupy as cp
-
-                    positions, lib = cp.asarray(positions), cp
-                host = np.asarray(to_numpy(positions), dtype=np.float64)
-                if host.shape != (n, 3):
-                    raise InputError(f"positions must have shape ({n}, 3), got {host.shape}")
-                hosts.append(host)
-            xp = lib if xp is None else xp
+        hosts, libs = zip(*(self._host_positions(p) for p in frames), strict=True)
         stack = np.stack(hosts)
-        bad = ~np.isfinite(stack)
-        if bad.any():
-            idx = int(np.argwhere(bad)[0][1])
-            raise InputError(f"position of atom {idx} is not finite")
-        return stack, xp
+        _require_finite(stack)
+        return stack, libs[0]
 
-    def _frame_atoms(self, positions):
-        """The solute at ``positions`` (host copy) and the caller's array library."""
+    def _host_positions(self, positions):
+        """(host float64 (N, 3) copy or view, array library of the caller) of one frame."""
         if positions is None:
-            return self.atoms, np
+            return self.atoms.positions, np
         xp = array_module(positions)
         if is_device_array(positions) and xp is np:
             import cupy as cp
@@ -552,9 +533,14 @@ class ReactionFieldCalculator:
         n = len(self.atoms)
         if host.shape != (n, 3):
             raise InputError(f"positions must have shape ({n}, 3), got {host.shape}")
-        if not np.all(np.isfinite(host)):
-            idx = int(np.argwhere(~np.isfinite(host))[0][0])
-            raise InputError(f"position of atom {idx} is not finite")
+        return host, xp
+
+    def _frame_atoms(self, positions):
+        """The solute at ``positions`` (host copy) and the caller's array library."""
+        if positions is None:
+            return self.atoms, np
+        host, xp = self._host_positions(positions)
+        _require_finite(host)
         a = self.atoms
         frame = Atoms.__new__(Atoms)
         frame.positions, frame.charges, frame.radii = host, a.charges, a.radii
@@ -839,6 +825,14 @@ def _on_device(problem: Problem) -> Problem:
         boundary_values=dev(problem.boundary_values),
         face_rule=problem.face_rule,
     )
+
+
+def _require_finite(positions) -> None:
+    """InputError naming the first atom with a non-finite coordinate (any leading frame axes)."""
+    bad = ~np.isfinite(positions)
+    if bad.any():
+        idx = int(np.argwhere(bad)[0][-2])
+        raise InputError(f"position of atom {idx} is not finite")
 
 
 def _to_library(a, xp):

@@ -447,16 +447,6 @@ class Hierarchy:
             cx, cy, cz, k2 = coarse_coefficients(cx, cy, cz, k2, axes, xp)
             diag = _diagonal(cx, cy, cz, k2, periodic, xp)
             shape = tuple(a.n_coarse for a in axes)
-            fine = levels[-1]
-            fine.r = be.zeros(fine.stencil.shape, dtype)
-            fine.transfer = Transfer(
-                pos=tuple(be.asarray(a.pos, np.int32) for a in axes),
-                lo=tuple(be.asarray(a.lo, np.int32) for a in axes),
-                hi=tuple(be.asarray(a.hi, np.int32) for a in axes),
-                periodic=periodic,
-                fine_shape=fine.stencil.shape,
-                coarse_shape=shape,
-            )
             coarse = Stencil(
                 cx=be.asarray(cx, dtype),
                 cy=be.asarray(cy, dtype),
@@ -466,7 +456,7 @@ class Hierarchy:
                 periodic=periodic,
                 singular=st.singular,
             )
-            levels.append(Level(coarse, be.zeros(shape, dtype), None, None, spacing))
+            add_level(be, levels, axes, coarse, spacing)
         if len(levels) > 1 and math.prod(levels[-1].stencil.shape) <= DENSE_MAX_NODES:
             inverse = dense_inverse(cx, cy, cz, k2, periodic, st.singular)
             self.coarse_inverse = be.asarray(inverse, dtype)
@@ -552,6 +542,25 @@ class Hierarchy:
             spacing = ", ".join(f"{h:.3g}" for h in lev.spacing)
             lines.append(f" {i:>5}  {str(shape):<18} ({spacing}){'':<5} {unknowns:>10,}")
         return "\n".join(lines)
+
+
+def add_level(backend, levels: list, axes, coarse: Stencil, spacing) -> None:
+    """Append the level of ``coarse`` below ``levels[-1]``.
+
+    The level above gets its residual buffer and its transfer (``axes``: the coarsening from
+    it); the new level gets its correction buffer.
+    """
+    be, fine, dtype = backend, levels[-1], coarse.dtype
+    fine.r = be.zeros(fine.stencil.shape, dtype)
+    fine.transfer = Transfer(
+        pos=tuple(be.asarray(a.pos, np.int32) for a in axes),
+        lo=tuple(be.asarray(a.lo, np.int32) for a in axes),
+        hi=tuple(be.asarray(a.hi, np.int32) for a in axes),
+        periodic=coarse.periodic,
+        fine_shape=fine.stencil.shape,
+        coarse_shape=coarse.shape,
+    )
+    levels.append(Level(coarse, be.zeros(coarse.shape, dtype), None, None, spacing))
 
 
 def _runner(backend, fn):

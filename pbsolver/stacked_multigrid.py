@@ -36,7 +36,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._arrays import array_module
-from .backends import Stencil, Transfer
+from .backends import Stencil
 from .exceptions import InputError
 from .multigrid import (
     CYCLES,
@@ -44,6 +44,7 @@ from .multigrid import (
     Hierarchy,
     Level,
     _diagonal,
+    add_level,
     coarse_coefficients,
     plan_coarsening,
 )
@@ -194,23 +195,8 @@ class StackedHierarchy(Hierarchy):
         self._two = []  # per coarse level: int32 "interval spans two fine ones", per axis
         for axes, coarse_spacing, nx, coarse_stride in self.plans:
             shape = tuple(a.n_coarse for a in axes)
-            fine = self.levels[-1]
-            fine.r = be.zeros(fine.stencil.shape, dtype)
-            fine.transfer = Transfer(
-                pos=tuple(be.asarray(a.pos, np.int32) for a in axes),
-                lo=tuple(be.asarray(a.lo, np.int32) for a in axes),
-                hi=tuple(be.asarray(a.hi, np.int32) for a in axes),
-                periodic=False,
-                fine_shape=fine.stencil.shape,
-                coarse_shape=shape,
-            )
-            coarse = Stencil(
-                *(be.zeros(shape, dtype) for _ in range(4)),
-                b=be.zeros(shape, dtype),
-                periodic=False,
-                singular=False,
-            )
-            self.levels.append(Level(coarse, be.zeros(shape, dtype), None, None, coarse_spacing))
+            coarse = Stencil(*(be.zeros(shape, dtype) for _ in range(5)), False, False)
+            add_level(be, self.levels, axes, coarse, coarse_spacing)
             self._fixed.append((nx, coarse_stride))
             self._work.append(tuple(be.zeros(shape, np.float64) for _ in range(4)))
             self._two.append(tuple(be.asarray((a.gap == 2).astype(np.int32), np.int32)

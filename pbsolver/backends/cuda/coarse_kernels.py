@@ -48,6 +48,13 @@ def _series(c, p, step, two):
 
 
 @cuda.jit(device=True)
+def _node(q, shape):
+    """(i, j, k) of flat C-order index ``q`` on a grid of ``shape``."""
+    nz, ny = shape[2], shape[1]
+    return q // (nz * ny), (q // nz) % ny, q % nz
+
+
+@cuda.jit(device=True)
 def _index(i, j, k, shape):
     return (i * int64(shape[1]) + j) * int64(shape[2]) + k
 
@@ -64,12 +71,9 @@ def coarse_faces(
     to the next spans two fine intervals.
     """
     q = cuda.grid(1)
-    mx, my, mz = cshape
-    if q >= mx * my * mz:
+    if q >= cshape[0] * cshape[1] * cshape[2]:
         return
-    K = q % mz
-    J = (q // mz) % my
-    I = q // (mz * my)
+    I, J, K = _node(q, cshape)
     nx, ny, nz = fshape
     pi, pj, pk = int64(pos_x[I]), int64(pos_y[J]), int64(pos_z[K])
     sx, sy, sz = 0.0, 0.0, 0.0
@@ -114,9 +118,7 @@ def coarse_diagonal(cx, cy, cz, k2, diag, cshape, nx_block, stride, penalty):
     mx, my, mz = cshape
     if q >= mx * my * mz:
         return
-    K = q % mz
-    J = (q // mz) % my
-    I = q // (mz * my)
+    I, J, K = _node(q, cshape)
     local = I % stride
     if local == 0 or local >= nx_block - 1 or J == 0 or J == my - 1 or K == 0 or K == mz - 1:
         diag[q] = penalty
