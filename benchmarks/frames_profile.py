@@ -62,7 +62,6 @@ def profile_batch(eng, atoms, grid, nf, repeat, rows):
     timed("maps (whole _maps)", lambda: eng._maps(buf, nf))
     bn = cp.asnumpy(eng._frame_norms(buf.b64, nf))
     if eng.method_for(nf) == "multigrid":
-        timed("multigrid: unlifted faces", lambda: eng.unlifted(buf, nf, out=buf.mg.inputs))
         timed("multigrid: coarse operators", buf.mg.rebuild)
         cycle_detail(eng, buf, nf, timed)
     timed("solve (cold, whole loop)", lambda: (buf.x.fill(0), eng._solve(buf, bn, False)))

@@ -278,7 +278,8 @@ class StackedFrames:
         on the same addresses replays it only if its constants are the same too.
         """
         arrays = (buf.pos, buf.origin, buf.rel64, buf.rel, buf.fx, buf.fy, buf.fz, buf.cov,
-                  buf.phic, buf.g, buf.bad, *buf.out64, *buf.out32, self._rad, self._rad_ion,
+                  buf.phic, buf.g, buf.bad, *buf.out64, *buf.out32, *buf.unl, self._rad,
+                  self._rad_ion,
                   self._q32, self._rad_ion32, self._h, self._nodes, self._params)  # fmt: skip
         scalars = (nf, self.grid.shape, self.stride, self.kappa, self.eps_in, self.eps_out,
                    self.subsamples, self.boundary_kind)  # fmt: skip
@@ -323,7 +324,8 @@ class StackedFrames:
                 self.stride, self._h, per_frame=nf)))  # fmt: skip
         steps.append(("assemble", lambda: self._launch(
             K.assemble, nf * self.stride * ny * nz, buf.fx, buf.fy, buf.fz, buf.phic, buf.cov,
-            buf.g, nf, nx, ny, nz, self.stride, self._params, buf.out64, buf.out32)))  # fmt: skip
+            buf.g, nf, nx, ny, nz, self.stride, self._params, buf.out64, buf.out32,
+            buf.unl)))  # fmt: skip
         return steps
 
     def _initial_guess(self, buf, nf, x0) -> bool:
@@ -412,16 +414,11 @@ class StackedFrames:
         if getattr(buf, "mg", None) is None:
             with self._on_stream():
                 buf.mg = StackedHierarchy(
-                    self.backend,
-                    buf.st,
-                    self.grid.shape,
-                    self.grid.spacing,
-                    self.stride,
-                    **self.multigrid_options(),
-                )
+                    self.backend, buf.st, self.grid.shape, self.grid.spacing, self.stride,
+                    inputs=buf.unl, **self.multigrid_options(),
+                )  # fmt: skip
         with self._on_stream():
-            self.unlifted(buf, nf, out=buf.mg.inputs)
-            buf.mg.rebuild()
+            buf.mg.rebuild()  # from the unlifted faces the assembly wrote
         return StackedMultigrid(buf.mg)
 
     def multigrid_options(self) -> dict:
@@ -435,45 +432,6 @@ class StackedFrames:
         s = self.solver
         omega = s.omega if self.method == "multigrid" else None
         return stack_cycle_options(s.method_options, omega)
-
-    def unlifted(self, buf, nf, out=None):
-        """Every block's faces ε/h² with those to its outer layer, and κ̄² (None: no salt).
-
-        The coarse operators of :class:`~pbsolver.stacked_multigrid.StackedHierarchy` need the
-        faces the lifted stencil zeroes; faces leaving a block are zero. Same ε rule as the
-        assembly kernel (harmonic mixture of the edge fraction inside the solute). With
-        ``out`` (four float64 arrays: the hierarchy's inputs) the values are written there
-        (κ̄² zero without salt) and ``out`` is returned.
-        """
-        xp = self.xp
-        nx, ny, nz = self.grid.shape
-        local = xp.arange(nf * self.stride) % self.stride
-        e_in, e_out = self.eps_in, self.eps_out
-        faces = []
-        for axis, (frac, h) in enumerate(
-            zip((buf.fx, buf.fy, buf.fz), self.grid.spacing, strict=True)
-        ):
-            f = xp.clip(frac, 0.0, 1.0)
-            c = 1.0 / (f / e_in + (1.0 - f) / e_out) / (h * h)
-            if axis == 0:
-                c *= (local <= nx - 2)[:, None, None]
-            elif axis == 1:
-                c[:, ny - 1, :] = 0.0
-            else:
-                c[:, :, nz - 1] = 0.0
-            faces.append(c)
-        k2 = None
-        if self.kappa > 0:
-            acc = xp.clip(1.0 - buf.cov / self.subsamples**2, 0.0, 1.0)
-            k2 = self.eps_out * self.kappa**2 * acc * (local < nx)[:, None, None]
-        if out is None:
-            return faces, k2
-        for dst, src in zip(out, (*faces, k2), strict=True):
-            if src is None:
-                dst.fill(0.0)
-            else:
-                dst[...] = src
-        return out
 
     def _sample(self, buf, nf):
         nx, ny, nz = self.grid.shape
@@ -517,6 +475,9 @@ class StackedFrames:
             )  # fmt: skip
             # the refinement phases' residual and correction, the same buffers every call
             buf.phase_r, buf.phase_e = (zeros(low) for _ in range(2))
+            # every block's unlifted faces and κ̄² (written by the assembly): the multigrid
+            # hierarchy's inputs
+            buf.unl = tuple(zeros() for _ in range(4))
         buf.checked = Stencil(*out64, periodic=False, singular=False)
         buf.st = Stencil(*out32, periodic=False, singular=False) if refine else buf.checked
         self._buffers[nf] = buf

@@ -147,6 +147,9 @@ class StackedHierarchy(Hierarchy):
         As for :class:`~pbsolver.multigrid.Hierarchy`.
     coarse_sweeps : int
         Symmetric Gauss–Seidel sweeps on the coarsest level (one unknown a block: one is exact).
+    inputs : 4 arrays (stack shape), float64, optional
+        Buffers to read the unlifted faces and κ̄² from (the frame engine's assembly writes
+        them); default: the hierarchy's own, filled by :meth:`update`.
 
     Notes
     -----
@@ -167,6 +170,7 @@ class StackedHierarchy(Hierarchy):
         postsmooth: int = 2,
         omega: float = 1.0,
         coarse_sweeps: int = 1,
+        inputs=None,
     ):
         if cycle not in CYCLES:
             raise InputError(f"cycle must be one of {sorted(CYCLES)}, got {cycle!r}")
@@ -190,7 +194,11 @@ class StackedHierarchy(Hierarchy):
         self._fixed = []
         be, dtype = backend, st.dtype
         #: float64 inputs of :meth:`rebuild`: the blocks' unlifted faces (x, y, z) and κ̄²
-        self.inputs = tuple(be.zeros(st.shape, np.float64) for _ in range(4))
+        if inputs is None:
+            inputs = tuple(be.zeros(st.shape, np.float64) for _ in range(4))
+        elif len(inputs) != 4 or any(tuple(a.shape) != st.shape for a in inputs):
+            raise InputError(f"inputs must be four arrays of the stack's shape {st.shape}")
+        self.inputs = tuple(inputs)
         self._work = []  # per coarse level: float64 (cx, cy, cz, κ̄²)
         self._two = []  # per coarse level: int32 "interval spans two fine ones", per axis
         for axes, coarse_spacing, nx, coarse_stride in self.plans:

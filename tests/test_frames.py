@@ -128,6 +128,35 @@ def test_engine_choice_and_refusals():
                       boundary_kind="sdh")  # fmt: skip
 
 
+def test_assembly_writes_each_blocks_unlifted_faces_for_multigrid():
+    atoms, rng = _solute(17, n=30)
+    shape, h, kappa, subs = (19, 18, 17), 0.7, 0.3, 4
+    solver = pb.Solver(backend="cpu", rtol=1e-6)
+    eng = StackedFrames(atoms.charges, atoms.radii, shape, h, solver, eps_in=2.0, eps_out=80.0,
+                        kappa=kappa, kappa_subsamples=subs, method="multigrid")  # fmt: skip
+    pos = np.stack([atoms.positions + rng.normal(0.0, 0.1, atoms.positions.shape)
+                    for _ in range(2)]) + 6.0  # fmt: skip
+    out = eng.run(pos, np.zeros((2, 3)))
+    assert out.method == "multigrid" and out.converged.all()
+    assert out.iterations <= 15  # coarse operators from wrong faces would need far more cycles
+    buf = eng._buffers[2]
+    local = np.arange(2 * eng.stride) % eng.stride
+    inside = (local < shape[0])[:, None, None]
+    for axis, frac in enumerate((buf.fx, buf.fy, buf.fz)):
+        f = np.clip(frac, 0.0, 1.0)
+        want = 1.0 / (f / 2.0 + (1.0 - f) / 80.0) / h**2 * inside
+        if axis == 0:
+            want[local >= shape[0] - 1] = 0.0
+        elif axis == 1:
+            want[:, -1] = 0.0
+        else:
+            want[:, :, -1] = 0.0
+        np.testing.assert_allclose(buf.unl[axis], want, rtol=1e-12, atol=0)
+    k2 = 80.0 * kappa**2 * np.clip(1.0 - buf.cov / subs**2, 0.0, 1.0) * inside
+    np.testing.assert_allclose(buf.unl[3], k2, rtol=1e-12, atol=0)
+    assert buf.unl[3].max() > 0 and (buf.unl[3] == 0).any()
+
+
 def test_a_line_through_too_many_spheres_is_refused():
     n = 300  # a row of overlapping spheres along x: the central lines meet all of them
     pos = np.zeros((n, 3))
@@ -220,12 +249,15 @@ def test_cuda_frame_kernels_equal_the_cpu_ones_under_the_simulator():
     params = np.array([h[0] ** 2, h[1] ** 2, h[2] ** 2, 2.0, 78.5, 2.0, 0.6, 0.25, 1.0])
     out64 = tuple(np.zeros(big) for _ in range(5))
     out32 = tuple(np.zeros(big, np.float32) for _ in range(5))
+    unl = tuple(np.full(big, np.nan) for _ in range(4))
     a64, a32 = tuple(x.copy() for x in out64), tuple(x.copy() for x in out32)
-    C.assemble(*fr, phic, cov, g, nf, nx, ny, nz, stride, params, a64, a32)
+    a_unl = tuple(x.copy() for x in unl)
+    C.assemble(*fr, phic, cov, g, nf, nx, ny, nz, stride, params, a64, a32, a_unl)
     G.assemble[blocks(nf * stride * ny * nz), THREADS](*fr, phic, cov, g, nf, nx, ny, nz, stride,
-                                                       params, out64, out32)  # fmt: skip
-    for x, y in zip(a64 + a32, out64 + out32, strict=True):
+                                                       params, out64, out32, unl)  # fmt: skip
+    for x, y in zip(a64 + a32 + a_unl, out64 + out32 + unl, strict=True):
         np.testing.assert_allclose(y, x, rtol=1e-12, atol=0)
+    assert all(np.isfinite(x).all() for x in a_unl)  # every node written
     phi = np.random.default_rng(0).normal(size=big)
     s_cpu, s_gpu = np.zeros((nf, pos.shape[1], 4)), np.zeros((nf, pos.shape[1], 4))
     C.sample(phi, pos, nx, ny, nz, stride, origin, h, s_cpu)

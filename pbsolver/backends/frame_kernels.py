@@ -187,11 +187,36 @@ def _bodies(jit, fast):
         return (eps - eps_c) / h2 * (pn - ps)
 
     @jit
-    def assemble_node(fx, fy, fz, phic, cov, g, row, f, i, j, k, nx, ny, nz, p, out, out32):
+    def unlifted_node(fx, fy, fz, cov, row, i, j, k, nx, ny, nz, p, unl):
+        """A block's own faces (those to its outer layer too) and κ̄² at one node, into ``unl``.
+
+        What a stacked multigrid hierarchy builds its coarse operators from; zero on padding
+        planes and for faces leaving the block.
+        """
+        if i >= nx:
+            for a in range(4):
+                unl[a][row, j, k] = 0.0
+            return
+        e_in, e_out = p[3], p[4]
+        c0 = face_eps(min(max(fx[row, j, k], 0.0), 1.0), e_in, e_out) / p[0]
+        c1 = face_eps(min(max(fy[row, j, k], 0.0), 1.0), e_in, e_out) / p[1]
+        c2 = face_eps(min(max(fz[row, j, k], 0.0), 1.0), e_in, e_out) / p[2]
+        unl[0][row, j, k] = c0 if i < nx - 1 else 0.0
+        unl[1][row, j, k] = c1 if j < ny - 1 else 0.0
+        unl[2][row, j, k] = c2 if k < nz - 1 else 0.0
+        k2 = 0.0
+        if p[8] != 0.0:
+            k2 = p[6] * min(max(1.0 - cov[row, j, k] * p[7], 0.0), 1.0)
+        unl[3][row, j, k] = k2
+
+    @jit
+    def assemble_node(fx, fy, fz, phic, cov, g, row, f, i, j, k, nx, ny, nz, p, out, out32, unl):
         """Lifted stacked stencil at one node: out[0..4] = cx, cy, cz, diag, b (and float32).
 
-        ``p`` = (h²x, h²y, h²z, ε_in, ε_out, ε_c, κ̄²_bulk, 1/subs², has κ̄²).
+        ``p`` = (h²x, h²y, h²z, ε_in, ε_out, ε_c, κ̄²_bulk, 1/subs², has κ̄²). Also writes the
+        node's unlifted faces and κ̄² into ``unl`` (:func:`unlifted_node`).
         """
+        unlifted_node(fx, fy, fz, cov, row, i, j, k, nx, ny, nz, p, unl)
         cx, cy, cz, dg, bb = out[0], out[1], out[2], out[3], out[4]
         if i >= nx or i == 0 or i == nx - 1 or j == 0 or j == ny - 1 or k == 0 or k == nz - 1:
             cx[row, j, k] = 0.0
@@ -381,7 +406,7 @@ def cpu_kernels():
             out[f * stride + i, j, k] = scale * v
 
     @par
-    def assemble(fx, fy, fz, phic, cov, g, nf, nx, ny, nz, stride, p, out, out32):
+    def assemble(fx, fy, fz, phic, cov, g, nf, nx, ny, nz, stride, p, out, out32, unl):
         _, ny_, nz_ = fx.shape
         for row in prange(nf * stride):
             f = row // stride
@@ -389,7 +414,7 @@ def cpu_kernels():
             for j in range(ny_):
                 for k in range(nz_):
                     assemble_node(fx, fy, fz, phic, cov, g, row, f, i, j, k, nx, ny, nz, p,
-                                    out, out32)  # fmt: skip
+                                    out, out32, unl)  # fmt: skip
 
     @par
     def sample(phi, pos, nx, ny, nz, stride, origin, h, out):
@@ -573,7 +598,7 @@ def cuda_kernels():
             out[f * stride + i, j, k] = scale * acc
 
     @cuda.jit
-    def assemble(fx, fy, fz, phic, cov, g, nf, nx, ny, nz, stride, p, out, out32):
+    def assemble(fx, fy, fz, phic, cov, g, nf, nx, ny, nz, stride, p, out, out32, unl):
         item = cuda.grid(1)
         _, ny_, nz_ = fx.shape
         if item >= nf * stride * ny_ * nz_:
@@ -583,7 +608,7 @@ def cuda_kernels():
         row = item // (ny_ * nz_)
         f = row // stride
         assemble_node(fx, fy, fz, phic, cov, g, row, f, row - f * stride, j, k, nx, ny, nz, p,
-                        out, out32)  # fmt: skip
+                        out, out32, unl)  # fmt: skip
 
     @cuda.jit
     def sample(phi, pos, nx, ny, nz, stride, origin, h, out):
