@@ -10,8 +10,10 @@ keeps everything in place:
    launch each, the vdW edge fractions, the ion-accessible fraction, φ_c and the Debye–Hückel
    boundary values straight into the stacked layout of :mod:`pbsolver.batched`;
 3. one more kernel turns them into the lifted, block-diagonal stencil (float64 and float32);
-4. the solver loop of :class:`~pbsolver.Solver` (SOR, float64 iterative refinement) runs on
-   the stack; on CUDA its captured graphs are found again on the next call, since the
+4. the solver loop of :class:`~pbsolver.Solver` (float64 iterative refinement) runs on the
+   stack with SOR or with multigrid on a hierarchy that coarsens every frame's block
+   separately (:mod:`pbsolver.stacked_multigrid`, rebuilt from the assembly's unlifted faces
+   each call); on CUDA its captured graphs are found again on the next call, since the
    buffers' addresses do not change;
 5. a last kernel samples φ and ∇φ at every atom of every frame.
 
@@ -110,9 +112,10 @@ class StackedFrames:
     boundary_kind : {"mdh", "zero"}
         Dirichlet values of the outer layer.
     method : {"auto", "sor", "multigrid"}
-        Solver of the stack: red–black SOR, or F(2,2) multigrid cycles on a hierarchy that
-        coarsens every frame's block separately (:mod:`pbsolver.stacked_multigrid`); both with
-        the solver's float64 refinement. "auto": on CUDA multigrid from
+        Solver of the stack: red–black SOR, or multigrid cycles
+        (:data:`~pbsolver.stacked_multigrid.STACK_CYCLE`, V(3,3)) on a hierarchy that coarsens
+        every frame's block separately (:mod:`pbsolver.stacked_multigrid`); both with the
+        solver's float64 refinement. "auto": on CUDA multigrid from
         :data:`MULTIGRID_MIN_FRAMES` frames a call and SOR below; on the CPU multigrid.
     backend : Backend, optional
         The backend object to use (default: the solver's, from :func:`get_backend`).
