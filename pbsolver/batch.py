@@ -82,18 +82,22 @@ class SolveOptions:
     maxiter: int | None = None
     dtype: str = "float32"
 
+    def solver_kwargs(self) -> dict:
+        """These options as keyword arguments of :class:`~pbsolver.Solver`."""
+        return {
+            "method": self.method,
+            "backend": self.backend,
+            "rtol": self.rtol,
+            "atol": self.atol,
+            "maxiter": self.maxiter,
+            "dtype": np.dtype(self.dtype),
+        }
+
     def make_solver(self):
         """The :class:`~pbsolver.Solver` these options describe (raises InputError if bad)."""
         from .solver import Solver
 
-        return Solver(
-            method=self.method,
-            backend=self.backend,
-            rtol=self.rtol,
-            atol=self.atol,
-            maxiter=self.maxiter,
-            dtype=np.dtype(self.dtype),
-        )
+        return Solver(**self.solver_kwargs())
 
     def key_fields(self) -> dict:
         """Options that change the answer (the backend does not, beyond rounding)."""
@@ -140,6 +144,13 @@ class Task:
     #: Where the worker writes this grid's part file itself (executors on this machine); None:
     #: it returns the arrays and the driver writes the part.
     part_path: str | None = None
+
+
+@dataclass(frozen=True)
+class TaskGroup:
+    """Tasks solved together by one worker (:func:`run_stack`; ``run_batch(stack=N)``)."""
+
+    tasks: tuple
 
 
 @dataclass
@@ -189,6 +200,13 @@ def _failure(task: Task, reason: str) -> Outcome:
     return Outcome(source=task.source, grid=task.grid, ok=False, error=reason)
 
 
+def _fail(item, reason: str):
+    """The failure outcome of a task, or the list of them of a TaskGroup."""
+    if isinstance(item, TaskGroup):
+        return [_failure(t, reason) for t in item.tasks]
+    return _failure(item, reason)
+
+
 def run_task(task: Task) -> Outcome:
     """Solve one task; never raises for bad input or a failed solve (the outcome says why).
 
@@ -199,26 +217,81 @@ def run_task(task: Task) -> Outcome:
     """
     start = time.perf_counter()
     try:
-        from .io.hdf5 import problem_arrays, problem_attrs, read_problem, solver_attrs
-
-        atoms = None
-        if task.kind == "pqr":
-            from .molecule import read_pqr
-
-            atoms = read_pqr(task.source)
-            problem = task.molecule.problem(atoms)
-        else:
-            problem = read_problem(task.source, task.grid, max_points=task.max_points)
+        problem, atoms = _read_task(task)
         result = task.solve.make_solver().solve(problem)
+    except Exception as exc:  # noqa: BLE001 - a worker reports every failure, the rest go on
+        return _failure(task, _reason(exc))
+    return _outcome(task, problem, atoms, result, time.perf_counter() - start)
+
+
+def run_stack(group: TaskGroup) -> list:
+    """Solve a group of tasks with one :func:`pbsolver.solve_batch` call; one outcome each.
+
+    Grids of one shape and spacing are solved together (on a GPU as one stacked system, see
+    :mod:`pbsolver.batched`); the others, and every grid on the CPU, one after the other. Like
+    :func:`run_task` it never raises: a grid that cannot be read fails alone, a failed batch
+    solve fails the grids it held. Each outcome's ``seconds`` is the group's time divided
+    among its grids.
+    """
+    from .batched import solve_batch
+
+    start = time.perf_counter()
+    tasks = list(group.tasks)
+    outcomes: list = [None] * len(tasks)
+    read = []  # (index, problem, atoms)
+    for i, task in enumerate(tasks):
+        try:
+            problem, atoms = _read_task(task)
+        except Exception as exc:  # noqa: BLE001
+            outcomes[i] = _failure(task, _reason(exc))
+        else:
+            read.append((i, problem, atoms))
+    if read:
+        try:
+            results = solve_batch([p for _, p, _ in read], **tasks[0].solve.solver_kwargs())
+        except Exception as exc:  # noqa: BLE001
+            results = None
+            for i, _, _ in read:
+                outcomes[i] = _failure(tasks[i], _reason(exc))
+        if results is not None:
+            share = (time.perf_counter() - start) / len(tasks)
+            for (i, problem, atoms), result in zip(read, results, strict=True):
+                outcomes[i] = _outcome(tasks[i], problem, atoms, result, share)
+    return outcomes
+
+
+def _read_task(task: Task):
+    """(problem, atoms or None) of a task, read from its input (read-only)."""
+    from .io.hdf5 import read_problem
+
+    if task.kind == "pqr":
+        from .molecule import read_pqr
+
+        atoms = read_pqr(task.source)
+        return task.molecule.problem(atoms), atoms
+    return read_problem(task.source, task.grid, max_points=task.max_points), None
+
+
+def _reason(exc: BaseException) -> str:
+    """A failure's reason as the batch reports it."""
+    if isinstance(exc, PBSolverError):
+        return str(exc)
+    if isinstance(exc, MemoryError):
+        return "out of memory"
+    return f"unexpected {type(exc).__name__}: {exc}"
+
+
+def _outcome(task: Task, problem, atoms, result, seconds: float) -> Outcome:
+    """A solved task's outcome (part file written when ``task.part_path``); never raises."""
+    start = time.perf_counter() - seconds
+    try:
+        from .io.hdf5 import problem_arrays, problem_attrs, solver_attrs
+
         attrs = problem_attrs(problem)
         arrays = problem_arrays(problem) if task.want_inputs else None
         extra = _energy(atoms, problem, result) if atoms is not None else {}
-    except PBSolverError as exc:
-        return _failure(task, str(exc))
-    except MemoryError:
-        return _failure(task, "out of memory")
-    except Exception as exc:  # noqa: BLE001 - a worker reports every failure, the rest go on
-        return _failure(task, f"unexpected {type(exc).__name__}: {exc}")
+    except Exception as exc:  # noqa: BLE001
+        return _failure(task, _reason(exc))
     from .solver import SolveResult
 
     assert isinstance(result, SolveResult)
@@ -491,9 +564,9 @@ class ProcessExecutor:
                 try:
                     outcome = fut.result()
                 except BrokenProcessPool:
-                    outcome = _failure(task, "worker process died (killed or crashed)")
+                    outcome = _fail(task, "worker process died (killed or crashed)")
                 except Exception as exc:  # noqa: BLE001
-                    outcome = _failure(task, f"worker error {type(exc).__name__}: {exc}")
+                    outcome = _fail(task, f"worker error {type(exc).__name__}: {exc}")
                 yield task, outcome
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
@@ -607,7 +680,7 @@ class DaskExecutor:
         for fut, value in as_completed(futures, with_results=True, raise_errors=False):
             task = owner.pop(fut.key)
             if isinstance(value, BaseException):
-                value = _failure(task, f"dask task failed: {type(value).__name__}: {value}")
+                value = _fail(task, f"dask task failed: {type(value).__name__}: {value}")
             fut.release()
             yield task, value
 
@@ -700,6 +773,7 @@ def run_batch(
     results_only: bool = False,
     max_points: int | None = None,
     progress: bool | None = None,
+    stack: int = 1,
 ) -> BatchReport:
     """Solve every grid of every input, writing one output per input; resumable.
 
@@ -724,6 +798,11 @@ def run_batch(
         Refuse grids with more nodes (checked from metadata before reading).
     progress : bool or None
         tqdm progress bar: None shows it only on a terminal.
+    stack : int
+        Grids a worker solves together (consecutive grids, in input order): one
+        :func:`pbsolver.solve_batch` call, which on a GPU stacks those of one shape and
+        spacing into one system (the CPU solves them one after the other). 1: every grid is
+        its own task. Each grid still gets its own part file and its own status.
 
     Returns
     -------
@@ -736,6 +815,9 @@ def run_batch(
     molecule = molecule or MoleculeOptions()
     executor = executor or LocalExecutor()
     selected = None if grids is None else list(grids)
+    if not isinstance(stack, int | np.integer) or stack < 1:
+        raise InputError(f"stack must be a positive integer, got {stack!r}")
+    group_size = int(stack)  # ("stack" below is the ExitStack)
     report = BatchReport()
     jobs = [_Job(Path(src), Path(out), input_kind(src)) for src, out in jobs]
     _check_jobs(jobs)
@@ -786,13 +868,23 @@ def run_batch(
                 from tqdm.contrib.logging import logging_redirect_tqdm
 
                 stack.enter_context(logging_redirect_tqdm(loggers=[log]))
-            for task, outcome in executor.run(run_task, tasks):
-                job = by_source[task.source]
-                _record(job, task, outcome, report, solve, results_only)
-                bar.update(1)
-                job.pending.discard(task.grid)
-                if not job.pending:
-                    _finish(job, report, results_only)
+            if group_size == 1:
+                items, fn = tasks, run_task
+            else:
+                n = group_size
+                items = [TaskGroup(tuple(tasks[i : i + n])) for i in range(0, len(tasks), n)]
+                fn = run_stack
+            for item, result in executor.run(fn, items):
+                pairs = (
+                    zip(item.tasks, result, strict=True) if fn is run_stack else [(item, result)]
+                )
+                for task, outcome in pairs:
+                    job = by_source[task.source]
+                    _record(job, task, outcome, report, solve, results_only)
+                    bar.update(1)
+                    job.pending.discard(task.grid)
+                    if not job.pending:
+                        _finish(job, report, results_only)
     return report
 
 

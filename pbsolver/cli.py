@@ -549,10 +549,19 @@ def _solve_to_map(ctx, input, output, dataset, temperature, common, kw):
     metavar="N",
     help="Start a local dask cluster of N workers (dask-cuda's when installed and GPUs exist).",
 )
+@click.option(
+    "--stack",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    metavar="N",
+    help="Grids a worker solves together: on a GPU, those of one shape as one stacked system "
+    "(pb.solve_batch); on the CPU one after the other.",
+)
 @_solver_options
 @_molecule_options
 @click.pass_context
-def batch(ctx, inputs, out_dir, workers, gpus, scheduler, local_cluster, **kw):
+def batch(ctx, inputs, out_dir, workers, gpus, scheduler, local_cluster, stack, **kw):
     """Solve many grid files (HDF5 or PQR) into --out-dir; resumable and crash-safe.
 
     Every finished grid is kept on disk at once; killed at any moment (even kill -9), a rerun of
@@ -611,6 +620,7 @@ def batch(ctx, inputs, out_dir, workers, gpus, scheduler, local_cluster, **kw):
             results_only=kw["results_only"],
             max_points=kw["max_points"],
             progress=False if ctx.obj.get("quiet") else None,
+            stack=stack,
         )
     except InputError as exc:
         raise click.UsageError(str(exc), ctx) from None

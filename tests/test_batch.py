@@ -24,6 +24,7 @@ from _pbio import (
 )
 
 import pbsolver as pb
+import pbsolver.batched
 from pbsolver import batch
 from pbsolver.batch import (
     LocalExecutor,
@@ -178,6 +179,67 @@ def test_run_task_reports_instead_of_raising(tmp_path):
     assert ok.solver["input_key"] == key
     bad = batch.run_task(batch.Task(str(tmp_path / "in.h5"), "hdf5", "nope", key, OPTS))
     assert not bad.ok and "no grid 'nope'" in bad.error
+
+
+def test_run_stack_solves_a_group_in_one_solve_batch_call(tmp_path, monkeypatch):
+    problems = write_input(tmp_path / "in.h5", n_grids=3, n=7)
+    src = str(tmp_path / "in.h5")
+    tasks = [batch.Task(src, "hdf5", n, batch.input_key(src, n, OPTS), OPTS) for n in problems]
+    tasks.insert(1, batch.Task(src, "hdf5", "nope", "k", OPTS))  # fails alone
+    calls = []
+    real = pbsolver.batched.solve_batch
+
+    def recording(problems, **kw):
+        calls.append((len(problems), kw))
+        return real(problems, **kw)
+
+    monkeypatch.setattr(pbsolver.batched, "solve_batch", recording)
+    outcomes = batch.run_stack(batch.TaskGroup(tuple(tasks)))
+    assert [len(calls), calls[0][0]] == [1, 3]  # the three readable grids, together
+    assert calls[0][1]["method"] == "sor" and calls[0][1]["backend"] == "cpu"
+    assert [o.grid for o in outcomes] == ["g0", "nope", "g1", "g2"]
+    assert not outcomes[1].ok and "no grid 'nope'" in outcomes[1].error
+    ref = _reference(problems)
+    for o in (outcomes[0], outcomes[2], outcomes[3]):
+        assert o.ok and o.solver["input_key"] == batch.input_key(src, o.grid, OPTS)
+        np.testing.assert_allclose(o.reaction_field, ref[o.grid], rtol=1e-5, atol=1e-3)
+
+
+def test_run_stack_reports_a_failed_batch_solve_for_each_grid(tmp_path, monkeypatch):
+    problems = write_input(tmp_path / "in.h5", n_grids=2, n=7)
+    src = str(tmp_path / "in.h5")
+    group = batch.TaskGroup(tuple(batch.Task(src, "hdf5", n, "k", OPTS) for n in problems))
+
+    def boom(problems, **kw):
+        raise MemoryError
+
+    monkeypatch.setattr(pbsolver.batched, "solve_batch", boom)
+    outcomes = batch.run_stack(group)
+    assert [(o.ok, o.error) for o in outcomes] == [(False, "out of memory")] * 2
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_batch_in_stacks_equals_grid_by_grid_and_resumes(tmp_path, workers):
+    a = write_input(tmp_path / "a.h5", n_grids=3, n=7)
+    b = write_input(tmp_path / "b.h5", n_grids=2, n=8)  # another shape
+    out = tmp_path / "out"
+    out.mkdir()
+    jobs = [(tmp_path / p, out / p) for p in ("a.h5", "b.h5")]
+    executor = ProcessExecutor(workers, gpus=[]) if workers > 1 else CrashAfter(1)
+    if workers == 1:  # a crash after the first group of two grids, then a rerun
+        with pytest.raises(KeyboardInterrupt):
+            run_batch(jobs, solve=OPTS, executor=executor, stack=2)
+        report = run_batch(jobs, solve=OPTS, stack=2)
+        assert len(report.skipped) == 2 and len(report.solved) == 3
+    else:
+        report = run_batch(jobs, solve=OPTS, executor=executor, stack=2)
+        assert len(report.solved) == 5
+    assert report.ok, report.failed
+    _check_results(out / "a.h5", a)
+    _check_results(out / "b.h5", b)
+    assert leftovers(out) == []
+    with pytest.raises(pb.InputError, match="stack must be a positive integer"):
+        run_batch(jobs, solve=OPTS, stack=0)
 
 
 def test_init_worker_pins_one_gpu(monkeypatch):

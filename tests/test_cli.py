@@ -284,6 +284,15 @@ def test_solve_pqr_writes_maps_result_and_energy(tmp_path):
     assert res.exit_code == 0
 
 
+def test_batch_stack_option(tmp_path):
+    problems = write_input(tmp_path / "in.h5", n_grids=3, n=7)
+    res = run("batch", tmp_path / "in.h5", "--out-dir", tmp_path / "out", "--stack", 2, *FAST)
+    assert res.exit_code == 0, res.output
+    assert hdf5.list_grids(tmp_path / "out" / "in.h5") == list(problems)
+    res = run("batch", tmp_path / "in.h5", "--out-dir", tmp_path / "out", "--stack", 0, *FAST)
+    assert res.exit_code == 2 and "--stack" in res.output
+
+
 def test_batch_of_pqr_files_and_info(tmp_path):
     src = pb.data.path("born_ion.pqr")
     two = tmp_path / "pair.pqr"
