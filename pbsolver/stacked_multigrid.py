@@ -144,7 +144,7 @@ class StackedHierarchy(Hierarchy):
     stride : int
         Planes a block occupies along x.
     cycle, presmooth, postsmooth, omega
-        As for :class:`~pbsolver.multigrid.Hierarchy`.
+        As for :class:`~pbsolver.multigrid.Hierarchy`; defaults :data:`STACK_CYCLE`.
     coarse_sweeps : int
         Symmetric Gauss–Seidel sweeps on the coarsest level (one unknown a block: one is exact).
     inputs : 4 arrays (stack shape), float64, optional
@@ -165,10 +165,10 @@ class StackedHierarchy(Hierarchy):
         spacing,
         stride: int,
         *,
-        cycle: str = "F",
-        presmooth: int = 2,
-        postsmooth: int = 2,
-        omega: float = 1.0,
+        cycle: str = STACK_CYCLE["cycle"],
+        presmooth: int = STACK_CYCLE["presmooth"],
+        postsmooth: int = STACK_CYCLE["postsmooth"],
+        omega: float = STACK_CYCLE["omega"],
         coarse_sweeps: int = 1,
         inputs=None,
     ):
@@ -351,19 +351,6 @@ class StackedMultigrid:
         return 100
 
 
-def levels_repr(hierarchy: StackedHierarchy) -> str:
-    """One line per level: the stacked shape and a block's shape."""
-    lines = []
-    nx, stride = hierarchy.block_shape[0], hierarchy.levels[0].stencil.shape[0]
-    stride //= hierarchy.n_blocks
-    for i, lev in enumerate(hierarchy.levels):
-        if i > 0:
-            nx, stride = hierarchy._fixed[i - 1]
-        shape = lev.stencil.shape
-        lines.append(f"{i}: stack {shape}, block ({nx}, {shape[1]}, {shape[2]}) stride {stride}")
-    return "\n".join(lines)
-
-
 __all__ = [
     "PENALTY",
     "STACK_CYCLE",
@@ -372,6 +359,5 @@ __all__ = [
     "StackedHierarchy",
     "StackedMultigrid",
     "fixed_nodes",
-    "levels_repr",
     "stacked_plan",
 ]

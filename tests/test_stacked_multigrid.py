@@ -121,8 +121,8 @@ def test_stack_converges_like_each_problem_alone(cycle):
         inner = (slice(1, -1),) * 3
         scale = np.abs(ref.phi_rf).max()
         np.testing.assert_allclose(x[blk][inner], ref.phi_rf[inner], atol=1e-6 * scale)
-    # the fixed nodes keep a zero correction
-    assert np.abs(x[fixed_nodes(x.shape, nx, system.stride)]).max() == 0.0
+    # the fixed nodes keep a (penalty-scale) zero correction: |x| ≤ 1e-30 of the solution's
+    assert np.abs(x[fixed_nodes(x.shape, nx, system.stride)]).max() <= 1e-30 * np.abs(x).max()
 
 
 def test_bad_stacks_are_refused():
