@@ -403,6 +403,20 @@ class Hierarchy:
         coarsest_nodes: int = 512,
         coarse_sweeps: int = 8,
     ):
+        if max_levels is not None and (not isinstance(max_levels, int) or max_levels < 1):
+            raise InputError(f"max_levels must be a positive integer, got {max_levels!r}")
+        if not isinstance(coarsest_nodes, int | np.integer) or coarsest_nodes < 0:
+            raise InputError(f"coarsest_nodes must be an integer >= 0, got {coarsest_nodes!r}")
+        if coarsest_nodes > DENSE_MAX_NODES:
+            raise InputError(f"coarsest_nodes must be at most {DENSE_MAX_NODES}")
+        require_even_periodic(st, "multigrid")
+        self._set_cycle(backend, st, cycle, presmooth, postsmooth, omega, coarse_sweeps)
+        self.coarsest_nodes = int(coarsest_nodes)
+        self.levels = self._build(st, problem, max_levels)
+
+    # ------------------------------------------------------------------ set-up
+    def _set_cycle(self, backend, st, cycle, presmooth, postsmooth, omega, coarse_sweeps):
+        """Check and keep the cycle options (shared with the stacked hierarchy)."""
         if cycle not in CYCLES:
             raise InputError(f"cycle must be one of {sorted(CYCLES)}, got {cycle!r}")
         for name, value in (("presmooth", presmooth), ("postsmooth", postsmooth)):
@@ -410,26 +424,16 @@ class Hierarchy:
                 raise InputError(f"{name} must be a non-negative integer, got {value!r}")
         if not isinstance(coarse_sweeps, int | np.integer) or coarse_sweeps < 1:
             raise InputError(f"coarse_sweeps must be a positive integer, got {coarse_sweeps!r}")
-        if max_levels is not None and (not isinstance(max_levels, int) or max_levels < 1):
-            raise InputError(f"max_levels must be a positive integer, got {max_levels!r}")
         if not 0.0 < float(omega) < 2.0:
             raise InputError(f"omega must be in (0, 2), got {omega}")
-        if not isinstance(coarsest_nodes, int | np.integer) or coarsest_nodes < 0:
-            raise InputError(f"coarsest_nodes must be an integer >= 0, got {coarsest_nodes!r}")
-        if coarsest_nodes > DENSE_MAX_NODES:
-            raise InputError(f"coarsest_nodes must be at most {DENSE_MAX_NODES}")
-        require_even_periodic(st, "multigrid")
         self.backend = backend
         self.cycle_type = cycle
         self.presmooth, self.postsmooth = int(presmooth), int(postsmooth)
         self.omega = float(omega)
         self.coarse_sweeps = int(coarse_sweeps)
         self.dtype = st.dtype
-        self.coarsest_nodes = int(coarsest_nodes)
         self.coarse_inverse = None
-        self.levels = self._build(st, problem, max_levels)
 
-    # ------------------------------------------------------------------ set-up
     def _build(self, st, problem, max_levels):
         be, dtype = self.backend, st.dtype
         periodic = st.periodic

@@ -39,7 +39,6 @@ from ._arrays import array_module
 from .backends import Stencil
 from .exceptions import InputError
 from .multigrid import (
-    CYCLES,
     AxisCoarsening,
     Hierarchy,
     Level,
@@ -172,21 +171,13 @@ class StackedHierarchy(Hierarchy):
         coarse_sweeps: int = 1,
         inputs=None,
     ):
-        if cycle not in CYCLES:
-            raise InputError(f"cycle must be one of {sorted(CYCLES)}, got {cycle!r}")
         if st.periodic:
             raise InputError("a stack of blocks is a Dirichlet system")
         total = st.shape[0]
         if total % stride:
             raise InputError(f"the stack's {total} planes are not a multiple of stride {stride}")
-        self.backend = backend
-        self.cycle_type = cycle
-        self.presmooth, self.postsmooth = int(presmooth), int(postsmooth)
-        self.omega = float(omega)
-        self.coarse_sweeps = int(coarse_sweeps)
-        self.dtype = st.dtype
+        self._set_cycle(backend, st, cycle, presmooth, postsmooth, omega, coarse_sweeps)
         self.coarsest_nodes = 0
-        self.coarse_inverse = None
         self.block_shape = tuple(int(n) for n in block_shape)
         self.n_blocks = total // stride
         self.plans = stacked_plan(self.block_shape, spacing, self.n_blocks, stride)

@@ -132,5 +132,10 @@ def test_bad_stacks_are_refused():
         StackedHierarchy(be, st, (17, 15, 13), (0.7,) * 3, 19)
     with pytest.raises(pb.InputError, match="cycle"):
         StackedHierarchy(be, st, (17, 15, 13), (0.7,) * 3, 18, cycle="X")
+    with pytest.raises(pb.InputError, match="omega must be in"):
+        StackedHierarchy(be, st, (17, 15, 13), (0.7,) * 3, 18, omega=2.5)
+    with pytest.raises(pb.InputError, match="presmooth"):
+        pb.solve_batch([_problem(1), _problem(2)], mode="stacked", method="multigrid",
+                       backend="cpu", presmooth=-1)  # fmt: skip
     with pytest.raises(pb.InputError, match="stride"):
         stacked_plan((17, 15, 13), (0.7,) * 3, 1, 16)
