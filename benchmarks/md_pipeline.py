@@ -115,21 +115,7 @@ def pipeline(atoms, args):
                 results += calc.compute_batch(todo[i : i + batch], mode=mode)
         wall = time.perf_counter() - start
         cpu = time.process_time() - cpu0
-        n = len(results)
-        row = {
-            "case": label,
-            "method": opts["method"],
-            "frames": n,
-            "frames_per_s": n / wall,
-            "ms_per_frame": 1e3 * wall / n,
-            "cpu_ms_per_frame": 1e3 * cpu / n,
-            "iterations": float(np.mean([r.iterations for r in results])),
-            "maps_ms": 1e3 * float(np.mean([r.timings["maps"] for r in results])),
-            "solve_ms": 1e3 * float(np.mean([r.timings["solve"] for r in results])),
-            "evaluate_ms": 1e3 * float(np.mean([r.timings["evaluate"] for r in results])),
-            "converged": all(r.converged for r in results),
-            "energy_first": results[0].energy,
-        }
+        row = {"case": label, "method": opts["method"], **_frame_stats(results, wall, cpu)}
         rows.append(row)
         print(
             f"  {label:<34} {row['frames_per_s']:8.3f} frames/s  {row['ms_per_frame']:9.1f} ms"
@@ -184,22 +170,12 @@ def stacked(atoms, args):
                 results += calc.compute_batch(todo[i : i + batch])
         wall = time.perf_counter() - start
         cpu = time.process_time() - cpu0
-        n = len(results)
         row = {
             "case": label,
             "engine": calc.engine,
-            "frames": n,
             "regrids": int(sum(r.regridded for r in results)),
             "batch": batch or 1,
-            "frames_per_s": n / wall,
-            "ms_per_frame": 1e3 * wall / n,
-            "cpu_ms_per_frame": 1e3 * cpu / n,
-            "iterations": float(np.mean([r.iterations for r in results])),
-            "maps_ms": 1e3 * float(np.mean([r.timings["maps"] for r in results])),
-            "solve_ms": 1e3 * float(np.mean([r.timings["solve"] for r in results])),
-            "evaluate_ms": 1e3 * float(np.mean([r.timings["evaluate"] for r in results])),
-            "converged": all(r.converged for r in results),
-            "energy_first": results[0].energy,
+            **_frame_stats(results, wall, cpu),
         }
         rows.append(row)
         print(
@@ -226,6 +202,23 @@ def stacked(atoms, args):
             run(f"stacked{tag}, warm, batches of {b}", "stacked", True, batch=b, count=2 * b,
                 method=method)  # fmt: skip
     return rows
+
+
+def _frame_stats(results, wall, cpu) -> dict:
+    """Per-frame wall/CPU time, iterations, step timings and convergence of timed frames."""
+    n = len(results)
+    return {
+        "frames": n,
+        "frames_per_s": n / wall,
+        "ms_per_frame": 1e3 * wall / n,
+        "cpu_ms_per_frame": 1e3 * cpu / n,
+        "iterations": float(np.mean([r.iterations for r in results])),
+        "maps_ms": 1e3 * float(np.mean([r.timings["maps"] for r in results])),
+        "solve_ms": 1e3 * float(np.mean([r.timings["solve"] for r in results])),
+        "evaluate_ms": 1e3 * float(np.mean([r.timings["evaluate"] for r in results])),
+        "converged": all(r.converged for r in results),
+        "energy_first": results[0].energy,
+    }
 
 
 # ---------------------------------------------------------------------- part 2
