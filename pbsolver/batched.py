@@ -343,29 +343,32 @@ def _solve_stacked(solver: Solver, backend, problems, x0) -> list[SolveResult]:
     """One solver loop over the block-diagonal stack of ``problems``."""
     start = time.perf_counter()
     name = solver.method
-    system = stack_problems(problems, x0, unlifted=name == "multigrid")
-    nonzero = [bn for bn in system.bnorms if bn > 0.0]
-    if not nonzero:  # every right-hand side is zero: the boundary values are the answer
-        return [solver.solve(p) for p in problems]
     p0 = problems[0]
+    shape = p0.grid.shape
     options = {}
     if name == "multigrid":
         from .stacked_multigrid import StackedMultigrid, stack_cycle_options
 
         options = stack_cycle_options(solver.method_options, solver.omega)
-    ws = _workspace(backend, solver, name, options, system.b.shape, p0, system.stride)
+    stride = shape[0] + shape[0] % 2
+    n_blocks = len(problems)
+    stack_shape = (n_blocks * stride, *shape[1:])
+    ws = _workspace(backend, solver, name, options, stack_shape, p0, stride)
     st, checked = ws.st, ws.checked
-    for dst, src in zip(_arrays(st), _arrays(system), strict=True):
-        _fill(backend, dst, src)
-    if checked is not st:  # with refinement, convergence is decided on the float64 operator
-        for dst, src in zip(_arrays(checked), _arrays(system), strict=True):
-            _fill(backend, dst, src)
+    # the stack is assembled straight into the workspace (one kernel a problem on CUDA)
+    backend.assemble_stack(problems, x0, stride, _arrays(checked), _arrays(st),
+                           ws.mg.inputs if ws.mg is not None else None, ws.fixed, ws.x)  # fmt: skip
+    bnorms = _block_norms(checked.b, n_blocks, stride)
+    guessed = [g is not None for g in (x0 or [None] * n_blocks)]
+    nonzero = bnorms[bnorms > 0.0]
+    if nonzero.size == 0:  # every right-hand side is zero: the boundary values are the answer
+        return [solver.solve(p) for p in problems]
     # the stack stops when its residual meets the strictest of the per-problem thresholds
-    threshold = min(max(solver.rtol * bn, solver.atol) for bn in nonzero)
+    threshold = float(np.min(np.maximum(solver.rtol * nonzero, solver.atol)))
     stack_solver = _replace_solver(solver, name)
     stack_solver.rtol, stack_solver.atol = 0.0, threshold
     if name == "multigrid":
-        ws.mg.update(system.faces, system.kappa2)
+        ws.mg.rebuild()
         method = StackedMultigrid(ws.mg)
     else:
         options = dict(solver.method_options)
@@ -377,29 +380,26 @@ def _solve_stacked(solver: Solver, backend, problems, x0) -> list[SolveResult]:
     check_every = solver.check_every or method.check_every
     loop = _Loop(stack_solver, backend, st, checked, method, maxiter, check_every, ws.work)
     x, r = ws.x, ws.r
-    _fill(backend, x, system.x)
-    n_blocks = len(problems)
-    bn = np.asarray(system.bnorms)
-    safe = np.where(bn > 0, bn, 1.0)
+    safe = np.where(bnorms > 0, bnorms, 1.0)
     initial = np.ones(n_blocks)
-    if any(system.guessed):  # each guessed block's own initial residual, on the device
+    if any(guessed):  # each guessed block's own initial residual, on the device
         backend.residual(checked, x, r)
-        initial = np.where(system.guessed, _block_norms(r, n_blocks, system.stride) / safe, 1.0)
+        initial = np.where(guessed, _block_norms(r, n_blocks, stride) / safe, 1.0)
     loop.run(x, backend.residual_norm(checked, ws.zero))
     solution = loop.solution
     # every problem's own final residual, in float64, reduced block by block on the device
     backend.residual(checked, solution, r)
-    final = _block_norms(r, n_blocks, system.stride)
-    # may be the workspace's own buffer: every result below is a new array (_assemble)
-    x_caller = backend.to_caller(solution, p0.phi_coulomb)
+    final = _block_norms(r, n_blocks, stride)
+    # one new (B, nx, ny, nz) array: block k's solution inside its boundary values
+    phis = backend.to_caller(backend.unstack(solution, ws.fixed, shape, stride, n_blocks),
+                             p0.phi_coulomb)  # fmt: skip
     seconds = time.perf_counter() - start
-    nx = p0.grid.shape[0]
     results = []
     for k, p in enumerate(problems):
-        blk = system.block(k, nx)
-        rk, bnk = float(final[k]), system.bnorms[k]
-        xp = array_module(p.phi_coulomb)
-        phi = _assemble(x_caller[blk], system.fixed[k], xp)
+        rk, bnk = float(final[k]), float(bnorms[k])
+        phi = phis[k]
+        if array_module(p.phi_coulomb) is not array_module(phi):  # a stack of mixed libraries
+            phi = array_module(p.phi_coulomb).asarray(to_numpy(phi))
         if bnk == 0.0:
             history, converged, reason = [0.0], True, "zero rhs"
         else:
@@ -433,7 +433,7 @@ def _block_norms(a, n_blocks: int, stride: int) -> np.ndarray:
     xp = array_module(a)
     if xp is np and not isinstance(a, np.ndarray):  # a device array without CuPy
         a = to_numpy(a)
-    blocks = a.reshape(n_blocks, stride, *a.shape[1:])
+    blocks = a.reshape(n_blocks, stride, *a.shape[1:]).astype(np.float64, copy=False)
     sq = xp.sum(blocks * blocks, axis=(1, 2, 3))
     return np.sqrt(np.asarray(to_numpy(sq), dtype=np.float64))
 
@@ -471,6 +471,7 @@ def _workspace(backend, solver: Solver, name, options, shape, p0, stride):
             x=backend.zeros(shape, checked.dtype),
             r=backend.zeros(shape, np.float64),
             zero=backend.zeros(shape, checked.dtype),
+            fixed=backend.zeros(shape, np.float64),
             work=(backend.zeros(shape, dtype), backend.zeros(shape, dtype)) if refine else None,
             mg=None,
         )
@@ -488,28 +489,6 @@ def _workspace(backend, solver: Solver, name, options, shape, p0, stride):
 def _arrays(stack) -> tuple:
     """(cx, cy, cz, diag, b) of a Stencil or a StackedSystem."""
     return (stack.cx, stack.cy, stack.cz, stack.diag, stack.b)
-
-
-def _fill(backend, dst, src) -> None:
-    """Copy ``src`` (NumPy or CuPy, any float dtype) into the backend array ``dst``."""
-    if isinstance(dst, np.ndarray):
-        dst[...] = to_numpy(src)
-        return
-    dev = getattr(backend, "dev", None)
-    if getattr(dev, "name", None) == "cupy":
-        dst[...] = dev.cp.asarray(src)  # cast on assignment, on the caller's stream
-    else:  # numba device arrays
-        dst.copy_to_device(np.ascontiguousarray(to_numpy(src), dtype=dst.dtype))
-
-
-def _assemble(interior, fixed, xp):
-    """φ: the solved interior of a block inside its problem's boundary values."""
-    interior = xp.asarray(interior)
-    phi = fixed.astype(interior.dtype) if fixed.dtype != interior.dtype else fixed.copy()
-    phi = xp.asarray(phi)
-    inner = (slice(1, -1),) * 3
-    phi[inner] = interior[inner]
-    return phi
 
 
 # ---------------------------------------------------------------------- streams

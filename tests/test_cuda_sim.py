@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -363,6 +364,73 @@ def check_stacked_coarse_operator_kernels():
         assert fixed.any() and (~fixed).any()
         assert np.all(got[fixed] == want[fixed]), f"level {i + 1}: penalty nodes"
         close(got[~fixed], want[~fixed], 1e-6, f"level {i + 1} diag")
+
+
+def _stack_case(c):
+    """Four problems of one odd shape (a padding plane), every input kind mixed in one stack."""
+    from conftest import random_problem
+
+    shape, h = (5, 6, 7), 0.55
+    problems = [
+        random_problem(c.rng, shape, h, salt=True, boundary_values=True, face_rule="harmonic"),
+        random_problem(c.rng, shape, h, faces=True, boundary_values=True),
+        random_problem(c.rng, shape, h, face_rule="arithmetic", eps_c=2.0),
+        random_problem(c.rng, shape, h, salt=True, faces=True, eps_c=4.0),
+    ]
+    x0 = [c.rng.normal(0.0, 30.0, shape), None, None, c.rng.normal(0.0, 30.0, shape)]
+    return problems, x0, shape, shape[0] + 1
+
+
+def _assembled(be, problems, x0, stride, sweep_dtype):
+    """(checked, sweep, unlifted, fixed, x) arrays of ``be.assemble_stack``."""
+    shape = (len(problems) * stride, *problems[0].grid.shape[1:])
+    checked = [be.zeros(shape, np.float64) for _ in range(5)]
+    sweep = [be.zeros(shape, sweep_dtype) for _ in range(5)]
+    unlifted = [be.zeros(shape, np.float64) for _ in range(4)]
+    fixed, x = be.zeros(shape, np.float64), be.zeros(shape, np.float64)
+    for a in (*checked, *sweep, *unlifted, fixed, x):  # stale values the kernel must overwrite
+        be.fill(a, 7.0)
+    be.assemble_stack(problems, x0, stride, checked, sweep, unlifted, fixed, x)
+    return checked, sweep, unlifted, fixed, x
+
+
+def check_stack_assembly_kernel():
+    """The device stack (one kernel a problem) equals the array reference, padding included."""
+    c = ctx()
+    problems, x0, shape, stride = _stack_case(c)
+    want = _assembled(c.cpu, problems, x0, stride, np.float32)
+    got = _assembled(c.gpu, problems, x0, stride, np.float32)
+    names = ("checked", "sweep", "unlifted", "fixed", "x")
+    for name, w, g in zip(names, want, got, strict=True):
+        for i, (wa, ga) in enumerate(zip(*((w, g) if name not in ("fixed", "x") else ([w], [g])),
+                                         strict=True)):  # fmt: skip
+            rtol = 1e-6 if name == "sweep" else 1e-13
+            close(c.host(ga), wa, rtol, f"{name}[{i}]")
+    # the reference's lifted b is not trivially zero, and the fixed layer holds values
+    assert np.abs(want[0][4]).max() > 0 and np.abs(want[3]).max() > 0
+    # unstack: each block's interior inside its boundary values
+    sol = c.rng.normal(0.0, 1.0, want[4].shape)
+    ref = c.cpu.unstack(sol, want[3], shape, stride, len(problems))
+    out = c.gpu.unstack(c.dev(sol), got[3], shape, stride, len(problems))
+    assert tuple(out.shape) == (len(problems), *shape)
+    close(c.host(out), ref, 1e-15, "unstack")
+    assert np.array_equal(ref[1][0], problems[1].boundary_values[0])
+    assert np.array_equal(ref[0][1:-1, 1:-1, 1:-1], sol[1:4, 1:-1, 1:-1])
+
+
+def check_stack_assembly_rejects_bad_guesses():
+    """A guess with a NaN or of the wrong shape is named, on the device path too."""
+    from pbsolver.exceptions import InputError
+
+    c = ctx()
+    problems, x0, shape, stride = _stack_case(c)
+    bad = list(x0)
+    bad[3] = x0[3].copy()
+    bad[3][2, 3, 4] = np.nan
+    wrong_shape = [None, np.zeros((5, 6, 6)), None, None]
+    for guesses, message in ((bad, "x0[3] must be finite"), (wrong_shape, "x0[1] has shape")):
+        with pytest.raises(InputError, match=re.escape(message)):
+            _assembled(c.gpu, problems, guesses, stride, np.float32)
 
 
 CHECKS = sorted(name for name in dir() if name.startswith("check_"))

@@ -243,6 +243,15 @@ def test_cuda_frame_kernels_equal_the_cpu_ones_under_the_simulator():
     q32, f32 = q.astype(np.float32), np.float32
     phic = both("coulomb", nf * nx * ny * nz, 0, np.zeros(big), rel, q32, 694.0, nx, ny, nz,
                 stride, h, rtol=3e-6)  # fmt: skip
+    # an atom on a node gives ±inf there; an uncharged atom on a node adds nothing (not NaN)
+    on, q_on = rel.copy(), q32.copy()
+    on[0, 0] = np.float32(2 * h[0]), np.float32(3 * h[1]), np.float32(1 * h[2])
+    on[1, 1] = np.float32(4 * h[0]), np.float32(2 * h[1]), np.float32(3 * h[2])
+    q_on[0], q_on[1] = 0.75, 0.0
+    phic_on = both("coulomb", nf * nx * ny * nz, 0, np.zeros(big), on, q_on, 694.0, nx, ny, nz,
+                   stride, h, rtol=3e-6)  # fmt: skip
+    assert phic_on[2, 3, 1] == np.inf and np.isfinite(phic_on[stride + 4, 2, 3])
+    assert np.isfinite(np.delete(phic_on.ravel(), (2 * ny + 3) * nz + 1)).all()
     nodes = _outer_layer(shape)
     g = both("boundary", nf * len(nodes), 0, np.zeros(big), rel, q32, rad.astype(np.float32),
              nodes, f32(0.1), f32(78.5), f32(2.0), 1389.0, stride, h, rtol=1e-6)  # fmt: skip

@@ -116,6 +116,72 @@ class Backend:
         """Face coefficients, diagonal and right-hand side of ``problem`` in ``dtype``."""
         raise NotImplementedError
 
+    # --- stacks of problems (pbsolver.batched) ----------------------------------------
+    def assemble_stack(self, problems, x0, stride, out, out32, unlifted, fixed, x) -> None:
+        """Write the block-diagonal stack of Dirichlet problems into backend arrays.
+
+        Block ``k`` (problem ``k``) occupies planes ``k·stride … k·stride + nx − 1`` along x of
+        every stack array; see :class:`pbsolver.batched.StackedSystem` for what is stored.
+
+        Parameters
+        ----------
+        problems : sequence of Problem
+            Dirichlet problems of one shape and spacing (checked by the caller).
+        x0 : sequence of arrays or None
+            One initial guess (or None) per problem.
+        stride : int
+            Planes per block (``nx`` rounded up to even).
+        out, out32 : 5 arrays each
+            (cx, cy, cz, diag, b) of the checked and of the sweep stencil (the same arrays
+            when they are one stencil).
+        unlifted : 4 arrays or None
+            The blocks' unlifted faces (x, y, z) and κ̄² (a stacked multigrid's inputs).
+        fixed : array
+            Receives each block's boundary values on its outer layer, zero elsewhere.
+        x : array
+            Receives each block's initial guess inside, zero elsewhere.
+
+        Raises
+        ------
+        InputError
+            An x0 of the wrong shape or not finite.
+
+        Notes
+        -----
+        This default assembles on the host with the reference
+        :func:`pbsolver.batched.stack_problems` and copies into NumPy arrays.
+        """
+        import numpy as np
+
+        from ..batched import stack_problems
+
+        system = stack_problems(problems, x0, unlifted=unlifted is not None)
+        sources = (system.cx, system.cy, system.cz, system.diag, system.b)
+        for dst, src in zip((*out, *out32), sources * 2, strict=True):
+            dst[...] = src
+        if unlifted is not None:
+            for dst, src in zip(unlifted, (*system.faces, system.kappa2), strict=True):
+                dst[...] = src
+        x[...] = system.x
+        fixed[...] = 0.0
+        nx = problems[0].grid.shape[0]
+        for k, g in enumerate(system.fixed):
+            fixed[system.block(k, nx)] = np.asarray(g)
+
+    def unstack(self, x, fixed, shape, stride, n_blocks):
+        """Every block's solution inside its boundary values: a new ``(B, nx, ny, nz)`` array.
+
+        This default works on NumPy arrays (the CPU backend).
+        """
+        from ..operator import interior_mask
+
+        nx = shape[0]
+        blocks = (n_blocks, stride, *shape[1:])
+        out = x.reshape(blocks)[:, :nx].copy()
+        outer = ~interior_mask(tuple(shape), False)
+        out[:, outer] = fixed.reshape(blocks)[:, :nx][:, outer]
+        return out
+
     # --- kernels -----------------------------------------------------------------------
     def sor_sweeps(self, st: Stencil, x, omega: float, count: int) -> None:
         """``count`` red–black SOR sweeps in place (red then black), race-free."""

@@ -21,6 +21,7 @@ overflow flag and the engine raises (no silent fallback).
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from types import SimpleNamespace
@@ -40,6 +41,8 @@ THREADS = 128
 #: Nodes of the CUDA φ_c kernel a thread (THREADS apart): one shared-memory atom read serves
 #: this many pairs.
 COULOMB_NODES = 4
+#: CPU fast-math flags of the direct sums: reassociation and FMAs, IEEE infinities kept.
+KEEP_INFINITIES = {"reassoc", "contract", "nsz", "arcp", "afn"}
 #: Threads a block of the per-line kernels: few lines per block, so that small batches still
 #: spread over all the multiprocessors (4,225 lines of a 65³ frame fill 33 blocks of 128).
 LINE_THREADS = 32
@@ -342,7 +345,9 @@ def cpu_kernels():
     import numba
     from numba import prange
 
-    B = _bodies(numba.njit(nogil=True), numba.njit(nogil=True, fastmath=True))
+    # fast-math without "ninf"/"nnan": an atom on a node must give ±inf (with them, LLVM
+    # dropped that infinity and left a finite value)
+    B = _bodies(numba.njit(nogil=True), numba.njit(nogil=True, fastmath=KEEP_INFINITIES))
     edge_line, ion_column, coulomb_node = B.edge_line, B.ion_column, B.coulomb_node
     debye_huckel_point, assemble_node, sample_point = (
         B.debye_huckel_point,
@@ -481,7 +486,9 @@ def cuda_kernels():
     if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":  # the simulator has no libdevice
 
         @cuda.jit(device=True)
-        def rsqrt(x):
+        def rsqrt(x):  # rsqrt(0) = inf, rsqrt(inf) = 0, as the hardware's
+            if x == 0.0:
+                return np.float32(math.inf)
             return np.float32(1.0) / math.sqrt(x)
 
     else:
@@ -490,80 +497,69 @@ def cuda_kernels():
         rsqrt = libdevice.rsqrtf  # one rsqrt.approx: sqrt + divide were two slow-pipe ops
 
     @cuda.jit(device=True)
-    def coulomb_pair(x, y, z, px, py, pz, qa, zero):
-        """(q/r, 0) for a node off the atom, (0, ±inf or 0) on it."""
-        dx, dy, dz = x - px, y - py, z - pz
-        r2 = dx * dx + dy * dy + dz * dz
-        if r2 == zero:
-            if qa != zero:
-                return zero, (math.inf if qa > 0 else -math.inf)
-            return zero, zero
-        return qa * rsqrt(r2), zero
-
-    @cuda.jit(device=True)
     def node_xyz(c, nn, ny, nz, h):
         a = c if c < nn else 0
         i, j, k = a // (ny * nz), (a // nz) % ny, a % nz
         return i, j, k, np.float32(i * h[0]), np.float32(j * h[1]), np.float32(k * h[2])
 
-    @cuda.jit(fastmath=True)
-    def coulomb(out, rel, q, scale, nx, ny, nz, stride, h):
+    @functools.cache
+    def coulomb_kernel(nodes: int):
+        """The tiled φ_c kernel with ``nodes`` nodes a thread (compiled once per count)."""
+
         # Tiled: grid (node blocks, frames); each block stages THREADS atoms of its frame in
         # shared memory, so the inner loop is a few float32 operations and one rsqrt instead
         # of 3-D global indexing (measured 10x slower on the H200 in the untiled form). Each
-        # thread does COULOMB_NODES (4) nodes, THREADS apart, so that one shared-memory read
-        # serves four pairs.
-        f = cuda.blockIdx.y
-        tid = cuda.threadIdx.x
-        c0 = cuda.blockIdx.x * COULOMB_NODES * THREADS + tid
-        c1, c2, c3 = c0 + THREADS, c0 + 2 * THREADS, c0 + 3 * THREADS
-        nn = nx * ny * nz
-        i0, j0, k0, x0, y0, z0 = node_xyz(c0, nn, ny, nz, h)
-        i1, j1, k1, x1, y1, z1 = node_xyz(c1, nn, ny, nz, h)
-        i2, j2, k2, x2, y2, z2 = node_xyz(c2, nn, ny, nz, h)
-        i3, j3, k3, x3, y3, z3 = node_xyz(c3, nn, ny, nz, h)
-        tile = cuda.shared.array((THREADS, 4), dtype=np.float32)
-        na = q.shape[0]
-        acc0, acc1, acc2, acc3 = 0.0, 0.0, 0.0, 0.0
-        inf0, inf1, inf2, inf3 = 0.0, 0.0, 0.0, 0.0
-        zero = np.float32(0.0)
-        for base in range(0, na, THREADS):
-            a = base + tid
-            if a < na:
-                tile[tid, 0] = rel[f, a, 0]
-                tile[tid, 1] = rel[f, a, 1]
-                tile[tid, 2] = rel[f, a, 2]
-                tile[tid, 3] = q[a]
-            cuda.syncthreads()
-            part0, part1, part2, part3 = zero, zero, zero, zero
-            for t in range(min(THREADS, na - base)):
-                px, py, pz, qa = tile[t, 0], tile[t, 1], tile[t, 2], tile[t, 3]
-                v, w = coulomb_pair(x0, y0, z0, px, py, pz, qa, zero)
-                part0 += v
-                inf0 += w
-                v, w = coulomb_pair(x1, y1, z1, px, py, pz, qa, zero)
-                part1 += v
-                inf1 += w
-                v, w = coulomb_pair(x2, y2, z2, px, py, pz, qa, zero)
-                part2 += v
-                inf2 += w
-                v, w = coulomb_pair(x3, y3, z3, px, py, pz, qa, zero)
-                part3 += v
-                inf3 += w
-            acc0 += part0
-            acc1 += part1
-            acc2 += part2
-            acc3 += part3
-            cuda.syncthreads()
-        # partial sums in float32 per tile, float64 across tiles; ±inf where a node is an atom
-        if c0 < nn:
-            out[f * stride + i0, j0, k0] = scale * (acc0 + inf0)
-        if c1 < nn:
-            out[f * stride + i1, j1, k1] = scale * (acc1 + inf1)
-        if c2 < nn:
-            out[f * stride + i2, j2, k2] = scale * (acc2 + inf2)
-        if c3 < nn:
-            out[f * stride + i3, j3, k3] = scale * (acc3 + inf3)
+        # thread does `nodes` nodes, THREADS apart, so that one shared-memory read serves that
+        # many pairs. The pair term has no branch: an atom on a node gives q·rsqrt(0) = ±inf
+        # (the exact answer there) and an uncharged atom is staged at x = +inf, so its
+        # distance is infinite and its term q·rsqrt(inf) = 0 (not 0·inf = NaN). No fast-math
+        # (numba-cuda's would let the compiler assume there are no infinities); NVVM still
+        # contracts the squares into FMAs, and rsqrtf is the one-instruction approximation.
+        @cuda.jit
+        def coulomb(out, rel, q, scale, nx, ny, nz, stride, h):
+            f = cuda.blockIdx.y
+            tid = cuda.threadIdx.x
+            c0 = cuda.blockIdx.x * nodes * THREADS + tid
+            nn = nx * ny * nz
+            xs = cuda.local.array(nodes, dtype=np.float32)
+            ys = cuda.local.array(nodes, dtype=np.float32)
+            zs = cuda.local.array(nodes, dtype=np.float32)
+            acc = cuda.local.array(nodes, dtype=np.float64)
+            part = cuda.local.array(nodes, dtype=np.float32)
+            for n in range(nodes):
+                _, _, _, xs[n], ys[n], zs[n] = node_xyz(c0 + n * THREADS, nn, ny, nz, h)
+                acc[n] = 0.0
+            tile = cuda.shared.array((THREADS, 4), dtype=np.float32)
+            na = q.shape[0]
+            for base in range(0, na, THREADS):
+                a = base + tid
+                if a < na:
+                    qa = q[a]
+                    tile[tid, 0] = rel[f, a, 0] if qa != np.float32(0.0) else np.float32(math.inf)
+                    tile[tid, 1] = rel[f, a, 1]
+                    tile[tid, 2] = rel[f, a, 2]
+                    tile[tid, 3] = qa
+                cuda.syncthreads()
+                for n in range(nodes):
+                    part[n] = np.float32(0.0)
+                for t in range(min(THREADS, na - base)):
+                    px, py, pz, qa = tile[t, 0], tile[t, 1], tile[t, 2], tile[t, 3]
+                    for n in range(nodes):
+                        dx, dy, dz = xs[n] - px, ys[n] - py, zs[n] - pz
+                        part[n] += qa * rsqrt(dx * dx + dy * dy + dz * dz)
+                # partial sums in float32 per tile, float64 across tiles
+                for n in range(nodes):
+                    acc[n] += part[n]
+                cuda.syncthreads()
+            for n in range(nodes):
+                c = c0 + n * THREADS
+                if c < nn:
+                    i, j, k, _, _, _ = node_xyz(c, nn, ny, nz, h)
+                    out[f * stride + i, j, k] = scale * acc[n]
+
+        return coulomb
+
+    coulomb = coulomb_kernel(COULOMB_NODES)
 
     @cuda.jit(fastmath=True)
     def boundary(out, rel, q, radii, nodes, kappa, eps_out, eps_c, scale, stride, h):
@@ -622,7 +618,13 @@ def cuda_kernels():
                        pos[f, a, 2], out[f, a])  # fmt: skip
 
     _CUDA = SimpleNamespace(
-        edges=edges, ion=ion, coulomb=coulomb, boundary=boundary, assemble=assemble, sample=sample
+        edges=edges,
+        ion=ion,
+        coulomb=coulomb,
+        boundary=boundary,
+        assemble=assemble,
+        sample=sample,
+        coulomb_kernel=coulomb_kernel,
     )
     return _CUDA
 

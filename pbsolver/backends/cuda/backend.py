@@ -308,6 +308,90 @@ class CUDABackend(Backend):
                 shift=shift,
             )
 
+    # --- stacks of problems --------------------------------------------------------------
+    def assemble_stack(self, problems, x0, stride, out, out32, unlifted, fixed, x):
+        """One :func:`~.stack_kernels.stack_block` launch a problem (see the interface)."""
+        from . import stack_kernels as SK
+
+        f64 = np.float64
+        p0 = problems[0]
+        shape = tuple(p0.grid.shape)
+        nx, ny, nz = shape
+        h2 = tuple(float(h * h) for h in p0.grid.spacing)
+        v = self._v
+        dummy = v(self._dummy(f64))
+        threads = self.config.flat_threads
+        blocks = grid_for(stride * ny * nz, threads)
+        out_v, out32_v = tuple(map(v, out)), tuple(map(v, out32))
+        unl_v = tuple(map(v, unlifted)) if unlifted is not None else (dummy,) * 4
+        if unlifted is not None and len(unlifted) != 4:
+            raise InputError("unlifted must be four arrays (faces x, y, z and kappa2)")
+        x0 = [None] * len(problems) if x0 is None else list(x0)
+        with self.dev.io():
+            for k, (p, guess) in enumerate(zip(problems, x0, strict=True)):
+                if guess is not None and tuple(guess.shape) != shape:
+                    raise InputError(
+                        f"x0[{k}] has shape {tuple(guess.shape)}, the grid needs {shape}"
+                    )
+                from_nodes = p.epsilon is not None
+                if from_nodes:
+                    eps, faces = v(self._input(p.epsilon)), (dummy,) * 3
+                else:
+                    eps, faces = dummy, tuple(v(self._input(f)) for f in p.epsilon_faces)
+                k2 = v(self._input(p.kappa2)) if p.kappa2 is not None else dummy
+                g = v(self._input(p.boundary_values)) if p.boundary_values is not None else dummy
+                x0k = v(self._input(guess)) if guess is not None else dummy
+                self.dev.launch(
+                    SK.stack_block, blocks, threads, eps, *faces, from_nodes,
+                    p.face_rule == "harmonic", v(self._input(p.phi_coulomb)), k2,
+                    p.kappa2 is not None, g, p.boundary_values is not None, x0k,
+                    guess is not None, float(p.eps_cavity), h2, shape, stride,
+                    k * stride * ny * nz, out_v, out32_v, unl_v, v(fixed), v(x),
+                )  # fmt: skip
+        if any(guess is not None for guess in x0):
+            self._require_finite_guesses(x, x0, stride)
+
+    def _input(self, a):
+        """A float64 C-contiguous device array of ``a``: ``a`` itself when it already is one."""
+        dev = self.dev
+        if (
+            dev.name == "cupy"
+            and isinstance(a, dev.cp.ndarray)
+            and a.dtype == np.float64
+            and a.flags.c_contiguous
+        ):
+            return a
+        return self.dev.asarray(a, np.float64)
+
+    def _require_finite_guesses(self, x, x0, stride):
+        """Raise InputError naming the first guessed block whose values are not all finite."""
+        host = None
+        if self.dev.name == "cupy":
+            with self.dev.io():
+                if bool(self.dev.cp.isfinite(x).all()):
+                    return
+                host = self.dev.to_numpy(x)
+        else:
+            host = x.copy_to_host()
+        blocks = host.reshape(len(x0), stride, *host.shape[1:])
+        for k, guess in enumerate(x0):
+            if guess is not None and not np.isfinite(blocks[k]).all():
+                raise InputError(f"x0[{k}] must be finite")
+
+    def unstack(self, x, fixed, shape, stride, n_blocks):
+        """One :func:`~.stack_kernels.unstack` launch (see the interface)."""
+        from . import stack_kernels as SK
+
+        shape = tuple(int(n) for n in shape)
+        with self.dev.io():
+            out = self.dev.empty((n_blocks, *shape), x.dtype)
+            threads = self.config.flat_threads
+            self.dev.launch(
+                SK.unstack, grid_for(out.size, threads), threads, self._v(x), self._v(fixed),
+                shape, stride, self._v(out),
+            )  # fmt: skip
+        return out
+
     # --- sweeps --------------------------------------------------------------------------
     def sor_sweeps(self, st, x, omega, count):
         if count <= 0:
