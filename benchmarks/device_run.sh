@@ -26,13 +26,13 @@ if [ "${1:-single}" = "frames" ]; then
     --method multigrid --json "$R/frames_profile_mg.json"
 elif [ "${1:-single}" = "s4" ]; then  # fourth session: device stacks, branch-free φ_c
   step gpu_tests 200 python3 -m pytest -m gpu -q -p no:cacheprovider -W ignore::Warning -rs
-  step coulomb 60 python3 benchmarks/coulomb_kernel.py --frames 1 64 --json "$R/coulomb.json"
+  step coulomb 60 python3 benchmarks/coulomb_kernel.py --frames 1 8 64 --json "$R/coulomb.json"
   step md_stacked 150 python3 benchmarks/md_pipeline.py --backend cuda --skip-pipeline \
     --skip-throughput --frames 32 --stacked-batches 32 64 --maps-backend cuda \
     --stacked-methods sor multigrid --json "$R/md_stacked.json"
   step md_batch 150 python3 benchmarks/md_pipeline.py --backend cuda --skip-pipeline \
     --skip-stacked --solve-batches 16 32 64 --repeats 3 --json "$R/md_batch.json"
-  step solve_batch_profile 40 python3 benchmarks/solve_batch_profile.py --n 97 --batch 32
+  step solve_batch_profile 40 python3 benchmarks/solve_batch_profile.py --n 97 --batch 32 --top 15
 elif [ "${1:-single}" = "multi" ]; then
   step frames_profile 100 python3 benchmarks/frames_profile.py --batches 1 32 \
     --json "$R/frames_profile.json"

@@ -31,7 +31,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from .backends.frame_kernels import CAP, COULOMB_NODES, LINE_THREADS
+from .backends.frame_kernels import CAP, LINE_THREADS, coulomb_nodes
 from .exceptions import InputError
 from .grid import Grid
 
@@ -187,10 +187,6 @@ class StackedFrames:
         params += [self.eps_out * self.kappa**2, 1.0 / self.subsamples**2, float(self.kappa > 0)]
         self._params = self._to_device(np.asarray(params, dtype=np.float64))
         self.stride = self.grid.shape[0] + self.grid.shape[0] % 2
-        # work items of the φ_c kernel a frame: one node on the CPU, COULOMB_NODES on CUDA
-        nodes = int(np.prod(self.grid.shape))
-        per = COULOMB_NODES if self.cuda else 1
-        self._coulomb_items = (nodes + per - 1) // per
         self._buffers = {}  # frames in a call → persistent buffers
         self._views = {}
 
@@ -317,8 +313,12 @@ class StackedFrames:
                 K.ion, nf * nx * ny, buf.cov, buf.pos, self._rad_ion, nx, ny, nz, self.stride,
                 buf.origin, self._h, self.subsamples, *flag, threads=LINE_THREADS)))  # fmt: skip
         steps.append(("relative positions", relative))
+        # work items of the φ_c kernel: a node on the CPU, coulomb_nodes(nf) nodes on CUDA
+        per = coulomb_nodes(nf) if self.cuda else 1
+        coulomb = K.coulomb_kernel(per) if self.cuda else K.coulomb
+        items = nf * ((nx * ny * nz + per - 1) // per)
         steps.append(("coulomb", lambda: self._launch(
-            K.coulomb, nf * self._coulomb_items, buf.phic, buf.rel, self._q32,
+            coulomb, items, buf.phic, buf.rel, self._q32,
             COULOMB_KJ / self.eps_in, nx, ny, nz, self.stride, self._h, per_frame=nf)))  # fmt: skip
         if self.boundary_kind == "mdh":
             steps.append(("boundary", lambda: self._launch(

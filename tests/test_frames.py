@@ -207,6 +207,7 @@ def test_cuda_frame_kernels_equal_the_cpu_ones_under_the_simulator():
         return
     from pbsolver.backends.frame_kernels import (
         COULOMB_NODES,
+        COULOMB_NODES_WIDE,
         THREADS,
         blocks,
         cpu_kernels,
@@ -219,14 +220,15 @@ def test_cuda_frame_kernels_equal_the_cpu_ones_under_the_simulator():
     nx, ny, nz = shape
     big = (nf * stride, ny, nz)
 
-    def both(name, items, out_index, *args, rtol=1e-12):
+    def both(name, items, out_index, *args, rtol=1e-12, nodes=COULOMB_NODES):
         a = [x.copy() if isinstance(x, np.ndarray) else x for x in args]
         b = [x.copy() if isinstance(x, np.ndarray) else x for x in args]
         getattr(C, name)(*a)
-        per_block = {"coulomb": COULOMB_NODES * THREADS, "boundary": THREADS}.get(name)
+        per_block = {"coulomb": nodes * THREADS, "boundary": THREADS}.get(name)
         grid = (blocks(items // nf, per_block), nf) if per_block else blocks(items)
-        getattr(G, name)[grid, THREADS](*b, *([np.zeros(1, np.int64)] if name in
-                                              ("edges", "ion") else []))  # fmt: skip
+        kernel = G.coulomb_kernel(nodes) if name == "coulomb" else getattr(G, name)
+        kernel[grid, THREADS](*b, *([np.zeros(1, np.int64)] if name in
+                                    ("edges", "ion") else []))  # fmt: skip
         np.testing.assert_allclose(b[out_index], a[out_index], rtol=rtol, atol=rtol)
         assert np.any(a[out_index] != 0)
         return a[out_index]
@@ -251,6 +253,9 @@ def test_cuda_frame_kernels_equal_the_cpu_ones_under_the_simulator():
     phic_on = both("coulomb", nf * nx * ny * nz, 0, np.zeros(big), on, q_on, 694.0, nx, ny, nz,
                    stride, h, rtol=3e-6)  # fmt: skip
     assert phic_on[2, 3, 1] == np.inf and np.isfinite(phic_on[stride + 4, 2, 3])
+    wide = both("coulomb", nf * nx * ny * nz, 0, np.zeros(big), on, q_on, 694.0, nx, ny, nz,
+                stride, h, rtol=3e-6, nodes=COULOMB_NODES_WIDE)  # fmt: skip
+    np.testing.assert_array_equal(wide, phic_on)
     assert np.isfinite(np.delete(phic_on.ravel(), (2 * ny + 3) * nz + 1)).all()
     nodes = _outer_layer(shape)
     g = both("boundary", nf * len(nodes), 0, np.zeros(big), rel, q32, rad.astype(np.float32),

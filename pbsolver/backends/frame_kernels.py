@@ -41,6 +41,18 @@ THREADS = 128
 #: Nodes of the CUDA φ_c kernel a thread (THREADS apart): one shared-memory atom read serves
 #: this many pairs.
 COULOMB_NODES = 4
+#: ... and from this many frames a call, COULOMB_NODES_WIDE: fewer, longer threads. On the H200
+#: (``benchmarks/coulomb_kernel.py``, 1,252 atoms, 65³) 4 nodes were fastest for one frame
+#: (0.236 ms against 0.255 with 8) and 8 for 64 frames (0.148 ms a frame against 0.176).
+COULOMB_WIDE_FROM = 8
+COULOMB_NODES_WIDE = 8
+
+
+def coulomb_nodes(frames: int) -> int:
+    """Nodes a thread of the CUDA φ_c kernel for a call of ``frames`` frames."""
+    return COULOMB_NODES_WIDE if frames >= COULOMB_WIDE_FROM else COULOMB_NODES
+
+
 #: CPU fast-math flags of the direct sums: reassociation and FMAs, IEEE infinities kept.
 KEEP_INFINITIES = {"reassoc", "contract", "nsz", "arcp", "afn"}
 #: Threads a block of the per-line kernels: few lines per block, so that small batches still
@@ -637,6 +649,9 @@ def blocks(n: int, threads: int = THREADS) -> int:
 __all__ = [
     "CAP",
     "COULOMB_NODES",
+    "COULOMB_NODES_WIDE",
+    "COULOMB_WIDE_FROM",
+    "coulomb_nodes",
     "LINE_THREADS",
     "THREADS",
     "blocks",

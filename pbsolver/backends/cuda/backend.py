@@ -117,6 +117,7 @@ class CUDABackend(Backend):
         self.config = config or KernelConfig()
         self._dummies = {}
         self._work = {}
+        self._stage = {}  # assemble_stack's input staging buffers, by slot
         self._partials = {}
         self._loops = {}
         self._collect = None  # buffers a runner or WHILE loop being built must keep alive
@@ -310,58 +311,67 @@ class CUDABackend(Backend):
 
     # --- stacks of problems --------------------------------------------------------------
     def assemble_stack(self, problems, x0, stride, out, out32, unlifted, fixed, x):
-        """One :func:`~.stack_kernels.stack_block` launch a problem (see the interface)."""
+        """Stage the problems' grids, then one :func:`~.stack_kernels.stack_blocks` launch."""
         from . import stack_kernels as SK
 
         f64 = np.float64
         p0 = problems[0]
         shape = tuple(p0.grid.shape)
         nx, ny, nz = shape
-        h2 = tuple(float(h * h) for h in p0.grid.spacing)
-        v = self._v
-        dummy = v(self._dummy(f64))
-        threads = self.config.flat_threads
-        blocks = grid_for(stride * ny * nz, threads)
-        out_v, out32_v = tuple(map(v, out)), tuple(map(v, out32))
-        unl_v = tuple(map(v, unlifted)) if unlifted is not None else (dummy,) * 4
+        n, count = nx * ny * nz, len(problems)
         if unlifted is not None and len(unlifted) != 4:
             raise InputError("unlifted must be four arrays (faces x, y, z and kappa2)")
-        x0 = [None] * len(problems) if x0 is None else list(x0)
+        x0 = [None] * count if x0 is None else list(x0)
+        for k, guess in enumerate(x0):
+            if guess is not None and tuple(guess.shape) != shape:
+                raise InputError(f"x0[{k}] has shape {tuple(guess.shape)}, the grid needs {shape}")
+        flags = np.zeros((count, SK.NFLAGS), np.int32)
+        eps_c = np.array([float(p.eps_cavity) for p in problems])
+        sources = [[None] * count for _ in range(8)]  # slot → the grid of each problem
+        for k, (p, guess) in enumerate(zip(problems, x0, strict=True)):
+            flags[k] = (p.epsilon is not None, p.face_rule == "harmonic", p.kappa2 is not None,
+                        p.boundary_values is not None, guess is not None)  # fmt: skip
+            grids = {SK.PHIC: p.phi_coulomb, SK.K2: p.kappa2, SK.G: p.boundary_values,
+                     SK.X0: guess}  # fmt: skip
+            if p.epsilon is not None:
+                grids[SK.EPS] = p.epsilon
+            else:
+                grids.update(zip((SK.EX, SK.EY, SK.EZ), p.epsilon_faces, strict=True))
+            for slot, grid in grids.items():
+                sources[slot][k] = grid
+        v = self._v
+        dummy = v(self._dummy(f64))
         with self.dev.io():
-            for k, (p, guess) in enumerate(zip(problems, x0, strict=True)):
-                if guess is not None and tuple(guess.shape) != shape:
-                    raise InputError(
-                        f"x0[{k}] has shape {tuple(guess.shape)}, the grid needs {shape}"
-                    )
-                from_nodes = p.epsilon is not None
-                if from_nodes:
-                    eps, faces = v(self._input(p.epsilon)), (dummy,) * 3
-                else:
-                    eps, faces = dummy, tuple(v(self._input(f)) for f in p.epsilon_faces)
-                k2 = v(self._input(p.kappa2)) if p.kappa2 is not None else dummy
-                g = v(self._input(p.boundary_values)) if p.boundary_values is not None else dummy
-                x0k = v(self._input(guess)) if guess is not None else dummy
-                self.dev.launch(
-                    SK.stack_block, blocks, threads, eps, *faces, from_nodes,
-                    p.face_rule == "harmonic", v(self._input(p.phi_coulomb)), k2,
-                    p.kappa2 is not None, g, p.boundary_values is not None, x0k,
-                    guess is not None, float(p.eps_cavity), h2, shape, stride,
-                    k * stride * ny * nz, out_v, out32_v, unl_v, v(fixed), v(x),
-                )  # fmt: skip
+            staged = []
+            for slot, grids in enumerate(sources):
+                if all(grid is None for grid in grids):
+                    staged.append(dummy)
+                    continue
+                buf = self._staging(slot, count * n)
+                for k, grid in enumerate(grids):
+                    if grid is not None:
+                        self.dev.copy_into(buf[k * n : (k + 1) * n], grid)
+                staged.append(v(buf))
+            threads = self.config.flat_threads
+            unl_v = tuple(map(v, unlifted)) if unlifted is not None else (dummy,) * 4
+            self.dev.launch(
+                SK.stack_blocks, grid_for(count * stride * ny * nz, threads), threads,
+                tuple(staged), v(self.dev.asarray(flags.ravel(), np.int32)),
+                v(self.dev.asarray(eps_c, f64)),
+                tuple(float(h * h) for h in p0.grid.spacing), shape, stride,
+                tuple(map(v, out)), tuple(map(v, out32)), unl_v, unlifted is not None,
+                v(fixed), v(x),
+            )  # fmt: skip
         if any(guess is not None for guess in x0):
             self._require_finite_guesses(x, x0, stride)
 
-    def _input(self, a):
-        """A float64 C-contiguous device array of ``a``: ``a`` itself when it already is one."""
-        dev = self.dev
-        if (
-            dev.name == "cupy"
-            and isinstance(a, dev.cp.ndarray)
-            and a.dtype == np.float64
-            and a.flags.c_contiguous
-        ):
-            return a
-        return self.dev.asarray(a, np.float64)
+    def _staging(self, slot, size):
+        """A float64 staging buffer of ``size`` for input ``slot`` (kept for the next call)."""
+        buf = self._stage.get(slot)
+        if buf is None or buf.size != size:
+            buf = self.dev.empty((size,), np.float64)
+            self._stage[slot] = buf
+        return buf
 
     def _require_finite_guesses(self, x, x0, stride):
         """Raise InputError naming the first guessed block whose values are not all finite."""

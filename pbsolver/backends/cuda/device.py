@@ -91,6 +91,14 @@ class NumbaDevice:
     def to_numpy(self, a):
         return a.copy_to_host()
 
+    def copy_into(self, dst, src):
+        """Copy ``src`` (any array, cast to ``dst``'s dtype) into the 1-D device array ``dst``."""
+        from ..._arrays import to_numpy
+
+        if self.is_array(src):
+            src = src.copy_to_host()
+        dst.copy_to_device(np.ascontiguousarray(to_numpy(src), dtype=dst.dtype).reshape(-1))
+
     def to_caller(self, a, like):
         from ..._arrays import array_module
 
@@ -185,6 +193,15 @@ class CuPyDevice:
         out = self.cp.asnumpy(a, stream=self.stream)
         self.stream.synchronize()
         return out
+
+    def copy_into(self, dst, src):
+        """Copy ``src`` (NumPy or device, cast to ``dst``'s dtype) into the 1-D array ``dst``."""
+        cp = self.cp
+        with self.stream:
+            if isinstance(src, cp.ndarray):
+                dst[...] = src.reshape(-1)  # one device copy (and cast) on this stream
+            else:
+                dst[...] = cp.asarray(np.ascontiguousarray(src).reshape(-1))
 
     def to_caller(self, a, like):
         from ..._arrays import array_module

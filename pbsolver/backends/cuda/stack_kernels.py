@@ -2,20 +2,21 @@
 
 :func:`pbsolver.batched.stack_problems` (NumPy/CuPy array code, the reference) costs dozens of
 small array operations a problem: about 42 ms of host time for 16 problems of 97³ on the H200
-machine, more than the stacked multigrid solve itself. The same arithmetic runs here as one
-kernel launch a problem:
+machine, more than the stacked multigrid solve itself. Here the problems' grids are copied one
+after the other into staging buffers (a copy per grid) and the arithmetic is one launch for
+the whole stack (a launch a problem cost ~0.9 ms of numba argument handling each):
 
-``stack_block``
-    one thread a node of one block (its ``stride`` planes, padding included): the lifted face
-    coefficients, stored diagonal and lifted right-hand side of the block (both in the checked
-    and in the sweep stencil's dtype), the block's unlifted faces and κ̄² (a stacked multigrid
-    hierarchy's inputs), its boundary values (the fixed layer, for :func:`unstack`) and its
-    initial guess;
+``stack_blocks``
+    one thread a node of the stack (every block's ``stride`` planes, padding included): the
+    lifted face coefficients, stored diagonal and lifted right-hand side of its block (in the
+    checked and in the sweep stencil's dtype), the block's unlifted faces and κ̄² (a stacked
+    multigrid hierarchy's inputs), its boundary values (the fixed layer, for :func:`unstack`)
+    and its initial guess;
 ``unstack``
     every block's solved interior inside its boundary values, as one ``(B, nx, ny, nz)`` array.
 
-Inputs are one problem's flat C-ordered float64 grids; outputs are flat stacks of
-``B · stride · ny · nz`` nodes, the block starting at element ``base``. The formulas are
+Inputs are the problems' flat C-ordered float64 grids one after the other; outputs are flat
+stacks of ``B · stride · ny · nz`` nodes. The formulas are
 :mod:`pbsolver.operator`'s (see :class:`pbsolver.batched.StackedSystem`).
 """
 
@@ -59,60 +60,78 @@ def _store(out, out32, q, cx, cy, cz, diag, b):
     out32[4][q] = b
 
 
-@cuda.jit
-def stack_block(eps, ex, ey, ez, from_nodes, harmonic, phic, k2, has_k2, g, has_g, x0, has_x0,
-                eps_c, h2, shape, stride, base, out, out32, unl, fixed, x):  # fmt: skip
-    """Block ``base`` of the stack from one problem (see the module docstring).
+#: Slots of the ``inputs`` tuple and of the per-block ``flags`` of :func:`stack_blocks`.
+EPS, EX, EY, EZ, PHIC, K2, G, X0 = range(8)
+FROM_NODES, HARMONIC, HAS_K2, HAS_G, HAS_X0 = range(5)
+NFLAGS = 5
 
-    ``eps`` is the node map when ``from_nodes`` (``ex, ey, ez`` unused), else ``ex, ey, ez``
-    are the face permittivities; ``h2`` = (h²x, h²y, h²z); ``shape`` = (nx, ny, nz);
-    ``out``/``out32`` = (cx, cy, cz, diag, b) of the checked and the sweep stencil; ``unl`` =
-    the unlifted faces (x, y, z) and κ̄²; ``fixed`` receives the boundary values on the outer
-    layer (zero elsewhere), ``x`` the guess inside (zero elsewhere).
+
+@cuda.jit
+def stack_blocks(inputs, flags, eps_c, h2, shape, stride, out, out32, unl, has_unl, fixed, x):
+    """Every block of the stack, one thread a node (see the module docstring).
+
+    ``inputs`` = (ε nodes, ε faces x, y, z, φc, κ̄², boundary values, guess): each the B
+    problems' grids one after the other (``B·nx·ny·nz``; a 1-element stand-in when no
+    problem has it); ``flags[f·NFLAGS : (f+1)·NFLAGS]`` = (from nodes, harmonic, has κ̄²,
+    has boundary values, has a guess) and ``eps_c[f]`` of block f; ``h2`` = (h²x, h²y,
+    h²z); ``shape`` = (nx, ny, nz); ``out``/``out32`` = (cx, cy, cz, diag, b) of the checked
+    and the sweep stencil;
+    ``unl`` = the unlifted faces (x, y, z) and κ̄² (written only when ``has_unl``); ``fixed``
+    receives the boundary values on the outer layer (zero elsewhere), ``x`` the guess inside
+    (zero elsewhere).
     """
     item = cuda.grid(1)
     nx, ny, nz = int64(shape[0]), int64(shape[1]), int64(shape[2])
     plane = ny * nz
-    if item >= int64(stride) * plane:
+    per_block = int64(stride) * plane
+    if item >= int64(eps_c.shape[0]) * per_block:
         return
-    i = item // plane
-    j = (item - i * plane) // nz
-    k = item - i * plane - j * nz
-    q = int64(base) + item
+    f = item // per_block
+    local = item - f * per_block
+    i = local // plane
+    j = (local - i * plane) // nz
+    k = local - i * plane - j * nz
+    q = item
     if i >= nx:  # a padding plane: decoupled, nothing of the block's own
         _store(out, out32, q, 0.0, 0.0, 0.0, 1.0, 0.0)
-        for a in range(4):
-            unl[a][q] = 0.0
+        if has_unl:
+            for a in range(4):
+                unl[a][q] = 0.0
         fixed[q] = 0.0
         x[q] = 0.0
         return
-    p = item
+    p = f * nx * plane + local  # the node in the problems' inputs
+    from_nodes, harmonic = flags[f * NFLAGS + FROM_NODES] != 0, flags[f * NFLAGS + HARMONIC] != 0
+    eps, g, phic = inputs[EPS], inputs[G], inputs[PHIC]
     sx, sy = plane, nz
     # the node's own (unlifted) faces; those leaving the block are zero
-    fxp = _face(eps, ex, from_nodes, harmonic, p, p + sx) if i < nx - 1 else 0.0
-    fyp = _face(eps, ey, from_nodes, harmonic, p, p + sy) if j < ny - 1 else 0.0
-    fzp = _face(eps, ez, from_nodes, harmonic, p, p + 1) if k < nz - 1 else 0.0
-    kk = k2[p] if has_k2 else 0.0
-    unl[0][q] = fxp / h2[0]
-    unl[1][q] = fyp / h2[1]
-    unl[2][q] = fzp / h2[2]
-    unl[3][q] = kk
+    fxp = _face(eps, inputs[EX], from_nodes, harmonic, p, p + sx) if i < nx - 1 else 0.0
+    fyp = _face(eps, inputs[EY], from_nodes, harmonic, p, p + sy) if j < ny - 1 else 0.0
+    fzp = _face(eps, inputs[EZ], from_nodes, harmonic, p, p + 1) if k < nz - 1 else 0.0
+    kk = inputs[K2][p] if flags[f * NFLAGS + HAS_K2] != 0 else 0.0
+    if has_unl:
+        unl[0][q] = fxp / h2[0]
+        unl[1][q] = fyp / h2[1]
+        unl[2][q] = fzp / h2[2]
+        unl[3][q] = kk
+    has_g = flags[f * NFLAGS + HAS_G] != 0
     if i == 0 or i == nx - 1 or j == 0 or j == ny - 1 or k == 0 or k == nz - 1:
         _store(out, out32, q, 0.0, 0.0, 0.0, 1.0, 0.0)  # a fixed node: 1·x = 0
         fixed[q] = g[p] if has_g else 0.0
         x[q] = 0.0
         return
-    fxm = _face(eps, ex, from_nodes, harmonic, p - sx, p)
-    fym = _face(eps, ey, from_nodes, harmonic, p - sy, p)
-    fzm = _face(eps, ez, from_nodes, harmonic, p - 1, p)
+    fxm = _face(eps, inputs[EX], from_nodes, harmonic, p - sx, p)
+    fym = _face(eps, inputs[EY], from_nodes, harmonic, p - sy, p)
+    fzm = _face(eps, inputs[EZ], from_nodes, harmonic, p - 1, p)
+    ec = eps_c[f]
     ps = phic[p]
     b = (
-        _flux(fxm, eps_c, h2[0], phic[p - sx], ps)
-        + _flux(fxp, eps_c, h2[0], phic[p + sx], ps)
-        + _flux(fym, eps_c, h2[1], phic[p - sy], ps)
-        + _flux(fyp, eps_c, h2[1], phic[p + sy], ps)
-        + _flux(fzm, eps_c, h2[2], phic[p - 1], ps)
-        + _flux(fzp, eps_c, h2[2], phic[p + 1], ps)
+        _flux(fxm, ec, h2[0], phic[p - sx], ps)
+        + _flux(fxp, ec, h2[0], phic[p + sx], ps)
+        + _flux(fym, ec, h2[1], phic[p - sy], ps)
+        + _flux(fyp, ec, h2[1], phic[p + sy], ps)
+        + _flux(fzm, ec, h2[2], phic[p - 1], ps)
+        + _flux(fzp, ec, h2[2], phic[p + 1], ps)
     )
     if kk != 0.0:
         b -= kk * ps
@@ -136,7 +155,7 @@ def stack_block(eps, ex, ey, ez, from_nodes, harmonic, phic, k2, has_k2, g, has_
     cz = fzp / h2[2] if k < nz - 2 else 0.0
     _store(out, out32, q, cx, cy, cz, diag, b)
     fixed[q] = 0.0
-    x[q] = x0[p] if has_x0 else 0.0
+    x[q] = inputs[X0][p] if flags[f * NFLAGS + HAS_X0] != 0 else 0.0
 
 
 @cuda.jit
