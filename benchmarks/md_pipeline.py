@@ -143,7 +143,8 @@ def pipeline(atoms, args):
 def stacked(atoms, args):
     """Frames per second of the stacked engine (vdW) against the general path on vdW."""
     batches = sorted(args.stacked_batches)
-    frames = frames_of(atoms, 1 + max(2 * max(batches), args.frames))
+    segments = max(1, args.repeats)
+    frames = frames_of(atoms, 1 + segments * max(2 * max(batches), args.frames, 32))
     common = {
         "spacing": args.spacing,
         "shape": (65, 65, 65),
@@ -155,27 +156,33 @@ def stacked(atoms, args):
     rows = []
 
     def run(label, engine, warm, batch=None, count=None, **extra):
+        """Time ``segments`` consecutive runs of ``count`` frames; the rate is their median."""
         calc = pb.ReactionFieldCalculator(atoms, warm_start=warm, engine=engine, **common, **extra)
-        todo = frames[1 : 1 + (count or len(frames) - 1)]
+        count = count or args.frames - 1
+        todo = frames[1 : 1 + segments * count]
         calc.compute(frames[0])  # places the grid, compiles, captures graphs
         if batch is not None:
             calc.compute_batch(todo[:batch])  # buffers and graphs of this batch size
         cpu0 = time.process_time()
-        start = time.perf_counter()
-        if batch is None:
-            results = [calc.compute(f) for f in todo]
-        else:
-            results = []
-            for i in range(0, len(todo) - batch + 1, batch):
-                results += calc.compute_batch(todo[i : i + batch])
-        wall = time.perf_counter() - start
+        results, walls = [], []
+        for part in range(segments):
+            chunk = todo[part * count : (part + 1) * count]
+            start = time.perf_counter()
+            if batch is None:
+                results += [calc.compute(f) for f in chunk]
+            else:
+                for i in range(0, len(chunk) - batch + 1, batch):
+                    results += calc.compute_batch(chunk[i : i + batch])
+            walls.append(time.perf_counter() - start)
         cpu = time.process_time() - cpu0
+        wall = float(np.median(walls)) * segments  # the median segment's rate for all frames
         row = {
             "case": label,
             "engine": calc.engine,
             "regrids": int(sum(r.regridded for r in results)),
             "batch": batch or 1,
             **_frame_stats(results, wall, cpu),
+            "segment_frames_per_s": [count / w for w in walls],
         }
         rows.append(row)
         print(
@@ -188,7 +195,7 @@ def stacked(atoms, args):
         return row
 
     print(f"Part 3: stacked engine, {len(atoms)} atoms, 65³ at {args.spacing} Å, surface vdw, "
-          f"rtol {args.rtol}")  # fmt: skip
+          f"rtol {args.rtol}; median of {segments} consecutive timed segments")  # fmt: skip
     few = min(args.frames, 16)
     run("general, warm, one by one (multigrid)", "general", True, count=few, method="multigrid",
         map_options={"maps_backend": args.maps_backend})  # fmt: skip
@@ -300,7 +307,8 @@ def main(argv=None):
     ap.add_argument("--sizes", type=int, nargs="+", default=[65, 97])
     ap.add_argument("--solve-batches", type=int, nargs="+", default=None,
                     help="part 2's stacked batch sizes (default: --batch)")  # fmt: skip
-    ap.add_argument("--repeats", type=int, default=3, help="part 2's timed calls a case")
+    ap.add_argument("--repeats", type=int, default=3,
+                    help="part 2's timed calls, part 3's timed segments, a case")  # fmt: skip
     ap.add_argument("--spacing", type=float, default=0.8, help="65³ grid spacing, Å")
     ap.add_argument("--surface", default="mol", choices=("mol", "smol", "vdw"))
     ap.add_argument("--method", default="multigrid")

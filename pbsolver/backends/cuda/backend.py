@@ -354,10 +354,13 @@ class CUDABackend(Backend):
                 staged.append(v(buf))
             threads = self.config.flat_threads
             unl_v = tuple(map(v, unlifted)) if unlifted is not None else (dummy,) * 4
+            # named, so that they live until the launch is queued: a view holds no reference,
+            # and a freed buffer was handed to the next allocation (flags read as ε_c: NaNs)
+            flags_dev = self.dev.asarray(flags.ravel(), np.int32)
+            eps_c_dev = self.dev.asarray(eps_c, f64)
             self.dev.launch(
                 SK.stack_blocks, grid_for(count * stride * ny * nz, threads), threads,
-                tuple(staged), v(self.dev.asarray(flags.ravel(), np.int32)),
-                v(self.dev.asarray(eps_c, f64)),
+                tuple(staged), v(flags_dev), v(eps_c_dev),
                 tuple(float(h * h) for h in p0.grid.spacing), shape, stride,
                 tuple(map(v, out)), tuple(map(v, out32)), unl_v, unlifted is not None,
                 v(fixed), v(x),
