@@ -26,7 +26,7 @@ if [ "${1:-single}" = "frames" ]; then
     --method multigrid --json "$R/frames_profile_mg.json"
 elif [ "${1:-single}" = "s4" ]; then  # fourth session: device stacks, branch-free φ_c
   step gpu_tests 200 python3 -m pytest -m gpu -q -p no:cacheprovider -W ignore::Warning -rs
-  step coulomb 60 python3 benchmarks/coulomb_kernel.py --frames 1 8 64 --json "$R/coulomb.json"
+  step coulomb 60 python3 benchmarks/coulomb_kernel.py --frames 1 8 64 --nodes 4 8 16 --json "$R/coulomb.json"
   step md_stacked 150 python3 benchmarks/md_pipeline.py --backend cuda --skip-pipeline \
     --skip-throughput --frames 32 --stacked-batches 32 64 --maps-backend cuda \
     --stacked-methods sor multigrid --json "$R/md_stacked.json"

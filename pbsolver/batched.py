@@ -363,8 +363,11 @@ def _solve_stacked(solver: Solver, backend, problems, x0) -> list[SolveResult]:
     nonzero = bnorms[bnorms > 0.0]
     if nonzero.size == 0:  # every right-hand side is zero: the boundary values are the answer
         return [solver.solve(p) for p in problems]
-    # the stack stops when its residual meets the strictest of the per-problem thresholds
-    threshold = float(np.min(np.maximum(solver.rtol * nonzero, solver.atol)))
+    # the stack stops when every problem meets its own threshold: the loop's measure is
+    # max_k w_k ‖r_k‖ with w_k = (smallest threshold) / (problem k's threshold)
+    thresholds = np.maximum(solver.rtol * bnorms, solver.atol)
+    threshold = float(np.min(thresholds[bnorms > 0.0]))
+    weights = np.where(thresholds > 0.0, threshold / np.where(thresholds > 0, thresholds, 1.0), 0.0)
     stack_solver = _replace_solver(solver, name)
     stack_solver.rtol, stack_solver.atol = 0.0, threshold
     if name == "multigrid":
@@ -378,14 +381,19 @@ def _solve_stacked(solver: Solver, backend, problems, x0) -> list[SolveResult]:
         method.setup(backend, st, p0)  # ω depends on the block's shape only
     maxiter = solver.maxiter if solver.maxiter is not None else method.default_maxiter(st.shape)
     check_every = solver.check_every or method.check_every
-    loop = _Loop(stack_solver, backend, st, checked, method, maxiter, check_every, ws.work)
+    backend.set_values(ws.weights, weights)
+    measure = stack_norm(backend, ws.r, ws.weights, n_blocks)
+    loop = _Loop(stack_solver, backend, st, checked, method, maxiter, check_every, ws.work,
+                 measure)  # fmt: skip
     x, r = ws.x, ws.r
     safe = np.where(bnorms > 0, bnorms, 1.0)
     initial = np.ones(n_blocks)
     if any(guessed):  # each guessed block's own initial residual, on the device
         backend.residual(checked, x, r)
         initial = np.where(guessed, _block_norms(r, n_blocks, stride) / safe, 1.0)
-    loop.run(x, backend.residual_norm(checked, ws.zero))
+    # history: the measure over the smallest threshold's ‖b‖ (the worst problem's relative
+    # residual when rtol sets the thresholds)
+    loop.run(x, threshold / solver.rtol if solver.rtol > 0 else float(np.sqrt(np.sum(bnorms**2))))
     solution = loop.solution
     # every problem's own final residual, in float64, reduced block by block on the device
     backend.residual(checked, solution, r)
@@ -426,6 +434,17 @@ def _solve_stacked(solver: Solver, backend, problems, x0) -> list[SolveResult]:
             )
         )
     return results
+
+
+def stack_norm(backend, r, weights, n_blocks: int):
+    """The stopping measure of a stack of ``n_blocks`` blocks (None for one block: ‖r‖₂).
+
+    See :meth:`pbsolver.backends.Backend.block_residual_norm`; ``r`` is a float64 work array
+    of the stack's shape, ``weights`` the blocks' weights on the backend.
+    """
+    if n_blocks < 2:
+        return None
+    return lambda st, x: backend.block_residual_norm(st, x, r, n_blocks, weights)
 
 
 def _block_norms(a, n_blocks: int, stride: int) -> np.ndarray:
@@ -470,8 +489,8 @@ def _workspace(backend, solver: Solver, name, options, shape, p0, stride):
             checked=checked,
             x=backend.zeros(shape, checked.dtype),
             r=backend.zeros(shape, np.float64),
-            zero=backend.zeros(shape, checked.dtype),
             fixed=backend.zeros(shape, np.float64),
+            weights=backend.zeros((shape[0] // stride,), np.float64),
             work=(backend.zeros(shape, dtype), backend.zeros(shape, dtype)) if refine else None,
             mg=None,
         )
@@ -544,5 +563,6 @@ __all__ = [
     "StackedSystem",
     "clear_workspaces",
     "solve_batch",
+    "stack_norm",
     "stack_problems",
 ]

@@ -374,6 +374,7 @@ class StackedFrames:
         each frame's initial relative residual (1 from a zero guess; measured on the float64
         operator when warm).
         """
+        from .batched import stack_norm
         from .solver import SOR, _Loop, optimal_sor_omega
 
         s = self.solver
@@ -394,7 +395,12 @@ class StackedFrames:
                 self.backend.residual(buf.checked, buf.x, buf.r64)
                 r0 = self._host(self._frame_norms(buf.r64, nf))
             initial = np.where(bn_host > 0, r0 / np.where(bn_host > 0, bn_host, 1.0), 0.0)
-        threshold = float(min(max(s.rtol * bn, s.atol) for bn in nonzero))
+        # every frame meets its own threshold (see batched.stack_norm): the loop's measure is
+        # max_k w_k ‖r_k‖ with w_k = (smallest threshold) / (frame k's threshold)
+        thresholds = np.maximum(s.rtol * bn_host, s.atol)
+        threshold = float(np.min(thresholds[bn_host > 0]))
+        weights = np.where(thresholds > 0, threshold / np.where(thresholds > 0, thresholds, 1), 0.0)
+        self.backend.set_values(buf.weights, weights)
         loop_solver = SimpleNamespace(rtol=0.0, atol=threshold, callback=None)
         if name == "sor":
             method = SOR(omega=omega)
@@ -404,10 +410,11 @@ class StackedFrames:
         maxiter = s.maxiter if s.maxiter is not None else method.default_maxiter(self.grid.shape)
         check_every = s.check_every or method.check_every
         work = (buf.phase_r, buf.phase_e) if buf.st is not buf.checked else None
-        loop = _Loop(
-            loop_solver, self.backend, buf.st, buf.checked, method, maxiter, check_every, work
-        )
-        loop.run(buf.x, float(np.sqrt(np.sum(bn_host**2))))
+        measure = stack_norm(self.backend, buf.r64, buf.weights, nf)
+        loop = _Loop(loop_solver, self.backend, buf.st, buf.checked, method, maxiter, check_every,
+                     work, measure)  # fmt: skip
+        # history: the worst frame's relative residual (when rtol sets the thresholds)
+        loop.run(buf.x, threshold / s.rtol if s.rtol > 0 else float(np.sqrt(np.sum(bn_host**2))))
         return loop, omega, initial
 
     def _multigrid(self, buf, nf):
@@ -472,7 +479,7 @@ class StackedFrames:
                 rel=zeros(np.float32, (nf, self.n_atoms, 3)),
                 fx=zeros(), fy=zeros(), fz=zeros(), cov=zeros(), phic=zeros(), g=zeros(),
                 out64=out64, out32=out32, b64=out64[4],
-                x=zeros(), phi=zeros(), r64=zeros(),
+                x=zeros(), phi=zeros(), r64=zeros(), weights=zeros(shape=(nf,)),
                 samples=zeros(shape=(nf, self.n_atoms, 4)),
                 bad=xp.zeros(1, dtype=np.int64),
             )  # fmt: skip

@@ -440,6 +440,36 @@ def check_stack_assembly_rejects_bad_guesses():
             _assembled(c.gpu, problems, guesses, stride, np.float32)
 
 
+def check_block_residual_norm():
+    """The stack's stopping measure max_k w_k ‖r_k‖ on the device equals the array version."""
+    from pbsolver.backends import Stencil
+
+    c = ctx()
+    problems, x0, shape, stride = _stack_case(c)
+    made = {}
+    for name, be in (("cpu", c.cpu), ("gpu", c.gpu)):
+        checked, _, _, _, _ = _assembled(be, problems, x0, stride, np.float64)
+        made[name] = (be, Stencil(*checked, False, False))
+    n = len(problems)
+    x = c.rng.normal(0.0, 3.0, (n * stride, *shape[1:]))
+    weights = np.array([1.0, 0.25, 0.0, 0.6])
+    for poison in (False, True):
+        if poison:  # a NaN in a block without a threshold of its own still reaches the host
+            x[2 * stride + 2, 3, 3] = np.nan
+        values = {}
+        for name, (be, st) in made.items():
+            r = be.zeros(x.shape, np.float64)
+            w = be.zeros((n,), np.float64)
+            be.set_values(w, weights)
+            xb = x.copy() if name == "cpu" else c.dev(x)
+            values[name] = be.block_residual_norm(st, xb, r, n, w)
+        if poison:
+            assert np.isnan(values["cpu"]) and np.isnan(values["gpu"]), values
+        else:
+            assert values["cpu"] > 0
+            close([values["gpu"]], [values["cpu"]], 1e-12, "weighted block maximum")
+
+
 CHECKS = sorted(name for name in dir() if name.startswith("check_"))
 
 

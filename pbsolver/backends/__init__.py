@@ -111,6 +111,10 @@ class Backend:
         """A new backend array of zeros."""
         raise NotImplementedError
 
+    def set_values(self, dst, values) -> None:
+        """Copy host ``values`` into the backend array ``dst`` in place (its address kept)."""
+        dst[...] = values
+
     # --- setup -------------------------------------------------------------------------
     def stencil(self, problem, dtype) -> Stencil:
         """Face coefficients, diagonal and right-hand side of ``problem`` in ``dtype``."""
@@ -167,6 +171,27 @@ class Backend:
         nx = problems[0].grid.shape[0]
         for k, g in enumerate(system.fixed):
             fixed[system.block(k, nx)] = np.asarray(g)
+
+    def block_residual_norm(self, st, x, r, n_blocks, weights) -> float:
+        """``max_k w_k ‖b_k − A_k x_k‖₂`` over the ``n_blocks`` blocks of a stack (synchronises).
+
+        The stopping measure of a stack solved as one system: with ``w_k = t_min / t_k`` (each
+        block's own threshold ``t_k``), "measure ≤ t_min" holds exactly when every block meets
+        its own threshold. ``r`` is a float64 work array of the stack's shape (overwritten with
+        the residual), ``weights`` a backend array of ``n_blocks`` floats. A NaN residual gives
+        NaN. This default works on NumPy and CuPy arrays.
+        """
+        import math
+
+        from .._arrays import array_module
+
+        self.residual(st, x, r)
+        xp = array_module(r)
+        blocks = r.reshape(n_blocks, -1)
+        norms = xp.sqrt(xp.sum(blocks * blocks, axis=1))
+        w = xp.asarray(weights)
+        value = float((xp.where(w != 0, w * norms, 0.0)).max())
+        return value if not math.isnan(float(xp.sum(norms))) else math.nan
 
     def unstack(self, x, fixed, shape, stride, n_blocks):
         """Every block's solution inside its boundary values: a new ``(B, nx, ny, nz)`` array.

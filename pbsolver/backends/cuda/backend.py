@@ -163,6 +163,10 @@ class CUDABackend(Backend):
     def synchronize(self):
         self.dev.synchronize()
 
+    def set_values(self, dst, values):
+        with self.dev.io():
+            self.dev.copy_into(dst.reshape(-1) if dst.ndim != 1 else dst, values)
+
     # --- helpers -------------------------------------------------------------------------
     def _v(self, a):
         return self.dev.flat(a)
@@ -507,6 +511,29 @@ class CUDABackend(Backend):
         with self.dev.io():
             self.dev.run(key, lambda: self._residual_sumsq(st, x))
             value = self.dev.read_scalar(self._sums, 0)
+        return math.sqrt(value) if value >= 0 else math.nan
+
+    def block_residual_norm(self, st, x, r, n_blocks, weights):
+        """Residual, per-block sums and their weighted maximum as one graph; one scalar read."""
+        per = r.size // n_blocks
+        chunks = max(1, min(32, per // 8192))
+        key = self._key("blocknorm", x, r, weights, *self._st_items(st), n_blocks)
+        buf = self._stage.get("block partials")
+        if buf is None or buf.size < n_blocks * chunks:
+            buf = self.dev.empty((n_blocks * chunks,), np.float64)
+            self._stage["block partials"] = buf
+
+        def enqueue():
+            self._residual(st, x, r)
+            self.dev.launch(K.block_sumsq, (chunks, n_blocks), K.FINISH_THREADS, self._v(r),
+                            per, chunks, self._v(buf))  # fmt: skip
+            self.dev.launch(K.weighted_block_max, 1, K.FINISH_THREADS, self._v(buf), chunks,
+                            self._v(weights), n_blocks, self._v(self._sums), 3)  # fmt: skip
+            self.dev.copy_to_host_async(self._sums, 3)
+
+        with self.dev.io():
+            self.dev.run(key + (id(buf),), enqueue)
+            value = self.dev.read_scalar(self._sums, 3)
         return math.sqrt(value) if value >= 0 else math.nan
 
     def _reduce_launch(self, shape):

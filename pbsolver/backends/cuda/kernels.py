@@ -456,6 +456,67 @@ def finish_sum(partials, n, out, slot):
         out[slot] = sm[0]
 
 
+@cuda.jit
+def block_sumsq(a, per_block, chunks, partials):
+    """``partials[f·chunks + c] = Σ a²`` over chunk ``c`` of block ``f`` of a stack.
+
+    Block ``f`` is ``a[f·per_block : (f+1)·per_block]``; grid ``(chunks, blocks)`` of
+    :data:`FINISH_THREADS` threads, each summing in a fixed order (reruns are bitwise equal).
+    """
+    sm = cuda.shared.array(FINISH_THREADS, dtype=float64)
+    c, f, t = int64(cuda.blockIdx.x), int64(cuda.blockIdx.y), int64(cuda.threadIdx.x)
+    per = int64(per_block)
+    length = (per + chunks - 1) // chunks
+    start = f * per + c * length
+    stop = min(start + length, (f + 1) * per)
+    acc = float64(0.0)
+    q = start + t
+    while q < stop:
+        v = a[q]
+        acc += v * v
+        q += FINISH_THREADS
+    total = _block_sum(sm, acc, FINISH_THREADS)
+    if t == 0:
+        partials[f * chunks + c] = total
+
+
+@cuda.jit(device=True)
+def _nan_max(a, b):
+    """max(a, b) that keeps a NaN (a NaN residual must reach the host as NaN)."""
+    if a != a:
+        return a
+    if b != b or b > a:
+        return b
+    return a
+
+
+@cuda.jit
+def weighted_block_max(partials, chunks, weights, n_blocks, out, slot):
+    """``out[slot] = max_f w_f² Σ_c partials[f·chunks + c]`` (one block of FINISH_THREADS)."""
+    sm = cuda.shared.array(FINISH_THREADS, dtype=float64)
+    t = cuda.threadIdx.x
+    best = float64(0.0)
+    f = t
+    while f < n_blocks:
+        s = float64(0.0)
+        for c in range(chunks):
+            s += partials[f * chunks + c]
+        w = weights[f]
+        # a block without a threshold of its own (w = 0) counts only with a NaN
+        best = _nan_max(best, w * w * s if w != 0.0 else (s if s != s else 0.0))
+        f += FINISH_THREADS
+    sm[t] = best
+    cuda.syncthreads()
+    step = FINISH_THREADS // 2
+    while step > 0:
+        if t < step:
+            sm[t] = _nan_max(sm[t], sm[t + step])
+        cuda.syncthreads()
+        step //= 2
+    if t == 0:
+        out[slot] = sm[0]
+
+
 # ---------------------------------------------------------------------- elementwise
 @cuda.jit
 def axpy(y, x, a, n):
