@@ -33,6 +33,14 @@ elif [ "${1:-single}" = "s4" ]; then  # fourth session: device stacks, branch-fr
   step md_batch 150 python3 benchmarks/md_pipeline.py --backend cuda --skip-pipeline \
     --skip-stacked --solve-batches 16 32 64 --repeats 3 --json "$R/md_batch.json"
   step solve_batch_profile 40 python3 benchmarks/solve_batch_profile.py --n 97 --batch 32 --top 15
+elif [ "${1:-single}" = "s4final" ]; then  # the same measurements again, and batch --stack
+  step md_stacked 90 python3 benchmarks/md_pipeline.py --backend cuda --skip-pipeline \
+    --skip-throughput --frames 32 --stacked-batches 32 64 --maps-backend cuda \
+    --stacked-methods sor multigrid --json "$R/md_stacked.json"
+  step md_batch 150 python3 benchmarks/md_pipeline.py --backend cuda --skip-pipeline \
+    --skip-stacked --solve-batches 16 32 64 --repeats 3 --json "$R/md_batch.json"
+  step batch_stack 90 python3 benchmarks/batch_stack.py --files 2 --grids-per-file 16 --n 65 \
+    --stacks 1 16 --json "$R/batch_stack.json"
 elif [ "${1:-single}" = "multi" ]; then
   step frames_profile 100 python3 benchmarks/frames_profile.py --batches 1 32 \
     --json "$R/frames_profile.json"
