@@ -24,9 +24,14 @@ traffic but tens of microseconds of launch and synchronisation. Three ways to ru
     the streams' kernels. On the CPU this is the loop (numba's parallel kernels are not called
     from several threads).
 
-Stopping rule of a stack: the loop stops when ‖r_stack‖₂ ≤ min_k max(rtol‖b_k‖₂, atol), which
-implies ‖r_k‖₂ ≤ max(rtol‖b_k‖₂, atol) for every problem k (‖r_k‖ ≤ ‖r_stack‖); each problem's
-own final residual is computed and reported in its result.
+Stopping rule of a stack: with t_k = max(rtol‖b_k‖₂, atol) each problem's own threshold and
+t = min_k t_k, the loop's measure is max_k (t / t_k)‖r_k‖₂ (:func:`stack_norm`), so "measure ≤ t"
+holds exactly when ‖r_k‖₂ ≤ t_k for every problem k. (Stopping on ‖r_stack‖₂ ≤ t instead
+would over-solve B similar problems by up to √B.) Each problem's own final residual is computed
+and reported in its result.
+
+On CUDA the stack is assembled on the device (:mod:`pbsolver.backends.cuda.stack_kernels`:
+one launch for all problems); :func:`stack_problems` is the array reference (and the CPU path).
 """
 
 from __future__ import annotations
@@ -85,7 +90,9 @@ def solve_batch(
         In the order of ``problems``. For stacked problems ``iterations`` is the stack's,
         ``residual_norms`` is ``[initial, final]`` of the problem's own relative residual,
         ``seconds`` the stack's wall time divided by its size, and ``extra`` holds
-        ``batch="stacked"``, ``batch_size``, ``batch_seconds`` and the stack's residual history.
+        ``batch="stacked"``, ``batch_size``, ``batch_seconds`` and ``stack_residual_norms``,
+        the loop's history: the worst problem's relative residual when rtol sets the thresholds
+        (the stopping measure over the smallest threshold's ‖b‖).
 
     Raises
     ------
