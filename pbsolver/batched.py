@@ -370,6 +370,11 @@ def _solve_stacked(solver: Solver, backend, problems, x0) -> list[SolveResult]:
     nonzero = bnorms[bnorms > 0.0]
     if nonzero.size == 0:  # every right-hand side is zero: the boundary values are the answer
         return [solver.solve(p) for p in problems]
+    for k in np.flatnonzero((bnorms == 0.0) & np.asarray(guessed, dtype=bool)):
+        # a zero right-hand side's answer is zero inside, whatever the guess: the stopping
+        # measure does not watch such a block (it has no threshold of its own)
+        backend.fill(ws.x[k * stride : (k + 1) * stride], 0.0)
+        guessed[k] = False
     # the stack stops when every problem meets its own threshold: the loop's measure is
     # max_k w_k ‖r_k‖ with w_k = (smallest threshold) / (problem k's threshold)
     thresholds = np.maximum(solver.rtol * bnorms, solver.atol)

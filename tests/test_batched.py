@@ -229,3 +229,17 @@ def test_stack_stops_when_every_problem_meets_its_own_threshold(rng, method):
     # the loop's history is the worst problem's relative residual: its last entry meets rtol
     history = res[0].extra["stack_residual_norms"]
     assert history[-1] <= rtol < history[0]
+
+
+@pytest.mark.parametrize("backend", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_a_zero_right_hand_side_in_a_stack_ends_at_zero_whatever_its_guess(rng, backend):
+    problems = _problems(rng, (11, 10, 9), 3)
+    p = problems[2]
+    zero = np.zeros(p.grid.shape)
+    problems[2] = pb.Problem(p.grid, epsilon_faces=p.epsilon_faces, phi_coulomb=zero,
+                             eps_cavity=p.eps_cavity)  # fmt: skip
+    guess = [None, None, rng.normal(0.0, 10.0, p.grid.shape)]
+    res = pb.solve_batch(problems, x0=guess, mode="stacked", method="sor", backend=backend)
+    assert res[2].converged and res[2].reason == "zero rhs"
+    assert np.all(np.asarray(res[2].phi_rf) == 0.0)
+    assert res[0].converged and res[1].converged
