@@ -362,7 +362,7 @@ def _solve_stacked(solver: Solver, backend, problems, x0) -> list[SolveResult]:
     stack_shape = (n_blocks * stride, *shape[1:])
     ws = _workspace(backend, solver, name, options, stack_shape, p0, stride)
     st, checked = ws.st, ws.checked
-    # the stack is assembled straight into the workspace (one kernel a problem on CUDA)
+    # the stack is assembled straight into the workspace (on CUDA: one kernel launch)
     backend.assemble_stack(problems, x0, stride, _arrays(checked), _arrays(st),
                            ws.mg.inputs if ws.mg is not None else None, ws.fixed, ws.x)  # fmt: skip
     bnorms = _block_norms(checked.b, n_blocks, stride)
@@ -375,11 +375,8 @@ def _solve_stacked(solver: Solver, backend, problems, x0) -> list[SolveResult]:
         # measure does not watch such a block (it has no threshold of its own)
         backend.fill(ws.x[k * stride : (k + 1) * stride], 0.0)
         guessed[k] = False
-    # the stack stops when every problem meets its own threshold: the loop's measure is
-    # max_k w_k ‖r_k‖ with w_k = (smallest threshold) / (problem k's threshold)
-    thresholds = np.maximum(solver.rtol * bnorms, solver.atol)
-    threshold = float(np.min(thresholds[bnorms > 0.0]))
-    weights = np.where(thresholds > 0.0, threshold / np.where(thresholds > 0, thresholds, 1.0), 0.0)
+    # the stack stops when every problem meets its own threshold (stack_norm)
+    threshold, weights = stack_thresholds(bnorms, solver.rtol, solver.atol)
     stack_solver = _replace_solver(solver, name)
     stack_solver.rtol, stack_solver.atol = 0.0, threshold
     if name == "multigrid":
@@ -446,6 +443,19 @@ def _solve_stacked(solver: Solver, backend, problems, x0) -> list[SolveResult]:
             )
         )
     return results
+
+
+def stack_thresholds(bnorms, rtol: float, atol: float):
+    """(t, w): the smallest per-block threshold and every block's weight for :func:`stack_norm`.
+
+    t_k = max(rtol‖b_k‖, atol), t = min of t_k over the blocks with b_k ≠ 0, and
+    w_k = t / t_k (0 for a block without a threshold of its own: t_k = 0).
+    """
+    bnorms = np.asarray(bnorms, dtype=np.float64)
+    thresholds = np.maximum(rtol * bnorms, atol)
+    threshold = float(np.min(thresholds[bnorms > 0.0]))
+    safe = np.where(thresholds > 0.0, thresholds, 1.0)
+    return threshold, np.where(thresholds > 0.0, threshold / safe, 0.0)
 
 
 def stack_norm(backend, r, weights, n_blocks: int):
@@ -577,4 +587,5 @@ __all__ = [
     "solve_batch",
     "stack_norm",
     "stack_problems",
+    "stack_thresholds",
 ]

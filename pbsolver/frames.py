@@ -374,7 +374,7 @@ class StackedFrames:
         each frame's initial relative residual (1 from a zero guess; measured on the float64
         operator when warm).
         """
-        from .batched import stack_norm
+        from .batched import stack_norm, stack_thresholds
         from .solver import SOR, _Loop, optimal_sor_omega
 
         s = self.solver
@@ -395,11 +395,8 @@ class StackedFrames:
                 self.backend.residual(buf.checked, buf.x, buf.r64)
                 r0 = self._host(self._frame_norms(buf.r64, nf))
             initial = np.where(bn_host > 0, r0 / np.where(bn_host > 0, bn_host, 1.0), 0.0)
-        # every frame meets its own threshold (see batched.stack_norm): the loop's measure is
-        # max_k w_k ‖r_k‖ with w_k = (smallest threshold) / (frame k's threshold)
-        thresholds = np.maximum(s.rtol * bn_host, s.atol)
-        threshold = float(np.min(thresholds[bn_host > 0]))
-        weights = np.where(thresholds > 0, threshold / np.where(thresholds > 0, thresholds, 1), 0.0)
+        # every frame meets its own threshold (see batched.stack_norm)
+        threshold, weights = stack_thresholds(bn_host, s.rtol, s.atol)
         self.backend.set_values(buf.weights, weights)
         loop_solver = SimpleNamespace(rtol=0.0, atol=threshold, callback=None)
         if name == "sor":
