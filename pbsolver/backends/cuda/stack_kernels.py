@@ -24,6 +24,8 @@ from __future__ import annotations
 
 from numba import cuda, int64
 
+from .kernels import _face_term
+
 
 @cuda.jit(device=True)
 def _face(eps, faces, from_nodes, harmonic, p, q):
@@ -35,15 +37,6 @@ def _face(eps, faces, from_nodes, harmonic, p, q):
             return 2.0 * e * f / (e + f)
         return 0.5 * (e + f)
     return faces[p]
-
-
-@cuda.jit(device=True)
-def _flux(eps_face, eps_c, h2, phi_n, phi_s):
-    """(ε − ε_c)(φc_n − φc_s)/h²; exactly zero where ε = ε_c (even with φc = ±inf)."""
-    w = eps_face - eps_c
-    if w == 0.0:
-        return 0.0
-    return w * (phi_n - phi_s) / h2
 
 
 @cuda.jit(device=True)
@@ -126,12 +119,12 @@ def stack_blocks(inputs, flags, eps_c, h2, shape, stride, out, out32, unl, has_u
     ec = eps_c[f]
     ps = phic[p]
     b = (
-        _flux(fxm, ec, h2[0], phic[p - sx], ps)
-        + _flux(fxp, ec, h2[0], phic[p + sx], ps)
-        + _flux(fym, ec, h2[1], phic[p - sy], ps)
-        + _flux(fyp, ec, h2[1], phic[p + sy], ps)
-        + _flux(fzm, ec, h2[2], phic[p - 1], ps)
-        + _flux(fzp, ec, h2[2], phic[p + 1], ps)
+        _face_term(fxm, ec, phic[p - sx], ps) / h2[0]
+        + _face_term(fxp, ec, phic[p + sx], ps) / h2[0]
+        + _face_term(fym, ec, phic[p - sy], ps) / h2[1]
+        + _face_term(fyp, ec, phic[p + sy], ps) / h2[1]
+        + _face_term(fzm, ec, phic[p - 1], ps) / h2[2]
+        + _face_term(fzp, ec, phic[p + 1], ps) / h2[2]
     )
     if kk != 0.0:
         b -= kk * ps
