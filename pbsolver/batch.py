@@ -55,7 +55,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 import numpy as np
@@ -84,14 +84,8 @@ class SolveOptions:
 
     def solver_kwargs(self) -> dict:
         """These options as keyword arguments of :class:`~pbsolver.Solver`."""
-        return {
-            "method": self.method,
-            "backend": self.backend,
-            "rtol": self.rtol,
-            "atol": self.atol,
-            "maxiter": self.maxiter,
-            "dtype": np.dtype(self.dtype),
-        }
+        kwargs = {f.name: getattr(self, f.name) for f in fields(self)}
+        return {**kwargs, "dtype": np.dtype(self.dtype)}
 
     def make_solver(self):
         """The :class:`~pbsolver.Solver` these options describe (raises InputError if bad)."""
@@ -101,13 +95,7 @@ class SolveOptions:
 
     def key_fields(self) -> dict:
         """Options that change the answer (the backend does not, beyond rounding)."""
-        return {
-            "method": self.method,
-            "rtol": self.rtol,
-            "atol": self.atol,
-            "maxiter": self.maxiter,
-            "dtype": self.dtype,
-        }
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "backend"}
 
 
 @dataclass(frozen=True)
