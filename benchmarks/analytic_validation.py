@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from analytic import born, born_salt, kirkwood  # noqa: E402
 
 import pbsolver as pb  # noqa: E402
-from pbsolver import energy, maps  # noqa: E402
+from pbsolver.molecule import energy, maps  # noqa: E402
 
 SOLVER = {"method": "sor", "backend": "cpu", "dtype": np.float64, "rtol": 1e-9}
 

@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from multi_gpu_batch import make_file  # noqa: E402
 
-from pbsolver import batch  # noqa: E402
+from pbsolver.jobs import batch  # noqa: E402
 
 
 def fields(out_dir, inputs):

@@ -167,7 +167,7 @@ def run_assembled(kind, problem, name):
 
 
 def born_rows(n, methods, apbs, repeat=1):
-    from pbsolver.energy import reaction_field_energy
+    from pbsolver.molecule.energy import reaction_field_energy
 
     rows = []
     atoms = born_atoms()
@@ -189,7 +189,7 @@ def born_rows(n, methods, apbs, repeat=1):
         sys.path.insert(0, os.path.dirname(__file__))
         from apbs import apbs_solvation_energy
 
-        from pbsolver.molecule import write_pqr
+        from pbsolver.molecule.atoms import write_pqr
 
         with tempfile.TemporaryDirectory() as tmp:
             pqr = os.path.join(tmp, "born.pqr")

@@ -21,7 +21,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import pbsolver as pb  # noqa: E402
-from pbsolver import maps  # noqa: E402
+from pbsolver.molecule import maps  # noqa: E402
 
 
 def profile_batch(eng, atoms, grid, nf, repeat, rows):
@@ -112,7 +112,7 @@ def main(argv=None):
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)
 
-    from pbsolver.frames import StackedFrames
+    from pbsolver.md.engine import StackedFrames
 
     atoms = pb.read_pqr(pb.data.path("1lpb_chainA.pqr"))
     grid = maps.grid_for_atoms(atoms, 0.8, shape=(65, 65, 65))

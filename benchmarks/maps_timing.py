@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import pbsolver as pb  # noqa: E402
-from pbsolver import maps  # noqa: E402
+from pbsolver.molecule import maps  # noqa: E402
 
 
 def assembly(copies=(2, 2, 2), offset=(40.0, 34.0, 40.0)):

@@ -40,7 +40,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import pbsolver as pb  # noqa: E402
-from pbsolver import maps  # noqa: E402
+from pbsolver.molecule import maps  # noqa: E402
 
 
 def frames_of(atoms, count, drift=0.01, wiggle=0.02, seed=0):
@@ -240,7 +240,7 @@ def throughput(atoms, args):
             moved = pb.Atoms(f, atoms.charges, atoms.radii)
             problems.append(pb.Problem.from_atoms(moved, grid=grid, surface="vdw"))
         if args.backend == "cuda":  # the maps on the device: solutions stay there too
-            from pbsolver.calculator import _on_device
+            from pbsolver.md.calculator import _on_device
 
             problems = [_on_device(p) for p in problems]
         print(f"Part 2: problems of {n}³ (spacing {spacing:.3f} Å), batches of {batches}, "

@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import pbsolver as pb  # noqa: E402
-from pbsolver import energy  # noqa: E402
+from pbsolver.molecule import energy  # noqa: E402
 
 
 def float64_energy(atoms, problem):

@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import md_pipeline  # noqa: E402
 
 import pbsolver as pb  # noqa: E402
-from pbsolver import maps  # noqa: E402
+from pbsolver.molecule import maps  # noqa: E402
 
 
 def main(argv=None):
@@ -42,7 +42,7 @@ def main(argv=None):
         moved = pb.Atoms(f, atoms.charges, atoms.radii)
         problems.append(pb.Problem.from_atoms(moved, grid=grid, surface="vdw"))
     if args.backend == "cuda":
-        from pbsolver.calculator import _on_device
+        from pbsolver.md.calculator import _on_device
 
         problems = [_on_device(p) for p in problems]
     opts = {"mode": "stacked", "method": args.method, "backend": args.backend, "rtol": 1e-6}

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 import pbsolver as pb
-from pbsolver.maps import grid_for_atoms
+from pbsolver.molecule.maps import grid_for_atoms
 
 HERE = Path(__file__).resolve().parent
 PQR = "1lpb_chainA.pqr"

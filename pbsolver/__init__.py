@@ -11,24 +11,19 @@ from __future__ import annotations
 
 import importlib
 
-from ._version import __version__
-from .exceptions import (
-    BackendUnavailableError,
-    ConvergenceError,
-    InputError,
-    PBSolverError,
-)
-from .grid import Grid
-from .problem import Problem
-from .solver import Solver, SolveResult, solve
+from pbsolver._version import __version__
+from pbsolver.exceptions import BackendUnavailableError, ConvergenceError, InputError, PBSolverError
+from pbsolver.grid import Grid
+from pbsolver.problem import Problem
+from pbsolver.solve.solver import Solver, SolveResult, solve
 
 #: Public names defined in modules that are imported on first use (heavy or optional parts).
 _LAZY = {
-    "Atoms": "molecule",
-    "read_pqr": "molecule",
-    "solvation_energy": "energy",
-    "ReactionFieldCalculator": "calculator",
-    "solve_batch": "batched",
+    "Atoms": "molecule.atoms",
+    "read_pqr": "molecule.atoms",
+    "solvation_energy": "molecule.energy",
+    "ReactionFieldCalculator": "md.calculator",
+    "solve_batch": "solve.batched",
     "read_hdf5": "io.hdf5",
     "write_hdf5": "io.hdf5",
     "read_dx": "io.dx",

@@ -156,7 +156,7 @@ def sweep_rows(sizes, copy_bps, quick):
     """Per-sweep GPU time of each kernel shape (graph replay, events)."""
     import cupy as cp
 
-    from .backends.cuda import SWEEP_BYTES, CUDABackend, KernelConfig
+    from pbsolver.backends.cuda import SWEEP_BYTES, CUDABackend, KernelConfig
 
     rows = []
     variants = [
@@ -242,7 +242,7 @@ def launch_rows(quick):
     """Wall vs GPU-busy time per sweep for naive / stream / graph launching."""
     import cupy as cp
 
-    from .backends.cuda import CUDABackend
+    from pbsolver.backends.cuda import CUDABackend
 
     rows = []
     total = 100 if quick else 200
@@ -324,7 +324,7 @@ def solve_rows(sizes, gpu: bool):
     """Time to rtol 1e-6 (second of two identical solves, so compilation is excluded)."""
     import pbsolver as pb
     from pbsolver.operator import relative_residual
-    from pbsolver.solver import _methods
+    from pbsolver.solve.solver import _methods
 
     rows = []
     methods = ["sor"] + (["multigrid"] if "multigrid" in _methods() else [])
@@ -332,7 +332,7 @@ def solve_rows(sizes, gpu: bool):
         prob = random_problem(n, seed=100 + n, salt=True)
         targets = []
         if gpu:
-            from .backends.cuda import CUDABackend
+            from pbsolver.backends.cuda import CUDABackend
 
             for mode in ("graph", "stream"):
                 targets += [(m, "cuda", mode, CUDABackend(launch=mode)) for m in methods]
@@ -413,7 +413,7 @@ def seed_rows(seed_dir):
 
 def cpu_rows(quick):
     """The CPU backend: one red–black sweep (median of 5 batches of 5 sweeps)."""
-    from .backends.cpu import CPUBackend
+    from pbsolver.backends.cpu.backend import CPUBackend
 
     rows = []
     cpu = CPUBackend()
@@ -515,7 +515,7 @@ def format_tables(res: dict) -> str:
 )
 def bench(json_path, sizes, quick, seed_dir, solve_sizes):
     """Measure sweep kernels, launch overhead and time to solution; print a table."""
-    from .backends import cuda_available
+    from pbsolver.backends import cuda_available
 
     gpu = cuda_available()
     sizes = [int(s) for s in sizes.split(",") if s.strip()]

@@ -67,8 +67,8 @@ import math  # noqa: E402
 
 import click  # noqa: E402
 
-from ._version import __version__  # noqa: E402
-from .exceptions import PBSolverError  # noqa: E402
+from pbsolver._version import __version__  # noqa: E402
+from pbsolver.exceptions import PBSolverError  # noqa: E402
 
 log = logging.getLogger("pbsolver")
 
@@ -330,8 +330,8 @@ _MOLECULE_PARAMS = (
 
 def _make_options(ctx, kw):
     """SolveOptions and MoleculeOptions from the parsed options; bad values are usage errors."""
-    from .batch import MoleculeOptions, SolveOptions
-    from .exceptions import InputError
+    from pbsolver.exceptions import InputError
+    from pbsolver.jobs.batch import MoleculeOptions, SolveOptions
 
     solve = SolveOptions(
         method=kw["method"],
@@ -346,7 +346,7 @@ def _make_options(ctx, kw):
     except InputError as exc:
         raise click.UsageError(str(exc), ctx) from None
     if kw["backend"] == "cuda":
-        from .backends import cuda_available
+        from pbsolver.backends import cuda_available
 
         if not cuda_available():
             raise click.UsageError(
@@ -359,7 +359,7 @@ def _make_options(ctx, kw):
 
 
 def _warn_ignored_molecule_options(ctx, inputs):
-    from .batch import input_kind
+    from pbsolver.jobs.batch import input_kind
 
     if any(input_kind(p) == "pqr" for p in inputs):
         return
@@ -458,7 +458,7 @@ def solve(ctx, input, output, dataset, temperature, **kw):
 
     Resumable: rerunning the same command skips grids already solved.
     """
-    from .batch import run_batch
+    from pbsolver.jobs.batch import run_batch
 
     _check_input_exists(ctx, input)
     _check_writable_dir(ctx, output.parent if str(output.parent) else Path("."), "--output")
@@ -477,7 +477,7 @@ def solve(ctx, input, output, dataset, temperature, **kw):
     }
     if _is_map(output):
         return _solve_to_map(ctx, input, output, dataset, temperature, common, kw)
-    from .exceptions import InputError
+    from pbsolver.exceptions import InputError
 
     try:
         report = run_batch([(input, output)], results_only=kw["results_only"], **common)
@@ -495,7 +495,7 @@ def _solve_to_map(ctx, input, output, dataset, temperature, common, kw):
     """Solve one grid and write one of its maps (DX/MRC), through a scratch HDF5 file."""
     import tempfile
 
-    from .batch import run_batch
+    from pbsolver.jobs.batch import run_batch
 
     with tempfile.TemporaryDirectory(prefix="pbsolver-") as tmp:
         scratch = Path(tmp) / "result.h5"
@@ -504,7 +504,7 @@ def _solve_to_map(ctx, input, output, dataset, temperature, common, kw):
         if report.failed:
             code = _summarise(report)
         if report.solved or report.skipped:
-            from .io.hdf5 import list_grids
+            from pbsolver.io.hdf5 import list_grids
 
             names = list_grids(scratch)
             if len(names) != 1:
@@ -568,14 +568,14 @@ def batch(ctx, inputs, out_dir, workers, gpus, scheduler, local_cluster, stack, 
     the same command skips what is done. Workers on this machine write the part files of the
     grids they solve; only this process writes the outputs.
     """
-    from .batch import (
+    from pbsolver.exceptions import InputError
+    from pbsolver.jobs.batch import (
         DaskExecutor,
         LocalExecutor,
         ProcessExecutor,
         default_output_name,
         run_batch,
     )
-    from .exceptions import InputError
 
     for path in inputs:
         _check_input_exists(ctx, path, "INPUTS")
@@ -644,7 +644,7 @@ def info(ctx, file, as_json, max_points):
     _check_input_exists(ctx, file, "FILE")
     name = file.name.lower()
     if name.endswith((".dx", ".dx.gz")):
-        from .io.dx import read_dx
+        from pbsolver.io.dx import read_dx
 
         values, grid = read_dx(file, potential=False, max_points=max_points)
         data = {
@@ -657,7 +657,7 @@ def info(ctx, file, as_json, max_points):
         _emit(data, as_json)
         return 0
     if name.endswith(".pqr"):
-        from .molecule import read_pqr
+        from pbsolver.molecule.atoms import read_pqr
 
         atoms = read_pqr(file)
         data = {"file": str(file), "format": "PQR", **_atoms_dict(atoms)}
@@ -669,7 +669,7 @@ def info(ctx, file, as_json, max_points):
 def _install_info():
     import platform
 
-    from .backends import cuda_available
+    from pbsolver.backends import cuda_available
 
     versions = {"pbsolver": __version__, "python": platform.python_version()}
     for mod in ("numpy", "numba", "h5py", "gridData", "click", "tqdm", "cupy", "distributed"):
@@ -715,7 +715,7 @@ def _atoms_dict(atoms):
 
 
 def _info_hdf5(file, as_json, max_points):
-    from .io.hdf5 import inspect_hdf5, open_hdf5
+    from pbsolver.io.hdf5 import inspect_hdf5, open_hdf5
 
     with open_hdf5(file) as f:
         root = {k: _plain(v) for k, v in f.attrs.items()}
@@ -869,7 +869,7 @@ def export(ctx, file, grid, dataset, fmt, output, temperature, dx_type, max_poin
 
 
 def _export(file, grid, dataset, output, fmt, temperature, dx_type, kw):
-    from .io.hdf5 import POTENTIALS, read_dataset
+    from pbsolver.io.hdf5 import POTENTIALS, read_dataset
 
     max_points = kw.get("max_points")
     if dataset == "potential":
@@ -879,7 +879,7 @@ def _export(file, grid, dataset, output, fmt, temperature, dx_type, kw):
         import numpy as np
 
         if not np.isfinite(values).all():
-            from .exceptions import InputError
+            from pbsolver.exceptions import InputError
 
             raise InputError(
                 "potential = phi_coulomb + reaction_field is infinite where a charge sits on a "
@@ -892,11 +892,11 @@ def _export(file, grid, dataset, output, fmt, temperature, dx_type, kw):
     if fmt is None:
         fmt = "mrc" if output.name.lower().endswith((".mrc", ".map", ".ccp4")) else "dx"
     if fmt == "mrc":
-        from .io.mrc import write_mrc
+        from pbsolver.io.mrc import write_mrc
 
         write_mrc(output, values, g, potential=is_potential, temperature=temperature)
     else:
-        from .io.dx import write_dx
+        from pbsolver.io.dx import write_dx
 
         title = None if is_potential else f"{dataset.upper()} MAP"
         if dataset == "reaction_field":

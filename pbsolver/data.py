@@ -16,7 +16,7 @@ from __future__ import annotations
 import builtins
 from pathlib import Path
 
-from .exceptions import InputError
+from pbsolver.exceptions import InputError
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
 

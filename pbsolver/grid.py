@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _display
-from .exceptions import InputError
+from pbsolver import display as _display
+from pbsolver.exceptions import InputError
 
 #: The largest grid accepted unless a caller raises it: 1024³ nodes, 4 GiB a float32 map.
 MAX_POINTS = 1024**3

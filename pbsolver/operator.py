@@ -22,8 +22,8 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from ._arrays import array_module
-from .problem import Problem
+from pbsolver.arrays import array_module
+from pbsolver.problem import Problem
 
 
 @dataclass
@@ -180,7 +180,7 @@ def assemble_matrix(problem: Problem):
     unknowns : ndarray of bool, grid-shaped
         Which nodes are unknowns (C order matches A's rows).
     """
-    from ._arrays import to_numpy
+    from pbsolver.arrays import to_numpy
 
     coef = coefficients(problem, np.float64)
     coef = Coefficients(
@@ -240,7 +240,7 @@ def reference_solve(problem: Problem) -> np.ndarray:
     """
     from scipy.sparse.linalg import spsolve
 
-    from ._arrays import to_numpy
+    from pbsolver.arrays import to_numpy
 
     A, b, unknowns = assemble_matrix(problem)
     if problem.is_singular:

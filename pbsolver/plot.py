@@ -24,9 +24,9 @@ import math
 
 import numpy as np
 
-from ._arrays import to_numpy
-from .exceptions import InputError
-from .grid import Grid
+from pbsolver.arrays import to_numpy
+from pbsolver.exceptions import InputError
+from pbsolver.grid import Grid
 
 #: Unit labels used by the notebooks and the defaults below.
 UNITS_POTENTIAL = "kJ mol⁻¹ e⁻¹"

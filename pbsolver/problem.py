@@ -13,10 +13,10 @@ from typing import Literal
 
 import numpy as np
 
-from . import _display
-from ._arrays import array_module, as_real_array, first_bad_index
-from .exceptions import InputError
-from .grid import Grid
+from pbsolver import display as _display
+from pbsolver.arrays import array_module, as_real_array, first_bad_index
+from pbsolver.exceptions import InputError
+from pbsolver.grid import Grid
 
 BOUNDARIES = ("dirichlet", "periodic")
 FACE_RULES = ("arithmetic", "harmonic")
@@ -246,7 +246,7 @@ class Problem:
             ``shape``, ``center``, ``ses_step``, ``kappa_subsamples``, ``maps_backend``
             (see :func:`pbsolver.maps.build_problem`).
         """
-        from .maps import build_problem
+        from pbsolver.molecule.maps import build_problem
 
         return build_problem(
             atoms,

@@ -305,8 +305,8 @@ def test_output_in_the_way_is_a_usage_error(tmp_path):
 
 def test_unwritable_directory_fails_that_input_only(tmp_path, monkeypatch):
     """run_batch: an output that cannot be written is that input's failure, named."""
-    from pbsolver.batch import SolveOptions, run_batch
-    from pbsolver.io import _atomic
+    from pbsolver.io import atomic as _atomic
+    from pbsolver.jobs.batch import SolveOptions, run_batch
 
     a = _input(tmp_path)
     (tmp_path / "b").mkdir()

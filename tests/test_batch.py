@@ -24,17 +24,17 @@ from _pbio import (
 )
 
 import pbsolver as pb
-import pbsolver.batched
-from pbsolver import batch
-from pbsolver.batch import (
+import pbsolver.solve.batched
+from pbsolver.io import hdf5
+from pbsolver.io.atomic import OutputLock
+from pbsolver.jobs import batch
+from pbsolver.jobs.batch import (
     LocalExecutor,
     ProcessExecutor,
     SolveOptions,
     default_output_name,
     run_batch,
 )
-from pbsolver.io import hdf5
-from pbsolver.io._atomic import OutputLock
 
 OPTS = SolveOptions(method="sor", backend="cpu", rtol=1e-4)
 

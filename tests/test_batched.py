@@ -7,9 +7,9 @@ import pytest
 from conftest import random_problem
 
 import pbsolver as pb
-from pbsolver import batched
-from pbsolver.batched import clear_workspaces, stack_problems
 from pbsolver.operator import reference_solve, relative_residual
+from pbsolver.solve import batched
+from pbsolver.solve.batched import clear_workspaces, stack_problems
 
 
 def _problems(rng, shape, count=3):
@@ -197,7 +197,7 @@ def test_gpu_stack_of_device_problems_matches_reference(rng):
     """CuPy problems (read in place by the assembly kernel), an odd shape, guesses for some."""
     import cupy as cp
 
-    from pbsolver.calculator import _on_device
+    from pbsolver.md.calculator import _on_device
 
     host = _problems(rng, (17, 14, 15), 4)
     problems = [_on_device(p) for p in host]

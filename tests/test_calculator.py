@@ -9,8 +9,8 @@ import pytest
 from analytic import born, kirkwood
 
 import pbsolver as pb
-from pbsolver import energy as E
-from pbsolver.calculator import sample_field
+from pbsolver.md.calculator import sample_field
+from pbsolver.molecule import energy as E
 
 
 def _cavity_atoms(z, a=5.0):

@@ -51,7 +51,7 @@ def backend(**kw):
 
 @pytest.fixture(scope="module")
 def stencils(problems):
-    from pbsolver.backends.cpu import CPUBackend
+    from pbsolver.backends.cpu.backend import CPUBackend
 
     cpu, gpu = CPUBackend(), backend()
     out = {}
@@ -225,7 +225,7 @@ def test_capture_runner_replays_one_graph(cp):
 
 
 def test_multigrid_runs_on_cuda(problems):
-    from pbsolver.solver import _methods
+    from pbsolver.solve.solver import _methods
 
     if "multigrid" not in _methods():
         pytest.skip("no multigrid method in this checkout")

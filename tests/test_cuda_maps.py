@@ -120,7 +120,7 @@ def test_gpu_maps_match_cpu_on_a_protein():
     import numpy as np
 
     import pbsolver as pb
-    from pbsolver import maps
+    from pbsolver.molecule import maps
 
     atoms = pb.read_pqr(ROOT / "data" / "1lpb_chainA.pqr")
     grid = maps.grid_for_atoms(atoms, 0.7, 4.0)

@@ -39,7 +39,7 @@ class _Ctx:
 
     def __init__(self):
         import pbsolver  # noqa: F401  (fails loudly if the package is missing)
-        from pbsolver.backends.cpu import CPUBackend
+        from pbsolver.backends.cpu.backend import CPUBackend
         from pbsolver.backends.cuda import CUDABackend, KernelConfig
 
         self.rng = np.random.default_rng(20261129)
@@ -204,7 +204,7 @@ def check_plain_stencil_stored_diagonal_colour_pass():
     import dataclasses
 
     from pbsolver.backends import Stencil
-    from pbsolver.backends import cpu_kernels as CK
+    from pbsolver.backends.cpu import kernels as CK
 
     c = ctx()
     sc, sg = c.stencils("dirichlet")
@@ -295,7 +295,7 @@ def _transfer_axis(n, periodic):
 
 def check_restrict_and_prolong():
     from pbsolver.backends import Transfer
-    from pbsolver.backends.cpu import CPUBackend
+    from pbsolver.backends.cpu.backend import CPUBackend
 
     if not hasattr(CPUBackend, "restrict"):
         raise Skip("the CPU backend has no multigrid transfers in this checkout")
@@ -333,7 +333,7 @@ def check_restrict_and_prolong():
 def check_stacked_coarse_operator_kernels():
     """The device rebuild of a stack's coarse operators equals the array code's."""
     from pbsolver.backends import Stencil
-    from pbsolver.stacked_multigrid import PENALTY, StackedHierarchy
+    from pbsolver.multigrid.stacked import PENALTY, StackedHierarchy
 
     c = ctx()
     block, stride, blocks = (7, 6, 5), 8, 2

@@ -7,7 +7,7 @@ import pytest
 from analytic import kirkwood
 
 import pbsolver as pb
-from pbsolver import energy
+from pbsolver.molecule import energy
 
 
 def test_trilinear_interpolation_is_exact_for_trilinear_fields(rng):

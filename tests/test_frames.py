@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import pbsolver as pb
-from pbsolver.calculator import sample_field
-from pbsolver.frames import StackedFrames
+from pbsolver.md.calculator import sample_field
+from pbsolver.md.engine import StackedFrames
 
 
 def _solute(seed, n=40, spread=2.5):
@@ -206,14 +206,14 @@ def test_cuda_frame_kernels_equal_the_cpu_ones_under_the_simulator():
         assert proc.returncode == 0 and " passed" in proc.stdout, proc.stdout[-3000:]
         return
     from pbsolver.backends.frame_kernels import (
-        COULOMB_NODES,
-        COULOMB_NODES_WIDE,
-        THREADS,
-        blocks,
-        cpu_kernels,
-        cuda_kernels,
-    )
-    from pbsolver.frames import _outer_layer
+    COULOMB_NODES,
+    COULOMB_NODES_WIDE,
+    THREADS,
+    blocks,
+    cpu_kernels,
+    cuda_kernels,
+)
+    from pbsolver.md.engine import _outer_layer
 
     C, G = cpu_kernels(), cuda_kernels()
     nf, shape, h, stride, pos, origin, q, rad = _kernel_inputs(4)

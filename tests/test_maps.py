@@ -10,7 +10,7 @@ import pytest
 import refgeom as R
 
 import pbsolver as pb
-from pbsolver import maps
+from pbsolver.molecule import maps
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 

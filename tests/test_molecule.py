@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import pbsolver as pb
-from pbsolver.molecule import element_radii, parse_pqr, write_pqr
+from pbsolver.molecule.atoms import element_radii, parse_pqr, write_pqr
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 PROTEIN = DATA / "1lpb_chainA.pqr"

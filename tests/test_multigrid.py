@@ -6,11 +6,11 @@ from conftest import coulomb_map, random_problem, random_spheres_epsilon
 
 import pbsolver as pb
 from pbsolver import operator as op
-from pbsolver.backends import cpu_kernels as K
-from pbsolver.backends import cpu_mg_kernels as MG
 from pbsolver.backends import get_backend
-from pbsolver.backends.cpu import CPUBackend
-from pbsolver.multigrid import (
+from pbsolver.backends.cpu import kernels as K
+from pbsolver.backends.cpu import mg_kernels as MG
+from pbsolver.backends.cpu.backend import CPUBackend
+from pbsolver.multigrid.hierarchy import (
     Hierarchy,
     coarse_coefficients,
     coarsen_axis,

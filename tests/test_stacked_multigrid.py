@@ -8,15 +8,15 @@ import pytest
 
 import pbsolver as pb
 from pbsolver.backends import get_backend
-from pbsolver.batched import stack_problems
-from pbsolver.multigrid import Hierarchy
-from pbsolver.stacked_multigrid import (
+from pbsolver.multigrid.hierarchy import Hierarchy
+from pbsolver.multigrid.stacked import (
     PENALTY,
     StackedHierarchy,
     StackedMultigrid,
     fixed_nodes,
     stacked_plan,
 )
+from pbsolver.solve.batched import stack_problems
 
 
 def _problem(seed, shape=(17, 15, 13), spacing=0.7, salt=True):

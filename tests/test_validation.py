@@ -15,7 +15,7 @@ import pytest
 from analytic import born, born_salt, kirkwood
 
 import pbsolver as pb
-from pbsolver import energy, maps
+from pbsolver.molecule import energy, maps
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))

@@ -14,7 +14,7 @@ import functools
 import os
 from dataclasses import dataclass
 
-from ..exceptions import BackendUnavailableError, InputError
+from pbsolver.exceptions import BackendUnavailableError, InputError
 
 BACKENDS = ("auto", "cpu", "cuda")
 
@@ -157,7 +157,7 @@ class Backend:
         """
         import numpy as np
 
-        from ..batched import stack_problems
+        from pbsolver.solve.batched import stack_problems
 
         system = stack_problems(problems, x0, unlifted=unlifted is not None)
         sources = (system.cx, system.cy, system.cz, system.diag, system.b)
@@ -183,7 +183,7 @@ class Backend:
         """
         import math
 
-        from .._arrays import array_module
+        from pbsolver.arrays import array_module
 
         self.residual(st, x, r)
         xp = array_module(r)
@@ -198,7 +198,7 @@ class Backend:
 
         This default works on NumPy arrays (the CPU backend).
         """
-        from ..operator import interior_mask
+        from pbsolver.operator import interior_mask
 
         nx = shape[0]
         blocks = (n_blocks, stride, *shape[1:])
@@ -286,7 +286,7 @@ class Backend:
         ``inverse`` is an (N, N) backend array, N = b.size ≤ a few thousand. This default
         works for NumPy and CuPy arrays alike (``xp.dot`` with ``out=``, no allocation).
         """
-        from .._arrays import array_module
+        from pbsolver.arrays import array_module
 
         xp = array_module(x)
         xp.dot(inverse, b.reshape(-1), out=x.reshape(-1))
@@ -310,7 +310,7 @@ def cuda_available() -> bool:
 @functools.cache
 def _load(name: str) -> Backend:
     if name == "cpu":
-        from .cpu import CPUBackend
+        from pbsolver.backends.cpu.backend import CPUBackend
 
         return CPUBackend()
     if name == "cuda":
@@ -319,7 +319,7 @@ def _load(name: str) -> Backend:
                 "backend='cuda' needs numba-cuda, CuPy and a usable NVIDIA GPU; none found here "
                 "(install pbsolver[cuda12] or pbsolver[cuda13], or use backend='cpu')"
             )
-        from .cuda import CUDABackend
+        from pbsolver.backends.cuda import CUDABackend
 
         return CUDABackend()
     raise InputError(f"backend must be one of {BACKENDS}, got {name!r}")
@@ -348,7 +348,7 @@ def get_backend(name: str = "auto", like=None) -> Backend:
     if name not in BACKENDS:
         raise InputError(f"backend must be one of {BACKENDS}, got {name!r}")
     if name == "auto":
-        from .._arrays import is_device_array
+        from pbsolver.arrays import is_device_array
 
         if like is not None and is_device_array(like):
             return _load("cuda")

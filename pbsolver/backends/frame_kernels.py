@@ -28,7 +28,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from .line_bodies import accumulate_body, sort_merge_body
+from pbsolver.backends.bodies.lines import accumulate_body, sort_merge_body
 
 #: numba.cuda, imported by :func:`cuda_kernels` (numba-cuda is optional: the CPU kernels must
 #: import without it). A module global, because the simulator swaps it inside kernels.

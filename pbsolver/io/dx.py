@@ -20,12 +20,12 @@ from pathlib import Path
 
 import numpy as np
 
-from .._arrays import to_numpy
-from .._version import __version__
-from ..exceptions import InputError
-from ..grid import Grid
-from ._atomic import atomic_path
-from .units import DEFAULT_TEMPERATURE, check_temperature, kT_kj_per_mol
+from pbsolver._version import __version__
+from pbsolver.arrays import to_numpy
+from pbsolver.exceptions import InputError
+from pbsolver.grid import Grid
+from pbsolver.io.atomic import atomic_path
+from pbsolver.io.units import DEFAULT_TEMPERATURE, check_temperature, kT_kj_per_mol
 
 _KEYWORD_LINE = re.compile(r"^[ \t]*[A-Za-z]", re.MULTILINE)
 _DX_TYPES = ("float", "double", "int", "unsigned int", "short", "byte", "signed byte")
@@ -262,7 +262,7 @@ def read_dx(
         Missing, malformed or truncated file, a declared size above the limit, non-finite data,
         non-orthorhombic axes.
     """
-    from .hdf5 import default_max_points
+    from pbsolver.io.hdf5 import default_max_points
 
     path = Path(path)
     if not path.exists():

@@ -37,12 +37,12 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from .._version import __version__
-from ..exceptions import InputError
-from ..grid import MAX_POINTS, Grid
-from ..problem import BOUNDARIES, FACE_RULES, Problem
-from ._atomic import atomic_path
-from .units import DEFAULT_TEMPERATURE, KJ_PER_MOL_E, potential_scale
+from pbsolver._version import __version__
+from pbsolver.exceptions import InputError
+from pbsolver.grid import MAX_POINTS, Grid
+from pbsolver.io.atomic import atomic_path
+from pbsolver.io.units import DEFAULT_TEMPERATURE, KJ_PER_MOL_E, potential_scale
+from pbsolver.problem import BOUNDARIES, FACE_RULES, Problem
 
 #: Version of the layout this module reads and writes.
 LAYOUT = "1"
@@ -647,7 +647,7 @@ def grid_attrs(grid: Grid, eps_cavity=None, boundary="dirichlet", face_rule=None
 
 def problem_arrays(problem: Problem) -> dict:
     """The input datasets of ``problem`` as NumPy arrays, keyed by layout name."""
-    from .._arrays import to_numpy
+    from pbsolver.arrays import to_numpy
 
     out = {}
     if problem.epsilon is not None:
@@ -826,7 +826,7 @@ def write_hdf5(
 
 
 def _host(a):
-    from .._arrays import to_numpy
+    from pbsolver.arrays import to_numpy
 
     return to_numpy(a)
 

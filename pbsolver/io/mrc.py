@@ -12,11 +12,11 @@ from pathlib import Path
 
 import numpy as np
 
-from .._arrays import to_numpy
-from ..exceptions import InputError
-from ..grid import Grid
-from ._atomic import atomic_path
-from .units import DEFAULT_TEMPERATURE, check_temperature, kT_kj_per_mol
+from pbsolver.arrays import to_numpy
+from pbsolver.exceptions import InputError
+from pbsolver.grid import Grid
+from pbsolver.io.atomic import atomic_path
+from pbsolver.io.units import DEFAULT_TEMPERATURE, check_temperature, kT_kj_per_mol
 
 
 def write_mrc(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-from ..exceptions import InputError
+from pbsolver.exceptions import InputError
 
 #: k_B·N_A in kJ mol⁻¹ K⁻¹ (exact).
 GAS_CONSTANT_KJ = 1.380649e-23 * 6.02214076e23 / 1000.0

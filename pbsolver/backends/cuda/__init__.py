@@ -68,7 +68,14 @@ On the CPU backend (and with ``launch`` other than "graph") there is nothing to 
 ``runner`` just calls ``fn``.
 """
 
-from .backend import LAUNCH_MODES, SOR_KERNELS, SWEEP_BYTES, CUDABackend, CUDAStencil, KernelConfig
+from pbsolver.backends.cuda.backend import (
+    LAUNCH_MODES,
+    SOR_KERNELS,
+    SWEEP_BYTES,
+    CUDABackend,
+    CUDAStencil,
+    KernelConfig,
+)
 
 __all__ = [
     "LAUNCH_MODES",

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...exceptions import InputError
-from .. import Backend, Stencil
-from . import kernels as K
-from .device import CuPyDevice, NumbaDevice, grid_for
+from pbsolver.backends import Backend, Stencil
+from pbsolver.backends.cuda import kernels as K
+from pbsolver.backends.cuda.device import CuPyDevice, NumbaDevice, grid_for
+from pbsolver.exceptions import InputError
 
 LAUNCH_MODES = ("graph", "stream", "naive")
 SOR_KERNELS = ("point", "tile", "march")
@@ -316,7 +316,7 @@ class CUDABackend(Backend):
     # --- stacks of problems --------------------------------------------------------------
     def assemble_stack(self, problems, x0, stride, out, out32, unlifted, fixed, x):
         """Stage the problems' grids, then one :func:`~.stack_kernels.stack_blocks` launch."""
-        from . import stack_kernels as SK
+        from pbsolver.backends.cuda import stack_kernels as SK
 
         f64 = np.float64
         p0 = problems[0]
@@ -397,7 +397,7 @@ class CUDABackend(Backend):
 
     def unstack(self, x, fixed, shape, stride, n_blocks):
         """One :func:`~.stack_kernels.unstack` launch (see the interface)."""
-        from . import stack_kernels as SK
+        from pbsolver.backends.cuda import stack_kernels as SK
 
         shape = tuple(int(n) for n in shape)
         with self.dev.io():
@@ -683,7 +683,7 @@ class CUDABackend(Backend):
             Sweeps done and the last residual norm (computed in float64).
         """
         if on_device and self.dev.name == "cupy" and self.launch == "graph":
-            from .device_loop import WhileLoop
+            from pbsolver.backends.cuda.device_loop import WhileLoop
 
             key = self._key("while", x, *self._st_items(st), float(omega), float(atol))
             key += (int(maxiter), int(check_every), self.kernel)

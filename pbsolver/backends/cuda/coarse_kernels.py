@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from numba import cuda, float64, int64
 
-from .kernels import _wrapped
+from pbsolver.backends.cuda.kernels import _wrapped
 
 
 @cuda.jit(device=True)

@@ -83,7 +83,7 @@ class NumbaDevice:
     def asarray(self, a, dtype):
         if self.is_array(a):
             a = a.copy_to_host()
-        from ..._arrays import to_numpy
+        from pbsolver.arrays import to_numpy
 
         host = np.ascontiguousarray(to_numpy(a), dtype=np.dtype(dtype))
         return cuda.to_device(host)
@@ -93,14 +93,14 @@ class NumbaDevice:
 
     def copy_into(self, dst, src):
         """Copy ``src`` (any array, cast to ``dst``'s dtype) into the 1-D device array ``dst``."""
-        from ..._arrays import to_numpy
+        from pbsolver.arrays import to_numpy
 
         if self.is_array(src):
             src = src.copy_to_host()
         dst.copy_to_device(np.ascontiguousarray(to_numpy(src), dtype=dst.dtype).reshape(-1))
 
     def to_caller(self, a, like):
-        from ..._arrays import array_module
+        from pbsolver.arrays import array_module
 
         if array_module(like) is np and not self.is_array(like):
             return self.to_numpy(a)
@@ -204,7 +204,7 @@ class CuPyDevice:
                 dst[...] = cp.asarray(np.ascontiguousarray(src).reshape(-1))
 
     def to_caller(self, a, like):
-        from ..._arrays import array_module
+        from pbsolver.arrays import array_module
 
         if array_module(like) is np and not self.is_array(like):
             return self.to_numpy(a)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from numba import cuda, int64
 
-from .kernels import _face_term
+from pbsolver.backends.cuda.kernels import _face_term
 
 
 @cuda.jit(device=True)

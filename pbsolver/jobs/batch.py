@@ -60,7 +60,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .exceptions import InputError, PBSolverError
+from pbsolver.exceptions import InputError, PBSolverError
 
 log = logging.getLogger("pbsolver")
 
@@ -89,7 +89,7 @@ class SolveOptions:
 
     def make_solver(self):
         """The :class:`~pbsolver.Solver` these options describe (raises InputError if bad)."""
-        from .solver import Solver
+        from pbsolver.solve.solver import Solver
 
         return Solver(**self.solver_kwargs())
 
@@ -112,7 +112,7 @@ class MoleculeOptions:
 
     def problem(self, atoms):
         """Build the :class:`~pbsolver.Problem` of ``atoms``."""
-        from .problem import Problem
+        from pbsolver.problem import Problem
 
         return Problem.from_atoms(atoms, **asdict(self))
 
@@ -221,7 +221,7 @@ def run_stack(group: TaskGroup) -> list:
     solve fails the grids it held. Each outcome's ``seconds`` is the group's time divided
     among its grids.
     """
-    from .batched import solve_batch
+    from pbsolver.solve.batched import solve_batch
 
     start = time.perf_counter()
     tasks = list(group.tasks)
@@ -250,10 +250,10 @@ def run_stack(group: TaskGroup) -> list:
 
 def _read_task(task: Task):
     """(problem, atoms or None) of a task, read from its input (read-only)."""
-    from .io.hdf5 import read_problem
+    from pbsolver.io.hdf5 import read_problem
 
     if task.kind == "pqr":
-        from .molecule import read_pqr
+        from pbsolver.molecule.atoms import read_pqr
 
         atoms = read_pqr(task.source)
         return task.molecule.problem(atoms), atoms
@@ -273,14 +273,14 @@ def _outcome(task: Task, problem, atoms, result, seconds: float) -> Outcome:
     """A solved task's outcome (part file written when ``task.part_path``); never raises."""
     start = time.perf_counter() - seconds
     try:
-        from .io.hdf5 import problem_arrays, problem_attrs, solver_attrs
+        from pbsolver.io.hdf5 import problem_arrays, problem_attrs, solver_attrs
 
         attrs = problem_attrs(problem)
         arrays = problem_arrays(problem) if task.want_inputs else None
         extra = _energy(atoms, problem, result) if atoms is not None else {}
     except Exception as exc:  # noqa: BLE001
         return _failure(task, _reason(exc))
-    from .solver import SolveResult
+    from pbsolver.solve.solver import SolveResult
 
     assert isinstance(result, SolveResult)
     rtol = task.solve.rtol
@@ -304,7 +304,7 @@ def _outcome(task: Task, problem, atoms, result, seconds: float) -> Outcome:
             solver=solver,
             seconds=time.perf_counter() - start,
         )
-    from ._arrays import to_numpy
+    from pbsolver.arrays import to_numpy
 
     rf = to_numpy(result.phi_rf)
     outcome = Outcome(
@@ -351,8 +351,8 @@ def _write_part(path, grid: str, outcome: Outcome, dtype: str) -> str | None:
     (remote workers). Written under a temporary name and renamed when complete, so a part file
     that exists is complete.
     """
-    from .io._atomic import atomic_path
-    from .io.hdf5 import create_file, write_grid
+    from pbsolver.io.atomic import atomic_path
+    from pbsolver.io.hdf5 import create_file, write_grid
 
     path = Path(path)
     try:
@@ -376,7 +376,7 @@ def _write_part(path, grid: str, outcome: Outcome, dtype: str) -> str | None:
 
 def _energy(atoms, problem, result) -> dict:
     """Polar solvation energy ½ Σ q φ_rf(r_i) of a molecule (ε_c = ε_in), kJ/mol."""
-    from .energy import reaction_field_energy
+    from pbsolver.molecule.energy import reaction_field_energy
 
     if not result.converged:
         return {}
@@ -797,7 +797,7 @@ def run_batch(
     BatchReport
         Every grid's status; failures carry their reason. Nothing is raised for bad inputs.
     """
-    from .io._atomic import OutputLock
+    from pbsolver.io.atomic import OutputLock
 
     solve = solve or SolveOptions()
     molecule = molecule or MoleculeOptions()
@@ -923,7 +923,7 @@ def _plan(
 
     ``workers_write``: the tasks carry their part file's path, and workers write it.
     """
-    from .io._atomic import remove_stale_temps
+    from pbsolver.io.atomic import remove_stale_temps
 
     remove_stale_temps(job.output.parent, job.output.name)
     remove_stale_temps(job.parts_dir)
@@ -980,7 +980,7 @@ def _plan(
 
 def _hdf5_grids(path, selected, max_points):
     """Selected and all grid names of an HDF5 input, and per selected grid its metadata error."""
-    from .io.hdf5 import GRIDS, inspect_grid, list_grids, open_hdf5
+    from pbsolver.io.hdf5 import GRIDS, inspect_grid, list_grids, open_hdf5
 
     with open_hdf5(path) as f:
         names = list_grids(f)
@@ -1018,7 +1018,7 @@ def _find_done(job):
     """Fill ``job.in_final`` and ``job.parts`` with finished grids whose key matches."""
     import h5py
 
-    from .io.hdf5 import GRIDS
+    from pbsolver.io.hdf5 import GRIDS
 
     if job.output.is_file():
         try:
@@ -1121,8 +1121,8 @@ def _finish(job, report, results_only):
 def _assemble(job, results_only):
     import h5py
 
-    from .io._atomic import atomic_path
-    from .io.hdf5 import GRIDS, INPUT_DATASETS, create_file
+    from pbsolver.io.atomic import atomic_path
+    from pbsolver.io.hdf5 import GRIDS, INPUT_DATASETS, create_file
 
     with contextlib.ExitStack() as stack:
         old = None

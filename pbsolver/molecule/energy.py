@@ -16,9 +16,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._arrays import to_numpy
-from .exceptions import InputError
-from .grid import Grid
+from pbsolver.arrays import to_numpy
+from pbsolver.exceptions import InputError
+from pbsolver.grid import Grid
 
 KCAL = 4.184  # kJ per kcal
 UNITS = {"kJ/mol": 1.0, "kcal/mol": 1.0 / KCAL}
@@ -178,9 +178,9 @@ def solvate(
     arguments). ``strict=True`` raises :class:`~pbsolver.ConvergenceError` when the solve
     does not converge.
     """
-    from ._arrays import to_numpy
-    from .problem import Problem
-    from .solver import Solver
+    from pbsolver.arrays import to_numpy
+    from pbsolver.problem import Problem
+    from pbsolver.solve.solver import Solver
 
     _unit_factor(units)
     problem = Problem.from_atoms(

@@ -43,11 +43,11 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from ._arrays import array_module, to_numpy
-from .backends import Stencil, get_backend
-from .exceptions import ConvergenceError, InputError
-from .problem import Problem
-from .solver import Solver, SolveResult, _Loop, _methods
+from pbsolver.arrays import array_module, to_numpy
+from pbsolver.backends import Stencil, get_backend
+from pbsolver.exceptions import ConvergenceError, InputError
+from pbsolver.problem import Problem
+from pbsolver.solve.solver import Solver, SolveResult, _Loop, _methods
 
 MODES = ("auto", "loop", "stacked", "streams")
 #: Methods the stacked path can run (multigrid through a block-by-block hierarchy).
@@ -267,7 +267,7 @@ def stack_problems(problems, x0=None, unlifted=False) -> StackedSystem:
     -------
     StackedSystem
     """
-    from .operator import apply, coefficients, fixed_values, interior_mask, rhs
+    from pbsolver.operator import apply, coefficients, fixed_values, interior_mask, rhs
 
     p0 = problems[0]
     shape, spacing = p0.grid.shape, p0.grid.spacing
@@ -354,7 +354,7 @@ def _solve_stacked(solver: Solver, backend, problems, x0) -> list[SolveResult]:
     shape = p0.grid.shape
     options = {}
     if name == "multigrid":
-        from .stacked_multigrid import StackedMultigrid, stack_cycle_options
+        from pbsolver.multigrid.stacked import StackedMultigrid, stack_cycle_options
 
         options = stack_cycle_options(solver.method_options, solver.omega)
     stride = shape[0] + shape[0] % 2
@@ -517,7 +517,7 @@ def _workspace(backend, solver: Solver, name, options, shape, p0, stride):
             mg=None,
         )
         if name == "multigrid":
-            from .stacked_multigrid import StackedHierarchy
+            from pbsolver.multigrid.stacked import StackedHierarchy
 
             ws.mg = StackedHierarchy(backend, st, p0.grid.shape, p0.grid.spacing, stride,
                                      **options)  # fmt: skip
@@ -538,7 +538,7 @@ _STREAM_BACKENDS: list = []
 
 def _stream_backends(count: int):
     """``count`` CUDA backends, each with its own stream and graph cache (kept across calls)."""
-    from .backends.cuda import CUDABackend
+    from pbsolver.backends.cuda import CUDABackend
 
     while len(_STREAM_BACKENDS) < count:
         _STREAM_BACKENDS.append(CUDABackend())

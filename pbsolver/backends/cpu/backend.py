@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._arrays import to_numpy
-from . import Backend, Stencil
-from . import cpu_kernels as K
-from . import cpu_mg_kernels as MG
+from pbsolver.arrays import to_numpy
+from pbsolver.backends import Backend, Stencil
+from pbsolver.backends.cpu import kernels as K
+from pbsolver.backends.cpu import mg_kernels as MG
 
 
 class CPUBackend(Backend):
@@ -20,7 +20,7 @@ class CPUBackend(Backend):
         return np.array(to_numpy(a), dtype=dtype, order="C", copy=True)
 
     def to_caller(self, a, like):
-        from .._arrays import array_module
+        from pbsolver.arrays import array_module
 
         xp = array_module(like)
         return a if xp is np else xp.asarray(a)
@@ -33,7 +33,7 @@ class CPUBackend(Backend):
 
     # --- setup -------------------------------------------------------------------------
     def stencil(self, problem, dtype) -> Stencil:
-        from ..operator import coefficients
+        from pbsolver.operator import coefficients
 
         coef = coefficients(problem, np.float64)
         faces = [self.asarray(f, np.float64) for f in problem.face_permittivities(np.float64)]

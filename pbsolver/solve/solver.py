@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import _display
-from ._arrays import array_module, as_real_array
-from .backends import Backend, Stencil, get_backend
-from .exceptions import ConvergenceError, InputError
-from .problem import Problem
+from pbsolver import display as _display
+from pbsolver.arrays import array_module, as_real_array
+from pbsolver.backends import Backend, Stencil, get_backend
+from pbsolver.exceptions import ConvergenceError, InputError
+from pbsolver.problem import Problem
 
 #: Stop as "diverging" when the residual exceeds this multiple of the initial one.
 DIVERGENCE_FACTOR = 1e4
@@ -362,7 +362,7 @@ class Solver:
 
     # ------------------------------------------------------------------ helpers
     def _initial_guess(self, backend, problem, x0, dtype=None):
-        from .operator import fixed_values
+        from pbsolver.operator import fixed_values
 
         dtype = self.dtype if dtype is None else np.dtype(dtype)
         fixed = fixed_values(problem, dtype)
@@ -533,8 +533,8 @@ def solve(problem: Problem, x0=None, **options) -> SolveResult:
 
 def _methods() -> dict[str, type]:
     # Methods in other modules register themselves in METHODS when imported.
-    if importlib.util.find_spec(f"{__package__}.multigrid") is not None:
-        importlib.import_module(f"{__package__}.multigrid")
+    if importlib.util.find_spec("pbsolver.multigrid.hierarchy") is not None:
+        importlib.import_module("pbsolver.multigrid.hierarchy")
     return METHODS
 
 

@@ -27,7 +27,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from .line_bodies import accumulate_body
+from pbsolver.backends.bodies.lines import accumulate_body
 
 _JIT = {"cache": True, "nogil": True, "boundscheck": False}
 #: Flags that let the Coulomb sum vectorise (reassociation) but keep IEEE infinities.

@@ -20,7 +20,7 @@ import math
 import numpy as np
 from numba import cuda
 
-from .line_bodies import accumulate_body, sort_merge_body
+from pbsolver.backends.bodies.lines import accumulate_body, sort_merge_body
 
 MAX_SPHERES = 384
 MAX_CANDIDATES = 384

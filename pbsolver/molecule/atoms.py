@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .exceptions import InputError
+from pbsolver.exceptions import InputError
 
 #: Bondi (1964) van der Waals radii, Å, by element, for inputs that carry no radii.
 BONDI_RADII = {

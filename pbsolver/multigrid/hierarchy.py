@@ -70,11 +70,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._arrays import array_module
-from .backends import Backend, Stencil, Transfer
-from .exceptions import InputError
-from .problem import Problem
-from .solver import METHODS, require_even_periodic
+from pbsolver.arrays import array_module
+from pbsolver.backends import Backend, Stencil, Transfer
+from pbsolver.exceptions import InputError
+from pbsolver.problem import Problem
+from pbsolver.solve.solver import METHODS, require_even_periodic
 
 #: Cycle shapes: the number of coarse-grid visits per level (F: one F-cycle then one V-cycle).
 CYCLES = {"V": 1, "W": 2, "F": 2}

@@ -31,9 +31,9 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from .backends.frame_kernels import CAP, LINE_THREADS, coulomb_nodes
-from .exceptions import InputError
-from .grid import Grid
+from pbsolver.backends.frame_kernels import CAP, LINE_THREADS, coulomb_nodes
+from pbsolver.exceptions import InputError
+from pbsolver.grid import Grid
 
 #: Boundary kinds the stacked path computes (``"sdh"`` needs the general path).
 STACKED_BOUNDARY_KINDS = ("mdh", "zero")
@@ -138,7 +138,7 @@ class StackedFrames:
         method="auto",
         backend=None,
     ):
-        from .backends import get_backend
+        from pbsolver.backends import get_backend
 
         if method not in STACKED_METHODS:
             raise InputError(f"the stacked path solves with {STACKED_METHODS}, got {method!r}")
@@ -158,11 +158,11 @@ class StackedFrames:
         if self.cuda:
             import cupy
 
-            from .backends.frame_kernels import cuda_kernels
+            from pbsolver.backends.frame_kernels import cuda_kernels
 
             self.xp, self.kernels = cupy, cuda_kernels()
         else:
-            from .backends.frame_kernels import cpu_kernels
+            from pbsolver.backends.frame_kernels import cpu_kernels
 
             self.xp, self.kernels = np, cpu_kernels()
         self.eps_in, self.eps_out = float(eps_in), float(eps_out)
@@ -291,7 +291,7 @@ class StackedFrames:
         raise ``buf.bad``). :meth:`_maps` runs them all; ``benchmarks/frames_profile.py`` times
         each alone.
         """
-        from .maps import COULOMB_KJ
+        from pbsolver.molecule.maps import COULOMB_KJ
 
         K, (nx, ny, nz), xp, f32 = self.kernels, self.grid.shape, self.xp, np.float32
         flag = [buf.bad] if self.cuda else []
@@ -347,7 +347,7 @@ class StackedFrames:
 
     def _fill_guess(self, buf, nf, nodes):
         """Debye–Hückel values (the "mdh" sum with vdW radii) at the inner ``nodes`` of x."""
-        from .maps import COULOMB_KJ
+        from pbsolver.molecule.maps import COULOMB_KJ
 
         nodes = np.asarray(nodes).reshape(-1, 3)
         shape = np.asarray(self.grid.shape)
@@ -374,8 +374,8 @@ class StackedFrames:
         each frame's initial relative residual (1 from a zero guess; measured on the float64
         operator when warm).
         """
-        from .batched import stack_norm, stack_thresholds
-        from .solver import SOR, _Loop, optimal_sor_omega
+        from pbsolver.solve.batched import stack_norm, stack_thresholds
+        from pbsolver.solve.solver import SOR, _Loop, optimal_sor_omega
 
         s = self.solver
         nf = len(bn_host)
@@ -416,7 +416,7 @@ class StackedFrames:
 
     def _multigrid(self, buf, nf):
         """The stack's multigrid method, its hierarchy (made once per buffers) updated."""
-        from .stacked_multigrid import StackedHierarchy, StackedMultigrid
+        from pbsolver.multigrid.stacked import StackedHierarchy, StackedMultigrid
 
         if getattr(buf, "mg", None) is None:
             with self._on_stream():
@@ -434,7 +434,7 @@ class StackedFrames:
         :func:`~pbsolver.stacked_multigrid.stack_cycle_options` of the solver's method options,
         and of its ``omega`` when the method is "multigrid" by name.
         """
-        from .stacked_multigrid import stack_cycle_options
+        from pbsolver.multigrid.stacked import stack_cycle_options
 
         s = self.solver
         omega = s.omega if self.method == "multigrid" else None
@@ -453,7 +453,7 @@ class StackedFrames:
         buf = self._buffers.get(nf)
         if buf is not None:
             return buf
-        from .backends import Stencil
+        from pbsolver.backends import Stencil
 
         xp = self.xp
         _, ny, nz = self.grid.shape
@@ -517,7 +517,7 @@ class StackedFrames:
         """
         if not self.cuda:
             return kernel(*args)
-        from .backends.frame_kernels import THREADS, blocks
+        from pbsolver.backends.frame_kernels import THREADS, blocks
 
         t = threads or THREADS
         grid = blocks(items, t) if per_frame is None else (blocks(items // per_frame, t), per_frame)

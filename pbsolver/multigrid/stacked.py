@@ -35,10 +35,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._arrays import array_module
-from .backends import Stencil
-from .exceptions import InputError
-from .multigrid import (
+from pbsolver.arrays import array_module
+from pbsolver.backends import Stencil
+from pbsolver.exceptions import InputError
+from pbsolver.multigrid.hierarchy import (
     AxisCoarsening,
     Hierarchy,
     Level,
@@ -254,8 +254,8 @@ class StackedHierarchy(Hierarchy):
                 dst[...] = src.astype(dst.dtype, copy=False)
 
     def _rebuild_cuda(self):
-        from .backends.cuda import coarse_kernels as CK
-        from .backends.cuda.device import grid_for
+        from pbsolver.backends.cuda import coarse_kernels as CK
+        from pbsolver.backends.cuda.device import grid_for
 
         be = self.backend
         v = be.dev.flat

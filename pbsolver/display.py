@@ -69,7 +69,7 @@ def _range(a, units: str = "") -> str:
 
 
 def _xp(a):
-    from ._arrays import array_module
+    from pbsolver.arrays import array_module
 
     return array_module(a)
 

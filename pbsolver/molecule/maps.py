@@ -29,8 +29,8 @@ import math
 
 import numpy as np
 
-from .exceptions import InputError
-from .grid import Grid
+from pbsolver.exceptions import InputError
+from pbsolver.grid import Grid
 
 SURFACES = ("mol", "smol", "vdw")
 BOUNDARY_KINDS = ("mdh", "sdh", "zero")
@@ -179,7 +179,7 @@ def face_fractions(
     backend : {"cpu", "cuda"}
         Where the per-line kernels run (see :func:`map_backend`); results are NumPy arrays.
     """
-    from .backends import cpu_maps as K
+    from pbsolver.backends.cpu import maps as K
 
     backend = map_backend(backend)
     surface = _surface(surface)
@@ -205,7 +205,7 @@ def face_fractions(
         nb_start, nb_index = K.neighbour_lists(pos, acc)
         features = None
         if backend == "cuda":
-            from .backends import cuda_maps as C
+            from pbsolver.backends.cuda import maps as C
 
             try:
                 features = C.ses_features(pos, acc, nb_start, nb_index)
@@ -225,7 +225,7 @@ def face_fractions(
             bins = _plane_bins(pos, acc, axis, axes[a1], axes[a2])
             ebins = _plane_bins(pos, acc + probe, axis, axes[a1], axes[a2], subset=exp_idx)
             if backend == "cuda":
-                from .backends import cuda_maps as C
+                from pbsolver.backends.cuda import maps as C
 
                 try:
                     out[axis] += C.ses_lines(
@@ -383,7 +383,7 @@ def coulomb_potential(atoms, grid, eps_cavity=2.0, *, box=None, backend="cpu"):
     InputError
         When charges of opposite sign sit on the same node (∞ − ∞).
     """
-    from .backends import cpu_maps as K
+    from pbsolver.backends.cpu import maps as K
 
     backend = map_backend(backend)
     eps_cavity = _positive(eps_cavity, "eps_cavity")
@@ -397,7 +397,7 @@ def coulomb_potential(atoms, grid, eps_cavity=2.0, *, box=None, backend="cpu"):
         out[...] = 0.0
         return out
     if backend == "cuda":
-        from .backends import cuda_maps as C
+        from pbsolver.backends.cuda import maps as C
 
         out = C.coulomb_sum(
             grid.shape, grid.origin, grid.spacing, pos, q, COULOMB_KJ / eps_cavity, periodic, boxa
@@ -447,7 +447,7 @@ def boundary_values(
     out = np.zeros(grid.shape)
     if kind == "zero":
         return out
-    from .backends import cpu_maps as K
+    from pbsolver.backends.cpu import maps as K
 
     eps_cavity = _positive(eps_in if eps_cavity is None else eps_cavity, "eps_cavity")
     kappa = kappa_from_ionic_strength(ionic_strength, eps_out, temperature)
@@ -468,7 +468,7 @@ def boundary_values(
         a = np.array([rmax + float(ion_radius)])
     backend = map_backend(backend)
     if backend == "cuda":
-        from .backends import cuda_maps as C
+        from pbsolver.backends.cuda import maps as C
 
         kernel = C.debye_huckel_points
     else:
@@ -531,8 +531,8 @@ def build_problem(
     See :meth:`pbsolver.Problem.from_atoms` for the parameters. With ``boundary="periodic"``
     the grid fills ``box`` (required) and geometry and φ_c use periodic images.
     """
-    from .molecule import Atoms
-    from .problem import Problem
+    from pbsolver.molecule.atoms import Atoms
+    from pbsolver.problem import Problem
 
     if not isinstance(atoms, Atoms):
         raise InputError(f"atoms must be a pbsolver.Atoms, got {type(atoms).__name__}")
@@ -639,11 +639,11 @@ def map_backend(backend) -> str:
         try:
             from numba import cuda
         except ImportError as exc:
-            from .exceptions import BackendUnavailableError
+            from pbsolver.exceptions import BackendUnavailableError
 
             raise BackendUnavailableError("CUDA map kernels need numba-cuda") from exc
         if not cuda.is_available():
-            from .exceptions import BackendUnavailableError
+            from pbsolver.exceptions import BackendUnavailableError
 
             raise BackendUnavailableError("CUDA map kernels need a usable CUDA device")
     return backend
@@ -652,7 +652,7 @@ def map_backend(backend) -> str:
 def _union_lines(backend, out, axis, us, vs, t0, h, nbins, pos, rad, bins):
     """Add the sphere-union coverage of the lines to ``out`` on the chosen backend."""
     if backend == "cuda":
-        from .backends import cuda_maps as C
+        from pbsolver.backends.cuda import maps as C
 
         try:
             out += C.sphere_union_lines(
@@ -661,14 +661,14 @@ def _union_lines(backend, out, axis, us, vs, t0, h, nbins, pos, rad, bins):
             return
         except C.LineCapacityError as exc:
             _log_cpu_fallback(f"sphere-union faces along axis {axis}", exc)
-    from .backends import cpu_maps as K
+    from pbsolver.backends.cpu import maps as K
 
     K.sphere_union_lines(out, axis, us, vs, t0, h, nbins, pos, rad, *bins)
 
 
 def _plane_bins(pos, reach, axis, us, vs, subset=None):
     """2D bins of the atoms (or of ``subset``, global indices kept) across ``axis``."""
-    from .backends.cpu_maps import plane_bins
+    from pbsolver.backends.cpu.maps import plane_bins
 
     a1, a2 = [a for a in range(3) if a != axis]
     maxreach = float(reach.max()) if reach.size else 0.0

@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from .cpu_kernels import _stencil_sum, _wrap
+from pbsolver.backends.cpu.kernels import _stencil_sum, _wrap
 
 _JIT = {"cache": True, "nogil": True, "boundscheck": False}
 

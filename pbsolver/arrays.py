@@ -6,7 +6,7 @@ import sys
 
 import numpy as np
 
-from .exceptions import InputError
+from pbsolver.exceptions import InputError
 
 
 def array_module(a):

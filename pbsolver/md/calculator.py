@@ -50,13 +50,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import maps
-from ._arrays import array_module, is_device_array, to_numpy
-from .energy import _unit_factor
-from .exceptions import ConvergenceError, InputError
-from .grid import Grid
-from .molecule import Atoms
-from .problem import Problem
+from pbsolver.arrays import array_module, is_device_array, to_numpy
+from pbsolver.exceptions import ConvergenceError, InputError
+from pbsolver.grid import Grid
+from pbsolver.molecule import maps
+from pbsolver.molecule.atoms import Atoms
+from pbsolver.molecule.energy import _unit_factor
+from pbsolver.problem import Problem
 
 #: Options passed through to :func:`pbsolver.maps.build_problem`.
 MAP_OPTIONS = (
@@ -219,8 +219,8 @@ class ReactionFieldCalculator:
         map_options=None,
         **solver_options,
     ):
-        from .backends import get_backend
-        from .solver import Solver
+        from pbsolver.backends import get_backend
+        from pbsolver.solve.solver import Solver
 
         if not isinstance(atoms, Atoms):
             raise InputError(f"atoms must be a pbsolver.Atoms, got {type(atoms).__name__}")
@@ -320,7 +320,7 @@ class ReactionFieldCalculator:
         list of FrameResult
             ``seconds`` and ``timings["solve"]`` are the batch's shares per frame.
         """
-        from .batched import solve_batch
+        from pbsolver.solve.batched import solve_batch
 
         frames = list(frames)
         if not frames:
@@ -372,7 +372,7 @@ class ReactionFieldCalculator:
 
     # ------------------------------------------------------------------ stacked engine
     def _resolve_engine(self, engine, method) -> str:
-        from .frames import STACKED_METHODS, supports
+        from pbsolver.md.engine import STACKED_METHODS, supports
 
         if engine not in ("auto", "general", "stacked"):
             raise InputError(f"engine must be 'auto', 'general' or 'stacked', got {engine!r}")
@@ -397,7 +397,7 @@ class ReactionFieldCalculator:
 
     def _stacked_engine(self, grid):
         """The StackedFrames of ``grid``'s shape (made again when the shape changes)."""
-        from .frames import StackedFrames
+        from pbsolver.md.engine import StackedFrames
 
         eng = self._stacked
         if eng is None or eng.grid.shape != grid.shape:
@@ -406,7 +406,7 @@ class ReactionFieldCalculator:
             solver = self.solver
             method = solver.method if solver.method in ("sor", "multigrid") else "auto"
             if solver.method != "sor":
-                from .batched import _replace_solver
+                from pbsolver.solve.batched import _replace_solver
 
                 solver = _replace_solver(solver, "sor")
             eng = StackedFrames(
@@ -431,7 +431,7 @@ class ReactionFieldCalculator:
 
     def _compute_stacked(self, frames, box) -> list[FrameResult]:
         """Frames through :class:`pbsolver.frames.StackedFrames` (one grid for all of them)."""
-        from .solver import SolveResult
+        from pbsolver.solve.solver import SolveResult
 
         start = time.perf_counter()
         if box is not None:
@@ -736,7 +736,7 @@ def sample_field(grid: Grid, phi, points, *, periodic: bool = False):
     values : array (n,)
     gradient : array (n, 3)
     """
-    from .energy import _cell_coordinates
+    from pbsolver.molecule.energy import _cell_coordinates
 
     xp = array_module(phi)
     shape = grid.shape
@@ -790,7 +790,7 @@ class _Bounds:
 
 def _debye_huckel(atoms, points, calc) -> np.ndarray:
     """The Debye–Hückel estimate of φ_rf at points (the boundary-value formula, "mdh")."""
-    from .backends import cpu_maps as K
+    from pbsolver.backends.cpu import maps as K
 
     temperature = calc.map_options.get("temperature", 298.15)
     kappa = maps.kappa_from_ionic_strength(calc.ionic_strength, calc.eps_out, temperature)

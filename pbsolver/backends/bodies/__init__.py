@@ -1,0 +1,1 @@
+"""Plain-Python formula bodies, compiled by ``numba.njit`` and ``numba.cuda.jit(device=True)``."""

@@ -1,0 +1,1 @@
+"""Geometric multigrid: coarsening, coarse operators, the hierarchy and its cycle, methods."""
