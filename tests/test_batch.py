@@ -187,13 +187,13 @@ def test_run_stack_solves_a_group_in_one_solve_batch_call(tmp_path, monkeypatch)
     tasks = [batch.Task(src, "hdf5", n, batch.input_key(src, n, OPTS), OPTS) for n in problems]
     tasks.insert(1, batch.Task(src, "hdf5", "nope", "k", OPTS))  # fails alone
     calls = []
-    real = pbsolver.batched.solve_batch
+    real = pbsolver.solve.batched.solve_batch
 
     def recording(problems, **kw):
         calls.append((len(problems), kw))
         return real(problems, **kw)
 
-    monkeypatch.setattr(pbsolver.batched, "solve_batch", recording)
+    monkeypatch.setattr(pbsolver.solve.batched, "solve_batch", recording)
     outcomes = batch.run_stack(batch.TaskGroup(tuple(tasks)))
     assert [len(calls), calls[0][0]] == [1, 3]  # the three readable grids, together
     assert calls[0][1]["method"] == "sor" and calls[0][1]["backend"] == "cpu"
@@ -213,7 +213,7 @@ def test_run_stack_reports_a_failed_batch_solve_for_each_grid(tmp_path, monkeypa
     def boom(problems, **kw):
         raise MemoryError
 
-    monkeypatch.setattr(pbsolver.batched, "solve_batch", boom)
+    monkeypatch.setattr(pbsolver.solve.batched, "solve_batch", boom)
     outcomes = batch.run_stack(group)
     assert [(o.ok, o.error) for o in outcomes] == [(False, "out of memory")] * 2
 
