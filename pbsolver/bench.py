@@ -324,10 +324,10 @@ def solve_rows(sizes, gpu: bool):
     """Time to rtol 1e-6 (second of two identical solves, so compilation is excluded)."""
     import pbsolver as pb
     from pbsolver.operator import relative_residual
-    from pbsolver.solve.solver import _methods
+    from pbsolver.solve.methods import METHODS
 
     rows = []
-    methods = ["sor"] + (["multigrid"] if "multigrid" in _methods() else [])
+    methods = ["sor"] + (["multigrid"] if "multigrid" in METHODS else [])
     for n in sizes:
         prob = random_problem(n, seed=100 + n, salt=True)
         targets = []

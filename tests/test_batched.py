@@ -7,9 +7,10 @@ import pytest
 from conftest import random_problem
 
 import pbsolver as pb
+from pbsolver.backends.stacking import stack_problems
 from pbsolver.operator import reference_solve, relative_residual
-from pbsolver.solve import batched
-from pbsolver.solve.batched import clear_workspaces, stack_problems
+from pbsolver.solve import system as solve_system
+from pbsolver.solve.batched import clear_workspaces
 
 
 def _problems(rng, shape, count=3):
@@ -96,15 +97,15 @@ def test_workspace_is_reused_and_results_do_not_alias_it(rng):
     clear_workspaces()
     first = pb.solve_batch(problems[:2], **opts)
     kept = [r.phi_rf.copy() for r in first]
-    (workspace,) = batched._WORKSPACES.values()
+    (workspace,) = solve_system._WORKSPACES.values()
     second = pb.solve_batch(problems[2:], **opts)
-    assert list(batched._WORKSPACES.values()) == [workspace]  # the same buffers, used again
+    assert list(solve_system._WORKSPACES.values()) == [workspace]  # the same buffers, used again
     for r, k in zip(first, kept, strict=True):
         np.testing.assert_array_equal(r.phi_rf, k)
     for p, r in zip(problems[2:], second, strict=True):
         assert r.converged and relative_residual(p, r.phi_rf) <= 1e-6
     clear_workspaces()
-    assert not batched._WORKSPACES
+    assert not solve_system._WORKSPACES
 
 
 def test_mixed_shapes_and_boundaries_keep_order(rng):

@@ -333,7 +333,8 @@ def check_restrict_and_prolong():
 def check_stacked_coarse_operator_kernels():
     """The device rebuild of a stack's coarse operators equals the array code's."""
     from pbsolver.backends import Stencil
-    from pbsolver.multigrid.stacked import PENALTY, StackedHierarchy
+    from pbsolver.backends.coarse import PENALTY
+    from pbsolver.multigrid.builders import stack_hierarchy
 
     c = ctx()
     block, stride, blocks = (7, 6, 5), 8, 2
@@ -346,7 +347,7 @@ def check_stacked_coarse_operator_kernels():
     for name, be in (("cpu", c.cpu), ("gpu", c.gpu)):
         st = Stencil(*(be.zeros(shape, np.float32) for _ in range(5)), periodic=False,
                      singular=False)  # fmt: skip
-        mg = StackedHierarchy(be, st, block, (0.6, 0.7, 0.8), stride)
+        mg = stack_hierarchy(be, st, block, (0.6, 0.7, 0.8), stride)
         for dst, src in zip(mg.inputs, inputs, strict=True):
             if name == "cpu":
                 dst[...] = src

@@ -7,15 +7,12 @@ from conftest import coulomb_map, random_problem, random_spheres_epsilon
 import pbsolver as pb
 from pbsolver import operator as op
 from pbsolver.backends import get_backend
+from pbsolver.backends.coarse import coarse_coefficients
 from pbsolver.backends.cpu import kernels as K
 from pbsolver.backends.cpu import mg_kernels as MG
 from pbsolver.backends.cpu.backend import CPUBackend
-from pbsolver.multigrid.hierarchy import (
-    Hierarchy,
-    coarse_coefficients,
-    coarsen_axis,
-    plan_coarsening,
-)
+from pbsolver.multigrid.builders import grid_hierarchy
+from pbsolver.multigrid.coarsening import coarsen_axis, plan_coarsening
 
 
 def rel_err(x, ref):
@@ -513,7 +510,7 @@ class RecordingBackend(CPUBackend):
             return wrapped
         return attr
 
-    def capture(self, fn):
+    def capture(self, fn, key=None):
         self.captured += 1
         return fn
 
@@ -525,7 +522,7 @@ def test_cycle_only_enqueues_kernels_and_goes_through_capture(rng):
     assert res.converged and be.captured >= 1
     st = be.stencil(p, np.float32)
     for cycle in ("V", "W", "F"):
-        h = Hierarchy(be, st, p, cycle=cycle)
+        h = grid_hierarchy(be, st, p.grid.spacing, p.kappa2, cycle=cycle)
         x = be.zeros(st.shape, np.float32)
         h.bind(st, x)
         be.calls.clear()
@@ -541,7 +538,7 @@ def test_cycle_only_enqueues_kernels_and_goes_through_capture(rng):
 def test_hierarchy_report(rng):
     p = random_problem(rng, shape=(33, 20, 27))
     be = get_backend("cpu")
-    h = Hierarchy(be, be.stencil(p, np.float32), p)
+    h = grid_hierarchy(be, be.stencil(p, np.float32), p.grid.spacing, p.kappa2)
     text = repr(h)
     assert "3 levels" in text and "(33, 20, 27)" in text and "(9, 6, 8)" in text
     assert h.shapes == [(33, 20, 27), (17, 11, 14), (9, 6, 8)]
@@ -549,10 +546,10 @@ def test_hierarchy_report(rng):
     inverse_bytes = (9 * 6 * 8) ** 2 * 4
     assert inverse_bytes < h.nbytes() < 33 * 20 * 27 * 4 * 3 + inverse_bytes
     # coarsest_nodes=0: coarsen as far as possible, down to a single unknown
-    h = Hierarchy(be, be.stencil(p, np.float32), p, coarsest_nodes=0)
+    h = grid_hierarchy(be, be.stencil(p, np.float32), p.grid.spacing, p.kappa2, coarsest_nodes=0)
     assert h.shapes[-1] == (3, 3, 3) and h.coarse_inverse.shape == (27, 27)
     # a single level: the "cycle" is symmetric Gauss-Seidel sweeps on the grid itself
-    h = Hierarchy(be, be.stencil(p, np.float32), p, max_levels=1)
+    h = grid_hierarchy(be, be.stencil(p, np.float32), p.grid.spacing, p.kappa2, max_levels=1)
     assert h.shapes == [(33, 20, 27)] and h.coarse_inverse is None
     res = pb.solve(p, method="multigrid", backend="cpu", max_levels=1, maxiter=3)
     assert res.iterations == 3 and res.residual < res.residual_norms[0]
@@ -567,7 +564,7 @@ def test_coarsest_level_is_solved_exactly(rng, case):
     shape = (16, 14, 18) if case.get("boundary") == "periodic" else (17, 14, 19)
     p = random_problem(rng, shape=shape, **case)
     be = get_backend("cpu")
-    h = Hierarchy(be, be.stencil(p, np.float64), p)
+    h = grid_hierarchy(be, be.stencil(p, np.float64), p.grid.spacing, p.kappa2)
     coarsest = h.levels[-1]
     st = coarsest.stencil
     assert 0 < np.prod(st.shape) <= 512 and h.coarse_inverse is not None

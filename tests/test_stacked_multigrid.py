@@ -1,5 +1,5 @@
-"""Multigrid on a stack of independent blocks (pbsolver.stacked_multigrid) against the general
-hierarchy of each block's own problem."""
+"""Multigrid on a stack of independent blocks (``stack_hierarchy``) against the hierarchy of
+each block's own problem (``grid_hierarchy``)."""
 
 from __future__ import annotations
 
@@ -8,15 +8,10 @@ import pytest
 
 import pbsolver as pb
 from pbsolver.backends import get_backend
-from pbsolver.multigrid.hierarchy import Hierarchy
-from pbsolver.multigrid.stacked import (
-    PENALTY,
-    StackedHierarchy,
-    StackedMultigrid,
-    fixed_nodes,
-    stacked_plan,
-)
-from pbsolver.solve.batched import stack_problems
+from pbsolver.backends.coarse import PENALTY, fixed_nodes
+from pbsolver.backends.stacking import stack_problems
+from pbsolver.multigrid.builders import grid_hierarchy, stack_hierarchy
+from pbsolver.multigrid.coarsening import stacked_plan
 
 
 def _problem(seed, shape=(17, 15, 13), spacing=0.7, salt=True):
@@ -55,6 +50,13 @@ def _unlifted(problems, system):
     return faces, k2
 
 
+def _update(mg, faces, kappa2):
+    """Write the blocks' unlifted faces and κ̄² into the hierarchy's inputs and rebuild it."""
+    for dst, src in zip(mg.inputs, (*faces, kappa2), strict=True):
+        dst[...] = src
+    mg.rebuild()
+
+
 def _stack(problems):
     be = get_backend("cpu")
     system = stack_problems(problems)
@@ -79,11 +81,11 @@ def test_plan_keeps_every_block_apart():
 def test_coarse_operators_equal_each_blocks_own_hierarchy():
     problems = [_problem(s) for s in (1, 2, 3)]
     be, system, st = _stack(problems)
-    mg = StackedHierarchy(be, st, problems[0].grid.shape, problems[0].grid.spacing,
-                          system.stride)  # fmt: skip
-    mg.update(*_unlifted(problems, system))
+    mg = stack_hierarchy(be, st, problems[0].grid.shape, problems[0].grid.spacing, system.stride)
+    _update(mg, *_unlifted(problems, system))
     for k, p in enumerate(problems):
-        own = Hierarchy(be, be.stencil(p, np.float64), p, coarsest_nodes=0)
+        own = grid_hierarchy(be, be.stencil(p, np.float64), p.grid.spacing, p.kappa2,
+                             coarsest_nodes=0)  # fmt: skip
         assert len(own.levels) == len(mg.levels)
         for level, (ref, lev) in enumerate(zip(own.levels[1:], mg.levels[1:], strict=True), 1):
             n = ref.stencil.shape[0]
@@ -102,15 +104,14 @@ def test_coarse_operators_equal_each_blocks_own_hierarchy():
 def test_stack_converges_like_each_problem_alone(cycle):
     problems = [_problem(s, salt=s != 5) for s in (4, 5, 6)]
     be, system, st = _stack(problems)
-    mg = StackedHierarchy(be, st, problems[0].grid.shape, problems[0].grid.spacing,
-                          system.stride, cycle=cycle)  # fmt: skip
-    mg.update(*_unlifted(problems, system))
-    method = StackedMultigrid(mg)
+    mg = stack_hierarchy(be, st, problems[0].grid.shape, problems[0].grid.spacing,
+                         system.stride, cycle=cycle)  # fmt: skip
+    _update(mg, *_unlifted(problems, system))
     x = np.zeros(st.shape)
-    method.start(st, x)
+    run = mg.runner(st, x)
     r = np.zeros(st.shape)
     for _ in range(12):
-        method.step(1)
+        run()
     be.residual(st, x, r)
     nx = problems[0].grid.shape[0]
     for k, p in enumerate(problems):
@@ -129,11 +130,11 @@ def test_bad_stacks_are_refused():
     problems = [_problem(1)]
     be, system, st = _stack(problems)
     with pytest.raises(pb.InputError, match="multiple of stride"):
-        StackedHierarchy(be, st, (17, 15, 13), (0.7,) * 3, 19)
+        stack_hierarchy(be, st, (17, 15, 13), (0.7,) * 3, 19)
     with pytest.raises(pb.InputError, match="cycle"):
-        StackedHierarchy(be, st, (17, 15, 13), (0.7,) * 3, 18, cycle="X")
+        stack_hierarchy(be, st, (17, 15, 13), (0.7,) * 3, 18, cycle="X")
     with pytest.raises(pb.InputError, match="omega must be in"):
-        StackedHierarchy(be, st, (17, 15, 13), (0.7,) * 3, 18, omega=2.5)
+        stack_hierarchy(be, st, (17, 15, 13), (0.7,) * 3, 18, omega=2.5)
     with pytest.raises(pb.InputError, match="presmooth"):
         pb.solve_batch([_problem(1), _problem(2)], mode="stacked", method="multigrid",
                        backend="cpu", presmooth=-1)  # fmt: skip

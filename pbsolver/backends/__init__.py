@@ -55,6 +55,19 @@ class Stencil:
         """Storage dtype of the arrays."""
         return self.b.dtype
 
+    def check_red_black(self, method: str) -> None:
+        """Refuse odd periodic axes for red–black ordering (``method`` names the caller).
+
+        With an odd count two same-colour neighbours meet across the wrap and a sweep would race.
+        """
+        from pbsolver.exceptions import InputError
+
+        if self.periodic and any(n % 2 for n in self.shape):
+            raise InputError(
+                f"method {method!r} uses red-black ordering, which needs an even number of nodes "
+                f"along periodic axes; got shape {self.shape}: use an even grid or method='jacobi'"
+            )
+
 
 @dataclass
 class Transfer:
@@ -85,6 +98,33 @@ class Transfer:
     coarse_shape: tuple[int, int, int]
 
 
+@dataclass
+class CoarseLevel:
+    """What :meth:`Backend.coarse_operators` needs to (re)build one coarse level.
+
+    Attributes
+    ----------
+    plan : LevelPlan
+        How the level is made from the one above (:class:`pbsolver.multigrid.coarsening.LevelPlan`:
+        per-axis coarsenings, periodicity, and for a stack the coarse block's ``(nx, stride)``).
+    stencil : Stencil
+        The level's operator; its cx, cy, cz and diag are written in place.
+    transfer : Transfer
+        The transfer from the level above to this one.
+    work : tuple of 4 arrays or None
+        float64 (cx, cy, cz, κ̄²) of this level, for backends that build level by level on the
+        device; None where the array code is used.
+    two : tuple of 3 int32 arrays or None
+        Per axis, 1 where a coarse interval spans two fine ones (with ``work``).
+    """
+
+    plan: object
+    stencil: Stencil
+    transfer: Transfer
+    work: tuple | None = None
+    two: tuple | None = None
+
+
 class Backend:
     """Interface every backend implements (the CPU backend is the reference implementation).
 
@@ -93,6 +133,35 @@ class Backend:
     """
 
     name: str = "abstract"
+    #: "auto" method choice (:meth:`auto_method`): SOR below this many nodes, then LARGE_METHOD
+    SOR_BELOW_NODES: int = 60**3
+    LARGE_METHOD: str = "multigrid"
+    #: a stack of blocks is solved with SOR below this many blocks, else multigrid
+    STACK_SOR_BELOW_BLOCKS: int = 0
+    #: whether ``solve_batch(mode="auto")`` stacks problems here (where launches, not memory
+    #: traffic, bound small grids); otherwise it loops
+    STACKS_BATCHES: bool = False
+
+    def workers(self, count: int) -> list:
+        """Up to ``count`` backends that may run concurrently from threads.
+
+        Each has its own stream and captured work. This default: the backend itself alone
+        (numba's CPU kernels are not run from several threads at once).
+        """
+        return [self]
+
+    def auto_method(self, nodes: int) -> str:
+        """The method "auto" runs on one grid of ``nodes`` nodes on this backend.
+
+        SOR where its sweeps are cheapest overall (small grids), multigrid or MG-CG where the
+        number of sweeps SOR needs grows too large; the crossovers are measured per backend
+        (BENCHMARKS.md).
+        """
+        return "sor" if nodes < self.SOR_BELOW_NODES else self.LARGE_METHOD
+
+    def auto_stack_method(self, n_blocks: int) -> str:
+        """The method "auto" runs on a stack of ``n_blocks`` blocks on this backend."""
+        return "sor" if n_blocks < self.STACK_SOR_BELOW_BLOCKS else "multigrid"
 
     # --- data movement -----------------------------------------------------------------
     def asarray(self, a, dtype):
@@ -114,6 +183,77 @@ class Backend:
     def set_values(self, dst, values) -> None:
         """Copy host ``values`` into the backend array ``dst`` in place (its address kept)."""
         dst[...] = values
+
+    def to_host(self, a):
+        """A NumPy copy (or view, on the CPU) of backend array ``a`` (synchronises)."""
+        from pbsolver.arrays import to_numpy
+
+        return to_numpy(a)
+
+    def array_module(self):
+        """The array library of this backend's arrays, for array code (NumPy here)."""
+        import numpy as np
+
+        return np
+
+    def frame_kernels(self):
+        """The MD frame engine's kernels here (:mod:`pbsolver.backends.frame_kernels`)."""
+        from pbsolver.backends.frame_kernels import cpu_kernels
+
+        return cpu_kernels()
+
+    # --- launching, graphs and streams ---------------------------------------------------
+    def buffer_key(self, *items) -> tuple:
+        """A hashable key of ``items``: arrays by address, shape and dtype; scalars as they are.
+
+        Captured work (:meth:`capture`) bakes in addresses and scalars; a key built from all of
+        them finds the same graph again for the same buffers and values.
+        """
+        return tuple(
+            (a.__array_interface__["data"][0], a.shape, a.dtype.str)
+            if hasattr(a, "__array_interface__")
+            else a
+            for a in items
+        )
+
+    def stream_context(self):
+        """A context in which array-library work is queued on the backend's stream."""
+        import contextlib
+
+        return contextlib.nullcontext()
+
+    def launch_items(self, kernel, items: int, *args, threads=None, groups=None):
+        """Run ``kernel`` over ``items`` work items and return what it returns.
+
+        On the CPU ``kernel`` is a numba function looping over its items itself (called as
+        ``kernel(*args)``); a device backend launches it with one thread an item (``threads``
+        a block; ``groups``: a second grid dimension of that many groups of ``items/groups``).
+        """
+        return kernel(*args)
+
+    def coarse_operators(self, inputs, levels) -> tuple:
+        """Rebuild every coarse level's operator, in place, from the finest level's faces.
+
+        Parameters
+        ----------
+        inputs : 4 arrays (finest shape)
+            float64 face coefficients (x, y, z) of the finest level, *including* the faces to a
+            Dirichlet outer layer, and κ̄² (None: no salt).
+        levels : sequence of CoarseLevel
+            From the finest coarse level down.
+
+        Returns
+        -------
+        tuple of 4 arrays
+            The coarsest level's float64 (cx, cy, cz, κ̄² or None) (its dense inverse's input).
+
+        Notes
+        -----
+        This default is the array code of :mod:`pbsolver.backends.coarse` (NumPy or CuPy).
+        """
+        from pbsolver.backends.coarse import rebuild_levels
+
+        return rebuild_levels(inputs, levels)
 
     # --- setup -------------------------------------------------------------------------
     def stencil(self, problem, dtype) -> Stencil:
@@ -157,7 +297,7 @@ class Backend:
         """
         import numpy as np
 
-        from pbsolver.solve.batched import stack_problems
+        from pbsolver.backends.stacking import stack_problems
 
         system = stack_problems(problems, x0, unlifted=unlifted is not None)
         sources = (system.cx, system.cy, system.cz, system.diag, system.b)
@@ -192,6 +332,22 @@ class Backend:
         w = xp.asarray(weights)
         value = float((xp.where(w != 0, w * norms, 0.0)).max())
         return value if not math.isnan(float(xp.sum(norms))) else math.nan
+
+    def block_norms(self, a, n_blocks: int):
+        """‖a_k‖₂ of each of the ``n_blocks`` equal blocks of ``a`` along x, as a NumPy array.
+
+        Reduced where ``a`` lives (synchronises); this default works on NumPy and CuPy arrays.
+        """
+        import numpy as np
+
+        from pbsolver.arrays import array_module, to_numpy
+
+        xp = array_module(a)
+        if xp is np and not isinstance(a, np.ndarray):  # a device array without CuPy
+            a = to_numpy(a)
+        blocks = a.reshape(n_blocks, -1).astype(np.float64, copy=False)
+        sq = xp.sum(blocks * blocks, axis=1)
+        return np.sqrt(np.asarray(to_numpy(sq), dtype=np.float64))
 
     def unstack(self, x, fixed, shape, stride, n_blocks):
         """Every block's solution inside its boundary values: a new ``(B, nx, ny, nz)`` array.
@@ -356,4 +512,12 @@ def get_backend(name: str = "auto", like=None) -> Backend:
     return _load(name)
 
 
-__all__ = ["BACKENDS", "Backend", "Stencil", "Transfer", "cuda_available", "get_backend"]
+__all__ = [
+    "BACKENDS",
+    "Backend",
+    "CoarseLevel",
+    "Stencil",
+    "Transfer",
+    "cuda_available",
+    "get_backend",
+]

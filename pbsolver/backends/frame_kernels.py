@@ -443,7 +443,14 @@ def cpu_kernels():
                            pos[f, a, 2], out[f, a])  # fmt: skip
 
     _CPU = SimpleNamespace(
-        edges=edges, ion=ion, coulomb=coulomb, boundary=boundary, assemble=assemble, sample=sample
+        edges=edges,
+        ion=ion,
+        coulomb=coulomb,
+        boundary=boundary,
+        assemble=assemble,
+        sample=sample,
+        flags=False,
+        coulomb_for=lambda nf: (coulomb, 1),
     )
     return _CPU
 
@@ -637,6 +644,10 @@ def cuda_kernels():
         assemble=assemble,
         sample=sample,
         coulomb_kernel=coulomb_kernel,
+        # the line kernels raise an overflow flag (an extra argument) instead of returning
+        flags=True,
+        # (kernel, nodes a work item) of the φ_c kernel for a call of nf frames
+        coulomb_for=lambda nf: (coulomb_kernel(coulomb_nodes(nf)), coulomb_nodes(nf)),
     )
     return _CUDA
 

@@ -405,10 +405,6 @@ class ReactionFieldCalculator:
             temperature = opts.get("temperature", 298.15)
             solver = self.solver
             method = solver.method if solver.method in ("sor", "multigrid") else "auto"
-            if solver.method != "sor":
-                from pbsolver.solve.batched import _replace_solver
-
-                solver = _replace_solver(solver, "sor")
             eng = StackedFrames(
                 self.atoms.charges,
                 self.atoms.radii,

@@ -8,13 +8,13 @@ keeps everything in place:
 1. the frames' positions go into one ``(B, N, 3)`` buffer;
 2. batched kernels (:mod:`pbsolver.backends.frame_kernels`) write, for all B frames in one
    launch each, the vdW edge fractions, the ion-accessible fraction, φ_c and the Debye–Hückel
-   boundary values straight into the stacked layout of :mod:`pbsolver.batched`;
+   boundary values straight into the stacked layout of :mod:`pbsolver.backends.stacking`;
 3. one more kernel turns them into the lifted, block-diagonal stencil (float64 and float32);
 4. the solver loop of :class:`~pbsolver.Solver` (float64 iterative refinement) runs on the
    stack with SOR or with multigrid on a hierarchy that coarsens every frame's block
-   separately (:mod:`pbsolver.stacked_multigrid`, rebuilt from the assembly's unlifted faces
-   each call); on CUDA its captured graphs are found again on the next call, since the
-   buffers' addresses do not change;
+   separately (:func:`pbsolver.multigrid.builders.stack_hierarchy`, rebuilt from the
+   assembly's unlifted faces each call); on CUDA its captured graphs are found again on the
+   next call, since the buffers' addresses do not change;
 5. a last kernel samples φ and ∇φ at every atom of every frame.
 
 On CUDA steps 2–3 are one replayed CUDA graph. Host synchronisations per call: after the maps
@@ -31,9 +31,11 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from pbsolver.backends.frame_kernels import CAP, LINE_THREADS, coulomb_nodes
+from pbsolver.backends.frame_kernels import CAP, LINE_THREADS
 from pbsolver.exceptions import InputError
 from pbsolver.grid import Grid
+from pbsolver.solve.methods import make_method
+from pbsolver.solve.system import LinearSystem
 
 #: Boundary kinds the stacked path computes (``"sdh"`` needs the general path).
 STACKED_BOUNDARY_KINDS = ("mdh", "zero")
@@ -113,8 +115,8 @@ class StackedFrames:
         Dirichlet values of the outer layer.
     method : {"auto", "sor", "multigrid"}
         Solver of the stack: red–black SOR, or multigrid cycles
-        (:data:`~pbsolver.stacked_multigrid.STACK_CYCLE`, V(3,3)) on a hierarchy that coarsens
-        every frame's block separately (:mod:`pbsolver.stacked_multigrid`); both with the
+        (:data:`~pbsolver.multigrid.builders.STACK_CYCLE`, V(3,3)) on a hierarchy that coarsens
+        every frame's block separately; both with the
         solver's float64 refinement. "auto": on CUDA multigrid from
         :data:`MULTIGRID_MIN_FRAMES` frames a call and SOR below; on the CPU multigrid.
     backend : Backend, optional
@@ -152,19 +154,8 @@ class StackedFrames:
         self.grid = Grid(shape, spacing=spacing)
         self.solver = solver
         self.backend = backend if backend is not None else get_backend(solver.backend_name)
-        self.cuda = self.backend.name == "cuda"
-        if self.cuda and getattr(self.backend.dev, "name", None) != "cupy":
-            raise InputError("the stacked frame path on CUDA needs CuPy device arrays")
-        if self.cuda:
-            import cupy
-
-            from pbsolver.backends.frame_kernels import cuda_kernels
-
-            self.xp, self.kernels = cupy, cuda_kernels()
-        else:
-            from pbsolver.backends.frame_kernels import cpu_kernels
-
-            self.xp, self.kernels = np, cpu_kernels()
+        self.xp = self.backend.array_module()
+        self.kernels = self.backend.frame_kernels()
         self.eps_in, self.eps_out = float(eps_in), float(eps_out)
         self.kappa = float(kappa)
         self.subsamples = int(kappa_subsamples)
@@ -188,7 +179,6 @@ class StackedFrames:
         self._params = self._to_device(np.asarray(params, dtype=np.float64))
         self.stride = self.grid.shape[0] + self.grid.shape[0] % 2
         self._buffers = {}  # frames in a call → persistent buffers
-        self._views = {}
 
     # ------------------------------------------------------------------ public
     def run(self, positions, origins, x0=None, fill_nodes=None) -> StackedSolve:
@@ -206,69 +196,66 @@ class StackedFrames:
         nf = int(pos.shape[0])
         origins = np.asarray(origins, dtype=np.float64).reshape(nf, 3)
         buf = self._buffers_for(nf)
-        with self._on_stream():
+        be = self.backend
+        with be.stream_context():
             buf.pos[...] = pos
             buf.origin[...] = xp.asarray(origins)
-            if self.cuda:  # one CUDA graph: ~9 launches cost ~1 ms of host time from Python
-                self.backend.dev.run(self._maps_key(buf, nf), lambda: self._maps(buf, nf))
-                bad = None
-            else:
-                bad = self._maps(buf, nf)
-            bnorms = self._frame_norms(buf.b64, nf)
+            # the map and assembly launches as one captured graph where the backend has them
+            bad = be.capture(lambda: self._maps(buf, nf), key=self._maps_key(buf, nf))()
             warm = self._initial_guess(buf, nf, x0)
             if warm and fill_nodes is not None:
                 self._fill_guess(buf, nf, fill_nodes)
-            bn_host = self._host(bnorms)
-        bad = bad if isinstance(bad, int) else int(self._host(buf.bad)[0])
+        system = buf.system
+        system.bnorms = be.block_norms(system.checked.b, nf)
+        system.guessed = [warm] * nf
+        if bad is None:  # the kernels raised the overflow flag instead of returning a count
+            bad = int(be.to_host(buf.bad)[0])
         if bad:
             raise InputError(
                 f"a grid line meets more than {CAP} atomic spheres: the stacked frame path "
                 "cannot map this solute (use the general path)"
             )
         t_maps = time.perf_counter() - t0
-        loop, omega, initial = self._solve(buf, bn_host, warm)
-        with self._on_stream():
-            r = buf.r64
-            self.backend.residual(buf.checked, buf.x, r)
-            rn = self._frame_norms(r, nf)
-            xp.add(buf.x, buf.g, out=buf.phi)
-            rn_host = self._host(rn)
+        sv = self.solver
+        out = system.solve(self._method(nf), rtol=sv.rtol, atol=sv.atol, maxiter=sv.maxiter,
+                           check_every=sv.check_every)  # fmt: skip
+        with be.stream_context():
+            xp.add(system.x, buf.g, out=buf.phi)
         t_solve = time.perf_counter() - t0 - t_maps
-        with self._on_stream():
+        with be.stream_context():
             self._sample(buf, nf)
             phi = buf.phi.copy()
-            # a copy of its own for every call: the results keep views of it
-            samples = self._host(buf.samples) if self.cuda else buf.samples.copy()
+            samples = be.to_host(buf.samples)
+            if samples is buf.samples:  # the CPU's own buffer: the results keep views of it
+                samples = samples.copy()
         t_eval = time.perf_counter() - t0 - t_maps - t_solve
-        safe = np.where(bn_host > 0, bn_host, 1.0)
-        residuals = np.where(bn_host > 0, rn_host / safe, 0.0)
-        rtol, atol = self.solver.rtol, self.solver.atol
-        converged = (rn_host <= np.maximum(rtol * bn_host, atol)) | (bn_host == 0)
         nx = self.grid.shape[0]
         blocks = [phi[k * self.stride : k * self.stride + nx] for k in range(nf)]
         return StackedSolve(
             phi=blocks,
             values=samples[..., 0],  # views of this call's own host copy
             gradients=samples[..., 1:4],
-            residuals=residuals,
-            initial=initial,
-            converged=converged,
-            iterations=loop.iterations if loop is not None else 0,
-            reason=(loop.reason if loop is not None else "zero rhs"),
-            omega=omega,
-            method=self.method_for(nf),
+            residuals=out.final,
+            initial=out.initial,
+            converged=out.converged,
+            iterations=out.iterations,
+            reason=out.reason,
+            omega=out.omega if out.method == "sor" else None,
+            method=out.method,
             timings={"maps": t_maps, "solve": t_solve, "evaluate": t_eval},
         )
 
     # ------------------------------------------------------------------ steps
     def _maps(self, buf, nf):
-        """Launch the map and assembly kernels; returns the CPU overflow count or None."""
+        """Launch the map and assembly kernels.
+
+        Returns the lines' overflow count, or None where the kernels raise ``buf.bad`` instead.
+        """
         for a in (buf.fx, buf.fy, buf.fz, buf.cov, buf.bad):
             a.fill(0)
-        bad = 0
-        for _name, step in self.map_steps(buf, nf):
-            bad = step() or bad
-        return None if self.cuda else bad
+        counts = [step() for _name, step in self.map_steps(buf, nf)]
+        counts = [c for c in counts if c is not None]
+        return max(counts) if counts else None
 
     def _maps_key(self, buf, nf):
         """Graph-cache key of :meth:`_maps`: every buffer address and every scalar it bakes in.
@@ -282,7 +269,7 @@ class StackedFrames:
                   self._q32, self._rad_ion32, self._h, self._nodes, self._params)  # fmt: skip
         scalars = (nf, self.grid.shape, self.stride, self.kappa, self.eps_in, self.eps_out,
                    self.subsamples, self.boundary_kind)  # fmt: skip
-        return ("stacked-frames-maps", scalars, tuple(self.backend.dev.key(a) for a in arrays))
+        return ("stacked-frames-maps", scalars, self.backend.buffer_key(*arrays))
 
     def map_steps(self, buf, nf):
         """The map and assembly launches as ``(name, callable)`` pairs, in order.
@@ -294,7 +281,7 @@ class StackedFrames:
         from pbsolver.molecule.maps import COULOMB_KJ
 
         K, (nx, ny, nz), xp, f32 = self.kernels, self.grid.shape, self.xp, np.float32
-        flag = [buf.bad] if self.cuda else []
+        flag = [buf.bad] if K.flags else []
         lines = (ny * nz, nx * nz, nx * ny)
 
         def edges(axis, out):
@@ -313,9 +300,8 @@ class StackedFrames:
                 K.ion, nf * nx * ny, buf.cov, buf.pos, self._rad_ion, nx, ny, nz, self.stride,
                 buf.origin, self._h, self.subsamples, *flag, threads=LINE_THREADS)))  # fmt: skip
         steps.append(("relative positions", relative))
-        # work items of the φ_c kernel: a node on the CPU, coulomb_nodes(nf) nodes on CUDA
-        per = coulomb_nodes(nf) if self.cuda else 1
-        coulomb = K.coulomb_kernel(per) if self.cuda else K.coulomb
+        # the φ_c kernel for this many frames, and the nodes a work item of it computes
+        coulomb, per = K.coulomb_for(nf)
         items = nf * ((nx * ny * nz + per - 1) // per)
         steps.append(("coulomb", lambda: self._launch(
             coulomb, items, buf.phic, buf.rel, self._q32,
@@ -365,80 +351,20 @@ class StackedFrames:
         """The solver a call of ``nf`` frames uses ("sor" or "multigrid")."""
         if self.method != "auto":
             return self.method
-        return "multigrid" if not self.cuda or nf >= MULTIGRID_MIN_FRAMES else "sor"
+        return self.backend.auto_stack_method(nf)
 
-    def _solve(self, buf, bn_host, warm):
-        """The solver loop of :class:`~pbsolver.Solver` on the stack (SOR or multigrid).
+    def _method(self, nf: int):
+        """The stack's method object.
 
-        Returns the loop (None when every right-hand side is zero), ω (None for multigrid) and
-        each frame's initial relative residual (1 from a zero guess; measured on the float64
-        operator when warm).
+        SOR with the solver's ω, or multigrid with the solver's multigrid options (and its ω
+        when the engine's method is "multigrid" by name).
         """
-        from pbsolver.solve.batched import stack_norm, stack_thresholds
-        from pbsolver.solve.solver import SOR, _Loop, optimal_sor_omega
-
         s = self.solver
-        nf = len(bn_host)
         name = self.method_for(nf)
-        omega = None
-        if name == "sor":
-            omega = s.omega or optimal_sor_omega(
-                SimpleNamespace(grid=self.grid, boundary="dirichlet", kappa2=None)
-            )
-        nonzero = bn_host[bn_host > 0]
-        if nonzero.size == 0:
-            buf.x.fill(0.0)
-            return None, omega, np.zeros(nf)
-        initial = np.where(bn_host > 0, 1.0, 0.0)
-        if warm:
-            with self._on_stream():
-                self.backend.residual(buf.checked, buf.x, buf.r64)
-                r0 = self._host(self._frame_norms(buf.r64, nf))
-            initial = np.where(bn_host > 0, r0 / np.where(bn_host > 0, bn_host, 1.0), 0.0)
-        # every frame meets its own threshold (see batched.stack_norm)
-        threshold, weights = stack_thresholds(bn_host, s.rtol, s.atol)
-        self.backend.set_values(buf.weights, weights)
-        loop_solver = SimpleNamespace(rtol=0.0, atol=threshold, callback=None)
-        if name == "sor":
-            method = SOR(omega=omega)
-            method.setup(self.backend, buf.st, None)
-        else:
-            method = self._multigrid(buf, nf)
-        maxiter = s.maxiter if s.maxiter is not None else method.default_maxiter(self.grid.shape)
-        check_every = s.check_every or method.check_every
-        work = (buf.phase_r, buf.phase_e) if buf.st is not buf.checked else None
-        measure = stack_norm(self.backend, buf.r64, buf.weights, nf)
-        loop = _Loop(loop_solver, self.backend, buf.st, buf.checked, method, maxiter, check_every,
-                     work, measure)  # fmt: skip
-        # history: the worst frame's relative residual (when rtol sets the thresholds)
-        loop.run(buf.x, threshold / s.rtol if s.rtol > 0 else float(np.sqrt(np.sum(bn_host**2))))
-        return loop, omega, initial
-
-    def _multigrid(self, buf, nf):
-        """The stack's multigrid method, its hierarchy (made once per buffers) updated."""
-        from pbsolver.multigrid.stacked import StackedHierarchy, StackedMultigrid
-
-        if getattr(buf, "mg", None) is None:
-            with self._on_stream():
-                buf.mg = StackedHierarchy(
-                    self.backend, buf.st, self.grid.shape, self.grid.spacing, self.stride,
-                    inputs=buf.unl, **self.multigrid_options(),
-                )  # fmt: skip
-        with self._on_stream():
-            buf.mg.rebuild()  # from the unlifted faces the assembly wrote
-        return StackedMultigrid(buf.mg)
-
-    def multigrid_options(self) -> dict:
-        """Cycle options of the stack's multigrid.
-
-        :func:`~pbsolver.stacked_multigrid.stack_cycle_options` of the solver's method options,
-        and of its ``omega`` when the method is "multigrid" by name.
-        """
-        from pbsolver.multigrid.stacked import stack_cycle_options
-
-        s = self.solver
-        omega = s.omega if self.method == "multigrid" else None
-        return stack_cycle_options(s.method_options, omega)
+        options = {} if name == "sor" else dict(s.method_options)
+        if s.omega is not None and (name == "sor" or self.method == "multigrid"):
+            options["omega"] = s.omega
+        return make_method(name, options)
 
     def _sample(self, buf, nf):
         nx, ny, nz = self.grid.shape
@@ -449,44 +375,39 @@ class StackedFrames:
 
     # ------------------------------------------------------------------ plumbing
     def _buffers_for(self, nf):
-        """Persistent buffers for calls of ``nf`` frames (made on the first such call)."""
+        """Persistent buffers for calls of ``nf`` frames (made on the first such call).
+
+        The stack's linear system (stencils, iterate, hierarchy inputs) is a kept
+        :class:`~pbsolver.solve.system.LinearSystem` workspace the assembly kernel writes into.
+        """
         buf = self._buffers.get(nf)
         if buf is not None:
             return buf
-        from pbsolver.backends import Stencil
-
-        xp = self.xp
+        xp, be = self.xp, self.backend
         _, ny, nz = self.grid.shape
         big = (nf * self.stride, ny, nz)
-        with self._on_stream():
+        with be.stream_context():
+            sv = self.solver
+            system = LinearSystem.stack(be, self.grid.shape, self.grid.spacing, nf, sv.dtype,
+                                        sv.refine, unlifted=True)  # fmt: skip
 
             def zeros(dtype=np.float64, shape=big):
                 return xp.zeros(shape, dtype=dtype)
 
-            out64 = tuple(zeros() for _ in range(5))
-            refine = self.solver.refine and np.dtype(self.solver.dtype) != np.float64
-            low = np.dtype(self.solver.dtype) if refine else np.float64
-            out32 = (
-                tuple(zeros(low) for _ in range(5)) if refine else tuple(zeros() for _ in range(5))
-            )
+            checked, st = system.checked, system.st
             buf = SimpleNamespace(
+                system=system,
                 pos=zeros(shape=(nf, self.n_atoms, 3)),
                 origin=zeros(shape=(nf, 3)),
                 rel64=zeros(shape=(nf, self.n_atoms, 3)),
                 rel=zeros(np.float32, (nf, self.n_atoms, 3)),
                 fx=zeros(), fy=zeros(), fz=zeros(), cov=zeros(), phic=zeros(), g=zeros(),
-                out64=out64, out32=out32, b64=out64[4],
-                x=zeros(), phi=zeros(), r64=zeros(), weights=zeros(shape=(nf,)),
+                out64=(checked.cx, checked.cy, checked.cz, checked.diag, checked.b),
+                out32=(st.cx, st.cy, st.cz, st.diag, st.b),
+                x=system.x, phi=zeros(), unl=system.unlifted,
                 samples=zeros(shape=(nf, self.n_atoms, 4)),
                 bad=xp.zeros(1, dtype=np.int64),
             )  # fmt: skip
-            # the refinement phases' residual and correction, the same buffers every call
-            buf.phase_r, buf.phase_e = (zeros(low) for _ in range(2))
-            # every block's unlifted faces and κ̄² (written by the assembly): the multigrid
-            # hierarchy's inputs
-            buf.unl = tuple(zeros() for _ in range(4))
-        buf.checked = Stencil(*out64, periodic=False, singular=False)
-        buf.st = Stencil(*out32, periodic=False, singular=False) if refine else buf.checked
         self._buffers[nf] = buf
         return buf
 
@@ -494,58 +415,12 @@ class StackedFrames:
         """(B, stride, ny, nz) view of a stacked array."""
         return a.reshape(nf, self.stride, *a.shape[1:])
 
-    def _frame_norms(self, a, nf):
-        """‖a_k‖₂ of every frame's block (device array of B values)."""
-        return self.xp.sqrt(self.xp.sum(self._frames(a, nf) ** 2, axis=(1, 2, 3)))
-
     def _to_device(self, a):
-        return self.xp.asarray(a) if self.cuda else a
-
-    def _host(self, a):
-        return self.xp.asnumpy(a) if self.cuda else np.asarray(a)
-
-    def _on_stream(self):
-        if self.cuda:
-            return self.backend.stream
-        return _NoContext()
+        return self.xp.asarray(a)
 
     def _launch(self, kernel, items, *args, per_frame=None, threads=None):
-        """Run a kernel over ``items`` work items (CPU: a parallel loop; CUDA: one launch).
-
-        ``per_frame``: a CUDA grid of (blocks, frames) for kernels that tile per frame;
-        ``threads``: the block size (default ``THREADS``).
-        """
-        if not self.cuda:
-            return kernel(*args)
-        from pbsolver.backends.frame_kernels import THREADS, blocks
-
-        t = threads or THREADS
-        grid = blocks(items, t) if per_frame is None else (blocks(items // per_frame, t), per_frame)
-        self.backend.dev.launch(kernel, grid, t, *(self._view(a) for a in args))
-        return None
-
-    def _view(self, a):
-        """numba view of a CuPy array, made once per (pointer, shape, dtype); tuples mapped."""
-        if isinstance(a, tuple):
-            return tuple(self._view(x) for x in a)
-        if not isinstance(a, self.xp.ndarray):
-            return a
-        key = (a.data.ptr, a.shape, a.dtype.str)
-        view = self._views.get(key)
-        if view is None:
-            from numba import cuda
-
-            view = cuda.from_cuda_array_interface(a.__cuda_array_interface__, owner=a, sync=False)
-            self._views[key] = view
-        return view
-
-
-class _NoContext:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
+        """Run a kernel over ``items`` work items (see ``Backend.launch_items``)."""
+        return self.backend.launch_items(kernel, items, *args, threads=threads, groups=per_frame)
 
 
 def _outer_layer(shape) -> np.ndarray:

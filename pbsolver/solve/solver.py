@@ -1,31 +1,25 @@
-"""The Solver: iterate a backend's kernels to convergence, checking the residual sparingly.
+"""The Solver: one problem to convergence, through the linear system and the iteration loop.
 
-The loop here is the only place that decides anything (when to check, when to stop, what to
-report); it does not know which backend or which method runs it. A method is a small object
-with ``setup`` and ``step(count)`` (see :data:`METHODS`).
+:class:`Solver` holds the options (method, backend, tolerances, precision); :meth:`Solver.solve`
+makes the problem's :class:`~pbsolver.solve.system.LinearSystem`, a method
+(:mod:`pbsolver.solve.methods`) and lets the system run the
+:class:`~pbsolver.solve.loop.IterationLoop`; :func:`pbsolver.solve_batch` runs the same system
+and loop on stacks of problems.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import importlib
-import importlib.util
 import math
-import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from pbsolver import display as _display
-from pbsolver.arrays import array_module, as_real_array
-from pbsolver.backends import Backend, Stencil, get_backend
+from pbsolver.backends import get_backend
 from pbsolver.exceptions import ConvergenceError, InputError
 from pbsolver.problem import Problem
-
-#: Stop as "diverging" when the residual exceeds this multiple of the initial one.
-DIVERGENCE_FACTOR = 1e4
-#: Stop as "stagnated" after this many checks without a 1 % improvement of the best residual.
-STAGNATION_CHECKS = 30
+from pbsolver.solve.methods import METHODS, make_method, method_options
+from pbsolver.solve.system import LinearSystem
 
 
 @dataclass
@@ -81,117 +75,6 @@ class SolveResult:
         )
 
 
-# ---------------------------------------------------------------------- methods
-class _StationaryMethod:
-    """Shared set-up of the sweep methods.
-
-    A method is driven by :class:`Solver` through ``setup`` (once per solve), ``start`` (at the
-    beginning of each refinement phase, with the phase's stencil and iterate) and
-    ``step(count)``.
-    """
-
-    name = "abstract"
-    check_every = 10
-
-    def __init__(self, omega=None):
-        if omega is not None:
-            omega = float(omega)
-            if not 0.0 < omega < 2.0:
-                raise InputError(f"omega must be in (0, 2), got {omega}")
-        self.omega = omega
-
-    def setup(self, backend: Backend, st: Stencil, problem: Problem):
-        self.backend = backend
-
-    def start(self, st: Stencil, x):
-        self.st, self.x = st, x
-
-    def default_maxiter(self, shape) -> int:
-        raise NotImplementedError
-
-
-class SOR(_StationaryMethod):
-    """Red–black successive over-relaxation.
-
-    ω defaults to 2 / (1 + √(1 − ρ²)), the optimum for the constant-coefficient operator, with ρ
-    the Jacobi spectral radius of the grid's Laplacian (DelPhi's estimate).
-    """
-
-    name = "sor"
-
-    def setup(self, backend, st, problem):
-        super().setup(backend, st, problem)
-        require_even_periodic(st, self.name)
-        if self.omega is None:
-            self.omega = optimal_sor_omega(problem)
-
-    def step(self, count):
-        self.backend.sor_sweeps(self.st, self.x, self.omega, count)
-
-    def default_maxiter(self, shape):
-        return 100 * max(shape) + 1000
-
-
-class Jacobi(_StationaryMethod):
-    """Weighted Jacobi with two buffers (the seed kernel's method, without its race)."""
-
-    name = "jacobi"
-    check_every = 50
-
-    def setup(self, backend, st, problem):
-        super().setup(backend, st, problem)
-        if self.omega is None:
-            self.omega = 0.9
-
-    def start(self, st, x):
-        super().start(st, x)
-        self.work = self.backend.copy(x)
-
-    def step(self, count):
-        self.backend.jacobi_sweeps(self.st, self.x, self.work, self.omega, count)
-
-    def default_maxiter(self, shape):
-        return 20 * max(shape) ** 2 + 1000
-
-
-#: Registry of methods by name; other modules (multigrid) add theirs.
-METHODS: dict[str, type] = {"sor": SOR, "jacobi": Jacobi}
-
-
-def require_even_periodic(st: Stencil, method: str) -> None:
-    """Refuse odd periodic axes for red–black methods.
-
-    With an odd count two same-colour neighbours meet across the wrap and the sweep would race.
-    """
-    if st.periodic and any(n % 2 for n in st.shape):
-        raise InputError(
-            f"method {method!r} uses red-black ordering, which needs an even number of nodes "
-            f"along periodic axes; got shape {st.shape}: use an even grid or method='jacobi'"
-        )
-
-
-def optimal_sor_omega(problem: Problem) -> float:
-    """Optimal SOR ω for the constant-coefficient Laplacian on ``problem``'s grid.
-
-    ρ_J = Σ_a cos(θ_a)/h_a² / Σ_a 1/h_a², θ_a = π/(n_a − 1) (Dirichlet) or 2π/n_a (periodic);
-    ω = 2 / (1 + √(1 − ρ_J²)). A periodic problem with salt also keeps the constant mode, whose
-    Jacobi factor is 1 − Σκ̄²/Σdiag (its Rayleigh quotient); ρ_J is the larger of the two.
-    """
-    weights = [1.0 / (h * h) for h in problem.grid.spacing]
-    if problem.boundary == "periodic":
-        thetas = [2.0 * math.pi / n for n in problem.grid.shape]
-    else:
-        thetas = [math.pi / (n - 1) for n in problem.grid.shape]
-    rho = sum(w * math.cos(t) for w, t in zip(weights, thetas, strict=True)) / sum(weights)
-    if problem.boundary == "periodic" and problem.kappa2 is not None:
-        faces = problem.face_permittivities()
-        diag_sum = sum(2.0 * float(f.sum()) * w for f, w in zip(faces, weights, strict=True))
-        k2_sum = float(problem.kappa2.sum())
-        rho = max(rho, 1.0 - k2_sum / (diag_sum + k2_sum))
-    return 2.0 / (1.0 + math.sqrt(max(0.0, 1.0 - rho * rho)))
-
-
-# ---------------------------------------------------------------------- solver
 class Solver:
     """Iterative solver for :class:`~pbsolver.Problem`.
 
@@ -251,10 +134,8 @@ class Solver:
         refine: bool = True,
         **method_options,
     ):
-        if method != "auto" and method not in _methods():
-            raise InputError(
-                f"method must be 'auto' or one of {sorted(_methods())}, got {method!r}"
-            )
+        if method != "auto" and method not in METHODS:
+            raise InputError(f"method must be 'auto' or one of {sorted(METHODS)}, got {method!r}")
         self.method = method
         self.backend_name = backend
         get_backend(backend) if backend != "auto" else None  # fail early on a bad name
@@ -276,26 +157,47 @@ class Solver:
         self.strict = bool(strict)
         self.refine = bool(refine) and self.dtype == np.float32
         self.method_options = method_options
+        _check_method_options(method, method_options)
 
-    def _resolve_method(self, backend, problem) -> str:
-        """The method "auto" stands for, from measured times to rtol 1e-6 (BENCHMARKS.md).
+    def method_for(self, backend, problem) -> str:
+        """The method this solver runs on ``problem`` ("auto" resolved).
 
-        On the H200, SOR (graph-replayed sweeps) beats multigrid below about 190³ nodes
-        (129³: 22 ms against 52 ms), whose set-up and coarse levels are launch-bound; above it
-        MG-CG wins (257³: 89 ms against 184 ms). On the CPU multigrid wins from about 60³
-        (129³: 0.55 s against 1.97 s for SOR). Odd periodic grids, which red–black methods
-        refuse, get Jacobi. Multigrid options (e.g. ``cycle=``) keep multigrid.
+        "auto": Jacobi for odd periodic grids (which red–black methods refuse); multigrid when
+        multigrid options are given; otherwise the backend's choice by grid size
+        (:meth:`pbsolver.backends.Backend.auto_method`: SOR on small grids, where it is
+        fastest, multigrid or MG-CG on large ones; BENCHMARKS.md has the measurements).
         """
         if self.method != "auto":
             return self.method
         if problem.boundary == "periodic" and any(n % 2 for n in problem.grid.shape):
             return "jacobi"
-        if "multigrid" not in _methods() or (set(self.method_options) - {"omega"}):
-            return "multigrid" if "multigrid" in _methods() else "sor"
-        size = problem.grid.size
-        if backend.name == "cuda":
-            return "sor" if size < 190**3 else "mgcg"
-        return "sor" if size < 60**3 else "multigrid"
+        if set(self.method_options) - {"omega"}:
+            return "multigrid"
+        return backend.auto_method(problem.grid.size)
+
+    def make_method(self, name: str):
+        """A new method object ``name`` with this solver's method options and ω."""
+        options = dict(self.method_options)
+        if self.omega is not None:
+            options["omega"] = self.omega
+        return make_method(name, options)
+
+    def options(self) -> dict:
+        """The keyword arguments that make this solver again (``Solver(**s.options())``)."""
+        return {
+            "method": self.method,
+            "backend": self.backend_name,
+            "rtol": self.rtol,
+            "atol": self.atol,
+            "maxiter": self.maxiter,
+            "callback": self.callback,
+            "omega": self.omega,
+            "check_every": self.check_every,
+            "dtype": self.dtype,
+            "strict": self.strict,
+            "refine": self.refine,
+            **self.method_options,
+        }
 
     def solve(self, problem: Problem, x0=None) -> SolveResult:
         """Solve ``problem`` for φ_rf.
@@ -319,90 +221,38 @@ class Solver:
         """
         if not isinstance(problem, Problem):
             raise InputError(f"solve() needs a pbsolver.Problem, got {type(problem).__name__}")
-        start = time.perf_counter()
         backend = get_backend(self.backend_name, like=problem.phi_coulomb)
-        name = self._resolve_method(backend, problem)
-        options = dict(self.method_options)
-        if self.omega is not None:
-            options["omega"] = self.omega
-        method = _methods()[name](**options)
-
-        st = backend.stencil(problem, self.dtype)
+        method = self.make_method(self.method_for(backend, problem))
         # With refinement, the system is defined by float64 coefficients (``checked``): the
         # float32 stencil only drives the correction phases, and every residual that decides
         # convergence is computed on the float64 one, so rtol holds for the float64 operator.
-        checked = backend.stencil(problem, np.float64) if self.refine else st
-        method.setup(backend, st, problem)
-        maxiter = self.maxiter if self.maxiter is not None else method.default_maxiter(st.shape)
-        check_every = self.check_every or method.check_every
-        loop = _Loop(self, backend, st, checked, method, maxiter, check_every)
-        # Under refinement the iterate is the float64 accumulator from the start (x0 included:
-        # rounding it to float32 would put its residual at float32's floor).
-        x = self._initial_guess(backend, problem, x0, checked.dtype)
-
-        # ‖b‖ of the system over the unknowns: the residual with zero inside.
-        zero_inside = self._initial_guess(backend, problem, None, checked.dtype)
-        bnorm = backend.residual_norm(checked, zero_inside)
-        if bnorm == 0.0:
-            return self._finish(
-                backend, problem, st, zero_inside, method, 0, [0.0], "zero rhs", start
-            )
-        loop.run(x, bnorm)
-        return self._finish(
-            backend,
-            problem,
-            st,
-            loop.solution,
-            method,
-            loop.iterations,
-            loop.history,
-            loop.reason,
-            start,
-        )
-
-    # ------------------------------------------------------------------ helpers
-    def _initial_guess(self, backend, problem, x0, dtype=None):
-        from pbsolver.operator import fixed_values
-
-        dtype = self.dtype if dtype is None else np.dtype(dtype)
-        fixed = fixed_values(problem, dtype)
-        if x0 is None:
-            return backend.asarray(fixed, dtype)
-        x0 = as_real_array(x0, "x0", problem.grid.shape)
-        xp = array_module(x0)
-        if not bool(xp.isfinite(x0).all()):
-            raise InputError("x0 must be finite")
-        x = backend.asarray(x0, dtype)
-        if problem.boundary == "dirichlet":
-            g = backend.asarray(fixed, dtype)
-            inner = (slice(1, -1),) * 3
-            g[inner] = x[inner]
-            x = g
-        return x
-
-    def _finish(self, backend, problem, st, x, method, it, history, reason, start):
-        converged = reason in ("converged", "zero rhs")
-        if st.singular:
-            backend.remove_mean(x)
+        system = LinearSystem.for_problem(backend, problem, self.dtype, self.refine, x0)
+        out = system.solve(method, rtol=self.rtol, atol=self.atol, maxiter=self.maxiter,
+                           check_every=self.check_every, callback=self.callback)  # fmt: skip
         backend.synchronize()
         result = SolveResult(
-            phi_rf=backend.to_caller(x, problem.phi_coulomb),
-            converged=converged,
-            iterations=it,
-            residual_norms=history,
-            seconds=time.perf_counter() - start,
-            method=method.name,
+            phi_rf=system.solution(problem.phi_coulomb),
+            converged=bool(out.converged[0]),
+            iterations=out.iterations,
+            residual_norms=out.history,
+            seconds=out.seconds,
+            method=out.method,
             backend=backend.name,
-            reason=reason,
-            omega=getattr(method, "omega", None),
+            reason=out.reason,
+            omega=out.omega,
         )
-        if self.strict and not converged:
+        self.check(result)
+        return result
+
+    def check(self, result: SolveResult) -> None:
+        """With ``strict=True``, raise :class:`~pbsolver.ConvergenceError` for ``result``."""
+        if self.strict and not result.converged:
             raise ConvergenceError(
-                f"{method.name} on {backend.name} did not converge ({reason}) after {it} "
-                f"iterations: relative residual {result.residual:.3g} > rtol {self.rtol:g}",
+                f"{result.method} on {result.backend} did not converge ({result.reason}) after "
+                f"{result.iterations} iterations: relative residual {result.residual:.3g} > "
+                f"rtol {self.rtol:g}",
                 result,
             )
-        return result
 
     def __repr__(self) -> str:
         return (
@@ -411,131 +261,9 @@ class Solver:
         )
 
 
-class _Loop:
-    """One solve's iteration: checks, stopping rules and float64 iterative refinement.
-
-    Without refinement the method iterates on x itself (``checked is st``). With it, x is the
-    float64 accumulator; each phase solves A e = r in float32 for a correction e, with
-    r = b − A x computed on the float64 stencil ``checked``, and ends when its residual has
-    dropped by ``PHASE_REDUCTION``, reached the overall threshold, or stalled; then x += e and
-    the true residual is recomputed in float64.
-    """
-
-    PHASE_REDUCTION = 1e-3
-
-    def __init__(
-        self, solver, backend, st, checked, method, maxiter, check_every, work=None, norm=None
-    ):
-        self.solver, self.backend, self.method = solver, backend, method
-        # the stopping measure of (stencil, x): ‖b − A x‖₂, or a stack's weighted block maximum
-        # (``norm``, see Backend.block_residual_norm) so that every block meets its own threshold
-        self._norm = norm or backend.residual_norm
-        self.st, self.checked = st, checked
-        self.maxiter, self.check_every = maxiter, check_every
-        # (r, e) in st's shape and dtype for every refinement phase, or None: fresh each phase.
-        # A caller that solves again and again on the same buffers passes its own, so the
-        # phases always run on the same addresses and their captured graphs are found again.
-        self.work = work
-        self.iterations, self.history, self.reason, self.solution = 0, [], None, None
-
-    def _record(self, rnorm):
-        self.history.append(rnorm / self.bnorm)
-        if self.solver.callback is not None:
-            self.solver.callback(self.iterations, rnorm / self.bnorm)
-
-    def run(self, x, bnorm):
-        backend, method = self.backend, self.method
-        self.bnorm = bnorm
-        threshold = max(self.solver.rtol * bnorm, self.solver.atol)
-        refine = self.checked is not self.st
-        rnorm = self._norm(self.checked, x)
-        self.initial = rnorm
-        self._record(rnorm)
-        reason = None
-        while True:
-            reason = self._stop_reason(rnorm, threshold)
-            if reason is not None:
-                break
-            phase_st, phase_x = self._correction_system(x) if refine else (self.st, x)
-            method.start(phase_st, phase_x)
-            phase_start = rnorm
-            rnorm, reason = self._phase(phase_st, phase_x, threshold, phase_start, refine)
-            if not refine or reason in ("nan", "diverged"):
-                break
-            backend.axpy(x, phase_x, 1.0)  # fold the correction into the float64 iterate
-            rnorm = self._norm(self.checked, x)
-            self.history[-1] = rnorm / bnorm
-            reason = self._stop_reason(rnorm, threshold)
-            if reason is not None:
-                break
-            if rnorm > 0.5 * phase_start:
-                reason = "stagnated"  # a whole phase gained less than 2×: no progress left
-                break
-        if reason is None:
-            reason = self._stop_reason(rnorm, threshold) or "maxiter"
-        self.reason = reason
-        self.solution = x
-
-    def _correction_system(self, x):
-        """(stencil with b = r = b − A·x, zero iterate): the next phase's float32 system."""
-        backend, st = self.backend, self.st
-        if self.work is None:
-            r, e = backend.zeros(st.shape, st.dtype), backend.zeros(st.shape, st.dtype)
-        else:
-            r, e = self.work
-            backend.fill(e, 0.0)
-        backend.residual(self.checked, x, r)
-        if st.singular:
-            backend.remove_mean(r)
-        return dataclasses.replace(st, b=r), e
-
-    def _stop_reason(self, rnorm, threshold):
-        if not math.isfinite(rnorm):
-            return "nan"
-        if rnorm <= threshold:
-            return "converged"
-        if rnorm > DIVERGENCE_FACTOR * self.initial:
-            return "diverged"
-        if self.iterations >= self.maxiter:
-            return "maxiter"
-        return None
-
-    def _phase(self, st, x, threshold, phase_start, refine):
-        """Iterate on (st, x) until this phase ends; return (residual norm, stop reason)."""
-        best, since_best = phase_start, 0
-        # SOR with ω near 2 lets the residual grow for O(n) sweeps before it falls, so a stall
-        # is only called after STAGNATION_CHECKS checks without a 1 % gain.
-        stall = STAGNATION_CHECKS
-        target = max(threshold, self.PHASE_REDUCTION * phase_start) if refine else threshold
-        while True:
-            count = min(self.check_every, self.maxiter - self.iterations)
-            self.method.step(count)
-            self.iterations += count
-            rnorm = self._norm(st, x)
-            self._record(rnorm)
-            reason = self._stop_reason(rnorm, threshold)
-            if reason in ("nan", "diverged", "maxiter"):
-                return rnorm, reason
-            if rnorm <= target:
-                return rnorm, reason
-            if rnorm < 0.99 * best:
-                best, since_best = rnorm, 0
-            else:
-                since_best += 1
-                if since_best >= stall:
-                    return rnorm, "stagnated"
-
-
 def solve(problem: Problem, x0=None, **options) -> SolveResult:
     """Solve ``problem`` with ``Solver(**options)``; see :class:`Solver` for the options."""
     return Solver(**options).solve(problem, x0=x0)
-
-
-def _methods() -> dict[str, type]:
-    # Methods in other modules register themselves in METHODS when imported.
-    if importlib.util.find_spec("pbsolver.multigrid.hierarchy") is not None:
-        importlib.import_module("pbsolver.multigrid.hierarchy")
-    return METHODS
 
 
 def _nonnegative(value, name):
@@ -546,3 +274,22 @@ def _nonnegative(value, name):
     if not (math.isfinite(value) and value >= 0):
         raise InputError(f"{name} must be finite and >= 0, got {value}")
     return value
+
+
+def _check_method_options(method: str, options: dict) -> None:
+    """Refuse method options no method (or not the chosen one) takes, naming them."""
+    if method != "auto":
+        accepted = set(method_options(method))
+    else:
+        accepted = {o for name in METHODS for o in method_options(name)}
+    unknown = sorted(set(options) - accepted)
+    if unknown:
+        where = f"method {method!r}" if method != "auto" else "any method"
+        raise InputError(
+            f"unknown Solver option {unknown[0]!r} for {where}; Solver takes method, backend, "
+            f"rtol, atol, maxiter, callback, omega, check_every, dtype, strict, refine and the "
+            f"method options {', '.join(sorted(accepted - {'omega'}))}"
+        )
+
+
+__all__ = ["SolveResult", "Solver", "solve"]

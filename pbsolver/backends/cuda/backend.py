@@ -14,7 +14,7 @@ import numpy as np
 
 from pbsolver.backends import Backend, Stencil
 from pbsolver.backends.cuda import kernels as K
-from pbsolver.backends.cuda.device import CuPyDevice, NumbaDevice, grid_for
+from pbsolver.backends.cuda.device import VIEW_CACHE, CuPyDevice, LRUCache, NumbaDevice, grid_for
 from pbsolver.exceptions import InputError
 
 LAUNCH_MODES = ("graph", "stream", "naive")
@@ -98,6 +98,11 @@ class CUDABackend(Backend):
     """
 
     name = "cuda"
+    # graph-replayed SOR beats multigrid's launch-bound set-up and coarse levels on small grids
+    SOR_BELOW_NODES = 190**3
+    LARGE_METHOD = "mgcg"
+    STACK_SOR_BELOW_BLOCKS = 8
+    STACKS_BATCHES = True
 
     def __init__(self, launch="graph", kernel="point", *, device=None, config=None):
         if launch not in LAUNCH_MODES:
@@ -120,6 +125,7 @@ class CUDABackend(Backend):
         self._stage = {}  # assemble_stack's input staging buffers, by slot
         self._partials = {}
         self._loops = {}
+        self._views = LRUCache(VIEW_CACHE)  # launch_items' shaped views, by (pointer, shape, dtype)
         self._collect = None  # buffers a runner or WHILE loop being built must keep alive
         self._sums = self.dev.empty((8,), np.float64)
         self._sms = self._multiprocessors()
@@ -723,3 +729,101 @@ class CUDABackend(Backend):
 
         runner.holds = holds
         return runner
+
+    # --- verbs of the orchestration (the solve layer, multigrid, the MD engine) ------------
+    def array_module(self):
+        if self.dev.name != "cupy":
+            raise InputError("array code on the CUDA backend needs CuPy device arrays")
+        return self.dev.cp
+
+    def frame_kernels(self):
+        from pbsolver.backends.frame_kernels import cuda_kernels
+
+        self.array_module()  # the engine's buffers are CuPy arrays
+        return cuda_kernels()
+
+    def buffer_key(self, *items):
+        return self._key(*items)
+
+    def stream_context(self):
+        import contextlib
+
+        stream = self.stream
+        return stream if stream is not None else contextlib.nullcontext()
+
+    def to_host(self, a):
+        with self.dev.io():
+            return self.dev.to_numpy(a)
+
+    def launch_items(self, kernel, items, *args, threads=None, groups=None):
+        from pbsolver.backends.frame_kernels import THREADS, blocks
+
+        t = threads or THREADS
+        grid = blocks(items, t) if groups is None else (blocks(items // groups, t), groups)
+        self.dev.launch(kernel, grid, t, *(self._shaped_view(a) for a in args))
+
+    def _shaped_view(self, a):
+        """numba view of a device array with its own shape, made once (tuples mapped)."""
+        if isinstance(a, tuple):
+            return tuple(self._shaped_view(x) for x in a)
+        if not self.dev.is_array(a) or self.dev.name != "cupy":
+            return a
+        key = (a.data.ptr, a.shape, a.dtype.str)
+        view = self._views.get(key)
+        if view is None:
+            from numba import cuda
+
+            # no owner: the view is looked up only for a live array at that address
+            iface = a.__cuda_array_interface__
+            view = cuda.from_cuda_array_interface(iface, owner=None, sync=False)
+            self._views.put(key, view)
+        return view
+
+    def coarse_operators(self, inputs, levels):
+        """Stacks: two kernels a level, replayed as one CUDA graph; otherwise the array code."""
+        if not levels or any(lv.work is None or lv.plan.blocks is None for lv in levels):
+            return super().coarse_operators(inputs, levels)
+        arrays = list(inputs)
+        for lv in levels:
+            st = lv.stencil
+            arrays += [st.cx, st.cy, st.cz, st.diag, *lv.work, *lv.two]
+            arrays += [*lv.transfer.pos, *lv.transfer.lo, *lv.transfer.hi]
+        key = ("coarse-operators", self._key(*arrays))
+        self.capture(lambda: self._coarse_kernels(inputs, levels), key=key)()
+        return levels[-1].work
+
+    def _coarse_kernels(self, inputs, levels):
+        from pbsolver.backends.coarse import PENALTY
+        from pbsolver.backends.cuda import coarse_kernels as CK
+
+        v, threads, fine = self._v, 128, inputs
+        for lv in levels:
+            tr, st = lv.transfer, lv.stencil
+            n = int(np.prod(st.shape))
+            per_axis = []
+            for a in range(3):
+                per_axis += [v(tr.pos[a]), v(tr.lo[a]), v(tr.hi[a]), v(lv.two[a])]
+            self.dev.launch(
+                CK.coarse_faces, grid_for(n, threads), threads,
+                *(v(a) for a in fine), tuple(v(a) for a in lv.work), (v(st.cx), v(st.cy), v(st.cz)),
+                *per_axis, tr.fine_shape, tr.coarse_shape,
+            )  # fmt: skip
+            self.dev.launch(
+                CK.coarse_diagonal, grid_for(n, threads), threads,
+                *(v(a) for a in lv.work), v(st.diag), st.shape, *lv.plan.blocks, PENALTY,
+            )  # fmt: skip
+            fine = lv.work
+
+    def block_norms(self, a, n_blocks):
+        with self.dev.io():  # ordered after this backend's queued work
+            return super().block_norms(a, n_blocks)
+
+    def workers(self, count):
+        """``count`` CUDA backends, each with its own stream and graph cache (kept across calls)."""
+        while len(_WORKERS) < count:
+            _WORKERS.append(CUDABackend())
+        return _WORKERS[:count]
+
+
+#: the backends of :meth:`CUDABackend.workers`, made once
+_WORKERS: list = []

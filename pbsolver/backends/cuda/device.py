@@ -44,7 +44,9 @@ def _launch(kernel, grid, block, stream, args):
         kernel[grid, block, stream](*args)
 
 
-class _LRU(OrderedDict):
+class LRUCache(OrderedDict):
+    """A dictionary that keeps its ``size`` most recently used entries."""
+
     def __init__(self, size):
         super().__init__()
         self.size = size
@@ -164,9 +166,9 @@ class CuPyDevice:
         self.captures = 0
         self.replays = 0
         self._depth = 0
-        self._views = _LRU(VIEW_CACHE)
-        self._graphs = _LRU(GRAPH_CACHE)
-        self._seen = _LRU(4 * GRAPH_CACHE)
+        self._views = LRUCache(VIEW_CACHE)
+        self._graphs = LRUCache(GRAPH_CACHE)
+        self._seen = LRUCache(4 * GRAPH_CACHE)
         self._failed = set()
         self._ev_in = cp.cuda.Event(disable_timing=True)
         self._ev_out = cp.cuda.Event(disable_timing=True)

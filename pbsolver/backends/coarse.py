@@ -1,0 +1,166 @@
+"""Coarse multigrid operators from fine face coefficients: the array code every backend can run.
+
+A coarse level's operator is 7-point, built in float64 from the level above, approximating the
+Galerkin product ``Pᵀ A P`` (so it carries its scaling and the cycle stays symmetric):
+
+* a coarse face along axis ``a`` joins two coarse nodes one or two fine faces apart: the fine
+  faces along each fine line are added in series (harmonic: ``1 / Σ 1/c``), since flux crosses
+  them one after the other — this is what keeps the coarse operator right across an ε 1:80
+  interface;
+* those line conductances are then added in parallel across the two other axes with the
+  restriction weights (1 on the line through the coarse node, ½ on midpoint lines) — the
+  Alcouffe / APBS style "harmonic along, arithmetic across" averaging;
+* κ̄² is lumped: ``κ̄²_H = Pᵀ κ̄²``.
+
+A zero fine face in series gives a zero coarse face, so the blocks of a stack (whose faces
+between blocks are zero) stay apart on every level. Fixed nodes of a stack's coarse level
+(every block's outer layer and padding planes) get the diagonal :data:`PENALTY`: the smoother
+then leaves their correction at ``r/PENALTY`` ≈ 0, while the faces joining them to the block's
+unknowns still count in the unknowns' diagonals, as the Dirichlet boundary requires.
+
+The functions work on NumPy and CuPy arrays alike (``xp``); :func:`rebuild_levels` is the
+default of :meth:`pbsolver.backends.Backend.coarse_operators`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pbsolver.arrays import array_module
+
+#: Diagonal of a stack's coarse fixed nodes (block outer layers and padding): large enough that
+#: the smoother leaves their correction at ~1e-30 of their residual, small enough for float32.
+PENALTY = 1e30
+
+
+def _take(a, idx, axis, xp):
+    return xp.take(a, xp.asarray(idx), axis=axis)
+
+
+def _expand(v, axis, xp):
+    shape = [1, 1, 1]
+    shape[axis] = -1
+    return xp.asarray(v).reshape(shape)
+
+
+def aggregate(a, ax, axis: int, xp=np):
+    """``Pᵀ`` along one axis: ``out[I] = Σ_d w_d[I] a[pos[I] + d]``, ``d ∈ {-1, 0, 1}``."""
+    w = ax.weights
+    n = ax.n_fine
+    out = _take(a, ax.pos, axis, xp)
+    for col, d in ((0, -1), (2, 1)):
+        if w[:, col].any():
+            out = out + _expand(w[:, col], axis, xp) * _take(a, (ax.pos + d) % n, axis, xp)
+    return out
+
+
+def series(c, ax, axis: int, xp=np):
+    """Fine faces between consecutive coarse nodes along ``axis`` combined in series."""
+    n = ax.n_fine
+    inv = 1.0 / c
+    s = _take(inv, ax.pos, axis, xp)
+    two = ax.gap == 2
+    if two.any():
+        # where, not a 0/1 weight: a zero face (inv = inf) beyond a one-interval gap must not
+        # turn into 0·inf = nan (stacked blocks have zero faces between them)
+        second = _take(inv, (ax.pos + 1) % n, axis, xp)
+        s = s + xp.where(_expand(two, axis, xp), second, 0.0)
+    return 1.0 / s
+
+
+def restrict_field(a, axes, xp=np):
+    """``Pᵀ a`` in all three axes (used for κ̄²; a NumPy/CuPy reference of the kernel)."""
+    for axis, ax in enumerate(axes):
+        a = aggregate(a, ax, axis, xp)
+    return a
+
+
+def coarse_coefficients(cx, cy, cz, kappa2, axes, xp=np):
+    """Coarse face coefficients and κ̄² approximating ``Pᵀ A P`` with a 7-point stencil.
+
+    Parameters
+    ----------
+    cx, cy, cz : arrays (fine shape), float64
+        Fine face coefficients.
+    kappa2 : array or None
+        Fine κ̄² (None: no salt).
+    axes : tuple of 3 AxisCoarsening
+
+    Returns
+    -------
+    (cx, cy, cz, kappa2) on the coarse shape
+    """
+    out = []
+    for axis, c in enumerate((cx, cy, cz)):
+        c = series(c, axes[axis], axis, xp)
+        for other in range(3):
+            if other != axis:
+                c = aggregate(c, axes[other], other, xp)
+        out.append(c)
+    k2 = None if kappa2 is None else restrict_field(kappa2, axes, xp)
+    return (*out, k2)
+
+
+def diagonal(cx, cy, cz, kappa2, periodic, xp):
+    d = cx + xp.roll(cx, 1, axis=0) + cy + xp.roll(cy, 1, axis=1) + cz + xp.roll(cz, 1, axis=2)
+    if kappa2 is not None:
+        d = d + kappa2
+    if not periodic:
+        d[0], d[-1] = 1.0, 1.0
+        d[:, 0], d[:, -1] = 1.0, 1.0
+        d[:, :, 0], d[:, :, -1] = 1.0, 1.0
+    return d
+
+
+def fixed_nodes(shape, nx: int, stride: int, xp=np):
+    """Boolean mask of a stack's fixed nodes: every block's outer layer and padding planes."""
+    total, ny, nz = shape
+    local = xp.arange(total) % stride
+    fixed_x = (local == 0) | (local >= nx - 1)
+    mask = xp.zeros(shape, dtype=bool)
+    mask |= fixed_x[:, None, None]
+    mask[:, 0, :] = mask[:, -1, :] = True
+    mask[:, :, 0] = mask[:, :, -1] = True
+    return mask
+
+
+def rebuild_levels(inputs, levels):
+    """Write every coarse level's (cx, cy, cz, diag) from the fine float64 ``inputs``.
+
+    Parameters
+    ----------
+    inputs : 4 arrays
+        The finest level's face coefficients (x, y, z) and κ̄² (or None), float64.
+    levels : sequence of CoarseLevel
+        From the finest coarse level down (see :class:`pbsolver.backends.CoarseLevel`).
+
+    Returns
+    -------
+    tuple of 4 arrays
+        The coarsest level's float64 (cx, cy, cz, κ̄² or None).
+    """
+    cx, cy, cz, k2 = inputs
+    xp = array_module(cx)
+    for level in levels:
+        plan = level.plan
+        with np.errstate(divide="ignore"):  # a zero face in series gives a zero face
+            cx, cy, cz, k2 = coarse_coefficients(cx, cy, cz, k2, plan.axes, xp)
+        diag = diagonal(cx, cy, cz, k2, plan.periodic, xp)
+        if plan.blocks is not None:
+            diag[fixed_nodes(diag.shape, *plan.blocks, xp)] = PENALTY
+        st = level.stencil
+        for dst, src in zip((st.cx, st.cy, st.cz, st.diag), (cx, cy, cz, diag), strict=True):
+            dst[...] = src.astype(dst.dtype, copy=False)
+    return cx, cy, cz, k2
+
+
+__all__ = [
+    "PENALTY",
+    "aggregate",
+    "coarse_coefficients",
+    "diagonal",
+    "fixed_nodes",
+    "rebuild_levels",
+    "restrict_field",
+    "series",
+]

@@ -1,0 +1,388 @@
+"""The linear system a solve runs on: one problem, or a stack of B problems of one shape.
+
+:class:`LinearSystem` owns everything between the problems and the loop: the stencils (the
+sweep dtype and, under refinement, float64), the iterate, each block's ‖b‖ and threshold, the
+stopping measure, the multigrid hierarchy and the work buffers. :meth:`LinearSystem.solve` runs
+the :class:`~pbsolver.solve.loop.IterationLoop` with a method on it and reports every block's
+own outcome. :class:`~pbsolver.Solver` (one problem), :func:`~pbsolver.solve_batch` (a stack)
+and the MD engine (:mod:`pbsolver.md.engine`, a stack its kernels assemble) all solve through
+it.
+
+Two ways to make one:
+
+:meth:`LinearSystem.for_problem`
+    One problem of any boundary: the problem's own stencil, the fixed boundary values in the
+    iterate; the multigrid hierarchy is built for the grid.
+:meth:`LinearSystem.stack`
+    B Dirichlet problems of one shape and spacing as one block-diagonal system
+    (:mod:`pbsolver.backends.stacking` describes the layout): a workspace kept between solves,
+    filled by :meth:`LinearSystem.assemble` (or by the caller's own kernels); the hierarchy
+    coarsens every block separately and is rebuilt in place for each new stack, so a GPU
+    backend replays its captured work.
+
+Stopping rule of a stack: with t_k = max(rtol‖b_k‖₂, atol) each block's own threshold and
+t = min_k t_k, the loop's measure is max_k (t / t_k)‖r_k‖₂
+(:meth:`pbsolver.backends.Backend.block_residual_norm`), so "measure ≤ t" holds exactly when
+‖r_k‖₂ ≤ t_k for every block k (stopping on ‖r_stack‖₂ ≤ t instead would over-solve B similar
+problems by up to √B). Each block's own final residual is computed and reported.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from pbsolver.arrays import array_module, as_real_array
+from pbsolver.backends import Stencil
+from pbsolver.backends.stacking import stride_for
+from pbsolver.exceptions import InputError
+from pbsolver.multigrid.builders import GRID_ONLY, grid_hierarchy, stack_hierarchy
+from pbsolver.operator import fixed_values
+from pbsolver.solve.loop import IterationLoop
+from pbsolver.solve.methods import optimal_sor_omega
+
+
+@dataclass
+class SystemOutcome:
+    """What :meth:`LinearSystem.solve` returns (per-block arrays are NumPy, length B).
+
+    Attributes
+    ----------
+    iterations : int
+        Steps (sweeps or cycles) of the loop; every block got them all.
+    reason : str
+        The loop's stop reason ("zero rhs" when every right-hand side is zero).
+    history : list of float
+        The loop's measure over the scale of its smallest threshold's block at every check
+        (for one problem: its relative residual).
+    initial, final : ndarray
+        Each block's relative residual at the initial guess and at the end (float64 operator).
+    converged : ndarray of bool
+        Whether each block met its own threshold.
+    method : str
+    omega : float or None
+    seconds : float
+    """
+
+    iterations: int
+    reason: str
+    history: list
+    initial: np.ndarray
+    final: np.ndarray
+    converged: np.ndarray
+    method: str
+    omega: float | None
+    seconds: float
+    extra: dict = field(default_factory=dict)
+
+
+class LinearSystem:
+    """One problem, or B problems of one shape, as one linear system on a backend.
+
+    Make one with :meth:`for_problem` or :meth:`stack`, then :meth:`solve`.
+
+    Attributes
+    ----------
+    backend : Backend
+    st : Stencil
+        The system the methods iterate on (the solve's dtype).
+    checked : Stencil
+        The float64 system that decides convergence (``st`` itself without refinement).
+    x : array
+        The iterate (``checked``'s dtype).
+    block_shape, spacing : tuple
+        One block's grid shape and spacing (the problem's, for one problem).
+    n_blocks, stride : int
+        Blocks, and planes a block occupies along x.
+    kept : bool
+        Whether the buffers are a workspace kept between solves (captured work is filed under
+        their addresses and found again).
+    bnorms : ndarray
+        ‖b_k‖₂ of every block over its unknowns.
+    guessed : list of bool
+        Whether each block starts from a given guess.
+    fixed : array or None
+        A stack's boundary values on every block's outer layer (zero elsewhere).
+    unlifted : tuple of 4 arrays or None
+        A stack's unlifted faces (x, y, z) and κ̄², float64: its hierarchy's inputs.
+    """
+
+    def __init__(self, backend, st, checked, x, *, block_shape, spacing, n_blocks, stride, kept):
+        self.backend = backend
+        self.st, self.checked, self.x = st, checked, x
+        self.block_shape = tuple(int(n) for n in block_shape)
+        self.spacing = tuple(float(h) for h in spacing)
+        self.n_blocks, self.stride, self.kept = int(n_blocks), int(stride), bool(kept)
+        self.problem = None
+        self.bnorms = np.zeros(self.n_blocks)
+        self.guessed = [False] * self.n_blocks
+        self.fixed = None
+        self.unlifted = None
+        self.work = None
+        self.r = None
+        self.weights = None
+        self._hierarchy = None
+        self._scratch = {}
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def for_problem(cls, backend, problem, dtype=np.float32, refine=True, x0=None):
+        """The system of one problem (any boundary); ``x0`` is copied, never modified.
+
+        With ``refine`` and float32 ``dtype`` the iterate is a float64 accumulator from the
+        start (x0 included: rounding it to float32 would put its residual at float32's floor).
+        """
+        dtype = np.dtype(dtype)
+        st = backend.stencil(problem, dtype)
+        refine = bool(refine) and dtype == np.float32
+        checked = backend.stencil(problem, np.float64) if refine else st
+        fixed = fixed_values(problem, checked.dtype)
+        zero_inside = backend.asarray(fixed, checked.dtype)
+        x = zero_inside if x0 is None else _guess(backend, problem, x0, fixed, checked.dtype)
+        system = cls(backend, st, checked, x, block_shape=problem.grid.shape,
+                     spacing=problem.grid.spacing, n_blocks=1, stride=problem.grid.shape[0],
+                     kept=False)  # fmt: skip
+        system.problem = problem
+        # ‖b‖ of the system over the unknowns: the residual with zero inside
+        system.bnorms = np.array([backend.residual_norm(checked, zero_inside)])
+        system.guessed = [x0 is not None]
+        system._zero_inside = zero_inside
+        return system
+
+    @classmethod
+    def stack(cls, backend, block_shape, spacing, n_blocks, dtype=np.float32, refine=True,
+              unlifted=False):  # fmt: skip
+        """An empty stack of ``n_blocks`` Dirichlet blocks (a workspace kept between solves).
+
+        Fill it with :meth:`assemble`, or write its arrays (``checked``, ``st``, ``x``,
+        ``unlifted``) with kernels of one's own and set :attr:`bnorms` and :attr:`guessed`.
+        ``unlifted``: keep the blocks' unlifted faces and κ̄² (a multigrid hierarchy's inputs).
+        """
+        dtype = np.dtype(dtype)
+        refine = bool(refine) and dtype == np.float32
+        block_shape = tuple(int(n) for n in block_shape)
+        stride = stride_for(block_shape[0])
+        shape = (int(n_blocks) * stride, *block_shape[1:])
+        st = Stencil(*(backend.zeros(shape, dtype) for _ in range(5)), False, False)
+        checked = st
+        if refine:
+            checked = Stencil(*(backend.zeros(shape, np.float64) for _ in range(5)), False, False)
+        x = backend.zeros(shape, checked.dtype)
+        system = cls(backend, st, checked, x, block_shape=block_shape, spacing=spacing,
+                     n_blocks=n_blocks, stride=stride, kept=True)  # fmt: skip
+        system.r = backend.zeros(shape, np.float64)
+        system.fixed = backend.zeros(shape, np.float64)
+        system.weights = backend.zeros((int(n_blocks),), np.float64)
+        if refine:
+            system.work = (backend.zeros(shape, dtype), backend.zeros(shape, dtype))
+        if unlifted:
+            system.unlifted = tuple(backend.zeros(shape, np.float64) for _ in range(4))
+        return system
+
+    def assemble(self, problems, x0=None) -> None:
+        """Write the stack of ``problems`` (Dirichlet, of the stack's block shape) into it."""
+        if self.problem is not None:
+            raise InputError("assemble() fills a stack; this system is one problem's")
+        if len(problems) != self.n_blocks:
+            raise InputError(f"{len(problems)} problems for a stack of {self.n_blocks} blocks")
+        be = self.backend
+        arrays = (self.checked.cx, self.checked.cy, self.checked.cz, self.checked.diag,
+                  self.checked.b)  # fmt: skip
+        arrays32 = (self.st.cx, self.st.cy, self.st.cz, self.st.diag, self.st.b)
+        be.assemble_stack(problems, x0, self.stride, arrays, arrays32, self.unlifted, self.fixed,
+                          self.x)  # fmt: skip
+        self.bnorms = be.block_norms(self.checked.b, self.n_blocks)
+        self.guessed = [g is not None for g in (x0 or [None] * self.n_blocks)]
+
+    # ------------------------------------------------------------------ for the methods
+    def hierarchy(self, given: dict, default_cycle: str):
+        """The system's multigrid hierarchy with options ``given`` (the rest: defaults).
+
+        One problem: built for its grid (``default_cycle`` unless ``cycle`` is given). A stack:
+        built once for its buffers with the stack's defaults, its coarse operators rebuilt
+        from :attr:`unlifted` on every call.
+        """
+        if self.problem is not None:
+            options = {"cycle": default_cycle, **given}
+            return grid_hierarchy(self.backend, self.st, self.spacing, self.problem.kappa2,
+                                  **options)  # fmt: skip
+        bad = sorted(set(given) & set(GRID_ONLY))
+        if bad:
+            raise InputError(
+                f"multigrid option {bad[0]!r} does not apply to a stack of blocks (a stack "
+                "always coarsens to one unknown a block)"
+            )
+        if self.unlifted is None:
+            raise InputError("this stack keeps no unlifted faces: make it with unlifted=True")
+        key = tuple(sorted(given.items()))
+        if self._hierarchy is None or self._hierarchy[0] != key:
+            h = stack_hierarchy(self.backend, self.st, self.block_shape, self.spacing,
+                                self.stride, inputs=self.unlifted, **given)  # fmt: skip
+            self._hierarchy = (key, h)
+        h = self._hierarchy[1]
+        h.rebuild()
+        return h
+
+    def scratch(self, name: str, count: int, dtype) -> list:
+        """``count`` work arrays of the system's shape (kept with a kept workspace)."""
+        key = (name, count, np.dtype(dtype).str)
+        arrays = self._scratch.get(key) if self.kept else None
+        if arrays is None:
+            arrays = [self.backend.zeros(self.st.shape, dtype) for _ in range(count)]
+            if self.kept:
+                self._scratch[key] = arrays
+        return arrays
+
+    def sor_omega(self) -> float:
+        """SOR's ω for this system (:func:`~pbsolver.solve.methods.optimal_sor_omega`)."""
+        p = self.problem
+        if p is None:  # a stack: each block's own Dirichlet grid
+            return optimal_sor_omega(self.block_shape, self.spacing, False)
+        periodic = p.boundary == "periodic"
+        k2_sum = diag_sum = 0.0
+        if periodic and p.kappa2 is not None:
+            weights = [1.0 / (h * h) for h in self.spacing]
+            faces = p.face_permittivities()
+            diag_sum = sum(2.0 * float(f.sum()) * w for f, w in zip(faces, weights, strict=True))
+            k2_sum = float(p.kappa2.sum())
+        return optimal_sor_omega(self.block_shape, self.spacing, periodic, k2_sum, diag_sum)
+
+    # ------------------------------------------------------------------ the solve
+    def solve(self, method, *, rtol, atol=0.0, maxiter=None, check_every=None, callback=None):
+        """Run ``method`` on the system until every block meets its own threshold.
+
+        Parameters
+        ----------
+        method
+            A method object (:mod:`pbsolver.solve.methods`), not yet set up.
+        rtol, atol : float
+            Block k's threshold is ``max(rtol·‖b_k‖, atol)``.
+        maxiter, check_every : int, optional
+            Default: the method's.
+        callback : callable, optional
+            ``callback(iteration, measure / scale)`` at every check (see
+            :attr:`SystemOutcome.history`).
+
+        Returns
+        -------
+        SystemOutcome
+            The solution is in :attr:`x` (see :meth:`solution`).
+        """
+        start = time.perf_counter()
+        be, n = self.backend, self.n_blocks
+        bnorms = np.asarray(self.bnorms, dtype=np.float64)
+        nonzero = bnorms > 0.0
+        if not nonzero.any():  # every right-hand side is zero: the boundary values are the answer
+            self._zero_solution()
+            ones = np.ones(n, dtype=bool)
+            return SystemOutcome(0, "zero rhs", [0.0], np.zeros(n), np.zeros(n), ones,
+                                 method.name, getattr(method, "omega", None),
+                                 time.perf_counter() - start)  # fmt: skip
+        guessed = list(self.guessed)
+        for k in np.flatnonzero(~nonzero & np.asarray(guessed, dtype=bool)):
+            # a zero right-hand side's answer is zero inside, whatever the guess: the
+            # stopping measure does not watch such a block (it has no threshold of its own)
+            be.fill(self.x[k * self.stride : (k + 1) * self.stride], 0.0)
+            guessed[k] = False
+        thresholds = np.maximum(rtol * bnorms, atol)
+        watched = np.flatnonzero(nonzero)
+        smallest = watched[np.argmin(thresholds[watched])]
+        threshold = float(thresholds[smallest])
+        norm = None
+        if n > 1:
+            safe = np.where(thresholds > 0.0, thresholds, 1.0)
+            be.set_values(self.weights, np.where(thresholds > 0.0, threshold / safe, 0.0))
+            norm = self._block_measure
+        method.setup(self)
+        if maxiter is None:
+            maxiter = method.default_maxiter(self.st.shape)
+        check_every = check_every or method.check_every
+        initial = np.where(nonzero, 1.0, 0.0)
+        if n > 1 and any(guessed):  # each guessed block's own initial residual
+            be.residual(self.checked, self.x, self.r)
+            r0 = be.block_norms(self.r, n) / np.where(nonzero, bnorms, 1.0)
+            initial = np.where(guessed, r0, initial)
+        loop = IterationLoop(0.0, threshold, maxiter, check_every, callback, norm)
+        loop.run(be, method, self.st, self.x, float(bnorms[smallest]), checked=self.checked,
+                 work=self.work)  # fmt: skip
+        if n == 1:
+            initial = np.array([loop.history[0]])
+            final = np.array([loop.history[-1]])
+            converged = np.array([loop.reason == "converged"])
+            if self.st.singular:
+                be.remove_mean(self.x)
+        else:  # every block's own final residual, in float64
+            be.residual(self.checked, self.x, self.r)
+            final_norms = be.block_norms(self.r, n)
+            final = np.where(nonzero, final_norms / np.where(nonzero, bnorms, 1.0), 0.0)
+            converged = (final_norms <= thresholds) | ~nonzero
+        return SystemOutcome(loop.iterations, loop.reason, list(loop.history), initial, final,
+                             converged, method.name, getattr(method, "omega", None),
+                             time.perf_counter() - start)  # fmt: skip
+
+    def _block_measure(self, st, x):
+        return self.backend.block_residual_norm(st, x, self.r, self.n_blocks, self.weights)
+
+    def _zero_solution(self):
+        if self.problem is not None:
+            self.x = self._zero_inside
+        else:
+            self.backend.fill(self.x, 0.0)
+
+    # ------------------------------------------------------------------ results
+    def solution(self, like):
+        """The solution in the array library of ``like``.
+
+        One problem: its φ. A stack: a new ``(B, nx, ny, nz)`` array of every block inside its
+        boundary values.
+        """
+        be = self.backend
+        if self.problem is not None:
+            return be.to_caller(self.x, like)
+        out = be.unstack(self.x, self.fixed, self.block_shape, self.stride, self.n_blocks)
+        return be.to_caller(out, like)
+
+
+def _guess(backend, problem, x0, fixed, dtype):
+    """x0 as the iterate: copied, finite, its outer layer replaced by the boundary values."""
+    x0 = as_real_array(x0, "x0", problem.grid.shape)
+    xp = array_module(x0)
+    if not bool(xp.isfinite(x0).all()):
+        raise InputError("x0 must be finite")
+    x = backend.asarray(x0, dtype)
+    if problem.boundary == "dirichlet":
+        g = backend.asarray(fixed, dtype)
+        inner = (slice(1, -1),) * 3
+        g[inner] = x[inner]
+        x = g
+    return x
+
+
+#: Stack workspaces kept between calls of :func:`workspace`, least recently used dropped first:
+#: a later call on a stack of the same shape reuses the buffers (and their captured work).
+WORKSPACE_CACHE = 2
+_WORKSPACES: dict = {}
+
+
+def workspace(backend, block_shape, spacing, n_blocks, dtype, refine, unlifted):
+    """A kept :meth:`LinearSystem.stack` workspace for these parameters (made once)."""
+    key = (id(backend), tuple(block_shape), tuple(spacing), int(n_blocks), np.dtype(dtype).str,
+           bool(refine), bool(unlifted))  # fmt: skip
+    system = _WORKSPACES.pop(key, None)
+    if system is None or system.backend is not backend:
+        system = LinearSystem.stack(backend, block_shape, spacing, n_blocks, dtype, refine,
+                                    unlifted)  # fmt: skip
+    _WORKSPACES[key] = system  # (re)inserted last: the most recently used
+    while len(_WORKSPACES) > WORKSPACE_CACHE:
+        _WORKSPACES.pop(next(iter(_WORKSPACES)))
+    return system
+
+
+def clear_workspaces() -> None:
+    """Drop the stack workspaces kept between calls (frees their memory)."""
+    _WORKSPACES.clear()
+
+
+__all__ = ["LinearSystem", "SystemOutcome", "WORKSPACE_CACHE", "clear_workspaces", "workspace"]
