@@ -93,6 +93,9 @@ class Backend:
     """
 
     name: str = "abstract"
+    #: The array library ("numpy" or "cupy") that problems given to this backend are best built
+    #: in: the backend uses their arrays without a copy between libraries.
+    array_library: str = "numpy"
 
     # --- data movement -----------------------------------------------------------------
     def asarray(self, a, dtype):

@@ -135,6 +135,11 @@ class CUDABackend(Backend):
         return int(self.dev.cp.cuda.Device().attributes["MultiProcessorCount"])
 
     @property
+    def array_library(self) -> str:
+        """"cupy" on the CuPy array layer, "numpy" on the numba layer (the simulator)."""
+        return "cupy" if self.dev.name == "cupy" else "numpy"
+
+    @property
     def stream(self):
         """The backend's CuPy stream (None on the numba layer)."""
         return getattr(self.dev, "stream", None)
