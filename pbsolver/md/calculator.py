@@ -528,11 +528,7 @@ class ReactionFieldCalculator:
             return self.atoms, np
         host, xp = self._host_positions(positions)
         _require_finite(host)
-        a = self.atoms
-        frame = Atoms.__new__(Atoms)
-        frame.positions, frame.charges, frame.radii = host, a.charges, a.radii
-        frame.names, frame.resnames, frame.resids = a.names, a.resnames, a.resids
-        return frame, xp
+        return self.atoms.with_positions(host), xp
 
     def _prepare(self, atoms, box):
         """Place the grid for this frame; return it, whether it moved, and the initial guess."""
