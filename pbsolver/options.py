@@ -126,7 +126,7 @@ class PhysicsOptions:
     >>> import pbsolver as pb
     >>> salty = pb.PhysicsOptions(ionic_strength=0.15)
     >>> round(salty.debye_length, 2)
-    7.85
+    7.86
     >>> salty.replace(eps_in=4.0).eps_in
     4.0
     """
