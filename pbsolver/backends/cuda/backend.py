@@ -136,7 +136,7 @@ class CUDABackend(Backend):
 
     @property
     def array_library(self) -> str:
-        """"cupy" on the CuPy array layer, "numpy" on the numba layer (the simulator)."""
+        """The array library: "cupy" on the CuPy layer, "numpy" on the numba one (simulator)."""
         return "cupy" if self.dev.name == "cupy" else "numpy"
 
     @property
