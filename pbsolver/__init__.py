@@ -14,6 +14,7 @@ import importlib
 from pbsolver._version import __version__
 from pbsolver.exceptions import BackendUnavailableError, ConvergenceError, InputError, PBSolverError
 from pbsolver.grid import Grid
+from pbsolver.options import PhysicsOptions
 from pbsolver.problem import Problem
 from pbsolver.solve.solver import Solver, SolveResult, solve
 
@@ -53,6 +54,7 @@ __all__ = [
     "Grid",
     "InputError",
     "PBSolverError",
+    "PhysicsOptions",
     "Problem",
     "SolveResult",
     "Solver",

@@ -69,6 +69,7 @@ import click  # noqa: E402
 
 from pbsolver._version import __version__  # noqa: E402
 from pbsolver.exceptions import PBSolverError  # noqa: E402
+from pbsolver.options import SURFACES, PhysicsOptions  # noqa: E402
 
 log = logging.getLogger("pbsolver")
 
@@ -285,29 +286,37 @@ def _molecule_options(f):
             help="PQR input: space between the molecule and the box, Å.",
         ),
         click.option(
-            "--eps-in", type=pos, default=2.0, show_default=True, help="PQR input: solute ε."
+            "--eps-in",
+            type=pos,
+            default=PhysicsOptions.eps_in,
+            show_default=True,
+            help="PQR input: solute ε.",
         ),
         click.option(
-            "--eps-out", type=pos, default=78.54, show_default=True, help="PQR input: solvent ε."
+            "--eps-out",
+            type=pos,
+            default=PhysicsOptions.eps_out,
+            show_default=True,
+            help="PQR input: solvent ε.",
         ),
         click.option(
             "--ionic-strength",
             type=click.FloatRange(min=0.0),
-            default=0.0,
+            default=PhysicsOptions.ionic_strength,
             show_default=True,
             help="PQR input: 1:1 salt, mol/L.",
         ),
         click.option(
             "--surface",
-            type=click.Choice(["mol", "smol", "vdw"]),
-            default="mol",
+            type=click.Choice(list(SURFACES)),
+            default=PhysicsOptions.surface,
             show_default=True,
             help="PQR input: dielectric boundary.",
         ),
         click.option(
             "--probe-radius",
             type=click.FloatRange(min=0.0),
-            default=1.4,
+            default=PhysicsOptions.probe_radius,
             show_default=True,
             help="PQR input: solvent probe radius, Å.",
         ),
@@ -354,7 +363,10 @@ def _make_options(ctx, kw):
                 "needed); use --backend cpu or auto",
                 ctx,
             )
-    molecule = MoleculeOptions(**{k: kw[k] for k in _MOLECULE_PARAMS})
+    try:  # the physics is validated in one place (PhysicsOptions), not by click's ranges alone
+        molecule = MoleculeOptions(**{k: kw[k] for k in _MOLECULE_PARAMS})
+    except InputError as exc:
+        raise click.UsageError(str(exc), ctx) from None
     return solve, molecule
 
 

@@ -1,6 +1,6 @@
 """A real, small example: the Born ion, solved on the CPU (or GPU) and checked against theory.
 
-Run with ``python -m pbsolver.demo``. A +1 e ion of radius 3 Å (ε 1 inside, 78.54 outside) has
+Run with ``python -m pbsolver.demo``. A +1 e ion of radius 3 Å (ε 1 inside, water outside) has
 the polar solvation energy −½ k q²/a (1 − 1/ε_out) = −228.611 kJ/mol. The grid, the node map
 with harmonic face averaging, the Coulomb map and the analytic boundary values are built here
 with NumPy alone, so this runs with nothing but the core package.
@@ -14,9 +14,10 @@ import time
 import numpy as np
 
 import pbsolver as pb
+from pbsolver.options import EPS_WATER
 
 
-def born_problem(spacing=0.5, radius=3.0, eps_in=1.0, eps_out=78.54, half_width=12.0):
+def born_problem(spacing=0.5, radius=3.0, eps_in=1.0, eps_out=EPS_WATER, half_width=12.0):
     """The Born ion centred on a node as a Problem (node map, harmonic faces, analytic boundary)."""
     n = int(round(2 * half_width / spacing)) + 1
     grid = pb.Grid((n, n, n), spacing=spacing, origin=(-half_width,) * 3)
@@ -30,7 +31,7 @@ def born_problem(spacing=0.5, radius=3.0, eps_in=1.0, eps_out=78.54, half_width=
     return pb.Problem(grid, eps, phi_c, eps_in, face_rule="harmonic", boundary_values=phi_rf_far)
 
 
-def born_energy_analytic(radius=3.0, eps_in=1.0, eps_out=78.54, q=1.0):
+def born_energy_analytic(radius=3.0, eps_in=1.0, eps_out=EPS_WATER, q=1.0):
     """Polar solvation energy of a Born ion, kJ/mol."""
     return -0.5 * pb.COULOMB_KJ * q * q / radius * (1.0 / eps_in - 1.0 / eps_out)
 

@@ -13,6 +13,9 @@ the fast kernels are tested against; it favours clarity over speed.
 The relative residual used everywhere (CPU, GPU, reference) is ``‖b − Aφ‖₂ / ‖b − A φ₀‖₂``
 over the unknowns, where φ₀ holds the boundary values and zero inside: the right-hand side of
 the system over the unknowns once the fixed boundary values are moved to it.
+
+The functions taking ``problem`` take a :class:`~pbsolver.Problem` (read through its attributes;
+this module does not import it, so that the problem module may stand below or beside it).
 """
 
 from __future__ import annotations
@@ -23,7 +26,6 @@ import numpy as np
 import scipy.sparse as sp
 
 from pbsolver.arrays import array_module
-from pbsolver.problem import Problem
 
 
 @dataclass
@@ -60,7 +62,7 @@ class Coefficients:
         return d
 
 
-def coefficients(problem: Problem, dtype=np.float64) -> Coefficients:
+def coefficients(problem, dtype=np.float64) -> Coefficients:
     """Face coefficients of ``problem`` (ε_face / h_a²) in its array library."""
     faces = problem.face_permittivities(np.float64)
     c = [f / (h * h) for f, h in zip(faces, problem.grid.spacing, strict=True)]
@@ -82,7 +84,7 @@ def interior_mask(shape, periodic: bool, xp=np):
     return mask
 
 
-def rhs(problem: Problem) -> np.ndarray:
+def rhs(problem) -> np.ndarray:
     """The right-hand side b (float64, the problem's array library), zero on fixed nodes.
 
     For a periodic problem without salt, b's mean is removed (it is zero in exact arithmetic),
@@ -117,7 +119,7 @@ def _add_flux_terms(b, faces, phi_c, problem, xp):
         b -= xp.roll(term, 1, axis=axis)  # node s+1: (ε − ε_c)(φc_s − φc_{s+1})
 
 
-def fixed_values(problem: Problem, dtype=np.float64):
+def fixed_values(problem, dtype=np.float64):
     """φ₀: the boundary values on the outer layer (Dirichlet) and zero elsewhere."""
     xp = problem.xp
     x = xp.zeros(problem.grid.shape, dtype=dtype)
@@ -148,7 +150,7 @@ def residual(coef: Coefficients, b, x):
     return b - apply(coef, x)
 
 
-def relative_residual(problem: Problem, phi) -> float:
+def relative_residual(problem, phi) -> float:
     """‖b − Aφ‖₂ / ‖b − Aφ₀‖₂ computed in float64 (φ₀ = boundary values, zero inside)."""
     coef = coefficients(problem, np.float64)
     b = rhs(problem)
@@ -168,7 +170,7 @@ def _zero_outer_layer(a):
 
 
 # ---------------------------------------------------------------------- sparse float64 reference
-def assemble_matrix(problem: Problem):
+def assemble_matrix(problem):
     """Assemble A over the unknowns and its right-hand side in float64 (NumPy/SciPy, host).
 
     Returns
@@ -228,7 +230,7 @@ def assemble_matrix(problem: Problem):
     return A, rhs_u, unknowns
 
 
-def reference_solve(problem: Problem) -> np.ndarray:
+def reference_solve(problem) -> np.ndarray:
     """Solve the problem exactly in float64 with a sparse direct solver (tests, small grids).
 
     A periodic problem without salt is bordered with the zero-mean constraint.

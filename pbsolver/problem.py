@@ -9,12 +9,13 @@ discretised with the 7-point stencil on face permittivities.
 
 from __future__ import annotations
 
+import copy
 from typing import Literal
 
 import numpy as np
 
 from pbsolver import display as _display
-from pbsolver.arrays import array_module, as_real_array, first_bad_index
+from pbsolver.arrays import array_module, as_real_array, first_bad_index, to_numpy
 from pbsolver.exceptions import InputError
 from pbsolver.grid import Grid
 
@@ -208,58 +209,113 @@ class Problem:
             f"{salt}, boundary={self.boundary!r})"
         )
 
+    # ------------------------------------------------------------------ array libraries
+    def to(self, xp) -> Problem:
+        """The problem with its arrays in array library ``xp`` (itself when already there).
+
+        Parameters
+        ----------
+        xp : module or {"numpy", "cupy"}
+            ``numpy`` or ``cupy`` (the module or its name).
+
+        Notes
+        -----
+        Arrays are converted, not validated again (they were at construction); the grid and
+        every scalar are shared with this problem.
+        """
+        xp = _array_library(xp)
+        if self.xp is xp:
+            return self
+        move = to_numpy if xp is np else xp.asarray
+        out = copy.copy(self)
+        for name in ("epsilon", "phi_coulomb", "kappa2", "boundary_values"):
+            value = getattr(self, name)
+            setattr(out, name, None if value is None else move(value))
+        if self.epsilon_faces is not None:
+            out.epsilon_faces = tuple(move(f) for f in self.epsilon_faces)
+        return out
+
     # ------------------------------------------------------------------ from molecules
+    @classmethod
+    def from_maps(cls, maps) -> Problem:
+        """The problem of maps built from atoms (:class:`pbsolver.molecule.maps.Maps`)."""
+        return cls(
+            maps.grid,
+            phi_coulomb=maps.phi_coulomb,
+            eps_cavity=maps.eps_cavity,
+            epsilon_faces=maps.epsilon_faces,
+            kappa2=maps.kappa2,
+            boundary=maps.boundary,
+            boundary_values=maps.boundary_values,
+        )
+
     @classmethod
     def from_atoms(
         cls,
         atoms,
         spacing=0.5,
         margin=8.0,
-        eps_in=2.0,
-        eps_out=78.54,
-        ionic_strength=0.0,
-        surface="mol",
-        probe_radius=1.4,
+        eps_in=None,
+        eps_out=None,
+        ionic_strength=None,
+        surface=None,
+        probe_radius=None,
         boundary="dirichlet",
+        *,
+        physics=None,
         **options,
     ) -> Problem:
-        """Build the grid and every map for ``atoms`` (ε_c = ε_in); see :mod:`pbsolver.maps`.
+        """Build the grid and every map for ``atoms`` (ε_c = ε_in); see :func:`build_maps`.
 
         Parameters
         ----------
         atoms : Atoms
         spacing, margin : float
             Grid spacing and least gap between the atomic spheres and the outer layer, Å.
-        eps_in, eps_out : float
-            Solute and solvent permittivities.
-        ionic_strength : float
-            1:1 salt, mol/L (κ from it at ``temperature``, default 298.15 K).
-        surface : {"mol", "smol", "vdw"}
-            Solvent-excluded (APBS ``srfm mol``), its smoothed variant, or vdW spheres.
-        probe_radius : float
-            Solvent probe radius, Å.
+        eps_in, eps_out, ionic_strength, surface, probe_radius
+            Fields of :class:`~pbsolver.PhysicsOptions` (by default ε_in 2, ε_out of water, no
+            salt, "mol", 1.4 Å; None: the default or ``physics``' value).
         boundary : {"dirichlet", "periodic"}
             Dirichlet: Debye–Hückel values on the outer layer (``boundary_kind`` "mdh", "sdh"
             or "zero"); periodic needs ``box=(Lx, Ly, Lz)``.
+        physics : PhysicsOptions, optional
+            The physics in one object; keywords given beside it override its fields.
         **options
-            ``ion_radius`` (2.0 Å), ``temperature``, ``boundary_kind``, ``box``, ``grid``,
-            ``shape``, ``center``, ``ses_step``, ``kappa_subsamples``, ``maps_backend``
-            (see :func:`pbsolver.maps.build_problem`).
+            The other physics fields (``ion_radius``, ``temperature``, ``boundary_kind``) and
+            ``box``, ``grid``, ``shape``, ``center``, ``ses_step``, ``kappa_subsamples``,
+            ``maps_backend`` (:func:`pbsolver.molecule.maps.build_maps`).
         """
-        from pbsolver.molecule.maps import build_problem
+        from pbsolver.molecule.maps import build_maps
 
-        return build_problem(
+        maps = build_maps(
             atoms,
+            physics=physics,
             spacing=spacing,
             margin=margin,
+            boundary=boundary,
             eps_in=eps_in,
             eps_out=eps_out,
             ionic_strength=ionic_strength,
             surface=surface,
             probe_radius=probe_radius,
-            boundary=boundary,
             **options,
         )
+        return cls.from_maps(maps)
+
+
+def _array_library(xp):
+    """The array module named or given by ``xp`` (numpy or cupy)."""
+    if isinstance(xp, str):
+        if xp == "numpy":
+            return np
+        if xp == "cupy":
+            import cupy
+
+            return cupy
+        raise InputError(f"array library must be 'numpy' or 'cupy', got {xp!r}")
+    if xp is np or getattr(xp, "__name__", None) == "cupy":
+        return xp
+    raise InputError(f"array library must be the numpy or cupy module, got {xp!r}")
 
 
 def _check_finite(a, name):

@@ -51,6 +51,17 @@ def test_periodic_interpolation_wraps(rng):
     )
 
 
+def test_an_infinite_node_does_not_leak_into_its_neighbours(rng):
+    """A charge on a node (φ_c = ±inf there) must not turn a point on a nearby node into NaN."""
+    g = pb.Grid((6, 6, 6), spacing=0.5)
+    field = rng.normal(size=g.shape)
+    field[2, 3, 3] = np.inf
+    on_nodes = np.array([[1.5, 1.5, 1.5], [1.0, 1.5, 1.5], [2.5, 2.0, 1.0]])
+    values, grads = energy.sample_field(g, field, on_nodes)
+    np.testing.assert_array_equal(values, [field[3, 3, 3], np.inf, field[5, 4, 2]])
+    assert np.all(np.isfinite(grads[2]))
+
+
 def test_gradient_of_quadratic_field(rng):
     g = pb.Grid((11, 12, 13), spacing=(0.3, 0.4, 0.5), origin=(-1.5, -2.0, -3.0))
     x, y, z = g.coordinates()

@@ -133,3 +133,28 @@ def test_repr_mentions_the_essentials(rng):
     p = random_problem(rng, salt=True, boundary="periodic", shape=(8, 10, 12))
     text = repr(p)
     assert "with salt" in text and "periodic" in text and "(8, 10, 12)" in text
+
+
+def test_to_moves_between_array_libraries(rng):
+    p = random_problem(rng, salt=True, shape=(8, 10, 12))
+    assert p.to(np) is p and p.to("numpy") is p
+    with pytest.raises(pb.InputError, match="array library"):
+        p.to("torch")
+    with pytest.raises(pb.InputError, match="array library"):
+        p.to(pytest)
+
+
+@pytest.mark.gpu
+def test_to_cupy_and_back(rng):
+    import cupy as cp
+
+    p = random_problem(rng, salt=True, shape=(8, 10, 12))
+    d = p.to(cp)
+    assert d is not p and d.xp is cp and d.to("cupy") is d
+    assert d.grid is p.grid and d.boundary == p.boundary and d.eps_cavity == p.eps_cavity
+    back = d.to("numpy")
+    for name in ("epsilon", "phi_coulomb", "kappa2", "boundary_values"):
+        a, b = getattr(p, name), getattr(back, name)
+        assert (a is None) == (b is None)
+        if a is not None:
+            np.testing.assert_array_equal(a, b)

@@ -47,6 +47,10 @@ def test_atoms_basic(rng):
     moved = a.translated([1.0, -2.0, 3.0])
     np.testing.assert_allclose(moved.positions - a.positions, np.tile([1.0, -2.0, 3.0], (30, 1)))
     assert "Atoms(n=30" in repr(a)
+    pos = a.positions + 1.0
+    frame = a.with_positions(pos)  # a frame of a trajectory: only the positions change
+    assert frame.positions is pos and frame.charges is a.charges and frame.radii is a.radii
+    assert frame.names is a.names and len(frame) == 30
 
 
 @pytest.mark.parametrize(

@@ -163,6 +163,10 @@ class Backend:
         """The method "auto" runs on a stack of ``n_blocks`` blocks on this backend."""
         return "sor" if n_blocks < self.STACK_SOR_BELOW_BLOCKS else "multigrid"
 
+    #: The array library ("numpy" or "cupy") that problems given to this backend are best built
+    #: in: the backend uses their arrays without a copy between libraries.
+    array_library: str = "numpy"
+
     # --- data movement -----------------------------------------------------------------
     def asarray(self, a, dtype):
         """Copy a NumPy/CuPy array into a new backend array of ``dtype``."""

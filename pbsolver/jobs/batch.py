@@ -61,6 +61,7 @@ from pathlib import Path
 import numpy as np
 
 from pbsolver.exceptions import InputError, PBSolverError
+from pbsolver.options import PhysicsOptions, nonnegative, positive
 
 log = logging.getLogger("pbsolver")
 
@@ -100,21 +101,43 @@ class SolveOptions:
 
 @dataclass(frozen=True)
 class MoleculeOptions:
-    """How a PQR file becomes a problem (see ``pbsolver.Problem.from_atoms``)."""
+    """How a PQR file becomes a problem: grid placement and the physics (picklable).
+
+    The physics fields are those of :class:`~pbsolver.PhysicsOptions` (same defaults), which
+    validates them on construction; the fields themselves form the resume key, unchanged.
+    """
 
     spacing: float = 0.5
     margin: float = 8.0
-    eps_in: float = 2.0
-    eps_out: float = 78.54
-    ionic_strength: float = 0.0
-    surface: str = "mol"
-    probe_radius: float = 1.4
+    eps_in: float = PhysicsOptions.eps_in
+    eps_out: float = PhysicsOptions.eps_out
+    ionic_strength: float = PhysicsOptions.ionic_strength
+    surface: str = PhysicsOptions.surface
+    probe_radius: float = PhysicsOptions.probe_radius
+
+    def __post_init__(self):
+        positive(self.spacing, "spacing")
+        nonnegative(self.margin, "margin")
+        self.physics  # noqa: B018 - validates the physics fields
+
+    @property
+    def physics(self) -> PhysicsOptions:
+        """The physics of these options."""
+        return PhysicsOptions(
+            eps_in=self.eps_in,
+            eps_out=self.eps_out,
+            ionic_strength=self.ionic_strength,
+            surface=self.surface,
+            probe_radius=self.probe_radius,
+        )
 
     def problem(self, atoms):
         """Build the :class:`~pbsolver.Problem` of ``atoms``."""
         from pbsolver.problem import Problem
 
-        return Problem.from_atoms(atoms, **asdict(self))
+        return Problem.from_atoms(
+            atoms, spacing=self.spacing, margin=self.margin, physics=self.physics
+        )
 
 
 @dataclass(frozen=True)

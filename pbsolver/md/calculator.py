@@ -44,7 +44,6 @@ this (finite differences of G for a charge in a fixed cavity, and the Kirkwood s
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass, field
 
@@ -55,18 +54,15 @@ from pbsolver.exceptions import ConvergenceError, InputError
 from pbsolver.grid import Grid
 from pbsolver.molecule import maps
 from pbsolver.molecule.atoms import Atoms
-from pbsolver.molecule.energy import _unit_factor
+from pbsolver.molecule.build import build_problem
+from pbsolver.molecule.energy import sample_field
+from pbsolver.options import FIELDS, PhysicsOptions, check_box, nonnegative, positive, unit_factor
 from pbsolver.problem import Problem
 
-#: Options passed through to :func:`pbsolver.maps.build_problem`.
-MAP_OPTIONS = (
-    "ion_radius",
-    "temperature",
-    "boundary_kind",
-    "ses_step",
-    "kappa_subsamples",
-    "maps_backend",
-)
+#: Map options beside the physics, passed through to :func:`pbsolver.molecule.maps.build_maps`.
+MAP_OPTIONS = ("ses_step", "kappa_subsamples", "maps_backend")
+#: Physics fields also accepted in ``map_options`` (as before :class:`PhysicsOptions`).
+_PHYSICS_IN_MAP_OPTIONS = ("ion_radius", "temperature", "boundary_kind")
 
 
 @dataclass
@@ -129,16 +125,12 @@ class ReactionFieldCalculator:
     atoms : Atoms
         The solute: charges and radii are fixed; positions are the first frame's unless
         :meth:`compute` is given others.
+    physics : PhysicsOptions, optional
+        The physics (permittivities, salt, surface, probe and ion radii, temperature, boundary
+        kind; ε_c = ε_in). Its fields may also be given as keywords (``eps_in=``,
+        ``ionic_strength=``, ``surface=``...), which override those of ``physics``.
     spacing : float
         Grid spacing, Å.
-    eps_in, eps_out : float
-        Solute and solvent relative permittivities (ε_c = ε_in).
-    ionic_strength : float
-        1:1 salt, mol/L.
-    surface : {"mol", "smol", "vdw"}
-        Dielectric boundary (see :mod:`pbsolver.maps`).
-    probe_radius : float
-        Solvent probe radius, Å.
     backend : {"auto", "cpu", "cuda"}
         Where to solve; "auto" picks CUDA where a GPU is usable or the positions are CuPy.
     method : {"auto", "multigrid", "mgcg", "sor", "jacobi"}
@@ -164,21 +156,22 @@ class ReactionFieldCalculator:
     strict : bool
         Raise :class:`~pbsolver.ConvergenceError` when a frame's solve does not converge.
     engine : {"auto", "general", "stacked"}
-        How frames are computed. ``"general"``: :func:`pbsolver.maps.build_problem` and a
+        How frames are computed. ``"general"``: :func:`pbsolver.molecule.build.build_problem` and a
         :class:`~pbsolver.Solver` per frame (any surface, periodic boxes, multigrid).
-        ``"stacked"``: :class:`pbsolver.frames.StackedFrames`, batched map kernels and a
+        ``"stacked"``: :class:`pbsolver.md.engine.StackedFrames`, batched map kernels and a
         stacked solve (multigrid coarsening every frame's block separately, or SOR with
         ``method="sor"``) on buffers kept across calls (vdW surface, following grid; the
         fastest way on a GPU, and what :meth:`compute_batch` uses to run B frames in one
         launch). ``"auto"``: stacked on CUDA (with CuPy) where the set-up allows it and
         ``method`` is "auto", "multigrid" or "sor", else general.
     map_options : dict, optional
-        ``ion_radius``, ``temperature``, ``boundary_kind``, ``ses_step``,
-        ``kappa_subsamples``, ``maps_backend`` ("cpu" default, or "cuda": the numba-cuda map
-        kernels) (see :func:`pbsolver.maps.build_problem`).
-    **solver_options
-        Further options of :class:`~pbsolver.Solver` (``maxiter``, ``check_every``, method
-        options such as ``cycle``...).
+        ``ses_step``, ``kappa_subsamples``, ``maps_backend`` ("cpu" default, or "cuda": the
+        numba-cuda map kernels) (see :func:`pbsolver.molecule.maps.build_maps`); the physics
+        fields ``ion_radius``, ``temperature`` and ``boundary_kind`` are accepted here too.
+    **options
+        Fields of :class:`~pbsolver.PhysicsOptions`, and further options of
+        :class:`~pbsolver.Solver` (``maxiter``, ``check_every``, method options such as
+        ``cycle``...).
 
     Examples
     --------
@@ -198,12 +191,8 @@ class ReactionFieldCalculator:
         self,
         atoms,
         *,
+        physics=None,
         spacing=0.5,
-        eps_in=2.0,
-        eps_out=78.54,
-        ionic_strength=0.0,
-        surface="mol",
-        probe_radius=1.4,
         backend="auto",
         method="auto",
         rtol=1e-6,
@@ -217,7 +206,7 @@ class ReactionFieldCalculator:
         strict=False,
         engine="auto",
         map_options=None,
-        **solver_options,
+        **options,
     ):
         from pbsolver.backends import get_backend
         from pbsolver.solve.solver import Solver
@@ -225,30 +214,30 @@ class ReactionFieldCalculator:
         if not isinstance(atoms, Atoms):
             raise InputError(f"atoms must be a pbsolver.Atoms, got {type(atoms).__name__}")
         self.atoms = atoms
-        self.spacing = _positive(spacing, "spacing")
-        self.eps_in = _positive(eps_in, "eps_in")
-        self.eps_out = _positive(eps_out, "eps_out")
-        self.ionic_strength = float(ionic_strength)
-        maps.kappa_from_ionic_strength(self.ionic_strength, self.eps_out)  # validates
-        self.surface = maps._surface(surface)
-        self.probe_radius = float(probe_radius)
-        self.margin = _nonnegative(margin, "margin")
-        self.skin = _nonnegative(skin, "skin")
-        self.units = units
-        self._factor = _unit_factor(units)
-        self.warm_start = bool(warm_start)
         self.map_options = dict(map_options or {})
-        unknown = set(self.map_options) - set(MAP_OPTIONS)
+        unknown = set(self.map_options) - set(MAP_OPTIONS) - set(_PHYSICS_IN_MAP_OPTIONS)
         if unknown:
-            raise InputError(f"unknown map_options {sorted(unknown)}; known: {MAP_OPTIONS}")
-        self.box = None if box is None else maps._box(box)
+            known = MAP_OPTIONS + _PHYSICS_IN_MAP_OPTIONS
+            raise InputError(f"unknown map_options {sorted(unknown)}; known: {known}")
+        fields = {k: self.map_options.pop(k) for k in _PHYSICS_IN_MAP_OPTIONS
+                  if k in self.map_options}  # fmt: skip
+        fields.update({k: options.pop(k) for k in FIELDS if k in options})
+        #: The physics of every frame.
+        self.physics = PhysicsOptions.build(physics, **fields)
+        self.spacing = positive(spacing, "spacing")
+        self.margin = nonnegative(margin, "margin")
+        self.skin = nonnegative(skin, "skin")
+        self.units = units
+        self._factor = unit_factor(units)
+        self.warm_start = bool(warm_start)
+        self.box = None if box is None else check_box(box)
         self._shape = None
         if shape is not None:
             if self.box is not None:
                 raise InputError("shape is for a following grid; a periodic box sets its own")
             self._shape = Grid(shape, spacing=self.spacing).shape
         self.solver = Solver(
-            method=method, backend=backend, rtol=rtol, dtype=dtype, strict=False, **solver_options
+            method=method, backend=backend, rtol=rtol, dtype=dtype, strict=False, **options
         )
         self.strict = bool(strict)
         self.backend = get_backend(backend)
@@ -260,6 +249,13 @@ class ReactionFieldCalculator:
         self._batch_mode = "auto"
         self.engine = self._resolve_engine(engine, method)
         self._stacked = None  # StackedFrames, made for the grid shape in use
+
+    # the physics fields, read as before
+    eps_in = property(lambda self: self.physics.eps_in, doc="Solute permittivity ε_in (= ε_c).")
+    eps_out = property(lambda self: self.physics.eps_out, doc="Solvent permittivity ε_out.")
+    ionic_strength = property(lambda self: self.physics.ionic_strength, doc="1:1 salt, mol/L.")
+    surface = property(lambda self: self.physics.surface, doc="Dielectric surface.")
+    probe_radius = property(lambda self: self.physics.probe_radius, doc="Probe radius, Å.")
 
     # ------------------------------------------------------------------ public API
     def compute(self, positions=None, *, box=None) -> FrameResult:
@@ -376,7 +372,7 @@ class ReactionFieldCalculator:
 
         if engine not in ("auto", "general", "stacked"):
             raise InputError(f"engine must be 'auto', 'general' or 'stacked', got {engine!r}")
-        kind = self.map_options.get("boundary_kind", "mdh")
+        kind = self.physics.boundary_kind
         ok = supports(self.surface, self.box is not None, kind)
         if engine == "stacked":
             if not ok:
@@ -392,8 +388,7 @@ class ReactionFieldCalculator:
             return "stacked"
         if engine == "general" or not ok or method not in STACKED_METHODS:
             return "general"
-        dev = getattr(self.backend, "dev", None)
-        return "stacked" if getattr(dev, "name", None) == "cupy" else "general"
+        return "stacked" if self.backend.array_library == "cupy" else "general"
 
     def _stacked_engine(self, grid):
         """The StackedFrames of ``grid``'s shape (made again when the shape changes)."""
@@ -401,8 +396,6 @@ class ReactionFieldCalculator:
 
         eng = self._stacked
         if eng is None or eng.grid.shape != grid.shape:
-            opts = self.map_options
-            temperature = opts.get("temperature", 298.15)
             solver = self.solver
             method = solver.method if solver.method in ("sor", "multigrid") else "auto"
             eng = StackedFrames(
@@ -411,14 +404,8 @@ class ReactionFieldCalculator:
                 grid.shape,
                 grid.spacing,
                 solver,
-                eps_in=self.eps_in,
-                eps_out=self.eps_out,
-                kappa=maps.kappa_from_ionic_strength(
-                    self.ionic_strength, self.eps_out, temperature
-                ),
-                ion_radius=opts.get("ion_radius", 2.0),
-                kappa_subsamples=opts.get("kappa_subsamples", 4),
-                boundary_kind=opts.get("boundary_kind", "mdh"),
+                physics=self.physics,
+                kappa_subsamples=self.map_options.get("kappa_subsamples", 4),
                 method=method,
                 backend=self.backend,
             )
@@ -537,11 +524,7 @@ class ReactionFieldCalculator:
             return self.atoms, np
         host, xp = self._host_positions(positions)
         _require_finite(host)
-        a = self.atoms
-        frame = Atoms.__new__(Atoms)
-        frame.positions, frame.charges, frame.radii = host, a.charges, a.radii
-        frame.names, frame.resnames, frame.resids = a.names, a.resnames, a.resids
-        return frame, xp
+        return self.atoms.with_positions(host), xp
 
     def _prepare(self, atoms, box):
         """Place the grid for this frame; return it, whether it moved, and the initial guess."""
@@ -555,7 +538,7 @@ class ReactionFieldCalculator:
         if box is not None and self.box is None:
             raise InputError("box= is only accepted by a calculator built with a periodic box")
         if self.box is not None:
-            new_box = self.box if box is None else maps._box(box)
+            new_box = self.box if box is None else check_box(box)
             if self.grid is None or not np.array_equal(new_box, self.box):
                 self.box = new_box
                 self.grid = maps.grid_for_box(new_box, self.spacing)
@@ -638,21 +621,15 @@ class ReactionFieldCalculator:
 
     def _problem(self, atoms, grid) -> Problem:
         """All maps of this frame on ``grid`` (on the device when solving with CUDA)."""
-        problem = maps.build_problem(
+        problem = build_problem(
             atoms,
             grid,
-            eps_in=self.eps_in,
-            eps_out=self.eps_out,
-            ionic_strength=self.ionic_strength,
-            surface=self.surface,
-            probe_radius=self.probe_radius,
+            physics=self.physics,
             boundary="periodic" if self.box is not None else "dirichlet",
             box=self.box,
             **self.map_options,
         )
-        if self.backend.name == "cuda":
-            problem = _on_device(problem)
-        return problem
+        return problem.to(self.backend.array_library)
 
     def _solver_options(self) -> dict:
         s = self.solver
@@ -709,70 +686,6 @@ class ReactionFieldCalculator:
         return frame
 
 
-# ---------------------------------------------------------------------- field sampling
-def sample_field(grid: Grid, phi, points, *, periodic: bool = False):
-    """φ and ∇φ at points: trilinear interpolation of the node values and of their gradient.
-
-    The gradient at a node is the central difference (one-sided on the outer layer, as
-    :func:`numpy.gradient`; wrapped when periodic), so the results equal
-    :func:`pbsolver.energy.interpolate` and :func:`pbsolver.energy.interpolate_gradient`; only
-    the nodes around each point are read, in the array library of ``phi`` (NumPy or CuPy).
-
-    Parameters
-    ----------
-    grid : Grid
-    phi : array (nx, ny, nz)
-    points : array_like (n, 3)
-        Å (host array).
-    periodic : bool
-        Wrap points into the periodic box; otherwise points outside the grid raise.
-
-    Returns
-    -------
-    values : array (n,)
-    gradient : array (n, 3)
-    """
-    from pbsolver.molecule.energy import _cell_coordinates
-
-    xp = array_module(phi)
-    shape = grid.shape
-    if tuple(phi.shape) != shape:
-        raise InputError(f"phi has shape {tuple(phi.shape)}, the grid needs {shape}")
-    i0, t = _cell_coordinates(grid, points, periodic)  # host: (n, 3) ints, (n, 3) fractions
-    n_pts = i0.shape[0]
-    nxyz = np.asarray(shape)
-    corners = np.array([[dx, dy, dz] for dx in (0, 1) for dy in (0, 1) for dz in (0, 1)])
-    node = i0[:, None, :] + corners[None, :, :]  # (n, 8, 3)
-    if periodic:
-        node %= nxyz
-    w = np.prod(np.where(corners[None, :, :] == 1, t[:, None, :], 1.0 - t[:, None, :]), axis=2)
-    # neighbours of every corner along each axis: (n, 8, 3 axes, 2 sides, 3 coords)
-    nb = np.repeat(node[:, :, None, None, :], 3, axis=2).repeat(2, axis=3)
-    denom = np.empty((n_pts, 8, 3))
-    h = np.asarray(grid.spacing)
-    for a in range(3):
-        if periodic:
-            nb[:, :, a, 0, a] = (node[:, :, a] + 1) % nxyz[a]
-            nb[:, :, a, 1, a] = (node[:, :, a] - 1) % nxyz[a]
-            denom[:, :, a] = 2.0 * h[a]
-        else:
-            up = np.minimum(node[:, :, a] + 1, nxyz[a] - 1)
-            down = np.maximum(node[:, :, a] - 1, 0)
-            nb[:, :, a, 0, a] = up
-            nb[:, :, a, 1, a] = down
-            denom[:, :, a] = h[a] * (up - down)
-    flat = lambda ijk: (ijk[..., 0] * shape[1] + ijk[..., 1]) * shape[2] + ijk[..., 2]  # noqa: E731
-    index = np.concatenate([flat(node).ravel(), flat(nb).ravel()])
-    values = xp.asarray(phi).reshape(-1)[xp.asarray(index)].astype(xp.float64)
-    f_corner = values[: n_pts * 8].reshape(n_pts, 8)
-    f_nb = values[n_pts * 8 :].reshape(n_pts, 8, 3, 2)
-    w_d = xp.asarray(w)
-    phi_at = xp.sum(w_d * f_corner, axis=1)
-    grad_nodes = (f_nb[..., 0] - f_nb[..., 1]) / xp.asarray(denom)
-    grad_at = xp.sum(w_d[:, :, None] * grad_nodes, axis=1)
-    return phi_at, grad_at
-
-
 # ---------------------------------------------------------------------- helpers
 class _Bounds:
     """Stands in for the atoms of several frames when placing one grid around all of them."""
@@ -788,8 +701,7 @@ def _debye_huckel(atoms, points, calc) -> np.ndarray:
     """The Debye–Hückel estimate of φ_rf at points (the boundary-value formula, "mdh")."""
     from pbsolver.backends.cpu import maps as K
 
-    temperature = calc.map_options.get("temperature", 298.15)
-    kappa = maps.kappa_from_ionic_strength(calc.ionic_strength, calc.eps_out, temperature)
+    kappa = calc.physics.kappa
     return K.debye_huckel_points(
         np.ascontiguousarray(points, dtype=np.float64),
         np.ascontiguousarray(atoms.positions),
@@ -803,24 +715,8 @@ def _debye_huckel(atoms, points, calc) -> np.ndarray:
 
 
 def _on_device(problem: Problem) -> Problem:
-    """The same problem with CuPy arrays (the solution then stays on the GPU)."""
-    import cupy as cp
-
-    def dev(a):
-        return None if a is None else cp.asarray(a)
-
-    faces = None if problem.epsilon_faces is None else tuple(map(dev, problem.epsilon_faces))
-    return Problem(
-        problem.grid,
-        epsilon=dev(problem.epsilon),
-        phi_coulomb=dev(problem.phi_coulomb),
-        eps_cavity=problem.eps_cavity,
-        epsilon_faces=faces,
-        kappa2=dev(problem.kappa2),
-        boundary=problem.boundary,
-        boundary_values=dev(problem.boundary_values),
-        face_rule=problem.face_rule,
-    )
+    """The same problem with CuPy arrays (kept for callers of the old name; use ``to``)."""
+    return problem.to("cupy")
 
 
 def _require_finite(positions) -> None:
@@ -838,26 +734,6 @@ def _to_library(a, xp):
     if xp is np:
         return to_numpy(a)
     return xp.asarray(a)
-
-
-def _positive(value, name) -> float:
-    try:
-        v = float(value)
-    except (TypeError, ValueError) as exc:
-        raise InputError(f"{name} must be a number, got {value!r}") from exc
-    if not (math.isfinite(v) and v > 0):
-        raise InputError(f"{name} must be finite and > 0, got {value!r}")
-    return v
-
-
-def _nonnegative(value, name) -> float:
-    try:
-        v = float(value)
-    except (TypeError, ValueError) as exc:
-        raise InputError(f"{name} must be a number, got {value!r}") from exc
-    if not (math.isfinite(v) and v >= 0):
-        raise InputError(f"{name} must be finite and >= 0, got {value!r}")
-    return v
 
 
 __all__ = ["FrameResult", "ReactionFieldCalculator", "sample_field"]

@@ -1,9 +1,9 @@
 """Stacked frames: B molecular-dynamics frames' maps, solve and forces with buffers that stay put.
 
-The general path (:func:`pbsolver.maps.build_problem`, then :class:`~pbsolver.Solver`) builds
-every map on the host-side layout, allocates fresh arrays each frame and captures fresh CUDA
-graphs. For MD, where one solute is solved again and again on a grid of one shape, this module
-keeps everything in place:
+The general path (:func:`pbsolver.molecule.build.build_problem`, then
+:class:`~pbsolver.Solver`) builds every map on the host-side layout, allocates fresh arrays each
+frame and captures fresh CUDA graphs. For MD, where one solute is solved again and again on a
+grid of one shape, this module keeps everything in place:
 
 1. the frames' positions go into one ``(B, N, 3)`` buffer;
 2. batched kernels (:mod:`pbsolver.backends.frame_kernels`) write, for all B frames in one
@@ -34,6 +34,7 @@ import numpy as np
 from pbsolver.backends.frame_kernels import CAP, LINE_THREADS
 from pbsolver.exceptions import InputError
 from pbsolver.grid import Grid
+from pbsolver.options import PhysicsOptions, nonnegative
 from pbsolver.solve.methods import make_method
 from pbsolver.solve.system import LinearSystem
 
@@ -103,16 +104,15 @@ class StackedFrames:
     solver : Solver
         Supplies ``rtol``, ``atol``, ``maxiter``, ``dtype``, ``refine``, ``check_every``,
         ``omega`` and the backend (CPU or CUDA with CuPy).
-    eps_in, eps_out : float
-        Solute (= ε_c) and solvent permittivities.
-    kappa : float
-        Debye–Hückel screening constant κ of the bulk, Å⁻¹ (0: no salt).
-    ion_radius : float
-        Ion exclusion added to the radii, Å.
+    physics : PhysicsOptions, optional
+        ε_in (= ε_c), ε_out, salt (κ from ionic strength and temperature), ion radius and the
+        boundary kind ("mdh" or "zero"); the surface is the vdW one whatever it says. Its
+        fields may also be given as keywords (``eps_in=``, ``ion_radius=``...), which override
+        those of ``physics``.
+    kappa : float, optional
+        The bulk κ (Å⁻¹) itself, instead of the one of ``physics`` (0: no salt).
     kappa_subsamples : int
         Lines per cell side sampling the ion-accessible fraction.
-    boundary_kind : {"mdh", "zero"}
-        Dirichlet values of the outer layer.
     method : {"auto", "sor", "multigrid"}
         Solver of the stack: red–black SOR, or multigrid cycles
         (:data:`~pbsolver.multigrid.builders.STACK_CYCLE`, V(3,3)) on a hierarchy that coarsens
@@ -131,21 +131,20 @@ class StackedFrames:
         spacing,
         solver,
         *,
-        eps_in=2.0,
-        eps_out=78.54,
-        kappa=0.0,
-        ion_radius=2.0,
+        physics=None,
+        kappa=None,
         kappa_subsamples=4,
-        boundary_kind="mdh",
         method="auto",
         backend=None,
+        **physics_fields,
     ):
         from pbsolver.backends import get_backend
 
         if method not in STACKED_METHODS:
             raise InputError(f"the stacked path solves with {STACKED_METHODS}, got {method!r}")
         self.method = method
-
+        self.physics = PhysicsOptions.build(physics, **physics_fields)
+        boundary_kind = self.physics.boundary_kind
         if boundary_kind not in STACKED_BOUNDARY_KINDS:
             raise InputError(
                 f"the stacked path computes boundary kinds {STACKED_BOUNDARY_KINDS}, got "
@@ -156,8 +155,9 @@ class StackedFrames:
         self.backend = backend if backend is not None else get_backend(solver.backend_name)
         self.xp = self.backend.array_module()
         self.kernels = self.backend.frame_kernels()
-        self.eps_in, self.eps_out = float(eps_in), float(eps_out)
-        self.kappa = float(kappa)
+        self.eps_in, self.eps_out = self.physics.eps_in, self.physics.eps_out
+        self.kappa = self.physics.kappa if kappa is None else nonnegative(kappa, "kappa")
+        ion_radius = self.physics.ion_radius
         self.subsamples = int(kappa_subsamples)
         if self.subsamples < 1:
             raise InputError(f"kappa_subsamples must be >= 1, got {kappa_subsamples}")

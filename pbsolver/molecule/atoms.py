@@ -152,6 +152,17 @@ class Atoms:
             resids=None if self.resids is None else self.resids[idx],
         )
 
+    def with_positions(self, positions) -> Atoms:
+        """The same atoms (charges, radii, labels shared, not copied) at other positions.
+
+        ``positions`` must be a host float64 array of shape (n, 3) with finite values (not
+        checked again: this is for callers that validated a whole trajectory at once).
+        """
+        out = object.__new__(Atoms)
+        out.positions, out.charges, out.radii = positions, self.charges, self.radii
+        out.names, out.resnames, out.resids = self.names, self.resnames, self.resids
+        return out
+
     def translated(self, shift) -> Atoms:
         """A copy moved by ``shift`` (3 numbers, Å)."""
         shift = np.asarray(shift, dtype=float).reshape(3)

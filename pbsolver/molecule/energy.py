@@ -6,8 +6,8 @@ solvation energy is G = ½ Σ_i q_i φ_rf(r_i), the reaction-field potential at 
 trilinear interpolation of the grid field; gradients are central differences at the nodes,
 interpolated the same way (continuous across cells, second-order accurate for smooth fields).
 
-Units: kJ/mol (default) or kcal/mol (``units="kcal/mol"``); potentials in kJ mol⁻¹ e⁻¹ (or
-kcal mol⁻¹ e⁻¹); forces in kJ mol⁻¹ Å⁻¹ (or kcal mol⁻¹ Å⁻¹).
+Units (:data:`pbsolver.options.UNITS`): kJ/mol (default) or kcal/mol (``units="kcal/mol"``);
+potentials in kJ mol⁻¹ e⁻¹ (or kcal mol⁻¹ e⁻¹); forces in kJ mol⁻¹ Å⁻¹ (or kcal mol⁻¹ Å⁻¹).
 """
 
 from __future__ import annotations
@@ -19,40 +19,61 @@ import numpy as np
 from pbsolver.arrays import to_numpy
 from pbsolver.exceptions import InputError
 from pbsolver.grid import Grid
-
-KCAL = 4.184  # kJ per kcal
-UNITS = {"kJ/mol": 1.0, "kcal/mol": 1.0 / KCAL}
+from pbsolver.options import FIELDS, KCAL, UNITS, PhysicsOptions, unit_factor  # noqa: F401
 
 
-def _unit_factor(units: str) -> float:
-    try:
-        return UNITS[units]
-    except KeyError:
-        raise InputError(f"units must be one of {tuple(UNITS)}, got {units!r}") from None
+def node_coordinates(grid: Grid, points, periodic: bool) -> np.ndarray:
+    """Points (Å) in node units, ``(p − origin) / h``: an (n, 3) float64 array, checked.
 
-
-def _cell_coordinates(grid: Grid, points, periodic: bool):
-    """Cell index (lower node) and fractional offsets of each point, checked against the grid."""
+    Raises
+    ------
+    InputError
+        A non-finite point, or (``periodic=False``) a point outside the grid (beyond a
+        rounding tolerance).
+    """
     pts = np.asarray(points, dtype=np.float64).reshape(-1, 3)
     if not np.all(np.isfinite(pts)):
         raise InputError("points must be finite")
-    origin = np.asarray(grid.origin)
-    h = np.asarray(grid.spacing)
-    shape = np.asarray(grid.shape)
-    s = (pts - origin) / h
-    if periodic:
-        s = np.mod(s, shape)
-        i0 = np.floor(s).astype(np.int64)
-        i0 = np.minimum(i0, shape - 1)
-    else:
+    s = (pts - np.asarray(grid.origin)) / np.asarray(grid.spacing)
+    if not periodic:
         tol = 1e-9
-        bad = np.any((s < -tol) | (s > shape - 1 + tol), axis=1)
+        bad = np.any((s < -tol) | (s > np.asarray(grid.shape) - 1 + tol), axis=1)
         if bad.any():
             k = int(np.argmax(bad))
             raise InputError(f"point {k} at {pts[k].tolist()} Å lies outside the grid")
-        s = np.clip(s, 0.0, shape - 1)
-        i0 = np.minimum(np.floor(s).astype(np.int64), shape - 2)
-    return i0, s - i0
+    return s
+
+
+def sample_field(grid: Grid, field, points, *, periodic: bool = False):
+    """φ and ∇φ at points: trilinear interpolation of the node values and of their gradient.
+
+    The gradient at a node is the central difference (one-sided on the outer layer, as
+    :func:`numpy.gradient`; wrapped when periodic). One body computes both
+    (:func:`pbsolver.backends.bodies.sampling.sample_body`).
+
+    Parameters
+    ----------
+    grid : Grid
+    field : array (nx, ny, nz)
+        NumPy or CuPy (copied to the host).
+    points : array_like (n, 3)
+        Å.
+    periodic : bool
+        Wrap points into the periodic box of the grid (n·h a side); otherwise a point outside
+        the grid raises :class:`~pbsolver.InputError`.
+
+    Returns
+    -------
+    values : ndarray (n,)
+    gradient : ndarray (n, 3)
+    """
+    from pbsolver.backends.cpu.sampling import sample_points
+
+    f = np.asarray(to_numpy(field), dtype=np.float64)
+    if f.shape != grid.shape:
+        raise InputError(f"field has shape {f.shape}, the grid needs {grid.shape}")
+    out = sample_points(f, grid.spacing, node_coordinates(grid, points, periodic), periodic)
+    return out[:, 0], out[:, 1:]
 
 
 def interpolate(grid: Grid, field, points, *, periodic: bool = False) -> np.ndarray:
@@ -68,26 +89,7 @@ def interpolate(grid: Grid, field, points, *, periodic: bool = False) -> np.ndar
         Wrap points into the periodic box of the grid (n·h a side); otherwise a point outside
         the grid raises :class:`~pbsolver.InputError`.
     """
-    f = np.asarray(to_numpy(field), dtype=np.float64)
-    if f.shape != grid.shape:
-        raise InputError(f"field has shape {f.shape}, the grid needs {grid.shape}")
-    i0, t = _cell_coordinates(grid, points, periodic)
-    shape = np.asarray(grid.shape)
-    out = np.zeros(i0.shape[0])
-    for dx in (0, 1):
-        wx = t[:, 0] if dx else 1.0 - t[:, 0]
-        for dy in (0, 1):
-            wy = t[:, 1] if dy else 1.0 - t[:, 1]
-            for dz in (0, 1):
-                wz = t[:, 2] if dz else 1.0 - t[:, 2]
-                idx = i0 + np.array([dx, dy, dz])
-                if periodic:
-                    idx = np.mod(idx, shape)
-                w = wx * wy * wz
-                vals = f[idx[:, 0], idx[:, 1], idx[:, 2]]
-                # a zero weight never multiplies an infinite value into NaN
-                out += np.where(w != 0.0, w * vals, 0.0)
-    return out
+    return sample_field(grid, field, points, periodic=periodic)[0]
 
 
 def gradient_field(grid: Grid, field, *, periodic: bool = False):
@@ -105,13 +107,12 @@ def gradient_field(grid: Grid, field, *, periodic: bool = False):
 
 def interpolate_gradient(grid: Grid, field, points, *, periodic: bool = False) -> np.ndarray:
     """∇field at points (n, 3): central differences at nodes, interpolated trilinearly."""
-    grads = gradient_field(grid, field, periodic=periodic)
-    return np.stack([interpolate(grid, g, points, periodic=periodic) for g in grads], axis=1)
+    return sample_field(grid, field, points, periodic=periodic)[1]
 
 
 def reaction_field_potentials(atoms, grid, phi_rf, *, units="kJ/mol", periodic=False):
     """φ_rf at each atom (kJ mol⁻¹ e⁻¹, or kcal with ``units="kcal/mol"``)."""
-    return _unit_factor(units) * interpolate(grid, phi_rf, atoms.positions, periodic=periodic)
+    return unit_factor(units) * interpolate(grid, phi_rf, atoms.positions, periodic=periodic)
 
 
 def reaction_field_energy(atoms, grid, phi_rf, *, units="kJ/mol", periodic=False) -> float:
@@ -123,7 +124,7 @@ def reaction_field_energy(atoms, grid, phi_rf, *, units="kJ/mol", periodic=False
 def reaction_field_forces(atoms, grid, phi_rf, *, units="kJ/mol", periodic=False):
     """F_i = −q_i ∇φ_rf(r_i), shape (n, 3), kJ mol⁻¹ Å⁻¹ (or kcal)."""
     grad = interpolate_gradient(grid, phi_rf, atoms.positions, periodic=periodic)
-    return -_unit_factor(units) * atoms.charges[:, None] * grad
+    return -unit_factor(units) * atoms.charges[:, None] * grad
 
 
 @dataclass
@@ -156,11 +157,15 @@ def solvate(
     *,
     spacing=0.5,
     margin=8.0,
-    eps_in=2.0,
-    eps_out=78.54,
-    ionic_strength=0.0,
-    surface="mol",
-    probe_radius=1.4,
+    eps_in=None,
+    eps_out=None,
+    ionic_strength=None,
+    surface=None,
+    probe_radius=None,
+    ion_radius=None,
+    temperature=None,
+    boundary_kind=None,
+    physics=None,
     backend="auto",
     method="auto",
     units="kJ/mol",
@@ -172,28 +177,37 @@ def solvate(
 ) -> Solvation:
     """Build the problem for ``atoms``, solve it and evaluate energy, potentials and forces.
 
-    Parameters are those of :meth:`pbsolver.Problem.from_atoms` (``problem_options`` takes
-    the rest, e.g. ``ion_radius``, ``temperature``, ``boundary``, ``box``) and of
-    :class:`pbsolver.Solver` (``backend``, ``method``, ``rtol``, ``dtype`` and further keyword
-    arguments). ``strict=True`` raises :class:`~pbsolver.ConvergenceError` when the solve
-    does not converge.
+    Parameters
+    ----------
+    atoms : Atoms
+    spacing, margin : float
+        Grid spacing and least gap between the atoms and the outer layer, Å.
+    eps_in, eps_out, ionic_strength, surface, probe_radius, ion_radius, temperature, \
+boundary_kind
+        Fields of :class:`~pbsolver.PhysicsOptions` (None: its default, or ``physics``' value).
+    physics : PhysicsOptions, optional
+        The physics in one object; the keywords above override its fields.
+    backend, method, rtol, dtype, strict, **solver_options
+        Options of :class:`pbsolver.Solver`; ``strict=True`` raises
+        :class:`~pbsolver.ConvergenceError` when the solve does not converge.
+    units : {"kJ/mol", "kcal/mol"}
+    problem_options : dict, optional
+        Further options of :meth:`pbsolver.Problem.from_atoms` (``boundary``, ``box``,
+        ``grid``, ``shape``, ``center``, ``ses_step``, ``kappa_subsamples``, ``maps_backend``;
+        physics fields too).
     """
-    from pbsolver.arrays import to_numpy
     from pbsolver.problem import Problem
     from pbsolver.solve.solver import Solver
 
-    _unit_factor(units)
-    problem = Problem.from_atoms(
-        atoms,
-        spacing=spacing,
-        margin=margin,
-        eps_in=eps_in,
-        eps_out=eps_out,
-        ionic_strength=ionic_strength,
-        surface=surface,
-        probe_radius=probe_radius,
-        **(problem_options or {}),
-    )
+    unit_factor(units)
+    options = dict(problem_options or {})
+    given = dict(eps_in=eps_in, eps_out=eps_out, ionic_strength=ionic_strength, surface=surface,
+                 probe_radius=probe_radius, ion_radius=ion_radius, temperature=temperature,
+                 boundary_kind=boundary_kind)  # fmt: skip
+    fields = {name: given[name] if given[name] is not None else options.pop(name, None)
+              for name in FIELDS}  # fmt: skip
+    physics = PhysicsOptions.build(options.pop("physics", physics), **fields)
+    problem = Problem.from_atoms(atoms, spacing=spacing, margin=margin, physics=physics, **options)
     solver = Solver(
         method=method, backend=backend, rtol=rtol, dtype=dtype, strict=strict, **solver_options
     )
@@ -211,11 +225,11 @@ def solvation_energy(
     *,
     spacing=0.5,
     margin=8.0,
-    eps_in=2.0,
-    eps_out=78.54,
-    ionic_strength=0.0,
-    surface="mol",
-    probe_radius=1.4,
+    eps_in=None,
+    eps_out=None,
+    ionic_strength=None,
+    surface=None,
+    probe_radius=None,
     backend="auto",
     method="auto",
     units="kJ/mol",
@@ -224,7 +238,9 @@ def solvation_energy(
     """Polar solvation energy of ``atoms`` (kJ/mol by default) in one call.
 
     Builds the grid and maps (:meth:`pbsolver.Problem.from_atoms`), solves for φ_rf and returns
-    ½ Σ q_i φ_rf(r_i). Other keyword arguments go to :func:`solvate`.
+    ½ Σ q_i φ_rf(r_i). The physics keywords are fields of :class:`~pbsolver.PhysicsOptions`
+    (None: its default); ``physics=``, the other physics fields (``ion_radius``,
+    ``temperature``, ``boundary_kind``) and the other keyword arguments go to :func:`solvate`.
 
     Examples
     --------

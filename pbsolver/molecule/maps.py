@@ -25,46 +25,45 @@ Face permittivities come from the exact fraction f of each grid edge inside the 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
 
 from pbsolver.exceptions import InputError
 from pbsolver.grid import Grid
+from pbsolver.options import (
+    BOUNDARY_KINDS,
+    EPS_WATER,
+    SURFACES,
+    PhysicsOptions,
+    check_box,
+    choice,
+    nonnegative,
+    positive,
+)
 
-SURFACES = ("mol", "smol", "vdw")
-BOUNDARY_KINDS = ("mdh", "sdh", "zero")
 #: k = N_A e² / (4π ε0), kJ Å mol⁻¹ e⁻².
 COULOMB_KJ = 1389.35457
 
-# CODATA 2018 exact SI values
-_AVOGADRO = 6.02214076e23
-_ELEMENTARY = 1.602176634e-19
-_BOLTZMANN = 1.380649e-23
-_EPS0 = 8.8541878128e-12
-
 
 # ---------------------------------------------------------------------- physical helpers
-def kappa_from_ionic_strength(ionic_strength, eps_out=78.54, temperature=298.15) -> float:
+def kappa_from_ionic_strength(ionic_strength, eps_out=None, temperature=None) -> float:
     """Inverse Debye length κ (Å⁻¹) of a 1:1 electrolyte of ionic strength I (mol/L).
 
-    κ² = 2 N_A e² I·1000 / (ε0 ε_out k_B T); κ⁻¹ ≈ 3.04/√I Å in water at 298 K.
+    ``eps_out`` and ``temperature`` default to those of :class:`~pbsolver.PhysicsOptions`
+    (water, 298.15 K); see :attr:`pbsolver.PhysicsOptions.kappa` for the formula.
     """
-    ionic_strength = float(ionic_strength)
-    if not (math.isfinite(ionic_strength) and ionic_strength >= 0):
-        raise InputError(f"ionic_strength must be >= 0 mol/L, got {ionic_strength}")
-    _positive(eps_out, "eps_out")
-    _positive(temperature, "temperature")
-    k2 = (2.0 * _AVOGADRO * _ELEMENTARY**2 * ionic_strength * 1000.0) / (
-        _EPS0 * eps_out * _BOLTZMANN * temperature
-    )
-    return math.sqrt(k2) * 1e-10
+    return PhysicsOptions.build(
+        ionic_strength=ionic_strength, eps_out=eps_out, temperature=temperature
+    ).kappa
 
 
-def debye_length(ionic_strength, eps_out=78.54, temperature=298.15) -> float:
+def debye_length(ionic_strength, eps_out=None, temperature=None) -> float:
     """Debye length κ⁻¹, Å (inf without salt)."""
-    k = kappa_from_ionic_strength(ionic_strength, eps_out, temperature)
-    return math.inf if k == 0 else 1.0 / k
+    return PhysicsOptions.build(
+        ionic_strength=ionic_strength, eps_out=eps_out, temperature=temperature
+    ).debye_length
 
 
 # ---------------------------------------------------------------------- grid placement
@@ -114,9 +113,7 @@ def grid_for_atoms(atoms, spacing=0.5, margin=8.0, *, shape=None, center=None, n
         center = 0.5 * (lo + hi)
     center = np.asarray(center, dtype=float).reshape(3)
     if shape is None:
-        margin = float(margin)
-        if not (math.isfinite(margin) and margin >= 0):
-            raise InputError(f"margin must be >= 0 Å, got {margin}")
+        margin = nonnegative(margin, "margin")
         half = np.maximum(hi - center, center - lo) + margin
         counts = [int(math.ceil(2.0 * half[a] / spacing[a] - 1e-9)) + 1 for a in range(3)]
         shape = tuple(nice_size(c) if nice else max(3, c) for c in counts)
@@ -309,7 +306,7 @@ def faces_from_fractions(fractions, eps_in, eps_out, dtype=np.float64):
 
 
 def epsilon_faces(
-    atoms, grid, eps_in=2.0, eps_out=78.54, surface="mol", probe_radius=1.4, **options
+    atoms, grid, eps_in=2.0, eps_out=EPS_WATER, surface="mol", probe_radius=1.4, **options
 ):
     """Face permittivities ``(ex, ey, ez)`` from the exact geometry (see :func:`face_fractions`)."""
     fr = face_fractions(atoms, grid, surface, probe_radius, **options)
@@ -353,9 +350,9 @@ def kappa2_map(
     atoms,
     grid,
     ionic_strength,
-    eps_out=78.54,
+    eps_out=EPS_WATER,
     ion_radius=2.0,
-    temperature=298.15,
+    temperature=None,
     *,
     subsamples=4,
     box=None,
@@ -426,9 +423,9 @@ def boundary_values(
     atoms,
     grid,
     eps_in=2.0,
-    eps_out=78.54,
+    eps_out=EPS_WATER,
     ionic_strength=0.0,
-    temperature=298.15,
+    temperature=None,
     kind="mdh",
     eps_cavity=None,
     ion_radius=0.0,
@@ -504,40 +501,69 @@ def periodic_images(positions, radii, box, origin, cutoff):
 
 
 # ---------------------------------------------------------------------- the whole problem
-def build_problem(
+@dataclasses.dataclass
+class Maps:
+    """Every map of one problem, as :func:`build_maps` returns them (NumPy arrays).
+
+    The fields are the arguments of :class:`~pbsolver.Problem` (see
+    :meth:`pbsolver.Problem.from_maps`).
+    """
+
+    grid: Grid
+    epsilon_faces: tuple
+    phi_coulomb: np.ndarray
+    eps_cavity: float
+    kappa2: np.ndarray | None
+    boundary: str
+    boundary_values: np.ndarray | None
+
+
+def build_maps(
     atoms,
     grid=None,
     *,
+    physics=None,
     spacing=0.5,
     margin=8.0,
-    eps_in=2.0,
-    eps_out=78.54,
-    ionic_strength=0.0,
-    surface="mol",
-    probe_radius=1.4,
-    ion_radius=2.0,
-    temperature=298.15,
     boundary="dirichlet",
-    boundary_kind="mdh",
     box=None,
     shape=None,
     center=None,
     ses_step=None,
     kappa_subsamples=4,
     maps_backend="cpu",
-):
-    """Grid and every map for ``atoms``; returns a :class:`~pbsolver.Problem` (ε_c = ε_in).
+    **physics_fields,
+) -> Maps:
+    """Grid and every map for ``atoms`` (ε_c = ε_in): the arrays of a Problem.
 
-    See :meth:`pbsolver.Problem.from_atoms` for the parameters. With ``boundary="periodic"``
-    the grid fills ``box`` (required) and geometry and φ_c use periodic images.
+    Parameters
+    ----------
+    atoms : Atoms
+    grid : Grid, optional
+        The grid to map on (default: placed around the atoms, or filling ``box``).
+    physics : PhysicsOptions, optional
+        The physics (default: :class:`~pbsolver.PhysicsOptions`'s defaults).
+    spacing, margin : float
+        Grid spacing and least gap between the atomic spheres and the outer layer, Å.
+    boundary : {"dirichlet", "periodic"}
+        With "periodic" the grid fills ``box`` (required) and geometry and φ_c use periodic
+        images.
+    box, shape, center
+        Periodic box lengths (Å); node counts and centre of a Dirichlet grid.
+    ses_step, kappa_subsamples, maps_backend
+        SES sampling step (Å), lines per cell side of the ion-accessible fraction, and where the
+        map kernels run ("cpu", "cuda" or "auto").
+    **physics_fields
+        Fields of :class:`~pbsolver.PhysicsOptions` (``eps_in``, ``eps_out``,
+        ``ionic_strength``, ``surface``, ``probe_radius``, ``ion_radius``, ``temperature``,
+        ``boundary_kind``); they override those of ``physics``.
     """
     from pbsolver.molecule.atoms import Atoms
-    from pbsolver.problem import Problem
 
     if not isinstance(atoms, Atoms):
         raise InputError(f"atoms must be a pbsolver.Atoms, got {type(atoms).__name__}")
-    eps_in = _positive(eps_in, "eps_in")
-    eps_out = _positive(eps_out, "eps_out")
+    ph = PhysicsOptions.build(physics, **physics_fields)
+    eps_in = ph.eps_in
     if boundary not in ("dirichlet", "periodic"):
         raise InputError(f"boundary must be 'dirichlet' or 'periodic', got {boundary!r}")
     if boundary == "periodic":
@@ -556,15 +582,17 @@ def build_problem(
         if np.any(lo <= glo) or np.any(hi >= ghi):
             raise InputError("some atoms lie on or outside the grid's outer layer")
     be = map_backend(maps_backend)
-    fr = face_fractions(atoms, grid, surface, probe_radius, box=box, ses_step=ses_step, backend=be)
-    faces = faces_from_fractions(fr, eps_in, eps_out)
+    fr = face_fractions(
+        atoms, grid, ph.surface, ph.probe_radius, box=box, ses_step=ses_step, backend=be
+    )
+    faces = faces_from_fractions(fr, eps_in, ph.eps_out)
     kappa2 = kappa2_map(
         atoms,
         grid,
-        ionic_strength,
-        eps_out,
-        ion_radius,
-        temperature,
+        ph.ionic_strength,
+        ph.eps_out,
+        ph.ion_radius,
+        ph.temperature,
         subsamples=kappa_subsamples,
         box=box,
         backend=be,
@@ -576,19 +604,19 @@ def build_problem(
             atoms,
             grid,
             eps_in,
-            eps_out,
-            ionic_strength,
-            temperature,
-            kind=boundary_kind,
-            ion_radius=ion_radius,
+            ph.eps_out,
+            ph.ionic_strength,
+            ph.temperature,
+            kind=ph.boundary_kind,
+            ion_radius=ph.ion_radius,
             backend=be,
         )
     _check_charges_on_nodes(atoms, grid, phi_c, faces, kappa2, eps_in)
-    return Problem(
-        grid,
+    return Maps(
+        grid=grid,
+        epsilon_faces=faces,
         phi_coulomb=phi_c,
         eps_cavity=eps_in,
-        epsilon_faces=faces,
         kappa2=kappa2,
         boundary=boundary,
         boundary_values=bvals,
@@ -687,26 +715,11 @@ def _plane_bins(pos, reach, axis, us, vs, subset=None):
 
 
 def _surface(surface):
-    if surface not in SURFACES:
-        raise InputError(f"surface must be one of {SURFACES}, got {surface!r}")
-    return surface
+    return choice(surface, "surface", SURFACES)
 
 
-def _positive(value, name) -> float:
-    try:
-        v = float(value)
-    except (TypeError, ValueError) as exc:
-        raise InputError(f"{name} must be a number, got {value!r}") from exc
-    if not (math.isfinite(v) and v > 0):
-        raise InputError(f"{name} must be finite and > 0, got {value!r}")
-    return v
-
-
-def _box(box):
-    b = np.asarray(box, dtype=float).reshape(-1)
-    if b.shape != (3,) or not np.all(np.isfinite(b) & (b > 0)):
-        raise InputError(f"box must be three lengths > 0 Å, got {box!r}")
-    return b
+_positive = positive
+_box = check_box
 
 
 def _log_cpu_fallback(what, exc):

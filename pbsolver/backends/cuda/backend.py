@@ -141,6 +141,11 @@ class CUDABackend(Backend):
         return int(self.dev.cp.cuda.Device().attributes["MultiProcessorCount"])
 
     @property
+    def array_library(self) -> str:
+        """The array library: "cupy" on the CuPy layer, "numpy" on the numba one (simulator)."""
+        return "cupy" if self.dev.name == "cupy" else "numpy"
+
+    @property
     def stream(self):
         """The backend's CuPy stream (None on the numba layer)."""
         return getattr(self.dev, "stream", None)
