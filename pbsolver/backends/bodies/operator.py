@@ -37,6 +37,15 @@ def neighbours(i, n):
     return wrap(i - 1, n), wrap(i + 1, n)
 
 
+def midpoint_weight(lo, hi, i):
+    """Restriction weight of fine node ``i`` beside a coarse node: ½ at a midpoint, else 0.
+
+    ``lo[i]``, ``hi[i]`` are the coarse nodes fine node ``i`` interpolates from (equal where
+    ``i`` is a coarse node itself).
+    """
+    return 0.5 if lo[i] != hi[i] else 0.0
+
+
 def stencil_sum(b, cxm, xxm, cxp, xxp, cym, xym, cyp, xyp, czm, xzm, czp, xzp):
     """``b + Σ c·x_n`` over the six neighbours (−x, +x, −y, +y, −z, +z), in that order."""
     return b + cxm * xxm + cxp * xxp + cym * xym + cyp * xyp + czm * xzm + czp * xzp
@@ -85,7 +94,8 @@ def rhs_node(ps, eps_c, exm, pxm, exp_, pxp, eym, pym, eyp, pyp, ezm, pzm, ezp, 
 
 
 #: The bodies in dependency order (a body may call those before it).
-BODIES = (wrap, neighbours, stencil_sum, diagonal_sum, relax, residual, face_term, rhs_node)
+BODIES = (wrap, neighbours, midpoint_weight, stencil_sum, diagonal_sum, relax, residual, face_term,
+          rhs_node)  # fmt: skip
 
 
 def compile_bodies(jit):

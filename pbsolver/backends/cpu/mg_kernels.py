@@ -43,9 +43,7 @@ def _neighbours(pos, lo, hi, c, n):
     """
     i = pos[c]
     im, ip = B.neighbours(i, n)
-    wm = 0.5 if lo[im] != hi[im] else 0.0
-    wp = 0.5 if lo[ip] != hi[ip] else 0.0
-    return im, i, ip, wm, wp
+    return im, i, ip, B.midpoint_weight(lo, hi, im), B.midpoint_weight(lo, hi, ip)
 
 
 @njit(**_JIT, inline="always")
