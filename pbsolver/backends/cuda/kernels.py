@@ -293,16 +293,9 @@ def finish_sum(partials, n, out, slot):
     while q < n:
         acc += partials[q]
         q += FINISH_THREADS
-    sm[t] = acc
-    cuda.syncthreads()
-    step = FINISH_THREADS // 2
-    while step > 0:
-        if t < step:
-            sm[t] += sm[t + step]
-        cuda.syncthreads()
-        step //= 2
+    total = _block_sum(sm, acc, FINISH_THREADS)
     if t == 0:
-        out[slot] = sm[0]
+        out[slot] = total
 
 
 @cuda.jit
@@ -434,16 +427,9 @@ def dot_partials(x, y, n, partials):
     while p < n:
         acc += float64(x[p]) * float64(y[p])
         p += stride
-    sm[t] = acc
-    cuda.syncthreads()
-    step = FINISH_THREADS // 2
-    while step > 0:
-        if t < step:
-            sm[t] += sm[t + step]
-        cuda.syncthreads()
-        step //= 2
+    total = _block_sum(sm, acc, FINISH_THREADS)
     if t == 0:
-        partials[cuda.blockIdx.x] = sm[0]
+        partials[cuda.blockIdx.x] = total
 
 
 # ---------------------------------------------------------------------- set-up (float64)
