@@ -1,20 +1,20 @@
-"""``pbsolver bench``: kernel, launch and time-to-solution measurements (issue 3, DESIGN §5).
+"""``pbsolver bench``: kernel, launch and time-to-solution measurements.
 
 What one run measures (GPU rows only where a CUDA device is usable; the CPU rows always):
 
 * the device-to-device copy rate (CuPy ``copyto``, bytes read + written) — the ceiling;
-* per full red–black sweep, for each kernel shape at each size: GPU time (CUDA events around
-  replays of a captured graph of 20 sweeps), the bytes the shape must move, the effective
-  bandwidth, and the multiple of the 16-bytes-a-node copy floor (16 B·N / copy rate);
-* wall time against GPU-busy time per sweep for the naive, stream and graph launch modes at 64³
-  and 100³, plus the solver's loop (10 sweeps + one residual norm per check);
-* time to rtol 1e-6 for SOR (graph and stream launching; multigrid too where it exists);
+* per full red–black sweep at each size: GPU time (CUDA events around replays of a captured
+  graph of 20 sweeps), the bytes the sweep must move, the effective bandwidth, and the multiple
+  of the 16-bytes-a-node copy floor (16 B·N / copy rate); Jacobi and the residual norm too;
+* wall time against GPU-busy time per sweep at 64³ and 100³, for bare sweeps and for the
+  solver's loop (10 sweeps + one residual norm per check);
+* time to rtol 1e-6 for SOR and multigrid, and solves a second of ``solve_batch``;
 * the seed kernel's 500-launch loop at 100³ as the forum thread ran it (CuPy arrays, one Python
   launch a sweep), and its GPU time per sweep at 100³ and 256³ (imported from ``--seed-dir``);
 * the CPU backend's sweep time and time to rtol 1e-6.
 
 Timings are medians of several repeats; compare ratios within one run (shared machines are
-noisy). Every number in BENCHMARKS.md comes from this command's JSON.
+noisy). Other kernel shapes and launch modes are measured by ``benchmarks/sweep_variants.py``.
 """
 
 from __future__ import annotations
@@ -152,172 +152,123 @@ def copy_rate(quick: bool) -> float:
     return 2 * n * 4 / (ms * 1e-3)
 
 
+def rate_row(n, label, ms, bytes_per_node, floor_s):
+    """A row of GPU milliseconds a sweep, with the bandwidth and the copy floor's multiple."""
+    return {
+        "n": n,
+        "kernel": label,
+        "us_per_sweep": ms * 1e3,
+        "bytes_per_node": bytes_per_node,
+        "effective_GBps": bytes_per_node * n**3 / (ms * 1e-3) / 1e9,
+        "x_copy_floor": ms * 1e-3 / floor_s,
+    }
+
+
+def sweep_row(gpu, st, x0, n, label, bytes_per_node, floor_s):
+    """GPU time a red–black sweep of ``gpu`` (replays of a graph of 20 sweeps, CUDA events)."""
+    x = x0.copy()
+
+    def sweeps():
+        gpu.sor_sweeps(st, x, 1.9, SWEEPS_PER_GRAPH)
+
+    sweeps()  # eager (compiles); the timer's warm-up call captures the graph
+    ms = _Timer(gpu.stream).gpu(sweeps, reps=2 if n >= 300 else 5) / SWEEPS_PER_GRAPH
+    return rate_row(n, label, ms, bytes_per_node, floor_s)
+
+
 def sweep_rows(sizes, copy_bps, quick):
-    """Per-sweep GPU time of each kernel shape (graph replay, events)."""
+    """Per-sweep GPU time of the SOR and Jacobi sweeps and of the residual norm."""
     import cupy as cp
 
-    from pbsolver.backends.cuda import SWEEP_BYTES, CUDABackend, KernelConfig
-
     rows = []
-    variants = [
-        ("tile", KernelConfig()),
-        ("tile", KernelConfig(tile_block=(32, 8))),
-        ("tile", KernelConfig(tile_block=(64, 8))),
-        ("tile", KernelConfig(tile_block=(32, 8), tile_chunk=16)),
-        ("point", KernelConfig()),
-        ("march", KernelConfig()),
-    ]
     for n in sizes:
-        prob = random_problem(n, xp=cp, seed=n)
-        base = CUDABackend()
-        st = base.stencil(prob, np.float32)
-        del prob
-        x0 = cp.random.standard_normal((n, n, n), dtype=cp.float32)
-        npts = n**3
-        floor_s = COPY_FLOOR_BYTES * npts / copy_bps
-        for kernel, cfg in variants:
-            gpu = CUDABackend(kernel=kernel, config=cfg)
-            x = x0.copy()
-            t = _Timer(gpu.stream)
-            fn = lambda gpu=gpu, x=x, st=st: gpu.sor_sweeps(st, x, 1.9, SWEEPS_PER_GRAPH)  # noqa: E731
-            fn()  # eager (compiles); the timer's warm-up call captures the graph
-            ms = t.gpu(fn, reps=2 if n >= 300 else 5) / SWEEPS_PER_GRAPH
-            label = kernel if kernel != "tile" else f"tile {cfg.tile_block[0]}x{cfg.tile_block[1]}"
-            label += " (default)" if kernel == CUDABackend().kernel else ""
-            if kernel == "tile":
-                label += f" chunk {gpu._tile_chunk((n, n, n))}"
-            nbytes = SWEEP_BYTES[kernel] * npts
-            rows.append(
-                {
-                    "n": n,
-                    "kernel": label,
-                    "us_per_sweep": ms * 1e3,
-                    "bytes_per_node": SWEEP_BYTES[kernel],
-                    "effective_GBps": nbytes / (ms * 1e-3) / 1e9,
-                    "x_copy_floor": ms * 1e-3 / floor_s,
-                }
-            )
-            _progress(rows[-1])
-            del x
-        # Jacobi (two buffers) and the residual norm, for scale
-        gpu = CUDABackend(kernel="point")
-        x, w = x0.copy(), cp.zeros_like(x0)
-        t = _Timer(gpu.stream)
-        ms = (
-            t.gpu(lambda gpu=gpu, x=x, w=w, st=st: gpu.jacobi_sweeps(st, x, w, 0.9, 20), reps=3)
-            / 20
-        )
-        rows.append(
-            {
-                "n": n,
-                "kernel": "jacobi (2 buffers)",
-                "us_per_sweep": ms * 1e3,
-                "bytes_per_node": 24,
-                "effective_GBps": 24 * npts / (ms * 1e-3) / 1e9,
-                "x_copy_floor": ms * 1e-3 / floor_s,
-            }
-        )
-        _progress(rows[-1])
-        # partial sums, the fixed-order final sum and the 8-byte copy, as one graph
-        runner = gpu.capture(lambda gpu=gpu, x=x, st=st: gpu._residual_sumsq(st, x))
-        runner()
-        ms = t.gpu(runner, reps=10)
-        rows.append(
-            {
-                "n": n,
-                "kernel": "residual norm (reduction)",
-                "us_per_sweep": ms * 1e3,
-                "bytes_per_node": 20,
-                "effective_GBps": 20 * npts / (ms * 1e-3) / 1e9,
-                "x_copy_floor": ms * 1e-3 / floor_s,
-            }
-        )
-        _progress(rows[-1])
-        del st, x0, x, w, base, gpu
+        rows += _sweep_rows_at(n, copy_bps)
         cp.get_default_memory_pool().free_all_blocks()
     return rows
 
 
+def _sweep_rows_at(n, copy_bps):
+    import cupy as cp
+
+    from pbsolver.backends.cuda import SWEEP_BYTES, CUDABackend
+
+    gpu = CUDABackend()
+    st = gpu.stencil(random_problem(n, xp=cp, seed=n), np.float32)
+    x0 = cp.random.standard_normal((n, n, n), dtype=cp.float32)
+    floor_s = COPY_FLOOR_BYTES * n**3 / copy_bps
+    rows = [sweep_row(gpu, st, x0, n, "rb-sor", SWEEP_BYTES, floor_s)]
+    _progress(rows[-1])
+    # Jacobi (two buffers) and the residual norm, for scale
+    x, w = x0.copy(), cp.zeros_like(x0)
+    t = _Timer(gpu.stream)
+    ms = t.gpu(lambda: gpu.jacobi_sweeps(st, x, w, 0.9, 20), reps=3) / 20
+    rows.append(rate_row(n, "jacobi (2 buffers)", ms, 24, floor_s))
+    _progress(rows[-1])
+    # partial sums, the fixed-order final sum and the 8-byte copy, as one graph
+    runner = gpu.capture(lambda: gpu._residual_sumsq(st, x))
+    runner()
+    ms = t.gpu(runner, reps=10)
+    rows.append(rate_row(n, "residual norm (reduction)", ms, 20, floor_s))
+    _progress(rows[-1])
+    return rows
+
+
+def launch_row(gpu, st, n, loop, busy_us, quick):
+    """Wall time a sweep of batches of 10 sweeps (``loop="solver loop"``: + a residual norm)."""
+    import cupy as cp
+
+    total = 100 if quick else 200
+    x = cp.zeros((n, n, n), cp.float32)
+
+    def batch():
+        gpu.sor_sweeps(st, x, 1.9, 10)
+        if loop == "solver loop":
+            gpu.residual_norm(st, x)
+
+    for _ in range(3):  # eager, captured, replayed
+        batch()
+    gpu.synchronize()
+    walls = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        for _ in range(total // 10):
+            batch()
+        gpu.synchronize()
+        walls.append((time.perf_counter() - t0) / total)
+    wall_us = _median(walls) * 1e6
+    return {
+        "n": n,
+        "mode": "graph",
+        "loop": loop,
+        "wall_us_per_sweep": wall_us,
+        "gpu_busy_us_per_sweep": busy_us,
+        "wall_over_busy": wall_us / busy_us,
+    }
+
+
 def launch_rows(quick):
-    """Wall vs GPU-busy time per sweep for naive / stream / graph launching."""
+    """Wall vs GPU-busy time a sweep, for bare sweeps and for the solver's loop."""
     import cupy as cp
 
     from pbsolver.backends.cuda import CUDABackend
 
     rows = []
-    total = 100 if quick else 200
     for n in (64, 100):
-        prob = random_problem(n, xp=cp, seed=7 + n)
-        ref = CUDABackend()
-        st = ref.stencil(prob, np.float32)
-        x = cp.zeros((n, n, n), cp.float32)
-        busy = _Timer(ref.stream).gpu(
-            lambda ref=ref, x=x, st=st: ref.sor_sweeps(st, x, 1.9, 20), reps=5
-        )
-        busy_us = busy / 20 * 1e3
-        for mode in ("naive", "stream", "graph"):
-            gpu = CUDABackend(launch=mode)
-            for loop in ("sweeps", "solver loop"):
-                x = cp.zeros((n, n, n), cp.float32)
-
-                def batch(gpu=gpu, x=x, loop=loop, st=st):
-                    gpu.sor_sweeps(st, x, 1.9, 10)
-                    if loop == "solver loop":
-                        gpu.residual_norm(st, x)
-
-                for _ in range(3):  # eager, captured, replayed
-                    batch()
-                gpu.synchronize()
-                walls = []
-                for _ in range(3):
-                    t0 = time.perf_counter()
-                    for _ in range(total // 10):
-                        batch()
-                    gpu.synchronize()
-                    walls.append((time.perf_counter() - t0) / total)
-                wall_us = _median(walls) * 1e6
-                rows.append(
-                    {
-                        "n": n,
-                        "mode": mode,
-                        "loop": loop,
-                        "wall_us_per_sweep": wall_us,
-                        "gpu_busy_us_per_sweep": busy_us,
-                        "wall_over_busy": wall_us / busy_us,
-                    }
-                )
-                _progress(rows[-1])
-        # the whole loop: host check per 10 sweeps against one WHILE-node graph launch, from
-        # x = 0 to a relative residual of 1e-4 (float32, no refinement) with the optimal ω
-        omega = 2.0 / (1.0 + math.sqrt(1.0 - math.cos(math.pi / (n - 1)) ** 2))
-        for on_device in (False, True):
-            gpu = CUDABackend()
-            try:
-                x = gpu.zeros((n, n, n), np.float32)  # one buffer: its graphs are reused
-                bnorm = gpu.residual_norm(st, x)
-                times = []
-                for _ in range(4):  # the first builds the graphs (and compiles)
-                    gpu.fill(x, 0.0)
-                    gpu.synchronize()
-                    t0 = time.perf_counter()
-                    sweeps, r = gpu.sor_until(st, x, omega, 1e-4 * bnorm, 20000, 10, on_device)
-                    times.append(time.perf_counter() - t0)
-                row = {
-                    "n": n,
-                    "mode": "while-node" if on_device else "graph+host",
-                    "loop": "to 1e-4 (f32)",
-                    "sweeps": sweeps,
-                    "relative_residual": r / bnorm,
-                    "wall_us_per_sweep": _median(times[1:]) / sweeps * 1e6,
-                    "gpu_busy_us_per_sweep": busy_us,
-                    "seconds": _median(times[1:]),
-                }
-                row["wall_over_busy"] = row["wall_us_per_sweep"] / busy_us
-            except Exception as exc:
-                row = {"n": n, "mode": f"while-node={on_device}", "error": repr(exc)}
-            rows.append(row)
-            _progress(row)
+        gpu = CUDABackend()
+        st = gpu.stencil(random_problem(n, xp=cp, seed=7 + n), np.float32)
+        busy_us = busy_us_per_sweep(gpu, st, n)
+        for loop in ("sweeps", "solver loop"):
+            rows.append(launch_row(gpu, st, n, loop, busy_us, quick))
+            _progress(rows[-1])
     return rows
+
+
+def busy_us_per_sweep(gpu, st, n):
+    """GPU-busy microseconds a sweep from x = 0 (graph replays of 20 sweeps)."""
+    import cupy as cp
+
+    x = cp.zeros((n, n, n), cp.float32)
+    return _Timer(gpu.stream).gpu(lambda: gpu.sor_sweeps(st, x, 1.9, 20), reps=5) / 20 * 1e3
 
 
 def solve_rows(sizes, gpu: bool):
@@ -330,33 +281,56 @@ def solve_rows(sizes, gpu: bool):
     methods = ["sor"] + (["multigrid"] if "multigrid" in METHODS else [])
     for n in sizes:
         prob = random_problem(n, seed=100 + n, salt=True)
-        targets = []
-        if gpu:
-            from pbsolver.backends.cuda import CUDABackend
+        backends = (["cuda"] if gpu else []) + (["cpu"] if not gpu or n <= 65 else [])
+        for backend in backends:
+            for method in methods:
+                try:
+                    solver = pb.Solver(method=method, backend=backend, rtol=1e-6)
+                    solver.solve(prob)
+                    res = solver.solve(prob)
+                    rows.append(
+                        {
+                            "n": n,
+                            "method": method,
+                            "backend": backend,
+                            "seconds": res.seconds,
+                            "iterations": res.iterations,
+                            "converged": res.converged,
+                            "relative_residual_f64": relative_residual(prob, res.phi_rf),
+                        }
+                    )
+                except Exception as exc:
+                    rows.append({"n": n, "method": method, "backend": backend, "error": repr(exc)})
+                _progress(rows[-1])
+    return rows
 
-            for mode in ("graph", "stream"):
-                targets += [(m, "cuda", mode, CUDABackend(launch=mode)) for m in methods]
-        if not gpu or n <= 65:
-            targets += [(m, "cpu", "-", "cpu") for m in methods]
-        for method, where, mode, backend in targets:
+
+def batch_rows(gpu: bool, quick: bool):
+    """Solves a second of :func:`pbsolver.solve_batch` (the second of two identical calls)."""
+    import pbsolver as pb
+
+    cases = [(33, 4)] if not gpu else [(65, 16)] if quick else [(65, 16), (97, 16)]
+    rows = []
+    for n, count in cases:
+        problems = [random_problem(n, seed=200 + k, salt=True) for k in range(count)]
+        for backend in (["cuda"] if gpu else []) + (["cpu"] if n <= 65 else []):
             try:
-                solver = pb.Solver(method=method, backend=backend, rtol=1e-6)
-                solver.solve(prob)
-                res = solver.solve(prob)
+                pb.solve_batch(problems, backend=backend, rtol=1e-6)
+                t0 = time.perf_counter()
+                results = pb.solve_batch(problems, backend=backend, rtol=1e-6)
+                wall = time.perf_counter() - t0
                 rows.append(
                     {
                         "n": n,
-                        "method": method,
-                        "backend": where,
-                        "launch": mode,
-                        "seconds": res.seconds,
-                        "iterations": res.iterations,
-                        "converged": res.converged,
-                        "relative_residual_f64": relative_residual(prob, res.phi_rf),
+                        "problems": count,
+                        "backend": backend,
+                        "seconds": wall,
+                        "solves_per_s": count / wall,
+                        "converged": all(r.converged for r in results),
                     }
                 )
             except Exception as exc:
-                rows.append({"n": n, "method": method, "backend": where, "error": repr(exc)})
+                rows.append({"n": n, "problems": count, "backend": backend, "error": repr(exc)})
             _progress(rows[-1])
     return rows
 
@@ -472,17 +446,29 @@ def format_tables(res: dict) -> str:
     if res.get("solve"):
         lines.append("\ntime to rtol 1e-6 (second solve; set-up and transfers included)")
         lines.append(
-            f"{'n':>5} {'method':<10} {'backend':<7} {'launch':<7} {'s':>8} {'iters':>6} "
-            "conv  rel.res(f64)"
+            f"{'n':>5} {'method':<10} {'backend':<7} {'s':>8} {'iters':>6} conv  rel.res(f64)"
         )
         for r in res["solve"]:
             if "error" in r:
                 lines.append(f"{r['n']:>5} {r['method']:<10} {r['backend']:<7} error: {r['error']}")
                 continue
             lines.append(
-                f"{r['n']:>5} {r['method']:<10} {r['backend']:<7} {r['launch']:<7} "
+                f"{r['n']:>5} {r['method']:<10} {r['backend']:<7} "
                 f"{r['seconds']:>8.3f} {r['iterations']:>6} {r['converged']!s:<5} "
                 f"{r['relative_residual_f64']:.2e}"
+            )
+    if res.get("batch"):
+        lines.append("\nsolve_batch to rtol 1e-6 (second call; method auto)")
+        lines.append(f"{'n':>5} {'problems':>8} {'backend':<7} {'s':>8} {'solves/s':>9} conv")
+        for r in res["batch"]:
+            if "error" in r:
+                lines.append(
+                    f"{r['n']:>5} {r['problems']:>8} {r['backend']:<7} error: {r['error']}"
+                )
+                continue
+            lines.append(
+                f"{r['n']:>5} {r['problems']:>8} {r['backend']:<7} {r['seconds']:>8.3f} "
+                f"{r['solves_per_s']:>9.1f} {r['converged']!s}"
             )
     if res.get("seed"):
         lines.append(f"\nseed kernel: {res['seed']}")
@@ -544,6 +530,7 @@ def bench(json_path, sizes, quick, seed_dir, solve_sizes):
     else:
         res["skipped"].append("GPU rows: no usable CUDA device (numba-cuda + CuPy + driver)")
     section("solve", solve_rows, solve_sizes if gpu else [33 if quick else 65], gpu)
+    section("batch", batch_rows, gpu, quick)
     section("cpu", cpu_rows, quick)
     text = format_tables(res)
     print("\n" + text)

@@ -26,4 +26,5 @@ def test_bench_without_gpu_runs_cpu_rows_and_says_gpu_skipped(tmp_path):
     assert [r["backend"] for r in res["solve"]] == ["cpu"] * len(res["solve"])
     assert all(r["converged"] for r in res["solve"])
     assert res["cpu"][0]["us_per_sweep"] > 0
+    assert res["batch"] and all(r["converged"] and r["solves_per_s"] > 0 for r in res["batch"])
     assert "sweeps" not in res

@@ -3,6 +3,7 @@
 Each check runs a CUDA kernel through :class:`CUDABackend` on numba device arrays and compares it
 with the CPU backend's kernel on the same random, high-contrast input (grids of at most 7×9×11,
 shapes not multiples of the blocks, small blocks so that several tiles, chunks and halos occur).
+The measurement-only kernel shapes of ``benchmarks/sweep_variants.py`` are checked the same way.
 
 numba reads ``NUMBA_ENABLE_CUDASIM`` once, when ``numba.cuda`` is first imported, and other tests
 import it for real; so the checks run together in one subprocess with the variable set (or
@@ -27,6 +28,7 @@ import pytest
 pytestmark = pytest.mark.cudasim
 
 SIM = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
+ROOT = Path(__file__).resolve().parents[1]
 
 
 class Skip(Exception):
@@ -43,19 +45,29 @@ class _Ctx:
         from pbsolver.backends.cuda import CUDABackend, KernelConfig
 
         self.rng = np.random.default_rng(20261129)
-        self.cfg = KernelConfig(
-            point_block=(4, 4, 2),
-            march_block=(4, 4),
-            march_chunk=3,
-            tile_block=(8, 6),
-            tile_chunk=3,
-            jacobi_block=(8, 4, 2),
-            reduce_block=(8, 4),
-            reduce_chunk=3,
-        )
+        self.shapes = {
+            "point_block": (4, 4, 2),
+            "jacobi_block": (8, 4, 2),
+            "reduce_block": (8, 4),
+            "reduce_chunk": 3,
+        }
         self.cpu = CPUBackend()
-        self.gpu = CUDABackend(device="numba", config=self.cfg)
+        self.gpu = CUDABackend(device="numba", config=KernelConfig(**self.shapes))
         self._cache = {}
+        self._variants = {}
+
+    def variant(self, kernel):
+        """The benchmarks' backend with SOR kernel shape ``kernel`` (small blocks, chunks)."""
+        if kernel not in self._variants:
+            if str(ROOT) not in sys.path:
+                sys.path.insert(0, str(ROOT))
+            from benchmarks.sweep_variants import VariantBackend, VariantConfig
+
+            cfg = VariantConfig(
+                **self.shapes, march_block=(4, 4), march_chunk=3, tile_block=(8, 6), tile_chunk=3
+            )
+            self._variants[kernel] = VariantBackend(kernel=kernel, device="numba", config=cfg)
+        return self._variants[kernel]
 
     def problem(self, name):
         if name not in self._cache:
@@ -132,8 +144,8 @@ def _sor(kernel, name, dtype=np.float32, sweeps=2, rtol=2e-6):
     sc, sg = c.stencils(name, dtype)
     x0 = c.rng.normal(0.0, 50.0, sc.shape).astype(dtype)
     xc, xg = x0.copy(), c.dev(x0)
-    c.gpu.kernel = kernel
-    c.gpu.sor_sweeps(sg, xg, 1.6, sweeps)
+    gpu = c.gpu if kernel == "point" else c.variant(kernel)
+    gpu.sor_sweeps(sg, xg, 1.6, sweeps)
     c.cpu.sor_sweeps(sc, xc, 1.6, sweeps)
     close(c.host(xg), xc, rtol, f"{kernel} SOR, {name}")
     assert not np.array_equal(xc, x0), "the sweeps changed nothing"
@@ -165,6 +177,24 @@ def check_sor_march_periodic():
 
 def check_sor_tile_float64():
     _sor("tile", "dirichlet", np.float64, sweeps=1, rtol=1e-13)
+
+
+def check_sor_point_float64_bitwise():
+    """In float64 the device sweep is the CPU sweep's arithmetic to the bit (the same bodies).
+
+    Periodic: b's mean is removed by differently ordered sums, so to round-off only.
+    """
+    _sor("point", "dirichlet", np.float64, sweeps=2, rtol=0.0)
+    _sor("point", "periodic", np.float64, sweeps=1, rtol=1e-15)
+
+
+def check_stencil_float64():
+    """Faces, diagonal and right-hand side assembled in float64 agree to float64 round-off."""
+    c = ctx()
+    for name in ("dirichlet", "periodic"):
+        sc, sg = c.stencils(name, np.float64)
+        for attr in ("cx", "cy", "cz", "diag", "b"):
+            close(c.host(getattr(sg, attr)), getattr(sc, attr), 1e-13, f"{name} {attr}")
 
 
 def check_jacobi_dirichlet():
@@ -203,8 +233,9 @@ def check_plain_stencil_stored_diagonal_colour_pass():
     """A plain Stencil (multigrid coarse levels) is swept with its stored diagonal (κ̄² in it)."""
     import dataclasses
 
+    from reference_kernels import rb_sor_color
+
     from pbsolver.backends import Stencil
-    from pbsolver.backends.cpu import kernels as CK
 
     c = ctx()
     sc, sg = c.stencils("dirichlet")
@@ -214,7 +245,7 @@ def check_plain_stencil_stored_diagonal_colour_pass():
     xc, xg = x0.copy(), c.dev(x0)
     for color in (0, 1, 0):
         c.gpu.rb_sor_color(plain, xg, color, 1.0)
-        CK.rb_sor_color(xc, sc.b, sc.cx, sc.cy, sc.cz, sc.diag, color, np.float32(1.0), False)
+        rb_sor_color(xc, sc.b, sc.cx, sc.cy, sc.cz, sc.diag, color, np.float32(1.0), False)
     close(c.host(xg), xc, 2e-6, "colour passes with a stored diagonal")
 
 
@@ -262,20 +293,17 @@ def check_runner_keeps_its_work_buffer():
     """A capture() runner using the fused sweep keeps that sweep's second buffer alive."""
     c = ctx()
     sc, sg = c.stencils("dirichlet")
-    x = c.gpu.zeros(sc.shape, np.float32)
-    c.gpu.kernel = "tile"
-    try:
-        runner = c.gpu.capture(lambda: c.gpu.sor_sweeps(sg, x, 1.5, 1))
-        runner()
-        held = list(runner.holds.values())
-        assert len(held) == 1 and held[0].shape == sc.shape
-        others = [c.gpu.zeros((3, 3, 3), np.float32) for _ in range(5)]
-        for other in others:  # push the runner's buffer out of the backend's small cache
-            c.gpu._work_for(other)
-        assert all(w is not held[0] for w in c.gpu._work.values())
-        assert list(runner.holds.values())[0] is held[0]
-    finally:
-        c.gpu.kernel = "point"
+    gpu = c.variant("tile")
+    x = gpu.zeros(sc.shape, np.float32)
+    runner = gpu.capture(lambda: gpu.sor_sweeps(sg, x, 1.5, 1))
+    runner()
+    held = list(runner.holds.values())
+    assert len(held) == 1 and held[0].shape == sc.shape
+    others = [gpu.zeros((3, 3, 3), np.float32) for _ in range(5)]
+    for other in others:  # push the runner's buffer out of the backend's small cache
+        gpu._work_for(other)
+    assert all(w is not held[0] for w in gpu._work.values())
+    assert list(runner.holds.values())[0] is held[0]
 
 
 def _transfer_axis(n, periodic):

@@ -166,3 +166,23 @@ def test_cpu_jacobi_sweep_matches_reference(rng):
     got = x.copy()
     be.jacobi_sweeps(st, got, work, 0.8, 1)
     np.testing.assert_allclose(got, expected, rtol=1e-10, atol=1e-10 * np.abs(expected).max())
+
+
+def test_operator_bodies_run_as_plain_python_and_compiled_alike(rng):
+    """The per-node bodies give the same bits as plain Python and compiled for the CPU."""
+    from pbsolver.backends.bodies import operator as bodies
+    from pbsolver.backends.cpu.kernels import B
+
+    v = [float(a) for a in rng.normal(size=18)]
+    args = (v[0], 2.0, *v[1:13], 0.25, 0.36, 0.49, v[13])
+    assert B.rhs_node(*args) == bodies.rhs_node(*args)
+    assert B.stencil_sum(*v[:13]) == bodies.stencil_sum(*v[:13])
+    assert B.relax(v[0], v[1], 7.5, 1.3) == bodies.relax(v[0], v[1], 7.5, 1.3)
+    assert B.residual(v[0], 7.5, v[2]) == bodies.residual(v[0], 7.5, v[2])
+    assert bodies.diagonal_sum(*v[:6]) == B.diagonal_sum(*v[:6])
+    # a face equal to ε_c never forms 0·inf (a charge on the node or its neighbour)
+    assert bodies.face_term(2.0, 2.0, np.inf, 1.0) == 0.0 == B.face_term(2.0, 2.0, 1.0, -np.inf)
+    for n in (1, 2, 5):
+        for i in range(n):
+            want = ((i - 1) % n, (i + 1) % n)
+            assert bodies.neighbours(i, n) == want == B.neighbours(i, n)

@@ -1,4 +1,4 @@
-"""The CPU backend: NumPy arrays and the numba kernels of :mod:`.cpu_kernels`."""
+"""The CPU backend: NumPy arrays and the numba kernels of :mod:`.kernels` and :mod:`.mg_kernels`."""
 
 from __future__ import annotations
 
@@ -64,8 +64,7 @@ class CPUBackend(Backend):
 
     # --- kernels -----------------------------------------------------------------------
     def sor_sweeps(self, st, x, omega, count):
-        # one colour-sweep kernel for SOR and the multigrid smoother (the z-vectorised one,
-        # bitwise the result of cpu_kernels.rb_sor_color, which stays as the tests' reference)
+        # one colour-sweep kernel for SOR and the multigrid smoother (the z-vectorised one)
         for _ in range(count):
             for color in (0, 1):
                 self.rb_sor_color(st, x, color, omega)
@@ -93,7 +92,7 @@ class CPUBackend(Backend):
     def remove_mean(self, x):
         K.add_scalar(x, x.dtype.type(-K.plane_sums(x).sum() / x.size))
 
-    # --- multigrid kernels (serial twins on small grids: see cpu_mg_kernels) -------------
+    # --- multigrid kernels (serial twins on small grids: see mg_kernels) -----------------
     def rb_sor_color(self, st, x, color, omega):
         kernel = MG.rb_sor_color_serial if x.size < MG.SERIAL_BELOW else MG.rb_sor_color
         kernel(x, st.b, st.cx, st.cy, st.cz, st.diag, color, x.dtype.type(omega), st.periodic)

@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from pbsolver.backends.cpu.kernels import _stencil_sum, _wrap
+from pbsolver.backends.cpu.kernels import B, residual_sumsq_plane
 
 _JIT = {"cache": True, "nogil": True, "boundscheck": False}
 
@@ -42,11 +42,8 @@ def _neighbours(pos, lo, hi, c, n):
     A neighbour that is a midpoint (``lo != hi``) gets ½, a coarse node 0.
     """
     i = pos[c]
-    im = i - 1 if i > 0 else n - 1
-    ip = i + 1 if i < n - 1 else 0
-    wm = 0.5 if lo[im] != hi[im] else 0.0
-    wp = 0.5 if lo[ip] != hi[ip] else 0.0
-    return im, i, ip, wm, wp
+    im, ip = B.neighbours(i, n)
+    return im, i, ip, B.midpoint_weight(lo, hi, im), B.midpoint_weight(lo, hi, ip)
 
 
 @njit(**_JIT, inline="always")
@@ -168,47 +165,39 @@ def prolong_add_serial(coarse, fine, lo_x, hi_x, lo_y, hi_y, lo_z, hi_z, periodi
 # ---------------------------------------------------------------------- smoothing, residual
 # Row kernels: the interior of each z-row (k = 1 … nz − 2) is computed over all k in one
 # unit-stride loop that LLVM vectorises, then the colour's entries are copied back; the two ends
-# of a periodic row wrap and are done one by one. Same expression, same order and same rounding
-# as cpu_kernels.rb_sor_color / residual, hence bitwise the same results, about 1.3–2× faster.
+# of a periodic row wrap and are done one by one. The same bodies in the same order as a
+# node-by-node sweep, hence bitwise its results (tests/reference_kernels.py is that sweep).
+
+
+@njit(**_JIT, inline="always")
+def _row_sum(xr, br, cxm, cx0, cym, cy0, cz0, xim, xip, xjm, xjp, k, km, kp):
+    """The stencil sum at entry ``k`` of a z-row (its z neighbours ``km``, ``kp``)."""
+    return B.stencil_sum(
+        br[k], cxm[k], xim[k], cx0[k], xip[k], cym[k], xjm[k], cy0[k], xjp[k],
+        cz0[km], xr[km], cz0[k], xr[kp],
+    )  # fmt: skip
 
 
 @njit(**_JIT, inline="always")
 def _point_update(xr, br, dr, cxm, cx0, cym, cy0, cz0, xim, xip, xjm, xjp, k, km, kp, omega):
-    s = (
-        br[k]
-        + cxm[k] * xim[k]
-        + cx0[k] * xip[k]
-        + cym[k] * xjm[k]
-        + cy0[k] * xjp[k]
-        + cz0[km] * xr[km]
-        + cz0[k] * xr[kp]
-    )
-    old = xr[k]
-    return old + omega * (s / dr[k] - old)
+    s = _row_sum(xr, br, cxm, cx0, cym, cy0, cz0, xim, xip, xjm, xjp, k, km, kp)
+    return B.relax(xr[k], s, dr[k], omega)
 
 
 @njit(**_JIT, inline="always")
 def _rb_plane(x, b, cx, cy, cz, diag, i, color, omega, lo, tmp):
     nx, ny, nz = x.shape
-    im, ip = _wrap(i, nx)
+    im, ip = B.neighbours(i, nx)
     last = nz - 1
     for j in range(lo, ny - lo):
-        jm, jp = _wrap(j, ny)
+        jm, jp = B.neighbours(j, ny)
         xr, br, dr = x[i, j], b[i, j], diag[i, j]
         xim, xip, xjm, xjp = x[im, j], x[ip, j], x[i, jm], x[i, jp]
         cxm, cx0, cym, cy0, cz0 = cx[im, j], cx[i, j], cy[i, jm], cy[i, j], cz[i, j]
         for k in range(1, last):
-            s = (
-                br[k]
-                + cxm[k] * xim[k]
-                + cx0[k] * xip[k]
-                + cym[k] * xjm[k]
-                + cy0[k] * xjp[k]
-                + cz0[k - 1] * xr[k - 1]
-                + cz0[k] * xr[k + 1]
+            tmp[k] = _point_update(
+                xr, br, dr, cxm, cx0, cym, cy0, cz0, xim, xip, xjm, xjp, k, k - 1, k + 1, omega
             )
-            old = xr[k]
-            tmp[k] = old + omega * (s / dr[k] - old)
         k0 = lo + ((i + j + lo + color) & 1)
         if k0 == 0:  # periodic row: k = 0 wraps to nz − 1
             xr[0] = _point_update(
@@ -227,8 +216,7 @@ def _rb_plane(x, b, cx, cy, cz, diag, i, color, omega, lo, tmp):
 def rb_sor_color(x, b, cx, cy, cz, diag, color, omega, periodic):
     """Update the unknowns with ``(i + j + k) % 2 == color`` in place (over-relaxed GS).
 
-    Bitwise the result of :func:`pbsolver.backends.cpu_kernels.rb_sor_color`, vectorised along
-    z (see the note above).
+    Vectorised along z (see the note above).
     """
     lo = 0 if periodic else 1
     for i in prange(lo, x.shape[0] - lo):
@@ -253,7 +241,7 @@ def _residual_plane(x, b, cx, cy, cz, diag, out, i, lo):
             for k in range(nz):
                 out[i, j, k] = 0
         return
-    im, ip = _wrap(i, nx)
+    im, ip = B.neighbours(i, nx)
     last = nz - 1
     for j in range(ny):
         orow = out[i, j]
@@ -261,43 +249,27 @@ def _residual_plane(x, b, cx, cy, cz, diag, out, i, lo):
             for k in range(nz):
                 orow[k] = 0
             continue
-        jm, jp = _wrap(j, ny)
+        jm, jp = B.neighbours(j, ny)
         xr, br, dr = x[i, j], b[i, j], diag[i, j]
         xim, xip, xjm, xjp = x[im, j], x[ip, j], x[i, jm], x[i, jp]
         cxm, cx0, cym, cy0, cz0 = cx[im, j], cx[i, j], cy[i, jm], cy[i, j], cz[i, j]
         for k in range(1, last):
-            s = (
-                br[k]
-                + cxm[k] * xim[k]
-                + cx0[k] * xip[k]
-                + cym[k] * xjm[k]
-                + cy0[k] * xjp[k]
-                + cz0[k - 1] * xr[k - 1]
-                + cz0[k] * xr[k + 1]
-            )
-            orow[k] = s - dr[k] * xr[k]
+            s = _row_sum(xr, br, cxm, cx0, cym, cy0, cz0, xim, xip, xjm, xjp, k, k - 1, k + 1)
+            orow[k] = B.residual(s, dr[k], xr[k])
         if lo == 1:
             orow[0] = 0
             orow[last] = 0
         else:
             for k, km, kp in ((0, last, 1 % nz), (last, last - 1, 0)):
-                s = (
-                    br[k]
-                    + cxm[k] * xim[k]
-                    + cx0[k] * xip[k]
-                    + cym[k] * xjm[k]
-                    + cy0[k] * xjp[k]
-                    + cz0[km] * xr[km]
-                    + cz0[k] * xr[kp]
-                )
-                orow[k] = s - dr[k] * xr[k]
+                s = _row_sum(xr, br, cxm, cx0, cym, cy0, cz0, xim, xip, xjm, xjp, k, km, kp)
+                orow[k] = B.residual(s, dr[k], xr[k])
 
 
 @njit(**_JIT, parallel=True)
 def residual(x, b, cx, cy, cz, diag, out, periodic):
     """``out = b − A x`` on the unknowns, zero on fixed nodes.
 
-    Bitwise the result of :func:`pbsolver.backends.cpu_kernels.residual`, vectorised along z.
+    Vectorised along z (see the note above).
     """
     lo = 0 if periodic else 1
     for i in prange(x.shape[0]):
@@ -314,21 +286,11 @@ def residual_serial(x, b, cx, cy, cz, diag, out, periodic):
 
 @njit(**_JIT)
 def residual_sumsq_serial(x, b, cx, cy, cz, diag, periodic):
-    """Serial twin of :func:`pbsolver.backends.cpu_kernels.residual_sumsq` (same arithmetic)."""
-    nx, ny, nz = x.shape
+    """Serial twin of :func:`pbsolver.backends.cpu.kernels.residual_sumsq` (same arithmetic)."""
     lo = 0 if periodic else 1
     total = 0.0
-    for i in range(lo, nx - lo):
-        im, ip = _wrap(i, nx)
-        acc = 0.0
-        for j in range(lo, ny - lo):
-            jm, jp = _wrap(j, ny)
-            for k in range(lo, nz - lo):
-                km, kp = _wrap(k, nz)
-                s = _stencil_sum(x, b, cx, cy, cz, i, j, k, im, ip, jm, jp, km, kp)
-                r = np.float64(s) - np.float64(diag[i, j, k]) * np.float64(x[i, j, k])
-                acc += r * r
-        total += acc
+    for i in range(lo, x.shape[0] - lo):
+        total += residual_sumsq_plane(x, b, cx, cy, cz, diag, i, lo)
     return total
 
 

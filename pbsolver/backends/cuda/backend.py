@@ -1,7 +1,7 @@
 """The CUDA backend: the :class:`~pbsolver.backends.Backend` interface on numba-cuda kernels.
 
-See the package docstring (:mod:`pbsolver.backends.cuda`) for the launch modes, the kernel
-shapes, the byte counts and the :meth:`CUDABackend.capture` contract.
+See the package docstring (:mod:`pbsolver.backends.cuda`) for the launching, the byte counts
+and the :meth:`CUDABackend.capture` contract.
 """
 
 from __future__ import annotations
@@ -17,13 +17,10 @@ from pbsolver.backends.cuda import kernels as K
 from pbsolver.backends.cuda.device import VIEW_CACHE, CuPyDevice, LRUCache, NumbaDevice, grid_for
 from pbsolver.exceptions import InputError
 
-LAUNCH_MODES = ("graph", "stream", "naive")
-SOR_KERNELS = ("point", "tile", "march")
-
-#: Bytes each full red–black sweep must move per node through device memory, by kernel shape,
-#: for a stencil without salt (κ̄² adds 4 B per pass). "point"/"march": two colour passes, each
-#: streaming x, three faces and b and writing x (sectors hold both colours); "tile": one pass.
-SWEEP_BYTES = {"point": 48, "march": 48, "tile": 24}
+#: Bytes a full red–black sweep must move per node through device memory, for a stencil
+#: without salt (κ̄² adds 4 B per pass): two colour passes, each streaming x, three faces and b
+#: and writing x (memory sectors hold both colours).
+SWEEP_BYTES = 48
 
 
 @dataclass
@@ -44,13 +41,7 @@ class KernelConfig:
     Attributes
     ----------
     point_block : (int, int, int)
-        Threads over (z pairs, y, x) for "point" colour passes.
-    march_block, march_chunk :
-        Threads over (z pairs, y) and x-planes per thread for "march".
-    tile_block, tile_chunk :
-        Threads over (z, y) incl. a one-node halo, and x-planes per block, for "tile"
-        (``tile_chunk=None``: chosen from the grid so that about 8 blocks per multiprocessor
-        exist, between 4 and 64 planes).
+        Threads over (z pairs, y, x) for the red–black colour passes.
     jacobi_block : (int, int, int)
         Threads over (z, y, x) for Jacobi, residual and set-up kernels.
     reduce_block, reduce_chunk :
@@ -60,10 +51,6 @@ class KernelConfig:
     """
 
     point_block: tuple = (32, 4, 2)
-    march_block: tuple = (32, 8)
-    march_chunk: int = 16
-    tile_block: tuple = (32, 16)
-    tile_chunk: int | None = None
     jacobi_block: tuple = (32, 4, 2)
     reduce_block: tuple = (32, 8)
     reduce_chunk: int = 16
@@ -81,16 +68,11 @@ def _ceil(a, b):
 class CUDABackend(Backend):
     """numba-cuda kernels on device arrays (CuPy on a GPU; numba arrays in the simulator).
 
+    Each batch of sweeps (and each residual norm) is captured once as a CUDA graph and replayed
+    (see the package docstring).
+
     Parameters
     ----------
-    launch : {"graph", "stream", "naive"}
-        "graph": each batch of sweeps (and each residual norm) is captured once as a CUDA graph
-        and replayed; "stream": every kernel launched from Python on the backend's stream, no
-        host synchronisation between checks; "naive": one launch sequence and one host
-        synchronisation per sweep (the seed thread's loop), for comparison.
-    kernel : {"point", "tile", "march"}
-        Red–black SOR kernel shape (see the package docstring); "point" measured fastest on
-        the H200 (BENCHMARKS.md).
     device : {"cupy", "numba"}, optional
         Array layer; default CuPy, or numba device arrays under ``NUMBA_ENABLE_CUDASIM=1``.
     config : KernelConfig, optional
@@ -104,41 +86,24 @@ class CUDABackend(Backend):
     STACK_SOR_BELOW_BLOCKS = 8
     STACKS_BATCHES = True
 
-    def __init__(self, launch="graph", kernel="point", *, device=None, config=None):
-        if launch not in LAUNCH_MODES:
-            raise InputError(f"launch must be one of {LAUNCH_MODES}, got {launch!r}")
-        if kernel not in SOR_KERNELS:
-            raise InputError(f"kernel must be one of {SOR_KERNELS}, got {kernel!r}")
+    def __init__(self, *, device=None, config=None):
         if device is None:
             device = "numba" if _simulated() else "cupy"
         if device == "cupy":
-            self.dev = CuPyDevice(graphs=launch == "graph")
+            self.dev = CuPyDevice()
         elif device == "numba":
             self.dev = NumbaDevice()
         else:
             raise InputError(f"device must be 'cupy' or 'numba', got {device!r}")
-        self.launch = launch
-        self.kernel = kernel
         self.config = config or KernelConfig()
         self._dummies = {}
-        self._work = {}
         self._stage = {}  # assemble_stack's input staging buffers, by slot
         self._partials = {}
-        self._loops = {}
         self._views = LRUCache(VIEW_CACHE)  # launch_items' shaped views, by (pointer, shape, dtype)
-        self._collect = None  # buffers a runner or WHILE loop being built must keep alive
         self._sums = self.dev.empty((8,), np.float64)
-        self._sms = self._multiprocessors()
 
     def __repr__(self):
-        return (
-            f"CUDABackend(launch={self.launch!r}, kernel={self.kernel!r}, device={self.dev.name!r})"
-        )
-
-    def _multiprocessors(self) -> int:
-        if self.dev.name != "cupy":
-            return 4
-        return int(self.dev.cp.cuda.Device().attributes["MultiProcessorCount"])
+        return f"CUDABackend(device={self.dev.name!r})"
 
     @property
     def array_library(self) -> str:
@@ -226,39 +191,11 @@ class CUDABackend(Backend):
         nx, ny, nz = shape
         return self._grid3(shape, self.config.jacobi_block, (nz, ny, nx))
 
-    def _colour_grid(self, shape, periodic, block, chunk=None):
+    def _colour_grid(self, shape, periodic, block):
+        """Blocks of a colour pass: over (z pairs, y, x) of the unknowns."""
         lo = 0 if periodic else 1
         nx, ny, nz = (n - 2 * lo for n in shape)
-        nkc = _ceil(nz, 2)
-        if chunk is None:
-            return self._grid3(shape, block, (nkc, ny, nx))
-        return (_ceil(nkc, block[0]), _ceil(ny, block[1]), _ceil(nx, chunk))
-
-    def _tile_chunk(self, shape):
-        cfg = self.config
-        if cfg.tile_chunk is not None:
-            return cfg.tile_chunk
-        nx, ny, nz = shape
-        bk, bj = cfg.tile_block
-        columns = _ceil(nz, bk - 2) * _ceil(ny, bj - 2)
-        return int(min(64, max(4, math.ceil(nx * columns / (8 * self._sms)))))
-
-    def _work_for(self, x):
-        """The second buffer of the fused sweep for ``x`` (a few are kept, oldest dropped).
-
-        A graph bakes this buffer's pointer in: plain graph keys include it, and runners and
-        WHILE loops being built collect it (``self._collect``) and keep it alive themselves.
-        """
-        key = self.dev.key(x)
-        w = self._work.get(key)
-        if w is None:
-            if len(self._work) >= 4:
-                self._work.pop(next(iter(self._work)))
-            w = self.dev.empty(x.shape, x.dtype)
-            self._work[key] = w
-        if self._collect is not None:
-            self._collect[id(w)] = w
-        return w
+        return self._grid3(shape, block, (_ceil(nz, 2), ny, nx))
 
     # --- setup -------------------------------------------------------------------------
     def stencil(self, problem, dtype) -> Stencil:
@@ -425,59 +362,22 @@ class CUDABackend(Backend):
         if count <= 0:
             return
         w = x.dtype.type(omega)
-        kernel = self.kernel
-        work = self._work_for(x) if kernel == "tile" else None
-        key = self._key("sor", kernel, x, work, *self._st_items(st), float(w), count)
+        key = self._key("sor", x, *self._st_items(st), float(w), count)
         with self.dev.io():
-            self.dev.run(key, lambda: self._sor(st, x, w, count, kernel))
+            self.dev.run(key, lambda: self._sor(st, x, w, count))
 
-    def _sor(self, st, x, w, count, kernel):
-        naive = self.launch == "naive"
-        if kernel == "tile":
-            y = self._work_for(x)
-            src, dst = x, y
-            for _ in range(count):
-                self._tile_sweep(st, src, dst, w)
-                src, dst = dst, src
-                if naive:
-                    self.dev.sync_each_sweep()
-            if src is not x:
-                self._flat(K.copy, x, src)
-            return
+    def _sor(self, st, x, w, count):
         for _ in range(count):
-            self._colour(st, x, 0, w, kernel)
-            self._colour(st, x, 1, w, kernel)
-            if naive:
-                self.dev.sync_each_sweep()
+            self._colour(st, x, 0, w)
+            self._colour(st, x, 1, w)
 
-    def _colour(self, st, x, color, w, kernel):
-        cfg = self.config
+    def _colour(self, st, x, color, w):
         nx, ny, nz = st.shape
-        args = self._stencil_args(st)
-        if kernel == "march":
-            block = (*cfg.march_block, 1)
-            grid = self._colour_grid(st.shape, st.periodic, block, cfg.march_chunk)
-            self.dev.launch(
-                K.rb_march, grid, block, self._v(x), *args, nx, ny, nz, color, w,
-                st.periodic, cfg.march_chunk,
-            )  # fmt: skip
-        else:
-            block = cfg.point_block
-            grid = self._colour_grid(st.shape, st.periodic, block)
-            self.dev.launch(
-                K.rb_point, grid, block, self._v(x), *args, nx, ny, nz, color, w, st.periodic
-            )
-
-    def _tile_sweep(self, st, src, dst, w):
-        cfg = self.config
-        nx, ny, nz = st.shape
-        bk, bj = cfg.tile_block
-        chunk = self._tile_chunk(st.shape)
-        grid = (_ceil(nz, bk - 2), _ceil(ny, bj - 2), _ceil(nx, chunk))
-        kern = K.rb_tile(src.dtype, bk, bj)
+        block = self.config.point_block
+        grid = self._colour_grid(st.shape, st.periodic, block)
         self.dev.launch(
-            kern, grid, (bk, bj, 1), self._v(src), self._v(dst), *self._stencil_args(st),
-            nx, ny, nz, w, st.periodic, chunk,
+            K.rb_point, grid, block, self._v(x), *self._stencil_args(st), nx, ny, nz, color, w,
+            st.periodic,
         )  # fmt: skip
 
     def jacobi_sweeps(self, st, x, work, omega, count):
@@ -499,8 +399,6 @@ class CUDABackend(Backend):
                 nx, ny, nz, w, st.periodic,
             )  # fmt: skip
             src, dst = dst, src
-            if self.launch == "naive":
-                self.dev.sync_each_sweep()
         if src is not x:
             self._flat(K.copy, x, src)
 
@@ -600,10 +498,9 @@ class CUDABackend(Backend):
     # --- multigrid kernels ---------------------------------------------------------------
     def rb_sor_color(self, st, x, color, omega):
         w = x.dtype.type(omega)
-        kernel = "march" if self.kernel == "march" else "point"
         key = self._key("colour", x, *self._st_items(st), int(color), float(w))
         with self.dev.io():
-            self.dev.run(key, lambda: self._colour(st, x, int(color), w, kernel))
+            self.dev.run(key, lambda: self._colour(st, x, int(color), w))
 
     def fill(self, x, value):
         key = self._key("fill", x, float(value))
@@ -679,60 +576,20 @@ class CUDABackend(Backend):
             self.dev.run(key, enqueue)
             return self.dev.read_scalar(self._sums, 2)
 
-    # --- the loop on the device ------------------------------------------------------------
-    def sor_until(self, st, x, omega, atol, maxiter, check_every=10, on_device=True):
-        """SOR sweeps in batches of ``check_every`` until ``‖b − A x‖₂ ≤ atol`` or ``maxiter``.
-
-        With ``on_device`` (CuPy layer, ``launch="graph"``) the whole loop is one CUDA graph
-        with a conditional WHILE node: one launch and one wait however many sweeps it takes.
-        Otherwise the host checks after every batch (as the Solver does). Both stop after the
-        same batch and leave bitwise the same ``x``.
-
-        Returns
-        -------
-        (int, float)
-            Sweeps done and the last residual norm (computed in float64).
-        """
-        if on_device and self.dev.name == "cupy" and self.launch == "graph":
-            from pbsolver.backends.cuda.device_loop import WhileLoop
-
-            key = self._key("while", x, *self._st_items(st), float(omega), float(atol))
-            key += (int(maxiter), int(check_every), self.kernel)
-            loop = self._loops.get(key)
-            if loop is None:
-                if len(self._loops) >= 8:
-                    self._loops.pop(next(iter(self._loops)))
-                loop = WhileLoop(self, st, x, omega, atol, maxiter, check_every)
-                self._loops[key] = loop
-            return loop.run()
-        sweeps = 0
-        while True:
-            self.sor_sweeps(st, x, omega, check_every)
-            sweeps += check_every
-            r = self.residual_norm(st, x)
-            if not r > atol or sweeps >= maxiter:
-                return sweeps, r
-
     # --- graphs --------------------------------------------------------------------------
     def capture(self, fn, key=None):
         """Return a runner that replays ``fn``'s device work as one CUDA graph.
 
         See the package docstring for the contract ``fn`` must meet. The first call of the
         runner runs ``fn`` eagerly, the second captures and launches it, later calls launch
-        the graph (about 2 µs of host time whatever the number of kernels).
+        the graph (one launch of host time whatever the number of kernels).
         """
         token = ("capture", object() if key is None else key)
-        holds = {}  # backend-owned buffers fn's graphs use (work buffers): kept with the runner
 
         def runner():
-            outer, self._collect = self._collect, holds
-            try:
-                with self.dev.io():
-                    self.dev.run(token, fn)
-            finally:
-                self._collect = outer
+            with self.dev.io():
+                self.dev.run(token, fn)
 
-        runner.holds = holds
         return runner
 
     # --- verbs of the orchestration (the solve layer, multigrid, the MD engine) ------------

@@ -1,10 +1,9 @@
 """numba-cuda kernels that build a multigrid level's coarse operator on the device.
 
-:func:`pbsolver.multigrid.coarse_coefficients` (NumPy/CuPy array code, the reference) costs
-hundreds of small array operations a level — about 30 ms of host time a rebuild on the H200
-machine, whatever the grid size. The frame engine rebuilds its stack's hierarchy on every call,
-so there the same arithmetic runs as two kernels a level (captured in one CUDA graph with the
-rest of the rebuild):
+:func:`pbsolver.multigrid.hierarchy.coarse_coefficients` (NumPy/CuPy array code, the reference)
+costs hundreds of small array operations a level, host time whatever the grid size. The frame
+engine rebuilds its stack's hierarchy on every call, so there the same arithmetic runs as two
+kernels a level (captured in one CUDA graph with the rest of the rebuild):
 
 ``coarse_faces``
     one thread a coarse node: its three faces — the fine faces along the axis in series
@@ -22,14 +21,13 @@ from __future__ import annotations
 
 from numba import cuda, float64, int64
 
-from pbsolver.backends.cuda.kernels import _wrapped
+from pbsolver.backends.cuda.kernels import B
 
 
 @cuda.jit(device=True)
 def _weight(lo, hi, n, i):
     """Restriction weight of fine node ``i`` (wrapped into ``[0, n)``) beside a coarse node."""
-    i = _wrapped(i, n)
-    return 0.5 if lo[i] != hi[i] else 0.0
+    return B.midpoint_weight(lo, hi, B.wrap(i, n))
 
 
 @cuda.jit(device=True)
@@ -82,17 +80,17 @@ def coarse_faces(
         wx = 1.0 if dx == 0 else _weight(lo_x, hi_x, nx, pi + dx)
         if wx == 0.0:
             continue
-        i = _wrapped(pi + dx, int64(nx))
+        i = B.wrap(pi + dx, int64(nx))
         for dy in range(-1, 2):
             wy = 1.0 if dy == 0 else _weight(lo_y, hi_y, ny, pj + dy)
             if wy == 0.0:
                 continue
-            j = _wrapped(pj + dy, int64(ny))
+            j = B.wrap(pj + dy, int64(ny))
             for dz in range(-1, 2):
                 wz = 1.0 if dz == 0 else _weight(lo_z, hi_z, nz, pk + dz)
                 if wz == 0.0:
                     continue
-                k = _wrapped(pk + dz, int64(nz))
+                k = B.wrap(pk + dz, int64(nz))
                 p = _index(i, j, k, fshape)
                 kk += wx * wy * wz * k2[p]
                 # a face along x lies on the line through (j, k): only dx = 0 carries it
@@ -123,8 +121,8 @@ def coarse_diagonal(cx, cy, cz, k2, diag, cshape, nx_block, stride, penalty):
     if local == 0 or local >= nx_block - 1 or J == 0 or J == my - 1 or K == 0 or K == mz - 1:
         diag[q] = penalty
         return
-    d = float64(cx[q]) + cx[q - mz * my] + cy[q] + cy[q - mz] + cz[q] + cz[q - 1] + k2[q]
-    diag[q] = d
+    faces = B.diagonal_sum(cx[q - mz * my], float64(cx[q]), cy[q - mz], cy[q], cz[q - 1], cz[q])
+    diag[q] = faces + k2[q]
 
 
 __all__ = ["coarse_diagonal", "coarse_faces"]

@@ -3,15 +3,15 @@
 Every kernel takes C-ordered grids as **flat 1-D arrays** plus ``(nx, ny, nz)``: node
 ``(i, j, k)`` is element ``p = (i·ny + j)·nz + k`` (``k``, the z index, varies fastest, so
 ``threadIdx.x`` walks ``k`` and loads coalesce). Index arithmetic is unsigned 64-bit on purpose:
-with signed indices numba emits negative-index wrap-around code for every load, which costs about
-a third of a stencil kernel's bandwidth (research/gpu-launch.md §5.1).
+with signed indices numba emits negative-index wrap-around code for every load, a large share of
+a stencil kernel's bandwidth.
 
-Conventions shared with the CPU kernels (:mod:`pbsolver.backends.cpu_kernels`):
+The per-node arithmetic is :mod:`pbsolver.backends.bodies.operator`'s, compiled here as device
+functions (the CPU kernels of :mod:`pbsolver.backends.cpu.kernels` compile the same bodies);
+these kernels hold the indexing. Conventions shared with the CPU kernels:
 
 * ``cx[p]`` is the face coefficient ε/h² between ``p`` and its +x neighbour, so the −x face of
   ``p`` is ``cx[p_{i-1}]``;
-* the stencil sum is ``s = b + Σ c·x_n`` in the CPU kernel's order, the update
-  ``x ← x + ω (s/diag − x)``, the residual ``s − diag·x``;
 * colour of a node: ``(i + j + k) & 1``; colour 0 ("red") is relaxed first;
 * Dirichlet grids update the interior only; periodic grids wrap.
 
@@ -24,12 +24,12 @@ The diagonal comes in one of three forms (``dmode``), chosen per stencil by the 
 ``DIAG_STORED``
     ``d[p]`` is the whole diagonal (stencils built elsewhere, e.g. multigrid coarse levels).
 
-Determinism: no kernel uses atomics. Red–black colour passes read only the other colour; the fused
-``tile`` sweep writes a second buffer; reductions write one partial per block and a single block
-adds the partials in a fixed order. Reruns are bitwise identical.
+Determinism: no kernel uses atomics. Red–black colour passes read only the other colour;
+reductions write one partial per block and a single block adds the partials in a fixed order.
+Reruns are bitwise identical.
 
-Kernels with compile-time parameters (block shape, shared-memory dtype) come from cached
-factories; all compile lazily on first launch (no signatures here).
+Kernels with compile-time parameters (block shape) come from cached factories; all compile
+lazily on first launch (no signatures here).
 """
 
 from __future__ import annotations
@@ -37,7 +37,12 @@ from __future__ import annotations
 import functools
 
 import numpy as np
-from numba import cuda, float64, from_dtype, int64, uint64
+from numba import cuda, float64, int64, uint64
+
+from pbsolver.backends.bodies.operator import compile_bodies
+
+#: The operator's bodies as device functions (also used by the stack and coarse kernels).
+B = compile_bodies(cuda.jit(device=True))
 
 ZERO = np.uint64(0)
 ONE = np.uint64(1)
@@ -77,7 +82,7 @@ def _diag(a0, a1, a2, a3, a4, a5, d, dmode, p):
     """The operator's diagonal at ``p`` (see the module docstring for ``dmode``)."""
     if dmode == DIAG_STORED:
         return d[p]
-    s = a1 + a0 + a3 + a2 + a5 + a4
+    s = B.diagonal_sum(a0, a1, a2, a3, a4, a5)
     if dmode == DIAG_FACES_SHIFT:
         s += d[p]
     return s
@@ -100,14 +105,14 @@ def _neighbours(i, j, k, nx, ny, nz, p):
 
 @cuda.jit(device=True)
 def _sum_diag(x, b, cx, cy, cz, d, dmode, p, im, ip, jm, jp, km, kp):
-    """``(b + Σ c·x_n, diag)`` at ``p`` — the CPU kernel's order of additions."""
+    """``(b + Σ c·x_n, diag)`` at ``p``."""
     a0 = cx[im]
     a1 = cx[p]
     a2 = cy[jm]
     a3 = cy[p]
     a4 = cz[km]
     a5 = cz[p]
-    s = b[p] + a0 * x[im] + a1 * x[ip] + a2 * x[jm] + a3 * x[jp] + a4 * x[km] + a5 * x[kp]
+    s = B.stencil_sum(b[p], a0, x[im], a1, x[ip], a2, x[jm], a3, x[jp], a4, x[km], a5, x[kp])
     return s, _diag(a0, a1, a2, a3, a4, a5, d, dmode, p)
 
 
@@ -121,10 +126,20 @@ def _grid3():
     )
 
 
+@cuda.jit(device=True)
+def _node(nx, ny, nz):
+    """(on the grid, i, j, k, p, nx, ny, nz) of the calling thread, one thread a node (uint64)."""
+    nx = uint64(nx)
+    ny = uint64(ny)
+    nz = uint64(nz)
+    k, j, i = _grid3()
+    return i < nx and j < ny and k < nz, i, j, k, (i * ny + j) * nz + k, nx, ny, nz
+
+
 # ---------------------------------------------------------------------- red–black SOR
 @cuda.jit
 def rb_point(x, b, cx, cy, cz, d, dmode, nx, ny, nz, color, omega, periodic):
-    """One colour pass, one thread a node, colour-compacted along z (kernel shape "point").
+    """One colour pass, one thread a node, colour-compacted along z.
 
     Thread ``(kk, j, i)`` owns node ``k = k0 + 2·kk`` of colour ``color``; launch over
     ``(ceil(n_z/2), n_y, n_x)`` unknowns (offset by 1 on Dirichlet grids).
@@ -144,206 +159,37 @@ def rb_point(x, b, cx, cy, cz, d, dmode, nx, ny, nz, color, omega, periodic):
     p = (i * ny + j) * nz + k
     im, ip, jm, jp, km, kp = _neighbours(i, j, k, nx, ny, nz, p)
     s, diag = _sum_diag(x, b, cx, cy, cz, d, dmode, p, im, ip, jm, jp, km, kp)
-    old = x[p]
-    x[p] = old + omega * (s / diag - old)
-
-
-@cuda.jit
-def rb_march(x, b, cx, cy, cz, d, dmode, nx, ny, nz, color, omega, periodic, chunk):
-    """One colour pass; each thread marches along x over ``chunk`` planes (shape "march").
-
-    Thread ``(kk, j)`` of block row ``blockIdx.z`` handles planes
-    ``[lo + chunk·blockIdx.z, …)``; the colour offset in z flips with every plane. Fewer,
-    longer-lived threads than "point": index set-up is paid once per column.
-    """
-    nx = uint64(nx)
-    ny = uint64(ny)
-    nz = uint64(nz)
-    lo = ZERO if periodic else ONE
-    kk, j, _ = _grid3()
-    j += lo
-    if j + lo >= ny:
-        return
-    i0 = lo + uint64(cuda.blockIdx.z) * uint64(chunk)
-    i1 = min(i0 + uint64(chunk), nx - lo)
-    sy = nz
-    sx = ny * nz
-    i = i0
-    while i < i1:
-        k = lo + ((i + j + lo + uint64(color)) & ONE) + kk + kk
-        if k + lo < nz:
-            p = (i * ny + j) * nz + k
-            im = _minus(i, nx, sx, p)
-            ip = _plus(i, nx, sx, p)
-            jm = _minus(j, ny, sy, p)
-            jp = _plus(j, ny, sy, p)
-            km = _minus(k, nz, ONE, p)
-            kp = _plus(k, nz, ONE, p)
-            s, diag = _sum_diag(x, b, cx, cy, cz, d, dmode, p, im, ip, jm, jp, km, kp)
-            old = x[p]
-            x[p] = old + omega * (s / diag - old)
-        i += ONE
-
-
-@cuda.jit(device=True)
-def _wrap(h, n, periodic):
-    """(valid, index) of a signed halo coordinate ``h`` on an axis of ``n`` nodes."""
-    if h < 0:
-        if periodic:
-            return True, uint64(h + n)
-        return False, ZERO
-    if h >= n:
-        if periodic and h == n:
-            return True, ZERO
-        return False, ZERO
-    return True, uint64(h)
-
-
-@functools.cache
-def rb_tile(dtype, bk: int, bj: int):
-    """The fused red–black sweep (shape "tile"): both colours in one pass over memory.
-
-    Parameters
-    ----------
-    dtype : numpy dtype
-        Of ``x`` (the shared-memory ring's type).
-    bk, bj : int
-        Block shape over (z, y). The block covers a halo region; it writes the inner
-        ``(bk − 2) × (bj − 2)`` tile of every plane.
-
-    Returns
-    -------
-    kernel ``(x, y, b, cx, cy, cz, d, dmode, nx, ny, nz, omega, periodic, chunk)``
-        Reads ``x`` (previous iterate, never written) and writes the whole of ``y`` (fixed
-        nodes copied). Launch with ``block=(bk, bj)``, ``grid=(ceil(nz/(bk−2)),
-        ceil(ny/(bj−2)), ceil(nx/chunk))``.
-
-    Notes
-    -----
-    Why it is race-free and gives exactly the two-pass red–black result: a red update needs only
-    black values, which are all still "old" in ``x``; so each block recomputes the red values on
-    its tile *plus a one-node halo* (reading ``x`` only), keeps them in a shared-memory ring of
-    four planes, and then updates the black nodes of its tile from that ring. Marching along x,
-    plane ``t`` gets its red values while plane ``t − 1`` gets its black ones; four ring slots
-    make one barrier per plane enough, and the black step's global operands are loaded before
-    that barrier so the two steps' load latencies overlap. Each block owns disjoint output
-    nodes, and nobody reads ``y``. Global traffic is one read of x, the faces and b and one
-    write of y per node (plus halos, mostly served by L1/L2), against two full passes for the
-    colour-by-colour kernels.
-    """
-    nbtype = from_dtype(np.dtype(dtype))
-    ok = bk - 2  # output tile along z
-    oj = bj - 2  # output tile along y
-
-    @cuda.jit
-    def kernel(x, y, b, cx, cy, cz, d, dmode, nx, ny, nz, omega, periodic, chunk):
-        ring = cuda.shared.array((4, bj, bk), dtype=nbtype)
-        tx = cuda.threadIdx.x
-        ty = cuda.threadIdx.y
-        kh = int64(cuda.blockIdx.x) * ok + tx - 1
-        jh = int64(cuda.blockIdx.y) * oj + ty - 1
-        kvalid, k = _wrap(kh, int64(nz), periodic)
-        jvalid, j = _wrap(jh, int64(ny), periodic)
-        writer = tx >= 1 and tx <= ok and ty >= 1 and ty <= oj and kh < nz and jh < ny
-        unx = uint64(nx)
-        uny = uint64(ny)
-        unz = uint64(nz)
-        sy = unz
-        sx = uny * unz
-        i0 = int64(cuda.blockIdx.z) * int64(chunk)
-        i1 = min(i0 + int64(chunk), int64(nx))
-        for t in range(i1 - i0 + 2):
-            slot = t & 3
-            mid = (t - 1) & 3
-            # --- operands of the black step (plane i0 + t − 2), loaded before the barrier so
-            # that their latency overlaps the red step's loads (one exposed latency per plane)
-            ib = uint64(max(i0 + t - 2, 0))
-            pb = (ib * uny + j) * unz + k
-            black = t >= 2 and writer
-            relax = black and ((ib + j + k) & ONE) == ONE
-            relax = relax and _inside(ib, j, k, unx, uny, unz, periodic)
-            a0 = a1 = a2 = a3 = a4 = a5 = cx[0]
-            bb = b[0]
-            if relax:
-                a0 = cx[_minus(ib, unx, sx, pb)]
-                a1 = cx[pb]
-                a2 = cy[_minus(j, uny, sy, pb)]
-                a3 = cy[pb]
-                a4 = cz[_minus(k, unz, ONE, pb)]
-                a5 = cz[pb]
-                bb = b[pb]
-            diagb = _diag(a0, a1, a2, a3, a4, a5, d, dmode, pb)  # pb is in range for all
-            # --- red values of plane i0 − 1 + t on the tile and its halo (reads x only)
-            ivalid, i = _wrap(i0 - 1 + t, int64(nx), periodic)
-            if ivalid and jvalid and kvalid:
-                p = (i * uny + j) * unz + k
-                v = x[p]
-                if ((i + j + k) & ONE) == ZERO and _inside(i, j, k, unx, uny, unz, periodic):
-                    im = _minus(i, unx, sx, p)
-                    ip = _plus(i, unx, sx, p)
-                    jm = _minus(j, uny, sy, p)
-                    jp = _plus(j, uny, sy, p)
-                    km = _minus(k, unz, ONE, p)
-                    kp = _plus(k, unz, ONE, p)
-                    s, diag = _sum_diag(x, b, cx, cy, cz, d, dmode, p, im, ip, jm, jp, km, kp)
-                    v = v + omega * (s / diag - v)
-                ring[slot, ty, tx] = v
-            cuda.syncthreads()
-            # --- black values of the previous plane on the tile, from the ring; write y
-            if black:
-                v = ring[mid, ty, tx]
-                if relax:
-                    s = (
-                        bb
-                        + a0 * ring[(t - 2) & 3, ty, tx]
-                        + a1 * ring[slot, ty, tx]
-                        + a2 * ring[mid, ty - 1, tx]
-                        + a3 * ring[mid, ty + 1, tx]
-                        + a4 * ring[mid, ty, tx - 1]
-                        + a5 * ring[mid, ty, tx + 1]
-                    )
-                    v = v + omega * (s / diagb - v)
-                y[pb] = v
-
-    return kernel
+    x[p] = B.relax(x[p], s, diag, omega)
 
 
 # ---------------------------------------------------------------------- Jacobi, residual
 @cuda.jit
 def jacobi_point(x, out, b, cx, cy, cz, d, dmode, nx, ny, nz, omega, periodic):
     """``out = x + ω (s/diag − x)`` on the unknowns, fixed nodes copied (two buffers)."""
-    nx = uint64(nx)
-    ny = uint64(ny)
-    nz = uint64(nz)
-    k, j, i = _grid3()
-    if i >= nx or j >= ny or k >= nz:
+    on, i, j, k, p, nx, ny, nz = _node(nx, ny, nz)
+    if not on:
         return
-    p = (i * ny + j) * nz + k
     old = x[p]
     if not _inside(i, j, k, nx, ny, nz, periodic):
         out[p] = old
         return
     im, ip, jm, jp, km, kp = _neighbours(i, j, k, nx, ny, nz, p)
     s, diag = _sum_diag(x, b, cx, cy, cz, d, dmode, p, im, ip, jm, jp, km, kp)
-    out[p] = old + omega * (s / diag - old)
+    out[p] = B.relax(old, s, diag, omega)
 
 
 @cuda.jit
 def residual_point(x, b, cx, cy, cz, d, dmode, nx, ny, nz, out, periodic):
     """``out = b − A x`` on the unknowns, zero on fixed nodes (``x`` may be float64)."""
-    nx = uint64(nx)
-    ny = uint64(ny)
-    nz = uint64(nz)
-    k, j, i = _grid3()
-    if i >= nx or j >= ny or k >= nz:
+    on, i, j, k, p, nx, ny, nz = _node(nx, ny, nz)
+    if not on:
         return
-    p = (i * ny + j) * nz + k
     if not _inside(i, j, k, nx, ny, nz, periodic):
         out[p] = 0
         return
     im, ip, jm, jp, km, kp = _neighbours(i, j, k, nx, ny, nz, p)
     s, diag = _sum_diag(x, b, cx, cy, cz, d, dmode, p, im, ip, jm, jp, km, kp)
-    out[p] = s - diag * x[p]
+    out[p] = B.residual(s, diag, x[p])
 
 
 # ---------------------------------------------------------------------- reductions
@@ -360,6 +206,29 @@ def _block_sum(sm, value, nthreads):
         cuda.syncthreads()
         step //= 2
     return sm[0]
+
+
+@cuda.jit(device=True)
+def _column(nx, ny, nz, chunk):
+    """(on the grid, j, k, i0, i1, nx, ny, nz): the thread's (y, z) column and its planes.
+
+    Block row ``blockIdx.z`` takes x-planes ``[i0, i1)``, ``chunk`` of them (uint64).
+    """
+    nx = uint64(nx)
+    ny = uint64(ny)
+    nz = uint64(nz)
+    k, j, _ = _grid3()
+    i0 = uint64(cuda.blockIdx.z) * uint64(chunk)
+    return k < nz and j < ny, j, k, i0, min(i0 + uint64(chunk), nx), nx, ny, nz
+
+
+@cuda.jit(device=True)
+def _store_partial(sm, acc, nthreads, partials):
+    """``partials[block] = Σ acc`` over the block's threads, added in a fixed order."""
+    total = _block_sum(sm, acc, nthreads)
+    if cuda.threadIdx.x == 0 and cuda.threadIdx.y == 0:
+        blk = cuda.blockIdx.y + cuda.gridDim.y * cuda.blockIdx.z
+        partials[cuda.blockIdx.x + cuda.gridDim.x * blk] = total
 
 
 @functools.cache
@@ -382,51 +251,31 @@ def reductions(bk: int, bj: int):
     @cuda.jit
     def residual_sumsq(x, b, cx, cy, cz, d, dmode, nx, ny, nz, periodic, chunk, partials):
         sm = cuda.shared.array(nthreads, dtype=float64)
-        unx = uint64(nx)
-        uny = uint64(ny)
-        unz = uint64(nz)
-        k, j, _ = _grid3()
-        i0 = uint64(cuda.blockIdx.z) * uint64(chunk)
-        i1 = min(i0 + uint64(chunk), unx)
+        on, j, k, i0, i1, unx, uny, unz = _column(nx, ny, nz, chunk)
         acc = float64(0.0)
-        if k < unz and j < uny:
+        if on:
             i = i0
             while i < i1:
                 if _inside(i, j, k, unx, uny, unz, periodic):
                     p = (i * uny + j) * unz + k
                     im, ip, jm, jp, km, kp = _neighbours(i, j, k, unx, uny, unz, p)
                     s, diag = _sum_diag(x, b, cx, cy, cz, d, dmode, p, im, ip, jm, jp, km, kp)
-                    r = float64(s) - float64(diag) * float64(x[p])
+                    r = B.residual(float64(s), float64(diag), float64(x[p]))
                     acc += r * r
                 i += ONE
-        total = _block_sum(sm, acc, nthreads)
-        if cuda.threadIdx.x == 0 and cuda.threadIdx.y == 0:
-            blk = cuda.blockIdx.x + cuda.gridDim.x * (
-                cuda.blockIdx.y + cuda.gridDim.y * cuda.blockIdx.z
-            )
-            partials[blk] = total
+        _store_partial(sm, acc, nthreads, partials)
 
     @cuda.jit
     def sum_values(x, nx, ny, nz, chunk, partials):
         sm = cuda.shared.array(nthreads, dtype=float64)
-        unx = uint64(nx)
-        uny = uint64(ny)
-        unz = uint64(nz)
-        k, j, _ = _grid3()
-        i0 = uint64(cuda.blockIdx.z) * uint64(chunk)
-        i1 = min(i0 + uint64(chunk), unx)
+        on, j, k, i0, i1, unx, uny, unz = _column(nx, ny, nz, chunk)
         acc = float64(0.0)
-        if k < unz and j < uny:
+        if on:
             i = i0
             while i < i1:
                 acc += float64(x[(i * uny + j) * unz + k])
                 i += ONE
-        total = _block_sum(sm, acc, nthreads)
-        if cuda.threadIdx.x == 0 and cuda.threadIdx.y == 0:
-            blk = cuda.blockIdx.x + cuda.gridDim.x * (
-                cuda.blockIdx.y + cuda.gridDim.y * cuda.blockIdx.z
-            )
-            partials[blk] = total
+        _store_partial(sm, acc, nthreads, partials)
 
     return residual_sumsq, sum_values
 
@@ -444,16 +293,9 @@ def finish_sum(partials, n, out, slot):
     while q < n:
         acc += partials[q]
         q += FINISH_THREADS
-    sm[t] = acc
-    cuda.syncthreads()
-    step = FINISH_THREADS // 2
-    while step > 0:
-        if t < step:
-            sm[t] += sm[t + step]
-        cuda.syncthreads()
-        step //= 2
+    total = _block_sum(sm, acc, FINISH_THREADS)
     if t == 0:
-        out[slot] = sm[0]
+        out[slot] = total
 
 
 @cuda.jit
@@ -585,29 +427,18 @@ def dot_partials(x, y, n, partials):
     while p < n:
         acc += float64(x[p]) * float64(y[p])
         p += stride
-    sm[t] = acc
-    cuda.syncthreads()
-    step = FINISH_THREADS // 2
-    while step > 0:
-        if t < step:
-            sm[t] += sm[t + step]
-        cuda.syncthreads()
-        step //= 2
+    total = _block_sum(sm, acc, FINISH_THREADS)
     if t == 0:
-        partials[cuda.blockIdx.x] = sm[0]
+        partials[cuda.blockIdx.x] = total
 
 
 # ---------------------------------------------------------------------- set-up (float64)
 @cuda.jit
 def faces_from_nodes(eps, ex, ey, ez, nx, ny, nz, harmonic):
     """Face permittivities from a node map: ``ex[p] = rule(ε_p, ε_{p+x})`` (wrapping)."""
-    nx = uint64(nx)
-    ny = uint64(ny)
-    nz = uint64(nz)
-    k, j, i = _grid3()
-    if i >= nx or j >= ny or k >= nz:
+    on, i, j, k, p, nx, ny, nz = _node(nx, ny, nz)
+    if not on:
         return
-    p = (i * ny + j) * nz + k
     e = eps[p]
     nbr = (_plus(i, nx, ny * nz, p), _plus(j, ny, nz, p), _plus(k, nz, ONE, p))
     f = eps[nbr[0]]
@@ -626,90 +457,48 @@ def divide(out, face, h2, n):
         out[p] = face[p] / h2
 
 
-@cuda.jit(device=True)
-def _face_term(eps_face, eps_c, phi_n, phi_s):
-    w = eps_face - eps_c
-    if w == 0.0:
-        return 0.0  # never 0·inf where a charge sits on a node
-    return w * (phi_n - phi_s)
-
-
 @cuda.jit
 def assemble_rhs(phi_c, ex, ey, ez, k2, has_k2, eps_c, hx2, hy2, hz2, out, nx, ny, nz, periodic):
-    """b of DESIGN §1 in float64 (the CPU kernel's formula and order); zero on fixed nodes."""
-    nx = uint64(nx)
-    ny = uint64(ny)
-    nz = uint64(nz)
-    k, j, i = _grid3()
-    if i >= nx or j >= ny or k >= nz:
+    """The right-hand side (``B.rhs_node``) in float64; zero on fixed nodes."""
+    on, i, j, k, p, nx, ny, nz = _node(nx, ny, nz)
+    if not on:
         return
-    p = (i * ny + j) * nz + k
     if not _inside(i, j, k, nx, ny, nz, periodic):
         out[p] = 0.0
         return
     im, ip, jm, jp, km, kp = _neighbours(i, j, k, nx, ny, nz, p)
-    s = phi_c[p]
-    acc = 0.0
-    acc += _face_term(ex[im], eps_c, phi_c[im], s) / hx2
-    acc += _face_term(ex[p], eps_c, phi_c[ip], s) / hx2
-    acc += _face_term(ey[jm], eps_c, phi_c[jm], s) / hy2
-    acc += _face_term(ey[p], eps_c, phi_c[jp], s) / hy2
-    acc += _face_term(ez[km], eps_c, phi_c[km], s) / hz2
-    acc += _face_term(ez[p], eps_c, phi_c[kp], s) / hz2
-    if has_k2:
-        kk = k2[p]
-        if kk != 0.0:
-            acc -= kk * s
-    out[p] = acc
+    kk = k2[p] if has_k2 else 0.0
+    out[p] = B.rhs_node(
+        phi_c[p], eps_c, ex[im], phi_c[im], ex[p], phi_c[ip], ey[jm], phi_c[jm], ey[p], phi_c[jp],
+        ez[km], phi_c[km], ez[p], phi_c[kp], hx2, hy2, hz2, kk,
+    )  # fmt: skip
 
 
 @cuda.jit
 def diagonal(ex, ey, ez, hx2, hy2, hz2, k2, has_k2, out, nx, ny, nz, periodic):
     """The diagonal Σ ε_face/h² (+ κ̄²) in float64 (1 on fixed nodes), in ``out``'s dtype."""
-    nx = uint64(nx)
-    ny = uint64(ny)
-    nz = uint64(nz)
-    k, j, i = _grid3()
-    if i >= nx or j >= ny or k >= nz:
+    on, i, j, k, p, nx, ny, nz = _node(nx, ny, nz)
+    if not on:
         return
-    p = (i * ny + j) * nz + k
     if not _inside(i, j, k, nx, ny, nz, periodic):
         out[p] = 1.0
         return
     im, _, jm, _, km, _ = _neighbours(i, j, k, nx, ny, nz, p)
-    v = ex[p] / hx2 + ex[im] / hx2 + ey[p] / hy2 + ey[jm] / hy2 + ez[p] / hz2 + ez[km] / hz2
+    v = B.diagonal_sum(ex[im] / hx2, ex[p] / hx2, ey[jm] / hy2, ey[p] / hy2, ez[km] / hz2,
+                       ez[p] / hz2)  # fmt: skip
     if has_k2:
         v += k2[p]
     out[p] = v
 
 
 # ---------------------------------------------------------------------- multigrid transfers
-@cuda.jit(device=True)
-def _wrapped(i, n):
-    """``i`` in ``[-1, n]`` moved into ``[0, n)``.
-
-    A branch, not a 64-bit modulo: those are emulated in software on the GPU.
-    """
-    if i < 0:
-        return i + n
-    if i >= n:
-        return i - n
-    return i
-
-
-@cuda.jit(device=True)
-def _midpoint_weight(lo, hi, i):
-    """½ when fine node ``i`` is a midpoint (it gives half its value to each neighbour)."""
-    return 0.5 if lo[i] != hi[i] else 0.0
-
-
 @cuda.jit
 def restrict(
     fine, coarse, pos_x, lo_x, hi_x, pos_y, lo_y, hi_y, pos_z, lo_z, hi_z, fshape, cshape, periodic
 ):
     """``coarse = Pᵀ fine`` on the coarse unknowns, zero on fixed coarse nodes.
 
-    The CPU kernel's sum (:func:`pbsolver.backends.cpu_mg_kernels.restrict`): up to 27 fine
+    The CPU kernel's sum (:func:`pbsolver.backends.cpu.mg_kernels.restrict`): up to 27 fine
     nodes with product weights, accumulated in float64 in the same order. One thread a coarse
     node; ``fshape``/``cshape`` are (nx, ny, nz) tuples of the fine and coarse grids.
     """
@@ -724,19 +513,19 @@ def restrict(
         return
     acc = float64(0.0)
     for dx in range(-1, 2):
-        i = _wrapped(int64(pos_x[ci]) + dx, int64(nx))
-        wx = 1.0 if dx == 0 else _midpoint_weight(lo_x, hi_x, i)
+        i = B.wrap(int64(pos_x[ci]) + dx, int64(nx))
+        wx = 1.0 if dx == 0 else B.midpoint_weight(lo_x, hi_x, i)
         if wx == 0.0:
             continue
         for dy in range(-1, 2):
-            j = _wrapped(int64(pos_y[cj]) + dy, int64(ny))
-            wy = 1.0 if dy == 0 else _midpoint_weight(lo_y, hi_y, j)
+            j = B.wrap(int64(pos_y[cj]) + dy, int64(ny))
+            wy = 1.0 if dy == 0 else B.midpoint_weight(lo_y, hi_y, j)
             if wy == 0.0:
                 continue
             wxy = wx * wy
             for dz in range(-1, 2):
-                k = _wrapped(int64(pos_z[ck]) + dz, int64(nz))
-                wz = 1.0 if dz == 0 else _midpoint_weight(lo_z, hi_z, k)
+                k = B.wrap(int64(pos_z[ck]) + dz, int64(nz))
+                wz = 1.0 if dz == 0 else B.midpoint_weight(lo_z, hi_z, k)
                 if wz != 0.0:
                     acc += wxy * wz * float64(fine[(i * ny + j) * nz + k])
     coarse[q] = acc
@@ -746,7 +535,7 @@ def restrict(
 def prolong_add(coarse, fine, lo_x, hi_x, lo_y, hi_y, lo_z, hi_z, fshape, cshape, periodic):
     """``fine += P coarse`` (trilinear) on the fine unknowns; fixed nodes untouched.
 
-    The CPU kernel's sum (:func:`pbsolver.backends.cpu_mg_kernels.prolong_add`), one thread a
+    The CPU kernel's sum (:func:`pbsolver.backends.cpu.mg_kernels.prolong_add`), one thread a
     fine node.
     """
     nx, ny, nz = fshape

@@ -1,10 +1,10 @@
 """numba-cuda kernels that assemble and take apart a stack of Dirichlet problems on the device.
 
-:func:`pbsolver.batched.stack_problems` (NumPy/CuPy array code, the reference) costs dozens of
-small array operations a problem: about 42 ms of host time for 16 problems of 97³ on the H200
-machine, more than the stacked multigrid solve itself. Here the problems' grids are copied one
-after the other into staging buffers (a copy per grid) and the arithmetic is one launch for
-the whole stack (a launch a problem cost ~0.9 ms of numba argument handling each):
+The array code of :mod:`pbsolver.solve.batched` (NumPy/CuPy, the reference) costs dozens of
+small array operations a problem, host time that can exceed the stacked solve itself. Here the
+problems' grids are copied one after the other into staging buffers (a copy per grid) and the
+arithmetic is one launch for the whole stack (not one a problem: numba's argument handling
+costs a launch about a millisecond):
 
 ``stack_blocks``
     one thread a node of the stack (every block's ``stride`` planes, padding included): the
@@ -16,15 +16,15 @@ the whole stack (a launch a problem cost ~0.9 ms of numba argument handling each
     every block's solved interior inside its boundary values, as one ``(B, nx, ny, nz)`` array.
 
 Inputs are the problems' flat C-ordered float64 grids one after the other; outputs are flat
-stacks of ``B · stride · ny · nz`` nodes. The formulas are
-:mod:`pbsolver.operator`'s (see :class:`pbsolver.batched.StackedSystem`).
+stacks of ``B · stride · ny · nz`` nodes. The formulas are :mod:`pbsolver.operator`'s, the
+right-hand side through the bodies of :mod:`pbsolver.backends.bodies.operator`.
 """
 
 from __future__ import annotations
 
 from numba import cuda, int64
 
-from pbsolver.backends.cuda.kernels import _face_term
+from pbsolver.backends.cuda.kernels import B
 
 
 @cuda.jit(device=True)
@@ -116,18 +116,10 @@ def stack_blocks(inputs, flags, eps_c, h2, shape, stride, out, out32, unl, has_u
     fxm = _face(eps, inputs[EX], from_nodes, harmonic, p - sx, p)
     fym = _face(eps, inputs[EY], from_nodes, harmonic, p - sy, p)
     fzm = _face(eps, inputs[EZ], from_nodes, harmonic, p - 1, p)
-    ec = eps_c[f]
-    ps = phic[p]
-    b = (
-        _face_term(fxm, ec, phic[p - sx], ps) / h2[0]
-        + _face_term(fxp, ec, phic[p + sx], ps) / h2[0]
-        + _face_term(fym, ec, phic[p - sy], ps) / h2[1]
-        + _face_term(fyp, ec, phic[p + sy], ps) / h2[1]
-        + _face_term(fzm, ec, phic[p - 1], ps) / h2[2]
-        + _face_term(fzp, ec, phic[p + 1], ps) / h2[2]
-    )
-    if kk != 0.0:
-        b -= kk * ps
+    b = B.rhs_node(
+        phic[p], eps_c[f], fxm, phic[p - sx], fxp, phic[p + sx], fym, phic[p - sy],
+        fyp, phic[p + sy], fzm, phic[p - 1], fzp, phic[p + 1], h2[0], h2[1], h2[2], kk,
+    )  # fmt: skip
     if has_g:  # fixed neighbours on the outer layer move to the right-hand side ("lifting")
         if i == 1:
             b += fxm / h2[0] * g[p - sx]
