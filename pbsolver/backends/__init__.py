@@ -115,6 +115,17 @@ class Backend:
         """Copy host ``values`` into the backend array ``dst`` in place (its address kept)."""
         dst[...] = values
 
+    # --- maps --------------------------------------------------------------------------
+    def map_kernels(self):
+        """The kernels that turn atoms into maps on this backend.
+
+        An object with the same methods on every backend (``plane_bins``,
+        ``neighbour_lists``, ``ses_features``, ``sphere_union_lines``, ``ses_lines``,
+        ``coulomb_sum``, ``debye_huckel_points``; see :class:`pbsolver.backends.cpu.maps.
+        CPUMapKernels`), taking and returning NumPy arrays.
+        """
+        raise NotImplementedError
+
     # --- setup -------------------------------------------------------------------------
     def stencil(self, problem, dtype) -> Stencil:
         """Face coefficients, diagonal and right-hand side of ``problem`` in ``dtype``."""

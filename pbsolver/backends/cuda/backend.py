@@ -249,6 +249,11 @@ class CUDABackend(Backend):
             self._collect[id(w)] = w
         return w
 
+    def map_kernels(self):
+        from pbsolver.backends.cuda.maps import KERNELS
+
+        return KERNELS
+
     # --- setup -------------------------------------------------------------------------
     def stencil(self, problem, dtype) -> Stencil:
         dtype = np.dtype(dtype)
