@@ -12,6 +12,7 @@ import pytest
 import pbsolver as pb
 from pbsolver.md.calculator import sample_field
 from pbsolver.md.engine import StackedFrames
+from pbsolver.molecule import maps
 
 
 def _solute(seed, n=40, spread=2.5):
@@ -24,7 +25,7 @@ def _solute(seed, n=40, spread=2.5):
 
 def _reference(atoms, grid, *, eps_in, eps_out, salt, boundary_kind="mdh", rtol=1e-9):
     """Energy, potentials and forces of the general path (maps + float64 SOR) on ``grid``."""
-    p = pb.maps.build_problem(
+    p = maps.build_problem(
         atoms, grid, eps_in=eps_in, eps_out=eps_out, ionic_strength=salt, surface="vdw",
         boundary_kind=boundary_kind,
     )  # fmt: skip

@@ -298,7 +298,9 @@ def cpu_kernels():
 
     # fast-math without "ninf"/"nnan": an atom on a node must give ±inf (with them, LLVM
     # dropped that infinity and left a finite value)
-    B = _bodies(numba.njit(nogil=True), numba.njit(nogil=True, fastmath=KEEP_INFINITIES))
+    # "numpy" error model: q / 0 = ±inf in the shared φ_c pair body, as on the GPU
+    fast = numba.njit(nogil=True, fastmath=KEEP_INFINITIES, error_model="numpy")
+    B = _bodies(numba.njit(nogil=True), fast)
     edge_line, ion_column, coulomb_node, on_node = (
         B.edge_line,
         B.ion_column,

@@ -617,6 +617,18 @@ def compact_circles(nb_start, nb_index, nfree, nested, intersecting):
 def make_point_sums(jit, fast):
     """The direct sums (φ_c, Debye–Hückel) compiled by ``fast`` (fast-math keeping ±inf)."""
 
+    def coulomb_pair(dx, dy, dz, q, tol2):
+        """q / |d| for one atom (nonzero q), ±inf when |d|² ≤ ``tol2`` (on the node).
+
+        Needs IEEE division (numba's "numpy" error model: q / 0 = ±inf).
+        """
+        r2 = dx * dx + dy * dy + dz * dz
+        if r2 <= tol2:
+            r2 = r2 - r2
+        return q / math.sqrt(r2)
+
+    coulomb_pair = fast(coulomb_pair)
+
     def coulomb_node(rel, q, f, x, y, z, box, tol2):
         """Σ q_a / |r − r_a| over the atoms of frame f (Å⁻¹ e); ±inf on (or near) an atom.
 
@@ -636,12 +648,8 @@ def make_point_sums(jit, fast):
                 dx -= box[0] * math.floor(dx / box[0] + 0.5)
                 dy -= box[1] * math.floor(dy / box[1] + 0.5)
                 dz -= box[2] * math.floor(dz / box[2] + 0.5)
-            r2 = dx * dx + dy * dy + dz * dz
-            if r2 <= tol2:
-                if q[a] != 0.0:
-                    acc += math.inf if q[a] > 0 else -math.inf
-            else:
-                part += q[a] / math.sqrt(r2)
+            if q[a] != 0.0:
+                part += coulomb_pair(dx, dy, dz, q[a], tol2)
             if (a & 31) == 31:
                 acc += part
                 part = x - x
@@ -668,6 +676,7 @@ def make_point_sums(jit, fast):
         return acc
 
     return {
+        "coulomb_pair": coulomb_pair,
         "coulomb_node": fast(coulomb_node),
         "dh_term": dh_term,
         "debye_huckel_node": fast(debye_huckel_node),

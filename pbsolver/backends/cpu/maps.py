@@ -24,22 +24,25 @@ overflows. :data:`KERNELS` is what :meth:`CPUBackend.map_kernels` returns.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numba import njit, prange
 
 from pbsolver.backends.bodies import maps as B
 from pbsolver.backends.bodies.lines import accumulate_body, sort_merge_body
 
-_JIT = {"cache": True, "nogil": True, "boundscheck": False}
+#: The "numpy" error model: a charge on a node divides by zero into ±inf, as on the GPU.
+_JIT = {"cache": True, "nogil": True, "boundscheck": False, "error_model": "numpy"}
 #: Flags that let the direct sums vectorise (reassociation) but keep IEEE infinities.
 _FM = {"reassoc", "contract", "nsz"}
 
 _jit = njit(**_JIT)
 _S = B.make_ses(_jit, _jit(sort_merge_body), _jit(accumulate_body))
-_P = B.make_point_sums(_jit, njit(**_JIT, fastmath=_FM))
+_P = B.make_point_sums(_jit, njit(**_JIT, fastmath=_FM, inline="always"))
 _union_line, _ses_line, _bin_count = _S["union_line"], _S["ses_line"], _S["bin_count"]
 _count_arcs, _fill_circle = _S["count_arcs"], _S["fill_circle"]
-_coulomb_node, _debye_huckel_node = _P["coulomb_node"], _P["debye_huckel_node"]
+_coulomb_pair, _debye_huckel_node = _P["coulomb_pair"], _P["debye_huckel_node"]
 plane_bins = B.plane_bins
 
 
@@ -261,20 +264,35 @@ def ses_lines(out_shape, axis, us, vs, t0, h, nbins, pos, vdw, acc, probe, step,
 
 
 # ---------------------------------------------------------------------- point potentials
-@njit(**_JIT, parallel=True)
-def _coulomb_sum(out, origin, spacing, rel, q, scale, periodic, box, tol2):
+@njit(**_JIT, parallel=True, fastmath=_FM)
+def _coulomb_sum(out, origin, spacing, pos, q, scale, periodic, box, tol2):
+    # one atom at a time along z (contiguous, vectorised): the per-node loop over atoms of
+    # the GPU kernel does not vectorise here
     nx, ny, nz = out.shape
     for i in prange(nx):
         x = origin[0] + i * spacing[0]
+        zs = np.empty(nz)
+        acc = np.empty(nz)
+        for k in range(nz):
+            zs[k] = origin[2] + k * spacing[2]
         for j in range(ny):
             y = origin[1] + j * spacing[1]
-            for k in range(nz):
-                z = origin[2] + k * spacing[2]
+            acc[:] = 0.0
+            for a in range(q.shape[0]):
+                dx = x - pos[a, 0]
+                dy = y - pos[a, 1]
                 if periodic:
-                    v = _coulomb_node(rel, q, 0, x, y, z, box, tol2)
+                    dx -= box[0] * math.floor(dx / box[0] + 0.5)
+                    dy -= box[1] * math.floor(dy / box[1] + 0.5)
+                    for k in range(nz):
+                        dz = zs[k] - pos[a, 2]
+                        dz -= box[2] * math.floor(dz / box[2] + 0.5)
+                        acc[k] += _coulomb_pair(dx, dy, dz, q[a], tol2)
                 else:
-                    v = _coulomb_node(rel, q, 0, x, y, z, None, tol2)
-                out[i, j, k] = scale * v
+                    for k in range(nz):
+                        acc[k] += _coulomb_pair(dx, dy, zs[k] - pos[a, 2], q[a], tol2)
+            for k in range(nz):
+                out[i, j, k] = scale * acc[k]
 
 
 def coulomb_sum(shape, origin, spacing, pos, q, scale, box=None):
@@ -287,7 +305,7 @@ def coulomb_sum(shape, origin, spacing, pos, q, scale, box=None):
     periodic = box is not None
     _coulomb_sum(
         out, np.asarray(origin, float), np.asarray(spacing, float),
-        np.ascontiguousarray(pos, dtype=float)[None], np.ascontiguousarray(q, dtype=float),
+        np.ascontiguousarray(pos, dtype=float), np.ascontiguousarray(q, dtype=float),
         float(scale), periodic, np.asarray(box if periodic else (1.0, 1.0, 1.0), float),
         B.on_node_tol2(spacing),
     )  # fmt: skip
