@@ -119,10 +119,9 @@ class Backend:
     def map_kernels(self):
         """The kernels that turn atoms into maps on this backend.
 
-        An object with the same methods on every backend (``plane_bins``,
-        ``neighbour_lists``, ``ses_features``, ``sphere_union_lines``, ``ses_lines``,
-        ``coulomb_sum``, ``debye_huckel_points``; see :class:`pbsolver.backends.cpu.maps.
-        CPUMapKernels`), taking and returning NumPy arrays.
+        A :class:`pbsolver.backends.bodies.maps.MapKernels`: the same methods on every backend
+        (``plane_bins``, ``neighbour_lists``, ``ses_features``, ``sphere_union_lines``,
+        ``ses_lines``, ``coulomb_sum``, ``debye_huckel_points``), NumPy arrays in and out.
         """
         raise NotImplementedError
 

@@ -34,6 +34,33 @@ FRACTION_SNAP = 1e-12
 ON_NODE = 1e-6
 
 
+#: The methods of every backend's map kernels (:meth:`pbsolver.backends.Backend.map_kernels`).
+MAP_KERNELS = (
+    "plane_bins",
+    "neighbour_lists",
+    "ses_features",
+    "sphere_union_lines",
+    "ses_lines",
+    "coulomb_sum",
+    "debye_huckel_points",
+)
+
+
+class MapKernels:
+    """A backend's map kernels: the functions named in :data:`MAP_KERNELS`.
+
+    Taken from ``module``; NumPy arrays in and out on every backend.
+    """
+
+    def __init__(self, module):
+        for name in MAP_KERNELS:
+            setattr(self, name, getattr(module, name))
+        self.module = module.__name__
+
+    def __repr__(self):
+        return f"MapKernels({self.module})"
+
+
 class LineCapacityError(RuntimeError):
     """A line met more spheres than a GPU kernel's local arrays hold (the CPU kernels do it)."""
 
@@ -48,6 +75,14 @@ def on_node_tol2(spacing):
 
 
 # ---------------------------------------------------------------------- lines
+def line_body(line, us, vs):
+    """Indices (iu, iv) and coordinates (u, v) of work item ``line`` of a plane of lines."""
+    nv = vs.shape[0]
+    iu = line // nv
+    iv = line - iu * nv
+    return iu, iv, us[iu], vs[iv]
+
+
 def point_body(axis, t, u, v):
     """3D point of parameter t on the line of ``axis`` through (u, v)."""
     if axis == 0:
@@ -567,6 +602,7 @@ def make_ses(jit, sort_merge, accumulate):
 
     fill_circle = jit(fill_circle)
     return {
+        "line": jit(line_body),
         "union_line": union_line,
         "ses_line": ses_line,
         "count_arcs": count_arcs,

@@ -25,6 +25,7 @@ overflows. :data:`KERNELS` is what :meth:`CPUBackend.map_kernels` returns.
 from __future__ import annotations
 
 import math
+import sys
 
 import numpy as np
 from numba import njit, prange
@@ -40,7 +41,8 @@ _FM = {"reassoc", "contract", "nsz"}
 _jit = njit(**_JIT)
 _S = B.make_ses(_jit, _jit(sort_merge_body), _jit(accumulate_body))
 _P = B.make_point_sums(_jit, njit(**_JIT, fastmath=_FM, inline="always"))
-_union_line, _ses_line, _bin_count = _S["union_line"], _S["ses_line"], _S["bin_count"]
+_line, _union_line, _ses_line = _S["line"], _S["union_line"], _S["ses_line"]
+_bin_count = _S["bin_count"]
 _count_arcs, _fill_circle = _S["count_arcs"], _S["fill_circle"]
 _coulomb_pair, _debye_huckel_node = _P["coulomb_pair"], _P["debye_huckel_node"]
 plane_bins = B.plane_bins
@@ -57,10 +59,7 @@ def _union_lines(
     for i in range(radius.shape[0]):
         maxr = max(maxr, radius[i])
     for line in prange(nu * nv):
-        iu = line // nv
-        iv = line % nv
-        u = us[iu]
-        v = vs[iv]
+        iu, iv, u, v = _line(line, us, vs)
         cap = _bin_count(u, v, maxr, u0, v0, bsize, nbu, nbv, bstart)
         if cap == 0:
             continue
@@ -223,10 +222,7 @@ def _ses_lines(
     nu = us.shape[0]
     nv = vs.shape[0]
     for line in prange(nu * nv):
-        iu = line // nv
-        iv = line % nv
-        u = us[iu]
-        v = vs[iv]
+        iu, iv, u, v = _line(line, us, vs)
         cap = _bin_count(u, v, maxacc, u0, v0, bsize, nbu, nbv, bstart)
         if cap == 0:
             continue
@@ -337,20 +333,5 @@ def debye_huckel_points(points, pos, q, radii, kappa, coulomb, eps_out, eps_cavi
     return out
 
 
-class CPUMapKernels:
-    """The map kernels of the CPU backend (the same methods on every backend).
-
-    Inputs are NumPy arrays; every method returns NumPy arrays.
-    """
-
-    plane_bins = staticmethod(plane_bins)
-    neighbour_lists = staticmethod(neighbour_lists)
-    ses_features = staticmethod(ses_features)
-    sphere_union_lines = staticmethod(sphere_union_lines)
-    ses_lines = staticmethod(ses_lines)
-    coulomb_sum = staticmethod(coulomb_sum)
-    debye_huckel_points = staticmethod(debye_huckel_points)
-
-
 #: The CPU map kernels (:meth:`pbsolver.backends.cpu.CPUBackend.map_kernels`).
-KERNELS = CPUMapKernels()
+KERNELS = B.MapKernels(sys.modules[__name__])

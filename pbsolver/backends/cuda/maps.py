@@ -16,13 +16,15 @@ and return NumPy arrays, as the CPU ones do.
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 from numba import cuda
 
 from pbsolver.backends.bodies import maps as B
 from pbsolver.backends.bodies.lines import accumulate_body, sort_merge_body
 from pbsolver.backends.bodies.maps import LineCapacityError
-from pbsolver.backends.cpu import maps as cpu_maps
+from pbsolver.backends.cpu.maps import neighbour_lists, plane_bins
 
 MAX_SPHERES = 384
 MAX_CANDIDATES = 384
@@ -35,7 +37,7 @@ THREADS = 128
 _dev = cuda.jit(device=True)
 _S = B.make_ses(_dev, _dev(sort_merge_body), _dev(accumulate_body))
 _P = B.make_point_sums(_dev, _dev)
-_union_line, _ses_line = _S["union_line"], _S["ses_line"]
+_line, _union_line, _ses_line = _S["line"], _S["union_line"], _S["ses_line"]
 _count_arcs, _fill_circle = _S["count_arcs"], _S["fill_circle"]
 _coulomb_node, _debye_huckel_node = _P["coulomb_node"], _P["debye_huckel_node"]
 
@@ -47,14 +49,12 @@ def _k_sphere_union_lines(
     u0, v0, bsize, nbu, nbv, bstart, border, overflow,
 ):  # fmt: skip
     line = cuda.grid(1)
-    nv = vs.shape[0]
-    if line >= us.shape[0] * nv:
+    if line >= us.shape[0] * vs.shape[0]:
         return
     starts = cuda.local.array(MAX_SPHERES, dtype=np.float64)
     ends = cuda.local.array(MAX_SPHERES, dtype=np.float64)
-    iu = line // nv
-    iv = line % nv
-    if _union_line(out, axis, iu, iv, us[iu], vs[iv], t0, h, nbins, pos, radius, maxr,
+    iu, iv, u, v = _line(line, us, vs)
+    if _union_line(out, axis, iu, iv, u, v, t0, h, nbins, pos, radius, maxr,
                    u0, v0, bsize, nbu, nbv, bstart, border, starts, ends):  # fmt: skip
         overflow[0] = 1
 
@@ -67,8 +67,7 @@ def _k_ses_lines(
     nb_start, nb_index, circ_start, geom, arc_start, arcs, overflow,
 ):  # fmt: skip
     line = cuda.grid(1)
-    nv = vs.shape[0]
-    if line >= us.shape[0] * nv:
+    if line >= us.shape[0] * vs.shape[0]:
         return
     vs_ = cuda.local.array(MAX_SPHERES, dtype=np.float64)
     ve_ = cuda.local.array(MAX_SPHERES, dtype=np.float64)
@@ -77,10 +76,9 @@ def _k_ses_lines(
     cand = cuda.local.array(MAX_CANDIDATES, dtype=np.int64)
     ckey = cuda.local.array(MAX_CANDIDATES, dtype=np.float64)
     hit = cuda.local.array(4, dtype=np.float64)
-    iu = line // nv
-    iv = line % nv
+    iu, iv, u, v = _line(line, us, vs)
     if _ses_line(
-        out, axis, iu, iv, us[iu], vs[iv], t0, h, nbins, pos, vdw, acc, probe, step, nbisect,
+        out, axis, iu, iv, u, v, t0, h, nbins, pos, vdw, acc, probe, step, nbisect,
         maxacc, maxreach, u0, v0, bsize, nbu, nbv, bstart, border,
         e_u0, e_v0, e_bsize, e_nbu, e_nbv, e_bstart, e_border,
         nb_start, nb_index, circ_start, geom, arc_start, arcs, vs_, ve_, ss_, se_, cand, ckey,
@@ -262,23 +260,8 @@ def ses_features(pos, rad, nb_start, nb_index):
     return exposed, circ_start, circ_j, geom, arc_start, arcs
 
 
-class CUDAMapKernels:
-    """The map kernels of the CUDA backend: :class:`.cpu.maps.CPUMapKernels`' methods.
+#: The CUDA map kernels (:meth:`pbsolver.backends.cuda.CUDABackend.map_kernels`); the
+#: neighbour lists and bins are built on the host.
+KERNELS = B.MapKernels(sys.modules[__name__])
 
-    Inputs and results are NumPy arrays (copied to and from the device per call); the
-    neighbour lists and bins are built on the host.
-    """
-
-    plane_bins = staticmethod(cpu_maps.plane_bins)
-    neighbour_lists = staticmethod(cpu_maps.neighbour_lists)
-    ses_features = staticmethod(ses_features)
-    sphere_union_lines = staticmethod(sphere_union_lines)
-    ses_lines = staticmethod(ses_lines)
-    coulomb_sum = staticmethod(coulomb_sum)
-    debye_huckel_points = staticmethod(debye_huckel_points)
-
-
-#: The CUDA map kernels (:meth:`pbsolver.backends.cuda.CUDABackend.map_kernels`).
-KERNELS = CUDAMapKernels()
-
-__all__ = ["KERNELS", "LineCapacityError", "CUDAMapKernels"]
+__all__ = ["KERNELS", "LineCapacityError", "neighbour_lists", "plane_bins"]
