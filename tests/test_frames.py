@@ -207,13 +207,13 @@ def test_cuda_frame_kernels_equal_the_cpu_ones_under_the_simulator():
         assert proc.returncode == 0 and " passed" in proc.stdout, proc.stdout[-3000:]
         return
     from pbsolver.backends.frame_kernels import (
-    COULOMB_NODES,
-    COULOMB_NODES_WIDE,
-    THREADS,
-    blocks,
-    cpu_kernels,
-    cuda_kernels,
-)
+        COULOMB_NODES,
+        COULOMB_NODES_WIDE,
+        THREADS,
+        blocks,
+        cpu_kernels,
+        cuda_kernels,
+    )
     from pbsolver.md.engine import _outer_layer
 
     C, G = cpu_kernels(), cuda_kernels()

@@ -259,6 +259,16 @@ class Backend:
 
         return rebuild_levels(inputs, levels)
 
+    # --- maps --------------------------------------------------------------------------
+    def map_kernels(self):
+        """The kernels that turn atoms into maps on this backend.
+
+        A :class:`pbsolver.backends.bodies.maps.MapKernels`: the same methods on every backend
+        (``plane_bins``, ``neighbour_lists``, ``ses_features``, ``sphere_union_lines``,
+        ``ses_lines``, ``coulomb_sum``, ``debye_huckel_points``), NumPy arrays in and out.
+        """
+        raise NotImplementedError
+
     # --- setup -------------------------------------------------------------------------
     def stencil(self, problem, dtype) -> Stencil:
         """Face coefficients, diagonal and right-hand side of ``problem`` in ``dtype``."""

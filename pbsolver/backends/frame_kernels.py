@@ -28,6 +28,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from pbsolver.backends.bodies import maps as maps_bodies
 from pbsolver.backends.bodies.lines import accumulate_body, sort_merge_body
 
 #: numba.cuda, imported by :func:`cuda_kernels` (numba-cuda is optional: the CPU kernels must
@@ -67,6 +68,12 @@ def _bodies(jit, fast):
     """
     sort_merge = jit(sort_merge_body)
     accumulate = jit(accumulate_body)
+    chord = jit(maps_bodies.chord_body)
+    face_eps = jit(maps_bodies.face_eps_body)
+    sums = maps_bodies.make_point_sums(jit, fast)
+    coulomb_node, dh_term = sums["coulomb_node"], sums["dh_term"]
+    debye_huckel_point = sums["debye_huckel_node"]
+    on_node = jit(maps_bodies.on_node_tol2)
 
     @jit
     def edge_line(out, pos, rad, f, axis, line, nx, ny, nz, stride, origin, h, starts, ends):
@@ -83,17 +90,10 @@ def _bodies(jit, fast):
         v = origin[f, a2] + iv * h[a2]
         n = 0
         for a in range(rad.shape[0]):
-            du = pos[f, a, a1] - u
-            dv = pos[f, a, a2] - v
-            r = rad[a]
-            d2 = du * du + dv * dv
-            if d2 < r * r:
-                if n >= starts.shape[0]:
-                    return 1
-                w = math.sqrt(r * r - d2)
-                starts[n] = pos[f, a, axis] - w
-                ends[n] = pos[f, a, axis] + w
-                n += 1
+            n = chord(starts, ends, n, pos[f, a, a1] - u, pos[f, a, a2] - v, pos[f, a, axis],
+                      rad[a])  # fmt: skip
+            if n < 0:
+                return 1
         n = sort_merge(starts, ends, n)
         for s in range(n):
             accumulate(out, axis, f * stride, iu, iv, starts[s], ends[s], origin[f, axis],
@@ -125,74 +125,12 @@ def _bodies(jit, fast):
                 n = 0
                 for c in range(m):
                     a = cand[c]
-                    du = pos[f, a, 0] - u
-                    dv = pos[f, a, 1] - v
-                    r = rad[a]
-                    d2 = du * du + dv * dv
-                    if d2 < r * r:
-                        w = math.sqrt(r * r - d2)
-                        starts[n] = pos[f, a, 2] - w
-                        ends[n] = pos[f, a, 2] + w
-                        n += 1
+                    n = chord(starts, ends, n, pos[f, a, 0] - u, pos[f, a, 1] - v, pos[f, a, 2],
+                              rad[a])  # fmt: skip
                 n = sort_merge(starts, ends, n)
                 for s in range(n):
                     accumulate(cov, 2, f * stride, i, j, starts[s], ends[s], t0, h[2], nz)
         return 0
-
-    @fast
-    def coulomb_node(rel, q, f, x, y, z):
-        """Σ q_a / |r − r_a| (Å⁻¹ e), ±inf on an atom.
-
-        float32 arithmetic (``rel``: positions relative to the frame's origin, so the numbers
-        stay small) with the sum carried in float64 every 32 atoms: the direct sum is the
-        maps' largest cost, and float32 rsqrt runs 2× (sub/FMA) to 30× (sqrt, divide) faster
-        than float64 on GPUs; its 1e-7 relative error is far below the discretisation's.
-        """
-        acc = 0.0
-        part = np.float32(0.0)
-        for a in range(q.shape[0]):
-            dx = x - rel[f, a, 0]
-            dy = y - rel[f, a, 1]
-            dz = z - rel[f, a, 2]
-            r2 = dx * dx + dy * dy + dz * dz
-            if r2 == np.float32(0.0):
-                if q[a] != 0.0:
-                    acc += math.inf if q[a] > 0 else -math.inf
-            else:
-                part += q[a] / math.sqrt(r2)
-            if (a & 31) == 31:
-                acc += part
-                part = np.float32(0.0)
-        return acc + part
-
-    @fast
-    def dh_term(dx, dy, dz, q, radius, kappa, eps_out, inv_c):
-        """One atom's term of the "mdh" boundary sum, float32."""
-        r = math.sqrt(dx * dx + dy * dy + dz * dz)
-        screened = math.exp(-kappa * (r - radius)) / (eps_out * (np.float32(1.0) + kappa * radius))
-        return q * (screened - inv_c) / r
-
-    @fast
-    def debye_huckel_point(rel, q, radii, f, x, y, z, kappa, eps_out, eps_cavity):
-        """Σ q_a (e^{−κ(r−a_a)} / (ε_out (1 + κ a_a)) − 1/ε_c) / r (the "mdh" boundary sum).
-
-        float32 terms, float64 sum, as :func:`coulomb_node` (far-field values, smooth).
-        """
-        acc = 0.0
-        inv_c = np.float32(1.0) / eps_cavity
-        for a in range(q.shape[0]):
-            acc += dh_term(x - rel[f, a, 0], y - rel[f, a, 1], z - rel[f, a, 2], q[a], radii[a],
-                           kappa, eps_out, inv_c)  # fmt: skip
-        return acc
-
-    @jit
-    def face_eps(frac, eps_in, eps_out):
-        """ε of a face from its edge fraction inside the solute (harmonic mixture)."""
-        if frac >= 1.0:
-            return eps_in
-        if frac <= 0.0:
-            return eps_out
-        return 1.0 / (frac / eps_in + (1.0 - frac) / eps_out)
 
     @jit
     def flux(eps, eps_c, h2, pn, ps):
@@ -335,6 +273,7 @@ def _bodies(jit, fast):
         out[3] = gz
 
     return SimpleNamespace(
+        on_node=on_node,
         edge_line=edge_line,
         ion_column=ion_column,
         coulomb_node=coulomb_node,
@@ -359,8 +298,15 @@ def cpu_kernels():
 
     # fast-math without "ninf"/"nnan": an atom on a node must give ±inf (with them, LLVM
     # dropped that infinity and left a finite value)
-    B = _bodies(numba.njit(nogil=True), numba.njit(nogil=True, fastmath=KEEP_INFINITIES))
-    edge_line, ion_column, coulomb_node = B.edge_line, B.ion_column, B.coulomb_node
+    # "numpy" error model: q / 0 = ±inf in the shared φ_c pair body, as on the GPU
+    fast = numba.njit(nogil=True, fastmath=KEEP_INFINITIES, error_model="numpy")
+    B = _bodies(numba.njit(nogil=True), fast)
+    edge_line, ion_column, coulomb_node, on_node = (
+        B.edge_line,
+        B.ion_column,
+        B.coulomb_node,
+        B.on_node,
+    )
     debye_huckel_point, assemble_node, sample_point = (
         B.debye_huckel_point,
         B.assemble_node,
@@ -401,6 +347,7 @@ def cpu_kernels():
     def coulomb(out, rel, q, scale, nx, ny, nz, stride, h):
         nf = rel.shape[0]
         nn = nx * ny * nz
+        tol2 = np.float32(on_node(h))
         for item in prange(nf * nn):
             f = item // nn
             c = item - f * nn
@@ -408,7 +355,7 @@ def cpu_kernels():
             j = (c // nz) % ny
             k = c % nz
             x, y, z = np.float32(i * h[0]), np.float32(j * h[1]), np.float32(k * h[2])
-            out[f * stride + i, j, k] = scale * coulomb_node(rel, q, f, x, y, z)
+            out[f * stride + i, j, k] = scale * coulomb_node(rel, q, f, x, y, z, None, tol2)
 
     @par
     def boundary(out, rel, q, radii, nodes, kappa, eps_out, eps_c, scale, stride, h):
@@ -419,7 +366,8 @@ def cpu_kernels():
             p = item - f * nb
             i, j, k = nodes[p, 0], nodes[p, 1], nodes[p, 2]
             x, y, z = np.float32(i * h[0]), np.float32(j * h[1]), np.float32(k * h[2])
-            v = debye_huckel_point(rel, q, radii, f, x, y, z, kappa, eps_out, eps_c)
+            v = debye_huckel_point(rel, q, radii, f, x, y, z, kappa, eps_out, eps_c,
+                                   np.float32(1.0))  # fmt: skip
             out[f * stride + i, j, k] = scale * v
 
     @par
@@ -470,7 +418,7 @@ def cuda_kernels():
 
     B = _bodies(cuda.jit(device=True), cuda.jit(device=True, fastmath=True))
     # φ_c and the boundary sum have their own tiled kernels below (the latter on dh_term)
-    edge_line, ion_column, dh_term = B.edge_line, B.ion_column, B.dh_term
+    edge_line, ion_column, dh_term, on_node = B.edge_line, B.ion_column, B.dh_term, B.on_node
     assemble_node, sample_point = B.assemble_node, B.sample_point
 
     @cuda.jit
@@ -549,6 +497,7 @@ def cuda_kernels():
                 _, _, _, xs[n], ys[n], zs[n] = node_xyz(c0 + n * THREADS, nn, ny, nz, h)
                 acc[n] = 0.0
             tile = cuda.shared.array((THREADS, 4), dtype=np.float32)
+            tol2 = np.float32(on_node(h))  # nearer than this to an atom: on it (±inf)
             na = q.shape[0]
             for base in range(0, na, THREADS):
                 a = base + tid
@@ -565,7 +514,8 @@ def cuda_kernels():
                     px, py, pz, qa = tile[t, 0], tile[t, 1], tile[t, 2], tile[t, 3]
                     for n in range(nodes):
                         dx, dy, dz = xs[n] - px, ys[n] - py, zs[n] - pz
-                        part[n] += qa * rsqrt(dx * dx + dy * dy + dz * dz)
+                        r2 = dx * dx + dy * dy + dz * dz
+                        part[n] += qa * rsqrt(r2 if r2 > tol2 else np.float32(0.0))
                 # partial sums in float32 per tile, float64 across tiles
                 for n in range(nodes):
                     acc[n] += part[n]
@@ -607,7 +557,7 @@ def cuda_kernels():
             cuda.syncthreads()
             for t in range(min(THREADS, na - base)):
                 acc += dh_term(x - tile[t, 0], y - tile[t, 1], z - tile[t, 2], tile[t, 3],
-                               tile[t, 4], kappa, eps_out, inv_c)  # fmt: skip
+                               tile[t, 4], kappa, eps_out, inv_c, np.float32(1.0))  # fmt: skip
             cuda.syncthreads()
         if inside:
             out[f * stride + i, j, k] = scale * acc

@@ -430,7 +430,8 @@ class ReactionFieldCalculator:
         if self.warm_start:  # the engine fills uncovered nodes with Debye–Hückel on its device
             x0, fill = self._shift(self.phi_rf, self._solution_grid, grid)
         engine = self._stacked_engine(grid)
-        if all(is_device_array(p) for p in frames) and engine.cuda:
+        if all(is_device_array(p) for p in frames) and engine.xp is not np:
+            # device positions stay on the engine's device
             positions = engine.xp.stack([engine.xp.asarray(p) for p in frames])
         else:
             positions = host

@@ -10,7 +10,7 @@ Surfaces (what is "solute", permittivity ε_in; the rest is solvent, ε_out):
 ``"mol"``
     The solvent-excluded (molecular) surface of APBS' ``srfm mol``: everything a probe sphere
     of radius ``probe_radius`` rolling over the atoms cannot reach. Computed exactly up to the
-    sampling of the reentrant zone (see :mod:`pbsolver.backends.cpu_maps`): convex, toroidal
+    sampling of the reentrant zone (see :mod:`pbsolver.backends.cpu.maps`): convex, toroidal
     and concave (three-atom) probe positions are enumerated analytically; along each grid line
     the zone between the vdW and the accessible spheres is sampled every ``ses_step`` Å and
     each change of side is found by bisection. Features thinner than ``ses_step`` that touch
@@ -20,7 +20,12 @@ Surfaces (what is "solute", permittivity ε_in; the rest is solvent, ε_out):
     edge fraction) averaged with the 8 nearest faces of the other two orientations.
 
 Face permittivities come from the exact fraction f of each grid edge inside the solute:
-ε_face = 1 / (f/ε_in + (1 − f)/ε_out), exactly ε_in at f = 1 and ε_out at f = 0.
+ε_face = 1 / (f/ε_in + (1 − f)/ε_out), exactly ε_in at f = 1 and ε_out at f = 0 (fractions
+within 1e-12 of 0 or 1 are snapped to it, so an edge inside the solute is ε_in bit for bit).
+
+The maps run on a :class:`~pbsolver.backends.Backend` (its :meth:`map_kernels`); every public
+builder takes ``backend`` as a Backend or a name ("cpu", "cuda", "auto") and returns NumPy
+arrays.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ import math
 
 import numpy as np
 
+from pbsolver.backends.bodies.maps import FRACTION_SNAP, LineCapacityError, plane_bins
 from pbsolver.exceptions import InputError
 from pbsolver.grid import Grid
 from pbsolver.options import (
@@ -127,7 +133,7 @@ def grid_for_box(box, spacing=0.5, origin=(0.0, 0.0, 0.0), *, even=True):
 
     n is the smallest count ≥ L/spacing of the form c·2^L (c ≤ 7), even (red–black needs it).
     """
-    box = _box(box)
+    box = check_box(box)
     spacing = np.broadcast_to(np.asarray(spacing, dtype=float), (3,))
     shape = []
     for a in range(3):
@@ -173,11 +179,9 @@ def face_fractions(
         Sampling interval of the SES reentrant zone, Å. Default min(h/2, 0.25).
     nbisect : int
         Bisection steps locating each change of side in the reentrant zone.
-    backend : {"cpu", "cuda"}
+    backend : Backend or {"cpu", "cuda", "auto"}
         Where the per-line kernels run (see :func:`map_backend`); results are NumPy arrays.
     """
-    from pbsolver.backends.cpu import maps as K
-
     backend = map_backend(backend)
     surface = _surface(surface)
     probe = float(probe_radius)
@@ -193,26 +197,16 @@ def face_fractions(
         for axis in range(3):
             a1, a2 = [a for a in range(3) if a != axis]
             bins = _plane_bins(pos, rad, axis, axes[a1], axes[a2])
-            _union_lines(
-                backend, out[axis], axis, axes[a1], axes[a2], grid.origin[axis],
+            out[axis] += _union_lines(
+                backend, grid.shape, axis, axes[a1], axes[a2], grid.origin[axis],
                 grid.spacing[axis], grid.shape[axis], pos, rad, bins,
             )  # fmt: skip
     else:
         acc = rad + probe
-        nb_start, nb_index = K.neighbour_lists(pos, acc)
-        features = None
-        if backend == "cuda":
-            from pbsolver.backends.cuda import maps as C
-
-            try:
-                features = C.ses_features(pos, acc, nb_start, nb_index)
-            except C.LineCapacityError as exc:
-                _log_cpu_fallback("SES features", exc)  # too many neighbours: the CPU does it
-                features = None
-        if features is None:
-            features = K.ses_features(pos, acc, nb_start, nb_index)
-        exposed, circ_start, _circ_j, geom, arc_start, arcs = features
-        exp_idx = np.flatnonzero(exposed)
+        nb = backend.map_kernels().neighbour_lists(pos, acc)
+        # too many neighbours for the GPU's buffers: the CPU does it
+        features = _run(backend, "SES features", "ses_features", pos, acc, *nb)
+        exp_idx = np.flatnonzero(features[0])
         for axis in range(3):
             a1, a2 = [a for a in range(3) if a != axis]
             h = grid.spacing[axis]
@@ -221,25 +215,13 @@ def face_fractions(
                 raise InputError(f"ses_step must be > 0 Å, got {ses_step}")
             bins = _plane_bins(pos, acc, axis, axes[a1], axes[a2])
             ebins = _plane_bins(pos, acc + probe, axis, axes[a1], axes[a2], subset=exp_idx)
-            if backend == "cuda":
-                from pbsolver.backends.cuda import maps as C
-
-                try:
-                    out[axis] += C.ses_lines(
-                        grid.shape, axis, axes[a1], axes[a2], grid.origin[axis], h,
-                        grid.shape[axis], pos, rad, acc, probe, step, int(nbisect), bins,
-                        ebins, features, (nb_start, nb_index),
-                    ).copy_to_host()  # fmt: skip
-                    continue
-                except C.LineCapacityError as exc:
-                    _log_cpu_fallback(f"SES faces along axis {axis}", exc)
-            K.ses_lines(
-                out[axis], axis, axes[a1], axes[a2], grid.origin[axis], h, grid.shape[axis],
-                pos, rad, acc, probe, step, int(nbisect), *bins, *ebins,
-                exposed, nb_start, nb_index, circ_start, geom, arc_start, arcs,
+            out[axis] += _run(
+                backend, f"SES faces along axis {axis}", "ses_lines", grid.shape, axis,
+                axes[a1], axes[a2], grid.origin[axis], h, grid.shape[axis], pos, rad, acc, probe,
+                step, int(nbisect), bins, ebins, features, nb,
             )  # fmt: skip
     for f in out:
-        np.clip(f, 0.0, 1.0, out=f)
+        snap_fractions(f)
     if surface == "smol":
         out = list(smooth_fractions(*out))
     return tuple(out)
@@ -292,15 +274,33 @@ def smooth_fractions(fx, fy, fz):
     return sx, sy, sz
 
 
+def snap_fractions(f):
+    """Clip edge fractions to [0, 1] in place and snap those within 1e-12 of 0 or 1 to it.
+
+    An edge inside the solute sums its covered pieces to 1 ± a rounding error; snapped, its face
+    is ε_in exactly (see :func:`faces_from_fractions`).
+    """
+    np.clip(f, 0.0, 1.0, out=f)
+    f[f >= 1.0 - FRACTION_SNAP] = 1.0
+    f[f <= FRACTION_SNAP] = 0.0
+    return f
+
+
 def faces_from_fractions(fractions, eps_in, eps_out, dtype=np.float64):
-    """ε_face = 1 / (f/ε_in + (1 − f)/ε_out), exactly ε_in where f = 1 and ε_out where f = 0."""
-    eps_in = _positive(eps_in, "eps_in")
-    eps_out = _positive(eps_out, "eps_out")
+    """ε_face = 1 / (f/ε_in + (1 − f)/ε_out); exactly ε_in where f ≥ 1 − 1e-12, ε_out near 0.
+
+    The same rule as the frame engine's face body
+    (:func:`pbsolver.backends.bodies.maps.face_eps_body`): a face inside the solute equals ε_in
+    bit for bit, so the discretisation's ε = ε_c rule applies around a charge on a node.
+    """
+    eps_in = positive(eps_in, "eps_in")
+    eps_out = positive(eps_out, "eps_out")
     faces = []
     for f in fractions:
-        e = 1.0 / (f / eps_in + (1.0 - f) / eps_out)
-        e[f >= 1.0] = eps_in
-        e[f <= 0.0] = eps_out
+        with np.errstate(divide="ignore", invalid="ignore"):
+            e = 1.0 / (f / eps_in + (1.0 - f) / eps_out)
+        e[f >= 1.0 - FRACTION_SNAP] = eps_in
+        e[f <= FRACTION_SNAP] = eps_out
         faces.append(e.astype(dtype, copy=False))
     return tuple(faces)
 
@@ -338,9 +338,9 @@ def ion_accessibility(atoms, grid, ion_radius=2.0, *, subsamples=4, box=None, ba
             us = x + ((a + 0.5) / s - 0.5) * hx
             vs = y + ((b + 0.5) / s - 0.5) * hy
             bins = _plane_bins(pos, rad, 2, us, vs)
-            _union_lines(
-                backend, covered, 2, us, vs, grid.origin[2] - 0.5 * hz, hz, grid.shape[2], pos,
-                rad, bins,
+            covered += _union_lines(
+                backend, grid.shape, 2, us, vs, grid.origin[2] - 0.5 * hz, hz, grid.shape[2],
+                pos, rad, bins,
             )  # fmt: skip
     covered /= s * s
     return np.clip(1.0 - covered, 0.0, 1.0)
@@ -371,46 +371,28 @@ def kappa2_map(
 def coulomb_potential(atoms, grid, eps_cavity=2.0, *, box=None, backend="cpu"):
     """φ_c = Σ_i k q_i / (ε_c |r − r_i|) at every node by exact direct sum (kJ mol⁻¹ e⁻¹).
 
-    A node exactly on a charged atom gets ±inf (allowed by :class:`~pbsolver.Problem` where
-    the node is surrounded by ε_c and has no salt). With ``box`` (periodic), each atom
-    contributes through its nearest image (minimum image convention).
+    A node on a charged atom gets ±inf (allowed by :class:`~pbsolver.Problem` where the node
+    is surrounded by ε_c and has no salt); a node within 1e-6 of the smallest spacing of the
+    atom counts as on it, so that a charge one rounding error off a node gives the same
+    answer as one exactly on it. With ``box`` (periodic), each atom contributes through its
+    nearest image (minimum image convention).
 
     Raises
     ------
     InputError
         When charges of opposite sign sit on the same node (∞ − ∞).
     """
-    from pbsolver.backends.cpu import maps as K
-
     backend = map_backend(backend)
-    eps_cavity = _positive(eps_cavity, "eps_cavity")
+    eps_cavity = positive(eps_cavity, "eps_cavity")
     keep = atoms.charges != 0
     pos = np.ascontiguousarray(atoms.positions[keep])
     q = np.ascontiguousarray(atoms.charges[keep])
-    out = np.empty(grid.shape)
-    periodic = box is not None
-    boxa = _box(box) if periodic else np.ones(3)
     if q.size == 0:
-        out[...] = 0.0
-        return out
-    if backend == "cuda":
-        from pbsolver.backends.cuda import maps as C
-
-        out = C.coulomb_sum(
-            grid.shape, grid.origin, grid.spacing, pos, q, COULOMB_KJ / eps_cavity, periodic, boxa
-        ).copy_to_host()
-    else:
-        with np.errstate(divide="ignore", invalid="ignore"):
-            K.coulomb_sum(
-                out,
-                np.asarray(grid.origin),
-                np.asarray(grid.spacing),
-                pos,
-                q,
-                COULOMB_KJ / eps_cavity,
-                periodic,
-                boxa,
-            )
+        return np.zeros(grid.shape)
+    out = backend.map_kernels().coulomb_sum(
+        grid.shape, grid.origin, grid.spacing, pos, q, COULOMB_KJ / eps_cavity,
+        None if box is None else check_box(box),
+    )  # fmt: skip
     if np.isnan(out).any():
         idx = tuple(int(v) for v in np.argwhere(np.isnan(out))[0])
         raise InputError(
@@ -431,62 +413,59 @@ def boundary_values(
     ion_radius=0.0,
     backend="cpu",
 ):
-    """Dirichlet values of φ_rf on the grid's outer layer (inner nodes zero).
+    """Dirichlet values of φ_rf = φ − φ_c on the grid's outer layer (inner nodes zero).
 
-    ``"mdh"``: the Debye–Hückel sum of DESIGN §1 over atoms, with a_i the atomic radius plus
-    ``ion_radius`` (the distance of closest approach of the ions; exact outside a spherical
-    ion with a Stern layer; irrelevant without salt);
-    ``"sdh"``: the same for one sphere holding the total charge at the charge centre, radius
-    the largest distance of an atomic sphere from it (APBS' ``bcfl sdh``); ``"zero"``.
+    φ_rf is the far-field estimate of the total potential minus the exact φ_c of
+    :func:`coulomb_potential` (Σ_i k q_i / (ε_c r_i), the same sum inside), so that the
+    boundary and the interior agree on what is subtracted:
+
+    ``"mdh"``
+        Σ_i k q_i [e^{−κ(r_i − a_i)} / (ε_out (1 + κ a_i) r_i) − 1/(ε_c r_i)], with a_i the
+        atomic radius plus ``ion_radius`` (the distance of closest approach of the ions; exact
+        outside a spherical ion with a Stern layer; irrelevant without salt).
+    ``"sdh"``
+        APBS' single Debye–Hückel sphere for the total potential: the total charge Q at the
+        solute's centre (the middle of its bounding box), radius a the largest distance of an
+        atomic sphere from that centre, k Q e^{−κ(r − a)} / (ε_out (1 + κ a) r); minus the same
+        exact Σ_i k q_i / (ε_c r_i). A neutral solute's multipoles are therefore no longer left
+        on the boundary.
+    ``"zero"``
+        φ_rf = 0.
     """
     if kind not in BOUNDARY_KINDS:
         raise InputError(f"boundary kind must be one of {BOUNDARY_KINDS}, got {kind!r}")
     out = np.zeros(grid.shape)
     if kind == "zero":
         return out
-    from pbsolver.backends.cpu import maps as K
-
-    eps_cavity = _positive(eps_in if eps_cavity is None else eps_cavity, "eps_cavity")
+    backend = map_backend(backend)
+    eps_cavity = positive(eps_in if eps_cavity is None else eps_cavity, "eps_cavity")
+    eps_out = positive(eps_out, "eps_out")
     kappa = kappa_from_ionic_strength(ionic_strength, eps_out, temperature)
     mask = np.zeros(grid.shape, dtype=bool)
     mask[[0, -1], :, :] = True
     mask[:, [0, -1], :] = True
     mask[:, :, [0, -1]] = True
-    idx = np.argwhere(mask)
-    points = np.asarray(grid.origin) + idx * np.asarray(grid.spacing)
+    points = np.asarray(grid.origin) + np.argwhere(mask) * np.asarray(grid.spacing)
+    sums = backend.map_kernels().debye_huckel_points
+    pos, q = atoms.positions, np.asarray(atoms.charges, dtype=float)
     if kind == "mdh":
-        pos, q, a = atoms.positions, atoms.charges, atoms.radii + float(ion_radius)
+        vals = sums(points, pos, q, atoms.radii + float(ion_radius), kappa, COULOMB_KJ, eps_out,
+                    eps_cavity)  # fmt: skip
     else:
-        qa = np.abs(atoms.charges)
-        w = qa / qa.sum() if qa.sum() > 0 else np.full(len(atoms), 1.0 / len(atoms))
-        c = (atoms.positions * w[:, None]).sum(axis=0)
-        rmax = float((np.linalg.norm(atoms.positions - c, axis=1) + atoms.radii).max())
-        pos, q = c[None, :], np.array([atoms.total_charge])
-        a = np.array([rmax + float(ion_radius)])
-    backend = map_backend(backend)
-    if backend == "cuda":
-        from pbsolver.backends.cuda import maps as C
-
-        kernel = C.debye_huckel_points
-    else:
-        kernel = K.debye_huckel_points
-    vals = kernel(
-        np.ascontiguousarray(points),
-        np.ascontiguousarray(pos),
-        np.ascontiguousarray(q, dtype=float),
-        np.ascontiguousarray(a, dtype=float),
-        kappa,
-        COULOMB_KJ,
-        _positive(eps_out, "eps_out"),
-        eps_cavity,
-    )
+        lo, hi = atoms.bounds(with_radii=False)
+        c = 0.5 * (lo + hi)
+        a = float((np.linalg.norm(pos - c, axis=1) + atoms.radii).max())
+        # screened sphere (1/ε_c → 0) plus the unscreened exact sum (1/ε_out → 0)
+        vals = sums(points, c[None, :], np.array([q.sum()]), np.array([a]), kappa, COULOMB_KJ,
+                    eps_out, math.inf)  # fmt: skip
+        vals += sums(points, pos, q, atoms.radii, kappa, COULOMB_KJ, math.inf, eps_cavity)
     out[mask] = vals
     return out
 
 
 def periodic_images(positions, radii, box, origin, cutoff):
     """Atoms wrapped into the box at ``origin`` plus their images within ``cutoff`` of it."""
-    box = _box(box)
+    box = check_box(box)
     origin = np.asarray(origin, dtype=float)
     wrapped = origin + np.mod(positions - origin, box)
     pos_list, rad_list = [], []
@@ -498,6 +477,48 @@ def periodic_images(positions, radii, box, origin, cutoff):
                 pos_list.append(p[inside])
                 rad_list.append(radii[inside])
     return np.ascontiguousarray(np.concatenate(pos_list)), np.concatenate(rad_list)
+
+
+def periodic_extent(atoms, box):
+    """Smallest extent of the solute (spheres included) along each axis of a periodic box, Å.
+
+    Atoms may come wrapped into the box one by one: each axis is cut at the widest gap between
+    the atoms' centres (taken modulo the box), so a solute split across the box's faces is
+    measured whole.
+    """
+    box = check_box(box)
+    pos, rad = np.asarray(atoms.positions, float), np.asarray(atoms.radii, float)
+    ext = np.zeros(3)
+    for a in range(3):
+        x = np.mod(pos[:, a], box[a])
+        xs = np.sort(x)
+        gaps = np.diff(np.append(xs, xs[0] + box[a]))
+        cut = xs[(int(np.argmax(gaps)) + 1) % len(xs)]  # the first centre after the widest gap
+        unwrapped = np.where(x < cut, x + box[a], x)
+        ext[a] = (unwrapped + rad).max() - (unwrapped - rad).min()
+    return ext
+
+
+def check_periodic_box(atoms, box, clearance=0.0):
+    """Refuse a periodic box smaller than the solute plus ``clearance`` along any axis.
+
+    A solute that overlaps its own periodic images has no solvent between them: its maps and
+    energy would be those of another system (a peptide in a 5 Å box gave zero energy).
+    ``clearance`` is the solvent the maps need between images (2 probe radii for "mol").
+
+    Raises
+    ------
+    InputError
+        Naming the box and the size needed.
+    """
+    box = check_box(box)
+    need = periodic_extent(atoms, box) + float(clearance)
+    if np.any(box < need):
+        raise InputError(
+            f"periodic box {tuple(round(float(b), 3) for b in box)} Å is smaller than the "
+            f"solute: each side must be at least {tuple(round(float(n), 3) for n in need)} Å "
+            f"(the solute's extent plus {float(clearance):g} Å of solvent between images)"
+        )
 
 
 # ---------------------------------------------------------------------- the whole problem
@@ -569,6 +590,8 @@ def build_maps(
     if boundary == "periodic":
         if box is None:
             raise InputError("boundary='periodic' needs box=(Lx, Ly, Lz) in Å")
+        clearance = 0.0 if ph.surface == "vdw" else 2.0 * ph.probe_radius
+        check_periodic_box(atoms, box, clearance)
         if grid is None:
             grid = grid_for_box(box, spacing)
     else:
@@ -649,55 +672,41 @@ def _check_charges_on_nodes(atoms, grid, phi_c, faces, kappa2, eps_in):
 
 
 # ---------------------------------------------------------------------- small helpers
-MAP_BACKENDS = ("cpu", "cuda")
+def map_backend(backend):
+    """The :class:`~pbsolver.backends.Backend` whose map kernels build the maps.
 
-
-def map_backend(backend) -> str:
-    """Resolve where map kernels run: "cpu" (numba) or "cuda" (numba-cuda twins).
-
-    ``"auto"`` means "cpu" for now: the CUDA map kernels are checked against the CPU ones
-    under the simulator but not yet measured on a GPU. ``"cuda"`` needs numba-cuda and a
-    device (or ``NUMBA_ENABLE_CUDASIM=1``).
+    ``backend`` is a Backend or a name: "cpu", "cuda" (needs numba-cuda, CuPy and a device) or
+    "auto", which means the CPU for now (the CUDA map kernels are checked against the CPU ones
+    under the simulator but not yet measured on a GPU).
     """
-    if backend == "auto":
-        return "cpu"
-    if backend not in MAP_BACKENDS:
-        raise InputError(f"map backend must be one of {MAP_BACKENDS} or 'auto', got {backend!r}")
-    if backend == "cuda":
-        try:
-            from numba import cuda
-        except ImportError as exc:
-            from pbsolver.exceptions import BackendUnavailableError
+    from pbsolver.backends import Backend, get_backend
 
-            raise BackendUnavailableError("CUDA map kernels need numba-cuda") from exc
-        if not cuda.is_available():
-            from pbsolver.exceptions import BackendUnavailableError
-
-            raise BackendUnavailableError("CUDA map kernels need a usable CUDA device")
-    return backend
+    if isinstance(backend, Backend):
+        return backend
+    return get_backend("cpu" if backend == "auto" else backend)
 
 
-def _union_lines(backend, out, axis, us, vs, t0, h, nbins, pos, rad, bins):
-    """Add the sphere-union coverage of the lines to ``out`` on the chosen backend."""
-    if backend == "cuda":
-        from pbsolver.backends.cuda import maps as C
+def _run(backend, what, name, *args):
+    """``backend.map_kernels().<name>(*args)``; on the CPU when a GPU kernel runs out of room."""
+    from pbsolver.backends import get_backend
 
-        try:
-            out += C.sphere_union_lines(
-                out.shape, axis, us, vs, t0, h, nbins, pos, rad, bins
-            ).copy_to_host()
-            return
-        except C.LineCapacityError as exc:
-            _log_cpu_fallback(f"sphere-union faces along axis {axis}", exc)
-    from pbsolver.backends.cpu import maps as K
+    try:
+        return getattr(backend.map_kernels(), name)(*args)
+    except LineCapacityError as exc:
+        _log_cpu_fallback(what, exc)
+        return getattr(get_backend("cpu").map_kernels(), name)(*args)
 
-    K.sphere_union_lines(out, axis, us, vs, t0, h, nbins, pos, rad, *bins)
+
+def _union_lines(backend, shape, axis, us, vs, t0, h, nbins, pos, rad, bins):
+    """The sphere-union coverage of the lines (an array of ``shape``) on ``backend``."""
+    return _run(
+        backend, f"sphere-union faces along axis {axis}", "sphere_union_lines", shape, axis, us,
+        vs, t0, h, nbins, pos, rad, bins,
+    )  # fmt: skip
 
 
 def _plane_bins(pos, reach, axis, us, vs, subset=None):
     """2D bins of the atoms (or of ``subset``, global indices kept) across ``axis``."""
-    from pbsolver.backends.cpu.maps import plane_bins
-
     a1, a2 = [a for a in range(3) if a != axis]
     maxreach = float(reach.max()) if reach.size else 0.0
     size = max(0.5 * maxreach, 0.25)  # Å; never tiny (bare charges have zero reach)
@@ -718,14 +727,10 @@ def _surface(surface):
     return choice(surface, "surface", SURFACES)
 
 
-_positive = positive
-_box = check_box
-
-
 def _log_cpu_fallback(what, exc):
-    """Say (once per map) that a CUDA map kernel ran out of local capacity and the CPU took over.
+    """Say (once per map) that a GPU map kernel ran out of local capacity and the CPU took over.
 
-    The result is the same either way (the kernels are exact twins); only the time differs.
+    The result is the same either way (both compile the same bodies); only the time differs.
     """
     import logging
 

@@ -31,6 +31,11 @@ class CPUBackend(Backend):
     def zeros(self, shape, dtype):
         return np.zeros(shape, dtype=dtype)
 
+    def map_kernels(self):
+        from pbsolver.backends.cpu.maps import KERNELS
+
+        return KERNELS
+
     # --- setup -------------------------------------------------------------------------
     def stencil(self, problem, dtype) -> Stencil:
         from pbsolver.operator import coefficients

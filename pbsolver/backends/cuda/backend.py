@@ -197,6 +197,11 @@ class CUDABackend(Backend):
         nx, ny, nz = (n - 2 * lo for n in shape)
         return self._grid3(shape, block, (_ceil(nz, 2), ny, nx))
 
+    def map_kernels(self):
+        from pbsolver.backends.cuda.maps import KERNELS
+
+        return KERNELS
+
     # --- setup -------------------------------------------------------------------------
     def stencil(self, problem, dtype) -> Stencil:
         dtype = np.dtype(dtype)

@@ -1,0 +1,731 @@
+"""Plain-Python bodies of the map formulas, compiled by each kernel set.
+
+Every per-line, per-atom, per-circle and per-node formula of the maps is written here once:
+the CPU map kernels (:mod:`pbsolver.backends.cpu.maps`, ``numba.njit``), the CUDA map kernels
+(:mod:`pbsolver.backends.cuda.maps`, ``numba.cuda.jit(device=True)``) and the stacked frame
+kernels (:mod:`pbsolver.backends.frame_kernels`, both) compile these same functions; the
+kernels only index their work items, hold the scratch buffers and launch. Importing this module
+imports no numba.
+
+Scratch buffers are passed in (NumPy arrays on the CPU, ``cuda.local`` arrays on the GPU); a
+body that would write past a buffer returns an overflow flag instead, so the CPU sizes its
+buffers to never overflow and the GPU reports the line to the caller.
+
+Near a grid node: every φ_c body treats a node closer than ``sqrt(tol2)`` to an atom as being
+on it (±inf, which the discretisation handles through its ε = ε_c rule), so that a charge one
+rounding error off a node gives the same answer as one exactly on it.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+TWO_PI = 2.0 * math.pi
+#: Relative tolerance of "inside a sphere" tests on probe positions (points on a sphere are
+#: accessible).
+BURY_TOL = 1e-9
+#: Edge fractions this close to 0 or 1 are 0 or 1 exactly: an edge inside the solute must give
+#: ε_in bit for bit (a face of ε_in(1 + 2⁻⁵²) next to a charge on a node breaks the ε = ε_c
+#: rule and turns an infinite φ_c into a huge source).
+FRACTION_SNAP = 1e-12
+#: A node within this fraction of the smallest spacing of an atom is on that atom (φ_c = ±inf).
+ON_NODE = 1e-6
+
+
+#: The methods of every backend's map kernels (:meth:`pbsolver.backends.Backend.map_kernels`).
+MAP_KERNELS = (
+    "plane_bins",
+    "neighbour_lists",
+    "ses_features",
+    "sphere_union_lines",
+    "ses_lines",
+    "coulomb_sum",
+    "debye_huckel_points",
+)
+
+
+class MapKernels:
+    """A backend's map kernels: the functions named in :data:`MAP_KERNELS`.
+
+    Taken from ``module``; NumPy arrays in and out on every backend.
+    """
+
+    def __init__(self, module):
+        for name in MAP_KERNELS:
+            setattr(self, name, getattr(module, name))
+        self.module = module.__name__
+
+    def __repr__(self):
+        return f"MapKernels({self.module})"
+
+
+class LineCapacityError(RuntimeError):
+    """A line met more spheres than a GPU kernel's local arrays hold (the CPU kernels do it)."""
+
+
+def on_node_tol2(spacing):
+    """Squared distance below which a node counts as on an atom (see :data:`ON_NODE`).
+
+    Plain arithmetic on the three spacings: also compiled into kernels.
+    """
+    d = ON_NODE * min(spacing[0], min(spacing[1], spacing[2]))
+    return d * d
+
+
+# ---------------------------------------------------------------------- lines
+def line_body(line, us, vs):
+    """Indices (iu, iv) and coordinates (u, v) of work item ``line`` of a plane of lines."""
+    nv = vs.shape[0]
+    iu = line // nv
+    iv = line - iu * nv
+    return iu, iv, us[iu], vs[iv]
+
+
+def point_body(axis, t, u, v):
+    """3D point of parameter t on the line of ``axis`` through (u, v)."""
+    if axis == 0:
+        return t, u, v
+    if axis == 1:
+        return u, t, v
+    return u, v, t
+
+
+def bin_range_body(u, v, reach, u0, v0, bsize, nbu, nbv):
+    """The 2D bins (inclusive ranges) within ``reach`` of the line through (u, v)."""
+    lo_u = max(0, int(math.floor((u - reach - u0) / bsize)))
+    hi_u = min(nbu - 1, int(math.floor((u + reach - u0) / bsize)))
+    lo_v = max(0, int(math.floor((v - reach - v0) / bsize)))
+    hi_v = min(nbv - 1, int(math.floor((v + reach - v0) / bsize)))
+    return lo_u, hi_u, lo_v, hi_v
+
+
+def chord_body(starts, ends, n, du, dv, t, r):
+    """Add the chord of a sphere of radius r to the intervals of a line; the new count.
+
+    (du, dv) is the sphere centre's offset from the line across it and t its coordinate along
+    it. Returns ``n`` when the sphere misses the line and −1 when the buffers are full.
+    """
+    d2 = du * du + dv * dv
+    if d2 >= r * r:
+        return n
+    if n >= starts.shape[0]:
+        return -1
+    w = math.sqrt(r * r - d2)
+    starts[n] = t - w
+    ends[n] = t + w
+    return n + 1
+
+
+# ---------------------------------------------------------------------- SES point test
+def buried_body(px, py, pz, i, pos, rad, nb_start, nb_index):
+    """True when the probe centre p (on accessible sphere i) is inside another one."""
+    for s in range(nb_start[i], nb_start[i + 1]):
+        k = nb_index[s]
+        dx = px - pos[k, 0]
+        dy = py - pos[k, 1]
+        dz = pz - pos[k, 2]
+        rk = rad[k]
+        if dx * dx + dy * dy + dz * dz < rk * rk * (1.0 - BURY_TOL):
+            return True
+    return False
+
+
+def remember_body(hit, px, py, pz):
+    """Cache an accessible probe centre (hit[3] = 1 marks it set)."""
+    hit[0] = px
+    hit[1] = py
+    hit[2] = pz
+    hit[3] = 1.0
+
+
+def arc_point_body(geom, c, theta):
+    """The point at angle theta of circle c."""
+    ct = math.cos(theta)
+    st = math.sin(theta)
+    rho = geom[c, 12]
+    return (
+        geom[c, 0] + rho * (ct * geom[c, 6] + st * geom[c, 9]),
+        geom[c, 1] + rho * (ct * geom[c, 7] + st * geom[c, 10]),
+        geom[c, 2] + rho * (ct * geom[c, 8] + st * geom[c, 11]),
+    )
+
+
+def circle_body(pos, rad, i, j, out):
+    """Circle of accessible spheres i and j into out[0:13] (m, n, u, v, rho); False if none."""
+    n0 = pos[j, 0] - pos[i, 0]
+    n1 = pos[j, 1] - pos[i, 1]
+    n2 = pos[j, 2] - pos[i, 2]
+    d2 = n0 * n0 + n1 * n1 + n2 * n2
+    d = math.sqrt(d2)
+    ri = rad[i]
+    rj = rad[j]
+    if d <= abs(ri - rj) or d >= ri + rj or d == 0.0:
+        return False
+    n0 /= d
+    n1 /= d
+    n2 /= d
+    aa = (d2 + ri * ri - rj * rj) / (2.0 * d)
+    rho2 = ri * ri - aa * aa
+    if rho2 <= 0.0:
+        return False
+    out[0] = pos[i, 0] + aa * n0
+    out[1] = pos[i, 1] + aa * n1
+    out[2] = pos[i, 2] + aa * n2
+    out[3] = n0
+    out[4] = n1
+    out[5] = n2
+    # u: perpendicular to n, built from the axis least aligned with n
+    ax = 0
+    if abs(n1) < abs(n0):
+        ax = 1
+    if abs(n2) < abs(n0 if ax == 0 else n1):
+        ax = 2
+    e0 = 1.0 if ax == 0 else 0.0
+    e1 = 1.0 if ax == 1 else 0.0
+    e2 = 1.0 if ax == 2 else 0.0
+    u0 = n1 * e2 - n2 * e1
+    u1 = n2 * e0 - n0 * e2
+    u2 = n0 * e1 - n1 * e0
+    un = math.sqrt(u0 * u0 + u1 * u1 + u2 * u2)
+    u0 /= un
+    u1 /= un
+    u2 /= un
+    out[6] = u0
+    out[7] = u1
+    out[8] = u2
+    out[9] = n1 * u2 - n2 * u1
+    out[10] = n2 * u0 - n0 * u2
+    out[11] = n0 * u1 - n1 * u0
+    out[12] = math.sqrt(rho2)
+    return True
+
+
+def make_free_arcs(sort_merge):
+    """The free-arc body of circle (i, j), on the compiled ``sort_merge``."""
+
+    def free_arcs_body(pos, rad, i, j, nb_start, nb_index, g, bs, be, arcs, arc0, cap):
+        """Free (unburied) arcs of circle g of (i, j) as angle intervals in [0, 2π].
+
+        Writes up to ``cap`` rows of (θ0, θ1) at ``arcs[arc0:]`` and returns their count (0:
+        fully buried; −1: the neighbour list is longer than the buffers ``bs``, ``be`` hold).
+        A third sphere k buries the open arc where its ball contains the circle.
+        """
+        rho = g[12]
+        nbur = 0
+        if 2 * (nb_start[i + 1] - nb_start[i]) + 2 > bs.shape[0]:
+            return -1
+        for s in range(nb_start[i], nb_start[i + 1]):
+            k = nb_index[s]
+            if k == j:
+                continue
+            w0 = pos[k, 0] - g[0]
+            w1 = pos[k, 1] - g[1]
+            w2 = pos[k, 2] - g[2]
+            aa = w0 * g[6] + w1 * g[7] + w2 * g[8]
+            bb = w0 * g[9] + w1 * g[10] + w2 * g[11]
+            ww = w0 * w0 + w1 * w1 + w2 * w2
+            rk = rad[k]
+            cc = (rho * rho + ww - rk * rk) / (2.0 * rho)
+            dd = math.sqrt(aa * aa + bb * bb)
+            tol = BURY_TOL * (rk + rho)
+            if dd <= 1e-12 * (rk + rho):
+                if cc < -tol:
+                    return 0
+                continue
+            c = cc / dd
+            if c >= 1.0 - 1e-12:
+                continue
+            if c <= -1.0 + 1e-12:
+                return 0
+            alpha = math.acos(c)
+            phi0 = math.atan2(bb, aa)
+            s0 = (phi0 - alpha) % TWO_PI
+            e0 = s0 + 2.0 * alpha
+            if e0 > TWO_PI:
+                bs[nbur] = s0
+                be[nbur] = TWO_PI
+                nbur += 1
+                bs[nbur] = 0.0
+                be[nbur] = e0 - TWO_PI
+                nbur += 1
+            else:
+                bs[nbur] = s0
+                be[nbur] = e0
+                nbur += 1
+        nm = sort_merge(bs, be, nbur)
+        nfree = 0
+        cur = 0.0
+        for s in range(nm):
+            if bs[s] > cur:
+                if nfree < cap:
+                    arcs[arc0 + nfree, 0] = cur
+                    arcs[arc0 + nfree, 1] = bs[s]
+                nfree += 1
+            if be[s] > cur:
+                cur = be[s]
+        if cur < TWO_PI:
+            if nfree < cap:
+                arcs[arc0 + nfree, 0] = cur
+                arcs[arc0 + nfree, 1] = TWO_PI
+            nfree += 1
+        return nfree
+
+    return free_arcs_body
+
+
+def make_ses(jit, sort_merge, accumulate):
+    """The SES bodies compiled by ``jit`` on the compiled line bodies; a dict by name."""
+    point = jit(point_body)
+    bin_range = jit(bin_range_body)
+    chord = jit(chord_body)
+    buried = jit(buried_body)
+    remember = jit(remember_body)
+    arc_point = jit(arc_point_body)
+    circle = jit(circle_body)
+    free_arcs = jit(make_free_arcs(sort_merge))
+
+    def bin_count(u, v, reach, u0, v0, bsize, nbu, nbv, bstart):
+        """Atoms in the bins within ``reach`` of the line (an upper bound of the spheres met)."""
+        lo_u, hi_u, lo_v, hi_v = bin_range(u, v, reach, u0, v0, bsize, nbu, nbv)
+        count = 0
+        for bu in range(lo_u, hi_u + 1):
+            for bv in range(lo_v, hi_v + 1):
+                b = bu * nbv + bv
+                count += bstart[b + 1] - bstart[b]
+        return count
+
+    def remember_arc(hit, geom, c, theta):
+        px, py, pz = arc_point(geom, c, theta)
+        remember(hit, px, py, pz)
+
+    remember_arc = jit(remember_arc)
+
+    def probe_reaches(
+        x, y, z, cand, lo, hi, pos, rad, probe, nb_start, nb_index,
+        circ_start, geom, arc_start, arcs, hit,
+    ):  # fmt: skip
+        """True when some accessible probe centre lies within ``probe`` of (x, y, z).
+
+        ``cand[lo:hi]`` are the candidate (exposed) atoms: all exposed atoms within rad +
+        probe of the point must be among them; ``rad`` are accessible radii R + r_p. ``hit``
+        caches the last accessible probe centre found: it is tried first, since neighbouring
+        samples along a line are usually reached by the same probe.
+        """
+        p2 = probe * probe
+        if hit[3] == 1.0:
+            dx = x - hit[0]
+            dy = y - hit[1]
+            dz = z - hit[2]
+            if dx * dx + dy * dy + dz * dz < p2:
+                return True
+        for s in range(lo, hi):
+            i = cand[s]
+            dx = x - pos[i, 0]
+            dy = y - pos[i, 1]
+            dz = z - pos[i, 2]
+            r2 = dx * dx + dy * dy + dz * dz
+            reach = rad[i] + probe
+            if r2 >= reach * reach:
+                continue
+            r = math.sqrt(r2)
+            # 1. radial projection on accessible sphere i (the nearest accessible point is a
+            # radial projection only when x is inside ball i)
+            if 0.0 < r < rad[i] and rad[i] - r < probe:
+                f = rad[i] / r
+                px = pos[i, 0] + f * dx
+                py = pos[i, 1] + f * dy
+                pz = pos[i, 2] + f * dz
+                if not buried(px, py, pz, i, pos, rad, nb_start, nb_index):
+                    remember(hit, px, py, pz)
+                    return True
+            # 2. free arcs of the circles (i, j > i), and their ends
+            for c in range(circ_start[i], circ_start[i + 1]):
+                wx = x - geom[c, 0]
+                wy = y - geom[c, 1]
+                wz = z - geom[c, 2]
+                rho = geom[c, 12]
+                zz = wx * geom[c, 3] + wy * geom[c, 4] + wz * geom[c, 5]
+                xu = wx * geom[c, 6] + wy * geom[c, 7] + wz * geom[c, 8]
+                xv = wx * geom[c, 9] + wy * geom[c, 10] + wz * geom[c, 11]
+                rx = math.sqrt(xu * xu + xv * xv)
+                if (rx - rho) * (rx - rho) + zz * zz >= p2:
+                    continue
+                if rx <= 1e-12 * rho:
+                    # on the axis: every point of a free arc is equally near
+                    remember_arc(hit, geom, c, arcs[arc_start[c], 0])
+                    return True
+                theta = math.atan2(xv, xu) % TWO_PI
+                base = rx * rx + rho * rho + zz * zz
+                for a in range(arc_start[c], arc_start[c + 1]):
+                    if arcs[a, 0] <= theta <= arcs[a, 1]:
+                        remember_arc(hit, geom, c, theta)
+                        return True
+                    for e in range(2):
+                        d2 = base - 2.0 * rho * rx * math.cos(theta - arcs[a, e])
+                        if d2 < p2:
+                            remember_arc(hit, geom, c, arcs[a, e])
+                            return True
+        return False
+
+    probe_reaches = jit(probe_reaches)
+
+    def solute_at(
+        t, axis, u, v, cand, ckey, ncand, pos, rad, probe, reach, nb_start, nb_index,
+        circ_start, geom, arc_start, arcs, hit,
+    ):  # fmt: skip
+        """True when the point t of the line is solute (no probe reaches it)."""
+        x, y, z = point(axis, t, u, v)
+        lo, hi = 0, ncand  # the candidates within ``reach`` of t along the line (sorted)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if ckey[mid] < t - reach:
+                lo = mid + 1
+            else:
+                hi = mid
+        start = lo
+        lo, hi = start, ncand
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if ckey[mid] <= t + reach:
+                lo = mid + 1
+            else:
+                hi = mid
+        return not probe_reaches(
+            x, y, z, cand, start, lo, pos, rad, probe, nb_start, nb_index,
+            circ_start, geom, arc_start, arcs, hit,
+        )  # fmt: skip
+
+    solute_at = jit(solute_at)
+
+    def zone(
+        out, axis, iu, iv, zs, ze, t0, h, nbins, u, v, cand, ckey, ncand, pos, acc, probe,
+        reach, step, nbisect, nb_start, nb_index, circ_start, geom, arc_start, arcs, hit,
+    ):  # fmt: skip
+        """Classify one reentrant-zone interval [zs, ze] of a line and add its solute parts.
+
+        Sampled every ``step``; each change of class is located by ``nbisect`` bisections.
+        """
+        length = ze - zs
+        if length <= 0.0:
+            return
+        nseg = max(1, int(math.ceil(length / step)))
+        eps = min(1e-9, 0.25 * length)
+        prev_t = zs + eps
+        prev = solute_at(
+            prev_t, axis, u, v, cand, ckey, ncand, pos, acc, probe, reach, nb_start,
+            nb_index, circ_start, geom, arc_start, arcs, hit,
+        )  # fmt: skip
+        run_start = zs if prev else -1.0
+        for q in range(1, nseg + 1):
+            t = ze - eps if q == nseg else zs + length * q / nseg
+            cur = solute_at(
+                t, axis, u, v, cand, ckey, ncand, pos, acc, probe, reach, nb_start,
+                nb_index, circ_start, geom, arc_start, arcs, hit,
+            )  # fmt: skip
+            if cur != prev:
+                a, b = prev_t, t
+                for _ in range(nbisect):
+                    mid = 0.5 * (a + b)
+                    cm = solute_at(
+                        mid, axis, u, v, cand, ckey, ncand, pos, acc, probe, reach,
+                        nb_start, nb_index, circ_start, geom, arc_start, arcs, hit,
+                    )  # fmt: skip
+                    if cm == prev:
+                        a = mid
+                    else:
+                        b = mid
+                cross = 0.5 * (a + b)
+                if prev:
+                    accumulate(out, axis, 0, iu, iv, run_start, cross, t0, h, nbins)
+                else:
+                    run_start = cross
+                prev = cur
+            prev_t = t
+        if prev:
+            accumulate(out, axis, 0, iu, iv, run_start, ze, t0, h, nbins)
+
+    zone = jit(zone)
+
+    def union_line(
+        out, axis, iu, iv, u, v, t0, h, nbins, pos, radius, maxr,
+        u0, v0, bsize, nbu, nbv, bstart, border, starts, ends,
+    ):  # fmt: skip
+        """Covered fraction of each bin of one line by the union of spheres; 1 on overflow.
+
+        Line (iu, iv) runs along ``axis`` through (u, v); bin k spans [t0 + k h, t0 + (k+1) h).
+        """
+        a1 = 1 if axis == 0 else 0
+        a2 = 1 if axis == 2 else 2
+        n = 0
+        lo_u, hi_u, lo_v, hi_v = bin_range(u, v, maxr, u0, v0, bsize, nbu, nbv)
+        for bu in range(lo_u, hi_u + 1):
+            for bv in range(lo_v, hi_v + 1):
+                b = bu * nbv + bv
+                for s in range(bstart[b], bstart[b + 1]):
+                    i = border[s]
+                    n = chord(starts, ends, n, pos[i, a1] - u, pos[i, a2] - v, pos[i, axis],
+                              radius[i])  # fmt: skip
+                    if n < 0:
+                        return 1
+        n = sort_merge(starts, ends, n)
+        for s in range(n):
+            accumulate(out, axis, 0, iu, iv, starts[s], ends[s], t0, h, nbins)
+        return 0
+
+    union_line = jit(union_line)
+
+    def ses_line(
+        out, axis, iu, iv, u, v, t0, h, nbins, pos, vdw, acc, probe, step, nbisect, maxacc,
+        maxreach, u0, v0, bsize, nbu, nbv, bstart, border,
+        e_u0, e_v0, e_bsize, e_nbu, e_nbv, e_bstart, e_border,
+        nb_start, nb_index, circ_start, geom, arc_start, arcs,
+        vs_, ve_, ss_, se_, cand, ckey, hit,
+    ):  # fmt: skip
+        """Solvent-excluded fraction of each bin of one line; 1 on overflow.
+
+        ``vdw`` are atomic radii, ``acc`` accessible radii (vdw + probe). The first bins
+        (``u0`` … ``border``) hold all atoms for reach ``acc``; the second (``e_*``) only the
+        exposed atoms, for reach ``acc + probe`` (the point test's candidates, kept sorted
+        along the line in ``cand``/``ckey``).
+        """
+        a1 = 1 if axis == 0 else 0
+        a2 = 1 if axis == 2 else 2
+        nvdw = 0
+        nsas = 0
+        lo_u, hi_u, lo_v, hi_v = bin_range(u, v, maxacc, u0, v0, bsize, nbu, nbv)
+        for bu in range(lo_u, hi_u + 1):
+            for bv in range(lo_v, hi_v + 1):
+                b = bu * nbv + bv
+                for s in range(bstart[b], bstart[b + 1]):
+                    i = border[s]
+                    du = pos[i, a1] - u
+                    dv = pos[i, a2] - v
+                    nsas = chord(ss_, se_, nsas, du, dv, pos[i, axis], acc[i])
+                    nvdw = chord(vs_, ve_, nvdw, du, dv, pos[i, axis], vdw[i])
+                    if nsas < 0 or nvdw < 0:
+                        return 1
+        if nsas == 0:
+            return 0
+        nvdw = sort_merge(vs_, ve_, nvdw)
+        nsas = sort_merge(ss_, se_, nsas)
+        for s in range(nvdw):
+            accumulate(out, axis, 0, iu, iv, vs_[s], ve_[s], t0, h, nbins)
+        # exposed candidates within acc + probe, insertion-sorted along the line
+        ncand = 0
+        lo_u, hi_u, lo_v, hi_v = bin_range(u, v, maxreach, e_u0, e_v0, e_bsize, e_nbu, e_nbv)
+        for bu in range(lo_u, hi_u + 1):
+            for bv in range(lo_v, hi_v + 1):
+                b = bu * e_nbv + bv
+                for s in range(e_bstart[b], e_bstart[b + 1]):
+                    i = e_border[s]
+                    du = pos[i, a1] - u
+                    dv = pos[i, a2] - v
+                    rr = acc[i] + probe
+                    if du * du + dv * dv >= rr * rr:
+                        continue
+                    if ncand >= cand.shape[0]:
+                        return 1
+                    key = pos[i, axis]
+                    j = ncand - 1
+                    while j >= 0 and ckey[j] > key:
+                        ckey[j + 1] = ckey[j]
+                        cand[j + 1] = cand[j]
+                        j -= 1
+                    ckey[j + 1] = key
+                    cand[j + 1] = i
+                    ncand += 1
+        for k in range(4):
+            hit[k] = 0.0
+        # reentrant zone: accessible spheres minus vdW spheres, clipped to the line
+        tmax = t0 + nbins * h
+        p = 0
+        for s in range(nsas):
+            zs = max(ss_[s], t0)
+            ze = min(se_[s], tmax)
+            while zs < ze:
+                # skip vdW intervals that end before zs
+                while p < nvdw and ve_[p] <= zs:
+                    p += 1
+                if p < nvdw and vs_[p] <= zs:
+                    zs = ve_[p]
+                    continue
+                zend = ze
+                if p < nvdw and vs_[p] < ze:
+                    zend = vs_[p]
+                zone(
+                    out, axis, iu, iv, zs, zend, t0, h, nbins, u, v, cand, ckey, ncand, pos,
+                    acc, probe, maxreach, step, nbisect, nb_start, nb_index, circ_start, geom,
+                    arc_start, arcs, hit,
+                )  # fmt: skip
+                zs = zend
+        return 0
+
+    ses_line = jit(ses_line)
+
+    def count_arcs(pos, rad, i, nb_start, nb_index, nfree, g, bs, be, dummy):
+        """Atom i: free-arc count of every circle (i, j) into ``nfree``.
+
+        Returns (nested, intersecting circles, overflow).
+        """
+        ninter = 0
+        nest = False
+        bad = False
+        for s in range(nb_start[i], nb_start[i + 1]):
+            j = nb_index[s]
+            dx = pos[j, 0] - pos[i, 0]
+            dy = pos[j, 1] - pos[i, 1]
+            dz = pos[j, 2] - pos[i, 2]
+            d = math.sqrt(dx * dx + dy * dy + dz * dz)
+            if d + rad[i] < rad[j] or (d + rad[i] <= rad[j] and j < i):
+                nest = True
+            if not circle(pos, rad, i, j, g):
+                continue
+            ninter += 1
+            k = free_arcs(pos, rad, i, j, nb_start, nb_index, g, bs, be, dummy, 0, 0)
+            if k < 0:
+                bad = True
+                k = 0
+            nfree[s] = k
+        return nest, ninter, bad
+
+    count_arcs = jit(count_arcs)
+
+    def fill_circle(pos, rad, c, i, j, nb_start, nb_index, arc_start, geom, arcs, g, bs, be):
+        """Circle c of (i, j): its geometry row and its free arcs."""
+        circle(pos, rad, i, j, g)
+        for a in range(13):
+            geom[c, a] = g[a]
+        cap = arc_start[c + 1] - arc_start[c]
+        free_arcs(pos, rad, i, j, nb_start, nb_index, g, bs, be, arcs, arc_start[c], cap)
+
+    fill_circle = jit(fill_circle)
+    return {
+        "line": jit(line_body),
+        "union_line": union_line,
+        "ses_line": ses_line,
+        "count_arcs": count_arcs,
+        "fill_circle": fill_circle,
+        "probe_reaches": probe_reaches,
+        "chord": chord,
+        "bin_count": jit(bin_count),
+    }
+
+
+def plane_bins(pu, pv, u0, v0, size, nbu, nbv):
+    """Counting sort of atoms into (nbu, nbv) bins of ``size`` Å in a plane (NumPy, host).
+
+    Returns ``start`` (nbu*nbv + 1) and ``order`` (atom indices sorted by bin).
+    """
+    bu = np.clip(np.floor((pu - u0) / size).astype(np.int64), 0, nbu - 1)
+    bv = np.clip(np.floor((pv - v0) / size).astype(np.int64), 0, nbv - 1)
+    key = bu * nbv + bv
+    order = np.argsort(key, kind="stable").astype(np.int64)
+    counts = np.bincount(key, minlength=nbu * nbv)
+    start = np.zeros(nbu * nbv + 1, dtype=np.int64)
+    np.cumsum(counts, out=start[1:])
+    return start, order
+
+
+def compact_circles(nb_start, nb_index, nfree, nested, intersecting):
+    """SES features from the per-pair free-arc counts (NumPy, on the host).
+
+    Returns ``exposed`` (bool per atom), ``circ_start`` (CSR per atom over the circles
+    (i, j > i) with free arcs), ``circ_i``, ``circ_j`` and ``arc_start``.
+    """
+    n = len(nb_start) - 1
+    owner = np.repeat(np.arange(n), np.diff(nb_start))
+    has_free = np.zeros(n, dtype=bool)
+    np.logical_or.at(has_free, owner, nfree > 0)
+    exposed = ~nested & ((intersecting == 0) | has_free)
+    keep = (nb_index > owner) & (nfree > 0)
+    circ_i = owner[keep]
+    circ_j = nb_index[keep]
+    circ_start = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(circ_i, minlength=n), out=circ_start[1:])
+    arc_start = np.zeros(len(circ_i) + 1, dtype=np.int64)
+    np.cumsum(nfree[keep], out=arc_start[1:])
+    return exposed, circ_start, circ_i, circ_j, arc_start
+
+
+# ---------------------------------------------------------------------- point potentials
+def make_point_sums(jit, fast):
+    """The direct sums (φ_c, Debye–Hückel) compiled by ``fast`` (fast-math keeping ±inf)."""
+
+    def coulomb_pair(dx, dy, dz, q, tol2):
+        """q / |d| for one atom (nonzero q), ±inf when |d|² ≤ ``tol2`` (on the node).
+
+        Needs IEEE division (numba's "numpy" error model: q / 0 = ±inf).
+        """
+        r2 = dx * dx + dy * dy + dz * dz
+        if r2 <= tol2:
+            r2 = r2 - r2
+        return q / math.sqrt(r2)
+
+    coulomb_pair = fast(coulomb_pair)
+
+    def coulomb_node(rel, q, f, x, y, z, box, tol2):
+        """Σ q_a / |r − r_a| over the atoms of frame f (Å⁻¹ e); ±inf on (or near) an atom.
+
+        A distance below √``tol2`` counts as zero. ``box`` (or None, no wrap) is the periodic
+        box: each atom then contributes through its nearest image. The arithmetic follows the
+        inputs' type (float32 for the frame engine, whose positions are relative to the
+        frame's origin so the numbers stay small) and the sum is carried in float64 every 32
+        atoms.
+        """
+        acc = 0.0
+        part = x - x  # zero in the arithmetic's type
+        for a in range(q.shape[0]):
+            dx = x - rel[f, a, 0]
+            dy = y - rel[f, a, 1]
+            dz = z - rel[f, a, 2]
+            if box is not None:
+                dx -= box[0] * math.floor(dx / box[0] + 0.5)
+                dy -= box[1] * math.floor(dy / box[1] + 0.5)
+                dz -= box[2] * math.floor(dz / box[2] + 0.5)
+            if q[a] != 0.0:
+                part += coulomb_pair(dx, dy, dz, q[a], tol2)
+            if (a & 31) == 31:
+                acc += part
+                part = x - x
+        return acc + part
+
+    def dh_term(dx, dy, dz, q, radius, kappa, eps_out, inv_c, one):
+        """One atom's term q (e^{−κ(r−a)} / (ε_out (1 + κ a)) − 1/ε_c) / r of the "mdh" sum.
+
+        ``one`` is 1 in the arithmetic's type (float32 for the frame engine).
+        """
+        r = math.sqrt(dx * dx + dy * dy + dz * dz)
+        screened = math.exp(-kappa * (r - radius)) / (eps_out * (one + kappa * radius))
+        return q * (screened - inv_c) / r
+
+    dh_term = fast(dh_term)
+
+    def debye_huckel_node(rel, q, radii, f, x, y, z, kappa, eps_out, eps_cavity, one):
+        """Σ of :func:`dh_term` over the atoms of frame f at (x, y, z)."""
+        acc = 0.0
+        inv_c = one / eps_cavity
+        for a in range(q.shape[0]):
+            acc += dh_term(x - rel[f, a, 0], y - rel[f, a, 1], z - rel[f, a, 2], q[a], radii[a],
+                           kappa, eps_out, inv_c, one)  # fmt: skip
+        return acc
+
+    return {
+        "coulomb_pair": coulomb_pair,
+        "coulomb_node": fast(coulomb_node),
+        "dh_term": dh_term,
+        "debye_huckel_node": fast(debye_huckel_node),
+    }
+
+
+def face_eps_body(frac, eps_in, eps_out):
+    """ε of a face from its edge fraction inside the solute (harmonic mixture).
+
+    Exactly ε_in for a fraction within :data:`FRACTION_SNAP` of 1 (and ε_out near 0).
+    """
+    if frac >= 1.0 - FRACTION_SNAP:
+        return eps_in
+    if frac <= FRACTION_SNAP:
+        return eps_out
+    return 1.0 / (frac / eps_in + (1.0 - frac) / eps_out)
