@@ -31,6 +31,7 @@ import numpy as np
 
 from .exceptions import InputError
 from .grid import Grid
+from .resources import check_memory
 
 SURFACES = ("mol", "smol", "vdw")
 BOUNDARY_KINDS = ("mdh", "sdh", "zero")
@@ -555,6 +556,8 @@ def build_problem(
         ghi = glo + np.asarray(grid.lengths)
         if np.any(lo <= glo) or np.any(hi >= ghi):
             raise InputError("some atoms lie on or outside the grid's outer layer")
+    # maps and a solve on this grid must fit in memory: refuse before allocating any map
+    check_memory(grid.shape, molecule=True, n_atoms=len(atoms), what="the molecule's grid")
     be = map_backend(maps_backend)
     fr = face_fractions(atoms, grid, surface, probe_radius, box=box, ses_step=ses_step, backend=be)
     faces = faces_from_fractions(fr, eps_in, eps_out)

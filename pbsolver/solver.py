@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import importlib.util
+import inspect
 import math
 import time
 from dataclasses import dataclass, field
@@ -21,6 +22,7 @@ from ._arrays import array_module, as_real_array
 from .backends import Backend, Stencil, get_backend
 from .exceptions import ConvergenceError, InputError
 from .problem import Problem
+from .resources import check_memory
 
 #: Stop as "diverging" when the residual exceeds this multiple of the initial one.
 DIVERGENCE_FACTOR = 1e4
@@ -275,6 +277,7 @@ class Solver:
             raise InputError(f"dtype must be float32 or float64, got {self.dtype}")
         self.strict = bool(strict)
         self.refine = bool(refine) and self.dtype == np.float32
+        _check_method_options(method, method_options)  # a misspelt keyword fails here
         self.method_options = method_options
 
     def _resolve_method(self, backend, problem) -> str:
@@ -322,6 +325,7 @@ class Solver:
         start = time.perf_counter()
         backend = get_backend(self.backend_name, like=problem.phi_coulomb)
         name = self._resolve_method(backend, problem)
+        check_memory(problem.grid.shape, name, backend.name, self.dtype, self.refine)
         options = dict(self.method_options)
         if self.omega is not None:
             options["omega"] = self.omega
@@ -546,3 +550,32 @@ def _nonnegative(value, name):
     if not (math.isfinite(value) and value >= 0):
         raise InputError(f"{name} must be finite and >= 0, got {value}")
     return value
+
+
+def _method_keywords(cls) -> set[str]:
+    """Keyword options a method class accepts (through ``*args, **kwargs`` to its bases)."""
+    for klass in cls.__mro__:
+        if "__init__" not in vars(klass):
+            continue
+        params = inspect.signature(klass.__init__).parameters.values()
+        if any(p.kind is p.VAR_KEYWORD for p in params):
+            continue
+        return {p.name for p in params if p.name != "self"} - {"args"}
+    return set()
+
+
+def _check_method_options(method: str, options: dict) -> None:
+    """Refuse keywords that neither the Solver nor its method accepts, naming the valid ones."""
+    if not options:
+        return
+    methods = _methods()
+    classes = methods.values() if method == "auto" else [methods[method]]
+    accepted = set().union(*(_method_keywords(c) for c in classes))
+    unknown = sorted(set(options) - accepted)
+    if unknown:
+        own = [p for p in inspect.signature(Solver.__init__).parameters if p != "self"]
+        valid = [p for p in own if p != "method_options"] + sorted(accepted - set(own))
+        raise InputError(
+            f"Solver: unknown keyword {', '.join(map(repr, unknown))} for method {method!r}; "
+            f"valid keywords: {', '.join(valid)}"
+        )
