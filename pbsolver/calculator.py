@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import maps
-from ._arrays import array_module, is_device_array, to_numpy
+from ._arrays import array_module, is_device_array, require_real_numbers, to_numpy
 from .energy import _unit_factor
 from .exceptions import ConvergenceError, InputError
 from .grid import Grid
@@ -529,6 +529,7 @@ class ReactionFieldCalculator:
 
             positions = cp.asarray(positions)
             xp = cp
+        require_real_numbers(positions, "positions")
         host = np.asarray(to_numpy(positions), dtype=np.float64)
         n = len(self.atoms)
         if host.shape != (n, 3):
