@@ -258,6 +258,7 @@ def check_output(path, inputs=(), *, formats=("hdf5",), what: str = "output") ->
         Wrong suffix, a special file, or one of the inputs.
     """
     path = Path(path)
+    check_special(path, what)
     fmt = output_format(path)
     if fmt not in formats:
         allowed = []
@@ -269,7 +270,6 @@ def check_output(path, inputs=(), *, formats=("hdf5",), what: str = "output") ->
             f"{what} {path}: the name must end in {', '.join(allowed)} (the format is chosen "
             "by the suffix)"
         )
-    check_special(path, what)
     for src in inputs:
         if os.path.lexists(path) and same_file(path, src):
             raise InputError(f"{what} {path} is the input {src}; inputs are never modified")
