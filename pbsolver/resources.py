@@ -128,10 +128,9 @@ def memory_limit() -> int | None:
     value = os.environ.get(ENV, "").strip()
     if not value:
         return None
-    unit = value[-1].upper() if value[-1].isalpha() else ""
-    number = value[:-1] if unit else value
-    if unit.endswith("B"):
-        unit = ""
+    text = value.upper().removesuffix("IB").removesuffix("B")
+    unit = text[-1] if text and text[-1].isalpha() else ""
+    number = text[:-1] if unit else text
     try:
         n = int(float(number) * _UNITS[unit])
     except (KeyError, ValueError):
