@@ -46,6 +46,7 @@ again.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import logging
@@ -384,7 +385,9 @@ def _write_part(path, grid: str, outcome: Outcome, dtype: str) -> str | None:
             )
     except (OSError, PBSolverError) as exc:
         detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        return f"cannot write {path.parent}: {detail}"
+        full = isinstance(exc, OSError) and exc.errno == errno.ENOSPC and exc.filename
+        where = exc.filename if full else path.parent  # a full disk: name the file
+        return f"cannot write {where}: {detail}"
     return None
 
 

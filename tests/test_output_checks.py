@@ -123,14 +123,33 @@ def test_special_output_files_are_refused(tmp_path, src, no_solve, make, text):
     _refused(run("export", src, "--grid", "g0", "--dataset", "epsilon", "-o", dx), text)
 
 
-def test_character_device_output_is_refused(src):
-    if not os.path.exists("/dev/null"):
-        pytest.skip("no /dev/null")
-    res = run("export", src, "--grid", "g0", "--dataset", "epsilon", "--format", "dx",
-              "-o", "/dev/null")  # fmt: skip
-    _refused(res, "is a character device")
-    with pytest.raises(InputError, match="is a character device"):
-        pb.write_dx("/dev/null", np.ones((3, 3, 3)), pb.Grid((3, 3, 3)))
+def test_device_and_socket_outputs_are_refused(tmp_path, src, monkeypatch):
+    """Device nodes are simulated: a real one (/dev/null) would be replaced by a regression."""
+    import stat
+
+    from pbsolver.io import safety
+
+    real_lstat = os.lstat
+    fake = {
+        str(tmp_path / "chr.dx"): stat.S_IFCHR | 0o666,
+        str(tmp_path / "blk.dx"): stat.S_IFBLK | 0o660,
+        str(tmp_path / "sock.dx"): stat.S_IFSOCK | 0o666,
+    }
+
+    def lstat(path, *a, **kw):
+        mode = fake.get(str(path))
+        if mode is None:
+            return real_lstat(path, *a, **kw)
+        return os.stat_result((mode, 1, 1, 1, 0, 0, 0, 0, 0, 0))
+
+    monkeypatch.setattr(safety.os, "lstat", lstat)
+    for name, text in [("chr.dx", "character device"), ("blk.dx", "block device"),
+                       ("sock.dx", "a socket")]:  # fmt: skip
+        res = run("export", src, "--grid", "g0", "--dataset", "epsilon", "-o", tmp_path / name)
+        _refused(res, text)
+        with pytest.raises(InputError, match=text):
+            pb.write_dx(tmp_path / name, np.ones((3, 3, 3)), pb.Grid((3, 3, 3)))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.h5"]
 
 
 def test_python_writers_refuse_fifos_and_symlinks(tmp_path):

@@ -67,8 +67,10 @@ def atomic_path(path: str | os.PathLike, keep_suffix: str = "", durable: bool = 
     from .safety import check_special
 
     path = Path(path)
-    # The rename would replace a symbolic link, FIFO or device node itself: refuse those.
-    check_special(path)
+    # The rename would replace a symbolic link, FIFO or device node itself: refuse those (a
+    # directory makes the rename fail with IsADirectoryError, which callers report).
+    if not (os.path.isdir(path) and not os.path.islink(path)):
+        check_special(path)
     tmp = temp_name(path, keep_suffix)
     try:
         yield tmp
