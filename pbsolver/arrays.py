@@ -70,3 +70,25 @@ def to_numpy(a):
     if xp is np:
         return np.asarray(a)
     return xp.asnumpy(a)
+
+
+def require_real_numbers(a, name: str) -> None:
+    """Refuse arrays whose dtype is not a real number type.
+
+    Complex numbers, strings, bytes and object arrays holding those are refused before a
+    float64 conversion would drop the imaginary part or parse the text.
+    """
+    kind = getattr(getattr(a, "dtype", None), "kind", None)
+    if kind is None:
+        try:
+            kind = np.asarray(a).dtype.kind
+        except (TypeError, ValueError):
+            return  # the conversion that follows reports it
+        a = np.asarray(a)
+    if kind in "biuf":
+        return
+    if kind == "O":
+        flat = np.asarray(a, dtype=object).ravel()
+        if not any(isinstance(v, str | bytes | complex | np.complexfloating) for v in flat):
+            return
+    raise InputError(f"{name} must be real numbers, got dtype {a.dtype}")

@@ -68,6 +68,7 @@ import math  # noqa: E402
 import click  # noqa: E402
 
 from pbsolver._version import __version__  # noqa: E402
+from pbsolver.backends.cpu.firstrun import note_compilation  # noqa: E402
 from pbsolver.exceptions import PBSolverError  # noqa: E402
 from pbsolver.options import SURFACES, PhysicsOptions  # noqa: E402
 
@@ -262,6 +263,11 @@ def _solver_options(f):
             is_flag=True,
             help="Write only reaction_field and solver/ (not the input maps) to the output.",
         ),
+        click.option(
+            "--overwrite",
+            is_flag=True,
+            help="Replace an existing HDF5 output written from another input (refused without).",
+        ),
     ]
     for opt in reversed(opts):
         f = opt(f)
@@ -339,7 +345,7 @@ _MOLECULE_PARAMS = (
 
 def _make_options(ctx, kw):
     """SolveOptions and MoleculeOptions from the parsed options; bad values are usage errors."""
-    from pbsolver.exceptions import InputError
+    from pbsolver.exceptions import BackendUnavailableError, InputError
     from pbsolver.jobs.batch import MoleculeOptions, SolveOptions
 
     solve = SolveOptions(
@@ -350,19 +356,18 @@ def _make_options(ctx, kw):
         maxiter=kw["maxiter"],
         dtype=kw["dtype"],
     )
+    if kw["rtol"] == 0 and kw["atol"] == 0:
+        raise click.UsageError(
+            "--rtol 0 with --atol 0 can never be met; give a positive --rtol or --atol", ctx
+        )
     try:
-        solve.make_solver()  # validates method and backend names without solving
+        # validates method and backend names without solving; a backend asked for by name
+        # must be usable here
+        solve.make_solver()
     except InputError as exc:
         raise click.UsageError(str(exc), ctx) from None
-    if kw["backend"] == "cuda":
-        from pbsolver.backends import cuda_available
-
-        if not cuda_available():
-            raise click.UsageError(
-                "--backend cuda: no usable CUDA GPU here (numba-cuda, CuPy and a device are "
-                "needed); use --backend cpu or auto",
-                ctx,
-            )
+    except BackendUnavailableError as exc:
+        raise click.UsageError(f"--backend {kw['backend']}: {exc}", ctx) from None
     try:  # the physics is validated in one place (PhysicsOptions), not by click's ranges alone
         molecule = MoleculeOptions(**{k: kw[k] for k in _MOLECULE_PARAMS})
     except InputError as exc:
@@ -399,26 +404,105 @@ def _check_input_exists(ctx, path: Path, param="INPUT"):
 
 
 def _summarise(report) -> int:
-    """Print the batch summary to stderr; return the exit code."""
-    n_failed = len(report.failed)
-    total = len(report.statuses)
+    """Print the outputs to stdout and one summary line to stderr; return the exit code.
+
+    Each failure has already been logged on its own line (``<file>: grid '<name>': <reason>``).
+    An input that failed as a whole (grid ``"*"``: unreadable, refused, locked by another
+    process) counts with all of its grids.
+    """
     for path in report.outputs:
         click.echo(str(path))
+    grid_failures = [st for st in report.failed if st.grid != "*"]
+    input_failures = [st for st in report.failed if st.grid == "*"]
+    lost = sum(_count_grids(st.source) for st in input_failures)
+    n_failed = len(grid_failures) + lost
+    total = len(report.solved) + len(report.skipped) + n_failed
     parts = [f"{len(report.solved)} solved"]
     if report.skipped:
         parts.append(f"{len(report.skipped)} already done")
-    if n_failed:
-        parts.append(f"{n_failed} failed")
-    log.info("%s (%d grid(s) in all)", ", ".join(parts), total)
-    if n_failed:
-        for st in report.failed:
-            where = st.source if st.grid == "*" else f"{st.source}: grid {st.grid!r}"
-            if st.reason and st.reason.startswith(st.source):
-                where = ""
-            log.debug("failed: %s%s", f"{where}: " if where else "", st.reason)
-        log.error("%d of %d grid(s) failed", n_failed, total)
+    if not report.failed:
+        log.info("%s (%d grid(s) in all)", ", ".join(parts), total)
+        return 0
+    inputs = f" ({len(input_failures)} input(s) not processed)" if input_failures else ""
+    log.error("%d of %d grid(s) failed%s; %s", n_failed, total, inputs, ", ".join(parts))
+    return 1
+
+
+def _count_grids(source) -> int:
+    """Grids of an input that failed as a whole (0 when the file cannot be listed)."""
+    from pbsolver.jobs.batch import input_kind
+
+    if input_kind(source) == "pqr":
         return 1
-    return 0
+    try:
+        from pbsolver.io.hdf5 import list_grids
+
+        return len(list_grids(source))
+    except (PBSolverError, OSError):
+        return 0
+
+
+def _check_solve_request(ctx, input, output, fmt, dataset, kw):
+    """Refuse, before anything is solved, what could only fail after the solve.
+
+    Map output: one grid only, a dataset the grid will have, no --results-only. HDF5 output: no
+    map-only options. Bad files raise InputError (exit 1), bad requests are usage errors.
+    """
+    from pbsolver.io.hdf5 import GRID_DATASETS, RESULT, inspect_hdf5
+    from pbsolver.jobs.batch import input_kind
+
+    source = click.core.ParameterSource.COMMANDLINE
+    if fmt != "map":
+        given = [
+            f"--{p}" for p in ("dataset", "temperature") if ctx.get_parameter_source(p) == source
+        ]
+        if given:
+            raise click.UsageError(
+                f"{' and '.join(given)} only apply to a map output (.dx, .dx.gz, .mrc); "
+                f"{output} is HDF5",
+                ctx,
+            )
+        return
+    if kw["results_only"]:
+        raise click.UsageError("--results-only is for HDF5 output; a map holds one dataset", ctx)
+    known = (*GRID_DATASETS, "potential")
+    if dataset not in known:
+        raise click.UsageError(f"--dataset {dataset!r}: not one of {', '.join(known)}", ctx)
+    if input_kind(input) == "pqr":
+        have = {"epsilon_x", "epsilon_y", "epsilon_z", "phi_coulomb", "boundary_values"}
+        if kw["ionic_strength"] > 0:
+            have.add("kappa2")
+        grid = input.stem
+    else:
+        entries = inspect_hdf5(input, max_points=kw["max_points"])
+        names = [n for n, _, _ in entries]
+        selected = kw["grids"]
+        if selected:
+            missing = [n for n in selected if n not in names]
+            if missing:
+                raise click.UsageError(
+                    f"--grid: {input} has no grid {', '.join(map(repr, missing))}", ctx
+                )
+            entries = [e for e in entries if e[0] in selected]
+        if len(entries) != 1:
+            raise click.UsageError(
+                f"a map output holds one grid, {input} has {len(entries)}; choose one with "
+                "--grid NAME or write HDF5",
+                ctx,
+            )
+        grid, info, err = entries[0]
+        if info is None:
+            from pbsolver.exceptions import InputError
+
+            raise InputError(err)
+        have = set(info.datasets)
+    have |= {RESULT, "potential"}
+    if dataset not in have:
+        raise click.UsageError(
+            f"--dataset {dataset!r}: grid {grid!r} of {input} will have no such dataset (it will "
+            f"have {', '.join(sorted(have))})",
+            ctx,
+        )
 
 
 # ---------------------------------------------------------------------- commands
@@ -470,13 +554,18 @@ def solve(ctx, input, output, dataset, temperature, **kw):
 
     Resumable: rerunning the same command skips grids already solved.
     """
+    from pbsolver.exceptions import InputError
+    from pbsolver.io.safety import check_output
     from pbsolver.jobs.batch import run_batch
 
     _check_input_exists(ctx, input)
     _check_writable_dir(ctx, output.parent if str(output.parent) else Path("."), "--output")
-    if output.exists() and output.is_dir():
-        raise click.UsageError(f"--output: {output} is a directory", ctx)
+    try:  # every check before the first solve
+        fmt = check_output(output, [input], formats=("hdf5", "map"), what="--output")
+    except InputError as exc:
+        raise click.UsageError(str(exc), ctx) from None
     solve_opts, molecule = _make_options(ctx, kw)
+    _check_solve_request(ctx, input, output, fmt, dataset, kw)
     _warn_ignored_molecule_options(ctx, [input])
     progress = False if ctx.obj.get("quiet") else None
     common = {
@@ -487,12 +576,16 @@ def solve(ctx, input, output, dataset, temperature, **kw):
         "max_points": kw["max_points"],
         "progress": progress,
     }
-    if _is_map(output):
+    note_compilation(solve_opts.backend)
+    if fmt == "map":
         return _solve_to_map(ctx, input, output, dataset, temperature, common, kw)
-    from pbsolver.exceptions import InputError
-
     try:
-        report = run_batch([(input, output)], results_only=kw["results_only"], **common)
+        report = run_batch(
+            [(input, output)],
+            results_only=kw["results_only"],
+            overwrite=kw["overwrite"],
+            **common,
+        )
     except InputError as exc:
         raise click.UsageError(str(exc), ctx) from None
     return _summarise(report)
@@ -610,6 +703,7 @@ def batch(ctx, inputs, out_dir, workers, gpus, scheduler, local_cluster, stack, 
     solve_opts, molecule = _make_options(ctx, kw)
     _warn_ignored_molecule_options(ctx, inputs)
     jobs = [(p, out_dir / default_output_name(p)) for p in inputs]
+    note_compilation(solve_opts.backend)
     try:
         if scheduler is not None or local_cluster is not None:
             executor = DaskExecutor(
@@ -633,6 +727,7 @@ def batch(ctx, inputs, out_dir, workers, gpus, scheduler, local_cluster, stack, 
             max_points=kw["max_points"],
             progress=False if ctx.obj.get("quiet") else None,
             stack=stack,
+            overwrite=kw["overwrite"],
         )
     except InputError as exc:
         raise click.UsageError(str(exc), ctx) from None
@@ -875,9 +970,27 @@ def export(ctx, file, grid, dataset, fmt, output, temperature, dx_type, max_poin
             )
     if fmt == "dx.gz" and not output.name.endswith(".gz"):
         output = output.with_name(output.name + ".gz")
+    _check_export_output(ctx, file, output, fmt)
     _export(file, grid, dataset, output, fmt, temperature, dx_type, {"max_points": max_points})
     click.echo(str(output))
     return 0
+
+
+def _check_export_output(ctx, file, output, fmt):
+    """The map output: a map suffix matching ``fmt``, a regular file, not the input."""
+    from pbsolver.exceptions import InputError
+    from pbsolver.io.safety import check_output
+
+    try:
+        check_output(output, [file], formats=("map",), what="--output")
+    except InputError as exc:
+        raise click.UsageError(str(exc), ctx) from None
+    name = output.name.lower()
+    named = "dx.gz" if name.endswith(".dx.gz") else "dx" if name.endswith(".dx") else "mrc"
+    if named != fmt:
+        raise click.UsageError(
+            f"--format {fmt} does not match the output name {output.name} ({named})", ctx
+        )
 
 
 def _export(file, grid, dataset, output, fmt, temperature, dx_type, kw):

@@ -17,6 +17,15 @@ from dataclasses import dataclass
 from pbsolver.exceptions import BackendUnavailableError, InputError
 
 BACKENDS = ("auto", "cpu", "cuda")
+#: Where each backend's arrays live ("host" or "gpu" memory), known without importing CUDA.
+MEMORY = {"cpu": "host", "cuda": "gpu"}
+#: The method "auto" takes on large grids, per backend (see :meth:`Backend.auto_method`).
+LARGE_METHODS = {"cpu": "multigrid", "cuda": "mgcg"}
+
+
+def may_use_gpus(name: str) -> bool:
+    """Whether work asked for with backend ``name`` ("auto", "cpu", "cuda") may run on GPUs."""
+    return MEMORY.get(name) != "host"
 
 
 @dataclass
@@ -135,7 +144,7 @@ class Backend:
     name: str = "abstract"
     #: "auto" method choice (:meth:`auto_method`): SOR below this many nodes, then LARGE_METHOD
     SOR_BELOW_NODES: int = 60**3
-    LARGE_METHOD: str = "multigrid"
+    LARGE_METHOD: str = LARGE_METHODS["cpu"]
     #: a stack of blocks is solved with SOR below this many blocks, else multigrid
     STACK_SOR_BELOW_BLOCKS: int = 0
     #: whether ``solve_batch(mode="auto")`` stacks problems here (where launches, not memory

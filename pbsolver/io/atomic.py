@@ -52,7 +52,8 @@ def atomic_path(path: str | os.PathLike, keep_suffix: str = "", durable: bool = 
     """Yield a temporary path; on success move it onto ``path`` atomically.
 
     On an exception the temporary file is removed and the exception propagates; ``path``
-    is untouched.
+    is untouched. A ``path`` that is a symbolic link, directory, FIFO, socket or device node is
+    refused (:class:`~pbsolver.InputError`) before anything is written.
 
     Parameters
     ----------
@@ -63,7 +64,13 @@ def atomic_path(path: str | os.PathLike, keep_suffix: str = "", durable: bool = 
     durable : bool
         fsync the file and its directory, so the rename also survives a power cut.
     """
+    from pbsolver.io.safety import check_special
+
     path = Path(path)
+    # The rename would replace a symbolic link, FIFO or device node itself: refuse those (a
+    # directory makes the rename fail with IsADirectoryError, which callers report).
+    if not (os.path.isdir(path) and not os.path.islink(path)):
+        check_special(path)
     tmp = temp_name(path, keep_suffix)
     try:
         yield tmp

@@ -41,6 +41,7 @@ from pbsolver._version import __version__
 from pbsolver.exceptions import InputError
 from pbsolver.grid import MAX_POINTS, Grid
 from pbsolver.io.atomic import atomic_path
+from pbsolver.io.safety import check_grid_name, check_group, check_link, require_free_space
 from pbsolver.io.units import DEFAULT_TEMPERATURE, KJ_PER_MOL_E, potential_scale
 from pbsolver.problem import BOUNDARIES, FACE_RULES, Problem
 
@@ -252,11 +253,15 @@ def list_grids(source) -> list[str]:
 
 
 def _list_grids(f: h5py.File, filename) -> list[str]:
-    if GRIDS not in f or not isinstance(f.get(GRIDS, getlink=False), h5py.Group):
+    # Links are checked before anything is opened through them: an external link (or a soft
+    # link leading out of the file) would make the reader open another file (see .safety).
+    if check_link(f, GRIDS, _where(filename)) is None or not isinstance(f[GRIDS], h5py.Group):
         raise InputError(f"{filename}: no /{GRIDS} group (not a pbsolver grid file)")
     names = []
-    for name in f[GRIDS]:
-        obj = f[GRIDS].get(name)
+    grids = f[GRIDS]
+    for name in grids:
+        check_link(grids, name, _where(filename, name))
+        obj = grids.get(name)
         if isinstance(obj, h5py.Group):
             names.append(name)
     return names
@@ -294,6 +299,10 @@ def inspect_grid(
     name = name if name is not None else group.name.rsplit("/", 1)[-1]
     where = _where(filename if filename is not None else group.file.filename, name)
     max_points = default_max_points() if max_points is None else int(max_points)
+    check_grid_name(name, where)
+    # Only data stored in this file is read: no external links, external raw storage or
+    # virtual datasets anywhere in the group (they would read other files; see .safety).
+    check_group(group, where)
 
     datasets = {}
     for key in GRID_DATASETS:
@@ -424,6 +433,25 @@ def inspect_hdf5(path, *, max_points: int | None = None):
 
 
 # ---------------------------------------------------------------------- reading data
+def _check_read_memory(info: GridInfo, keys, where) -> None:
+    """Refuse reading ``keys`` when they (plus a float64 copy and masks) exceed free memory.
+
+    The node limit bounds what a file may declare, far above memory: a small file declaring
+    1000³ nodes must be refused here, not by the kernel's out-of-memory killer.
+    """
+    from pbsolver.resources import check_bytes
+
+    nodes = math.prod(info.shape)
+    stored = sum(np.dtype(info.datasets[k][1]).itemsize for k in keys)
+    # the arrays as stored, one float64 conversion (potential units, integer maps) and the
+    # boolean masks of the value checks
+    check_bytes(
+        nodes * (stored + 8 + 2),
+        f"{where}: reading {len(keys)} dataset(s) of {nodes:,} nodes",
+        hint="the grid is too large for this machine; use a coarser grid",
+    )
+
+
 def _read_array(group, key, where):
     dset = group[key]
     try:
@@ -478,6 +506,7 @@ def read_problem(source, name: str, *, max_points: int | None = None) -> Problem
     group = f[GRIDS][name]
     where = _where(filename, name)
     info = inspect_grid(group, name, max_points=max_points, need_inputs=True, filename=filename)
+    _check_read_memory(info, [k for k in INPUT_DATASETS if k in info.datasets], where)
     if NODE_EPSILON in info.datasets:
         eps = {"epsilon": _read_array(group, NODE_EPSILON, where)}
     else:
@@ -573,6 +602,7 @@ def read_dataset(path, name: str | None, dataset: str, *, max_points: int | None
         if dataset not in info.datasets:
             have = ", ".join(info.datasets) or "none"
             raise InputError(f"{where}: no dataset {dataset!r} (has: {have})")
+        _check_read_memory(info, [dataset], where)
         if dataset in POTENTIALS:
             data = _read_potential(group, dataset, where)
         else:
@@ -806,6 +836,13 @@ def write_hdf5(
     if unknown:
         raise InputError(f"results for unknown grids: {sorted(unknown)}")
     path = Path(path)
+    nbytes = 0
+    for name, problem in problems.items():
+        if not isinstance(problem, Problem):
+            raise InputError(f"problems[{name!r}] is not a Problem")
+        nbytes += (0 if results_only else 6) * problem.grid.size * 4
+        nbytes += (name in results) * problem.grid.size * np.dtype(result_dtype).itemsize
+    require_free_space(path, nbytes)  # before h5py writes: see safety.require_free_space
     with atomic_path(path) as tmp, create_file(tmp) as f:
         for name, problem in problems.items():
             if not isinstance(problem, Problem):

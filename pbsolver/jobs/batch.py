@@ -46,6 +46,7 @@ again.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import logging
@@ -283,6 +284,17 @@ def _read_task(task: Task):
     return read_problem(task.source, task.grid, max_points=task.max_points), None
 
 
+def failure_line(source: str, grid: str, reason: str | None) -> str:
+    """``<file>: grid '<grid>': <reason>`` without repeating a prefix the reason already has."""
+    where = str(source) if grid == "*" else f"{source}: grid {grid!r}"
+    reason = reason or "failed"
+    if reason.startswith(where):
+        return reason
+    if reason.startswith(f"{source}:"):
+        reason = reason[len(source) + 1 :].lstrip()
+    return f"{where}: {reason}"
+
+
 def _reason(exc: BaseException) -> str:
     """A failure's reason as the batch reports it."""
     if isinstance(exc, PBSolverError):
@@ -376,10 +388,13 @@ def _write_part(path, grid: str, outcome: Outcome, dtype: str) -> str | None:
     """
     from pbsolver.io.atomic import atomic_path
     from pbsolver.io.hdf5 import create_file, write_grid
+    from pbsolver.io.safety import require_free_space
 
     path = Path(path)
     try:
         path.parent.mkdir(exist_ok=True)  # workers race to create it: exist_ok
+        arrays = [outcome.reaction_field, *(outcome.arrays or {}).values()]
+        require_free_space(path, sum(a.nbytes for a in arrays if a is not None), path)
         with atomic_path(path) as tmp, create_file(tmp) as f:
             write_grid(
                 f,
@@ -393,7 +408,9 @@ def _write_part(path, grid: str, outcome: Outcome, dtype: str) -> str | None:
             )
     except (OSError, PBSolverError) as exc:
         detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        return f"cannot write {path.parent}: {detail}"
+        full = isinstance(exc, OSError) and exc.errno == errno.ENOSPC and exc.filename
+        where = exc.filename if full else path.parent  # a full disk: name the file
+        return f"cannot write {where}: {detail}"
     return None
 
 
@@ -619,6 +636,8 @@ class DaskExecutor:
     def __enter__(self):
         from distributed import Client, LocalCluster
 
+        from pbsolver.backends import may_use_gpus
+
         if self.address is not None:
             try:
                 self.client = Client(self.address, timeout="20s")
@@ -630,7 +649,7 @@ class DaskExecutor:
             return self
         n = self.local_workers
         gpus = detect_gpus() if self.gpus is None else list(self.gpus)
-        use_cuda = bool(gpus) and self.backend != "cpu"
+        use_cuda = bool(gpus) and may_use_gpus(self.backend)
         if use_cuda:
             try:
                 from dask_cuda import LocalCUDACluster
@@ -785,6 +804,7 @@ def run_batch(
     max_points: int | None = None,
     progress: bool | None = None,
     stack: int = 1,
+    overwrite: bool = False,
 ) -> BatchReport:
     """Solve every grid of every input, writing one output per input; resumable.
 
@@ -814,6 +834,9 @@ def run_batch(
         :func:`pbsolver.solve_batch` call, which on a GPU stacks those of one shape and
         spacing into one system (the CPU solves them one after the other). 1: every grid is
         its own task. Each grid still gets its own part file and its own status.
+    overwrite : bool
+        Replace existing outputs written from another input (or not by pbsolver); without it
+        they are refused (:func:`pbsolver.io.safety.check_results_origin`).
 
     Returns
     -------
@@ -831,7 +854,7 @@ def run_batch(
     group_size = int(stack)  # ("stack" below is the ExitStack)
     report = BatchReport()
     jobs = [_Job(Path(src), Path(out), input_kind(src)) for src, out in jobs]
-    _check_jobs(jobs)
+    _check_jobs(jobs, overwrite)
 
     with contextlib.ExitStack() as stack:
         tasks = []
@@ -899,8 +922,13 @@ def run_batch(
     return report
 
 
-def _check_jobs(jobs):
-    """Refuse two inputs writing one output, and an output that is an input."""
+def _check_jobs(jobs, overwrite=False):
+    """Refuse outputs that clash, are inputs, special files, badly named, or from another input.
+
+    An existing output written from another input is accepted with ``overwrite``.
+    """
+    from pbsolver.io.safety import check_output, check_results_origin
+
     outputs = {}
     for job in jobs:
         out = job.output.resolve()
@@ -925,6 +953,9 @@ def _check_jobs(jobs):
             hit = hit or sources.get((st.st_dev, st.st_ino))
         if hit is not None:
             raise InputError(f"output {job.output} is the input {hit}; inputs are never modified")
+    for job in jobs:
+        check_output(job.output, [j.source for j in jobs])
+        check_results_origin(job.output, job.source, overwrite=overwrite)
 
 
 def _progress_bar(total, progress):
@@ -958,7 +989,7 @@ def _plan(
             names = all_names = [job.source.stem]
             checked = {job.source.stem: None}
         else:
-            names, all_names, checked = _hdf5_grids(job.source, selected, max_points)
+            names, all_names, checked = _hdf5_grids(job.source, selected, max_points, solve)
     except InputError as exc:
         log.error("%s", exc)
         report.statuses.append(GridStatus(src, "*", "failed", str(exc)))
@@ -975,7 +1006,7 @@ def _plan(
     tasks = []
     for name in names:
         if checked.get(name):
-            log.error("%s", checked[name])
+            log.error("%s", failure_line(src, name, checked[name]))
             report.statuses.append(GridStatus(src, name, "failed", checked[name]))
             continue
         if name in job.in_final or name in job.parts:
@@ -1001,9 +1032,13 @@ def _plan(
     return tasks
 
 
-def _hdf5_grids(path, selected, max_points):
-    """Selected and all grid names of an HDF5 input, and per selected grid its metadata error."""
+def _hdf5_grids(path, selected, max_points, solve=None):
+    """Selected and all grid names of an HDF5 input, and per selected grid its metadata error.
+
+    With ``solve``, a solve that would not fit in memory is such an error too.
+    """
     from pbsolver.io.hdf5 import GRIDS, inspect_grid, list_grids, open_hdf5
+    from pbsolver.resources import check_memory
 
     with open_hdf5(path) as f:
         names = list_grids(f)
@@ -1018,7 +1053,13 @@ def _hdf5_grids(path, selected, max_points):
         checked = {}
         for name in names:
             try:
-                inspect_grid(f[GRIDS][name], name, max_points=max_points, filename=path)
+                info = inspect_grid(f[GRIDS][name], name, max_points=max_points, filename=path)
+                if solve is not None:
+                    opts = solve.solver_kwargs()
+                    check_memory(
+                        info.shape, opts["method"], opts["backend"], opts["dtype"],
+                        what=f"{path}: grid {name!r}",
+                    )  # fmt: skip
             except InputError as exc:
                 checked[name] = str(exc)
             else:
@@ -1087,7 +1128,7 @@ def _record(job, task, outcome, report, solve, results_only):
         else:
             outcome.ok, outcome.error = False, reason
     if not outcome.ok:
-        log.error("%s: grid %r failed: %s", src, task.grid, outcome.error)
+        log.error("%s", failure_line(src, task.grid, outcome.error))
         report.statuses.append(GridStatus(src, task.grid, "failed", outcome.error))
         return
     job.parts[task.grid] = Path(outcome.part)
@@ -1146,7 +1187,15 @@ def _assemble(job, results_only):
 
     from pbsolver.io.atomic import atomic_path
     from pbsolver.io.hdf5 import GRIDS, INPUT_DATASETS, create_file
+    from pbsolver.io.safety import SOURCE_ATTR, require_free_space
 
+    # objects are copied without recompression: the files they come from bound the size
+    sizes = [p.stat().st_size for p in job.parts.values()]
+    if job.in_final or job.keep:
+        sizes.append(job.output.stat().st_size)
+    if job.kind == "hdf5" and not results_only:
+        sizes.append(job.source.stat().st_size)
+    require_free_space(job.output, sum(sizes))
     with contextlib.ExitStack() as stack:
         old = None
         if job.in_final or job.keep:
@@ -1156,6 +1205,7 @@ def _assemble(job, results_only):
             source = stack.enter_context(h5py.File(job.source, "r", locking=_LOCKING))
         tmp = stack.enter_context(atomic_path(job.output))
         out = stack.enter_context(create_file(tmp))
+        out.attrs[SOURCE_ATTR] = str(job.source.resolve())  # see safety.check_results_origin
         dst = out[GRIDS]
         for name in job.all_grids:
             if name in job.in_final or name in job.keep:

@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pbsolver.arrays import array_module, is_device_array, to_numpy
+from pbsolver.arrays import array_module, is_device_array, require_real_numbers, to_numpy
 from pbsolver.exceptions import ConvergenceError, InputError
 from pbsolver.grid import Grid
 from pbsolver.molecule import maps
@@ -513,6 +513,7 @@ class ReactionFieldCalculator:
 
             positions = cp.asarray(positions)
             xp = cp
+        require_real_numbers(positions, "positions")
         host = np.asarray(to_numpy(positions), dtype=np.float64)
         n = len(self.atoms)
         if host.shape != (n, 3):

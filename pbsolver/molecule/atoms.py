@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pbsolver.arrays import require_real_numbers
 from pbsolver.exceptions import InputError
 
 #: Bondi (1964) van der Waals radii, Å, by element, for inputs that carry no radii.
@@ -430,6 +431,7 @@ def write_pqr(atoms: Atoms, path) -> None:
 
 # ---------------------------------------------------------------------- helpers
 def _float_array(a, name):
+    require_real_numbers(a, name)
     try:
         return np.array(a, dtype=np.float64)
     except (TypeError, ValueError) as exc:

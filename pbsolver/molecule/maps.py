@@ -48,6 +48,7 @@ from pbsolver.options import (
     nonnegative,
     positive,
 )
+from pbsolver.resources import check_memory
 
 #: k = N_A e² / (4π ε0), kJ Å mol⁻¹ e⁻².
 COULOMB_KJ = 1389.35457
@@ -604,6 +605,8 @@ def build_maps(
         ghi = glo + np.asarray(grid.lengths)
         if np.any(lo <= glo) or np.any(hi >= ghi):
             raise InputError("some atoms lie on or outside the grid's outer layer")
+    # maps and a solve on this grid must fit in memory: refuse before allocating any map
+    check_memory(grid.shape, molecule=True, n_atoms=len(atoms), what="the molecule's grid")
     be = map_backend(maps_backend)
     fr = face_fractions(
         atoms, grid, ph.surface, ph.probe_radius, box=box, ses_step=ses_step, backend=be

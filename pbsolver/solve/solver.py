@@ -18,6 +18,7 @@ from pbsolver import display as _display
 from pbsolver.backends import get_backend
 from pbsolver.exceptions import ConvergenceError, InputError
 from pbsolver.problem import Problem
+from pbsolver.resources import check_memory
 from pbsolver.solve.methods import METHODS, make_method, method_options
 from pbsolver.solve.system import LinearSystem
 
@@ -222,7 +223,10 @@ class Solver:
         if not isinstance(problem, Problem):
             raise InputError(f"solve() needs a pbsolver.Problem, got {type(problem).__name__}")
         backend = get_backend(self.backend_name, like=problem.phi_coulomb)
-        method = self.make_method(self.method_for(backend, problem))
+        name = self.method_for(backend, problem)
+        # refuse what cannot fit before any array is allocated
+        check_memory(problem.grid.shape, name, backend.name, self.dtype, self.refine)
+        method = self.make_method(name)
         # With refinement, the system is defined by float64 coefficients (``checked``): the
         # float32 stencil only drives the correction phases, and every residual that decides
         # convergence is computed on the float64 one, so rtol holds for the float64 operator.
@@ -286,9 +290,9 @@ def _check_method_options(method: str, options: dict) -> None:
     if unknown:
         where = f"method {method!r}" if method != "auto" else "any method"
         raise InputError(
-            f"unknown Solver option {unknown[0]!r} for {where}; Solver takes method, backend, "
-            f"rtol, atol, maxiter, callback, omega, check_every, dtype, strict, refine and the "
-            f"method options {', '.join(sorted(accepted - {'omega'}))}"
+            f"Solver: unknown keyword {', '.join(map(repr, unknown))} for {where}; valid "
+            f"keywords: method, backend, rtol, atol, maxiter, callback, omega, check_every, "
+            f"dtype, strict, refine, {', '.join(sorted(accepted - {'omega'}))}"
         )
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pbsolver.backends import Backend, Stencil
+from pbsolver.backends import LARGE_METHODS, Backend, Stencil
 from pbsolver.backends.cuda import kernels as K
 from pbsolver.backends.cuda.device import VIEW_CACHE, CuPyDevice, LRUCache, NumbaDevice, grid_for
 from pbsolver.exceptions import InputError
@@ -82,7 +82,7 @@ class CUDABackend(Backend):
     name = "cuda"
     # graph-replayed SOR beats multigrid's launch-bound set-up and coarse levels on small grids
     SOR_BELOW_NODES = 190**3
-    LARGE_METHOD = "mgcg"
+    LARGE_METHOD = LARGE_METHODS["cuda"]
     STACK_SOR_BELOW_BLOCKS = 8
     STACKS_BATCHES = True
 

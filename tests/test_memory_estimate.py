@@ -1,0 +1,146 @@
+"""Memory estimates checked before allocating: file reads, solves and molecule maps.
+
+``$PBSOLVER_MEMORY_LIMIT`` makes the refusals deterministic whatever the test machine has.
+"""
+
+from __future__ import annotations
+
+import h5py
+import numpy as np
+import pytest
+from _pbio import FAST, leftovers, sha256, small_problem, visible_files, write_input
+from click.testing import CliRunner
+
+import pbsolver as pb
+from pbsolver import cli, resources
+from pbsolver.exceptions import InputError
+from pbsolver.io import hdf5
+
+
+def test_estimates_follow_the_arrays_each_method_allocates():
+    per = resources.bytes_per_node
+    # float32 with refinement: 5 float32 + 5 float64 stencil arrays and a build's temporaries
+    assert per("sor", "cpu", np.float32) == 5 * 4 + 5 * 8 + 80
+    # without refinement the float64 checked stencil is gone
+    assert per("sor", "cpu", np.float32, refine=False) < per("sor", "cpu", np.float32)
+    # float64 storage never refines
+    assert per("sor", "cpu", np.float64) == per("sor", "cpu", np.float64, refine=False)
+    # more work buffers, never less memory; the peak is the larger of a stencil build's
+    # temporaries and the iteration's buffers, so MG-CG's four extra vectors show in float64
+    for dtype in (np.float32, np.float64):
+        assert per("sor", "cpu", dtype) <= per("multigrid", "cpu", dtype)
+        assert per("multigrid", "cpu", dtype) <= per("mgcg", "cpu", dtype)
+    assert per("sor", "cpu", np.float64) < per("mgcg", "cpu", np.float64)
+    assert per("auto", "cuda") == per("mgcg", "cuda")
+    assert per("sor", molecule=True) == per("sor") + 96
+    n = 65
+    assert resources.estimate_bytes((n, n, n), "sor") == n**3 * per("sor")
+    assert resources.estimate_bytes((n, n, 2 * n), "sor") == 2 * n**3 * per("sor")
+    assert resources.estimate_bytes((9, 9, 9), "sor", molecule=True, n_atoms=10) == (
+        9**3 * per("sor", molecule=True) + 640
+    )
+
+
+def test_estimate_is_near_the_measured_peak():
+    """Measured peak resident growth of CPU solves at 161³ (module docstring): 128–134 B/node."""
+    for method in ("sor", "multigrid", "mgcg"):
+        assert 125 <= resources.bytes_per_node(method, "cpu", np.float32) <= 175
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"), [("1000", 1000), ("2K", 2048), ("1.5G", 3 << 29), ("3MB", 3 << 20)]
+)
+def test_memory_limit_env(monkeypatch, value, expected):
+    monkeypatch.setenv(resources.ENV, value)
+    assert resources.memory_limit() == expected
+
+
+@pytest.mark.parametrize("value", ["lots", "-1", "0", "5X"])
+def test_memory_limit_env_bad(monkeypatch, value):
+    monkeypatch.setenv(resources.ENV, value)
+    with pytest.raises(InputError, match="PBSOLVER_MEMORY_LIMIT"):
+        resources.memory_limit()
+
+
+def test_check_memory_names_both_numbers_and_a_way_out(monkeypatch):
+    monkeypatch.setenv(resources.ENV, "100M")
+    need = resources.estimate_bytes((257, 257, 257), "multigrid")
+    with pytest.raises(InputError) as info:
+        resources.check_memory((257, 257, 257), "multigrid", "cpu", what="grid 'big'")
+    msg = str(info.value)
+    assert msg.startswith("grid 'big' (multigrid on cpu): needs about ")
+    assert resources.format_bytes(need) in msg and "100.0 MiB available" in msg
+    assert "coarser spacing" in msg and "method 'sor'" in msg
+    assert resources.check_memory((33, 33, 33), "sor") > 0  # small grids pass
+
+
+def test_available_host_memory_is_positive():
+    avail = resources.available_host_bytes()
+    assert avail is None or avail > 0
+
+
+# ---------------------------------------------------------------------- the HDF5 reader
+def _declares_1000_cubed(path):
+    """A few KB file whose grid declares 1000³ nodes (chunked, nothing written)."""
+    write_input(path, n_grids=1, n=7)
+    with h5py.File(path, "a") as f:
+        g = f["grids/g0"]
+        for key in ("epsilon", "phi_coulomb"):
+            del g[key]
+            g.create_dataset(key, shape=(1000, 1000, 1000), dtype="f4", chunks=(64, 64, 64))
+    return path
+
+
+def test_small_file_declaring_1000_cubed_is_refused_before_reading(tmp_path, monkeypatch):
+    src = _declares_1000_cubed(tmp_path / "huge.h5")
+    assert src.stat().st_size < 64 * 1024
+    monkeypatch.setenv(resources.ENV, "4G")
+    read = []
+    monkeypatch.setattr(hdf5, "_read_array", lambda *a: read.append(a) or np.zeros(1))
+    with pytest.raises(InputError, match=r"reading 2 dataset\(s\) of 1,000,000,000 nodes: needs"):
+        hdf5.read_problem(src, "g0")
+    assert read == []
+
+
+def test_cli_refuses_a_grid_too_large_for_memory_before_solving(tmp_path, monkeypatch):
+    src = _declares_1000_cubed(tmp_path / "huge.h5")
+    before = sha256(src)
+    monkeypatch.setenv(resources.ENV, "4G")
+    out = tmp_path / "out"
+    out.mkdir()
+    res = CliRunner().invoke(cli.main, ["solve", str(src), "-o", str(out / "o.h5"), *FAST])
+    assert res.exit_code == 1, res.output
+    lines = [ln for ln in res.stderr.splitlines() if "needs about" in ln]
+    assert len(lines) == 1 and "4.0 GiB available" in lines[0] and "grid 'g0'" in lines[0]
+    assert visible_files(out) == [] and leftovers(out) == []
+    assert sha256(src) == before
+
+
+# ---------------------------------------------------------------------- the solver
+def test_solver_refuses_before_building_the_stencil(monkeypatch):
+    from pbsolver.backends.cpu import CPUBackend
+
+    problem = small_problem(9)
+    built = []
+    real = CPUBackend.stencil
+    monkeypatch.setattr(CPUBackend, "stencil", lambda *a: built.append(1) or real(*a))
+    monkeypatch.setenv(resources.ENV, "10K")
+    with pytest.raises(InputError, match="needs about .* 10.0 KiB available"):
+        pb.Solver(method="sor", backend="cpu").solve(problem)
+    assert built == []
+    monkeypatch.delenv(resources.ENV)
+    assert pb.Solver(method="sor", backend="cpu", rtol=1e-4).solve(problem).converged
+    assert built
+
+
+# ---------------------------------------------------------------------- molecule maps
+def test_huge_atom_is_refused_before_any_map(monkeypatch):
+    from pbsolver.molecule import maps
+
+    called = []
+    monkeypatch.setattr(maps, "face_fractions", lambda *a, **k: called.append(1))
+    monkeypatch.setenv(resources.ENV, "8G")
+    atoms = pb.Atoms([[0.0, 0.0, 0.0]], [1.0], [100.0])
+    with pytest.raises(InputError, match=r"the molecule's grid .*needs about .*8.0 GiB available"):
+        pb.Problem.from_atoms(atoms, spacing=0.5)
+    assert called == []
