@@ -1,4 +1,4 @@
-"""The discrete operator of DESIGN §1 in vectorised NumPy (or CuPy), and its float64 sparse form.
+"""The discrete operator (README, *Design and conventions*) in NumPy (or CuPy), and its sparse form.
 
 For each unknown node s with neighbours n (faces ε_{s,n}) along axis a of spacing h_a:
 

@@ -1,6 +1,7 @@
 """The Problem: everything that defines one reaction-field solve on one grid.
 
-See DESIGN §1. The unknown is the reaction-field potential φ_rf (kJ mol⁻¹ e⁻¹) of
+See the README (*The equation*, *Design and conventions*). The unknown is the reaction-field
+potential φ_rf (kJ mol⁻¹ e⁻¹) of
 
     -∇·(ε ∇φ_rf) + κ̄² φ_rf = ∇·((ε − ε_c) ∇φ_c) − κ̄² φ_c
 

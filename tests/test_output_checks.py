@@ -303,7 +303,7 @@ def test_each_failure_is_one_line_without_repeated_prefix(tmp_path):
 
 
 def test_concurrent_batch_refusal_counts_every_grid(tmp_path):
-    from pbsolver.io._atomic import OutputLock
+    from pbsolver.io.atomic import OutputLock
 
     inputs = []
     for i in range(4):

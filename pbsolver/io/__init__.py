@@ -1,6 +1,6 @@
 """File input and output: HDF5 (the pbsolver layout), OpenDX and CCP4/MRC maps.
 
-* :mod:`pbsolver.io.hdf5` — many grids per file, inputs and results (DESIGN §6);
+* :mod:`pbsolver.io.hdf5` — many grids per file, inputs and results (README, *Files*);
 * :mod:`pbsolver.io.dx` — OpenDX through GridDataFormats (APBS layout, kT/e);
 * :mod:`pbsolver.io.mrc` — CCP4/MRC through mrcfile.
 

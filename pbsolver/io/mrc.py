@@ -1,7 +1,7 @@
 """CCP4/MRC maps through ``mrcfile`` (a GridDataFormats dependency).
 
 Written with ``mrcfile`` directly rather than ``gridData.Grid.export``: GridDataFormats 1.2
-rounds the origin to whole voxels (research/ecosystem.md §1.2), mrcfile keeps it exact in the
+rounds the origin to whole voxels; mrcfile keeps it exact in the
 header's ORIGIN words (some programs, e.g. gemmi, ignore those). Potentials are in kT/e, as in
 the DX files. DX is the primary export; MRC is the secondary one.
 """

@@ -28,7 +28,7 @@ when the node counts do not change.
 
 What a frame returns
 --------------------
-``energy`` = ½ Σ_i q_i φ_rf(r_i), the polar solvation energy (ε_c = ε_in, DESIGN §1);
+``energy`` = ½ Σ_i q_i φ_rf(r_i), the polar solvation energy (ε_c = ε_in; README, *The equation*);
 ``potentials`` = φ_rf(r_i); ``forces`` = −q_i ∇φ_rf(r_i). Values at atoms are trilinear
 interpolations of the grid field and of its central-difference gradient, exactly as in
 :mod:`pbsolver.energy`.

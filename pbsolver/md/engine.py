@@ -40,12 +40,8 @@ from pbsolver.solve.system import LinearSystem
 
 #: Boundary kinds the stacked path computes (``"sdh"`` needs the general path).
 STACKED_BOUNDARY_KINDS = ("mdh", "zero")
-#: Solvers of the stack ("auto": see MULTIGRID_MIN_FRAMES).
+#: Solvers of the stack ("auto": the backend's choice, ``Backend.auto_stack_method``).
 STACKED_METHODS = ("auto", "sor", "multigrid")
-#: Frames a call from which "auto" solves a CUDA stack with multigrid instead of SOR (one H200,
-#: colipase on 65³, BENCHMARKS.md: one frame a call SOR 225.7 against multigrid 204.7 frames/s,
-#: eight frames 642.7 against 673.5). On the CPU "auto" is always multigrid.
-MULTIGRID_MIN_FRAMES = 8
 
 
 @dataclasses.dataclass
@@ -116,9 +112,9 @@ class StackedFrames:
     method : {"auto", "sor", "multigrid"}
         Solver of the stack: red–black SOR, or multigrid cycles
         (:data:`~pbsolver.multigrid.builders.STACK_CYCLE`, V(3,3)) on a hierarchy that coarsens
-        every frame's block separately; both with the
-        solver's float64 refinement. "auto": on CUDA multigrid from
-        :data:`MULTIGRID_MIN_FRAMES` frames a call and SOR below; on the CPU multigrid.
+        every frame's block separately; both with the solver's float64 refinement. "auto":
+        the backend's choice (:meth:`~pbsolver.backends.Backend.auto_stack_method`: on CUDA
+        SOR for a few frames a call, multigrid from 8; on the CPU multigrid).
     backend : Backend, optional
         The backend object to use (default: the solver's, from :func:`get_backend`).
     """

@@ -1,6 +1,6 @@
 """Energies, potentials and forces at atoms from a reaction-field solution.
 
-With ε_c = ε_in and a reference state of homogeneous ε_in without salt (DESIGN §1), the polar
+With ε_c = ε_in and a reference state of homogeneous ε_in without salt (README), the polar
 solvation energy is G = ½ Σ_i q_i φ_rf(r_i), the reaction-field potential at atom i is
 φ_rf(r_i), and the reaction-field force on it is −q_i ∇φ_rf(r_i). Values at atoms come from
 trilinear interpolation of the grid field; gradients are central differences at the nodes,

@@ -1,6 +1,6 @@
 """From atoms to maps: grid placement, ε face maps, κ̄², φ_c and Dirichlet boundary values.
 
-Conventions are those of DESIGN §1 and :mod:`pbsolver.grid`: lengths Å, charges e, φ in
+Conventions are those of the README and :mod:`pbsolver.grid`: lengths Å, charges e, φ in
 kJ mol⁻¹ e⁻¹; ``ex[i, j, k]`` is the face between nodes (i, j, k) and (i+1, j, k).
 
 Surfaces (what is "solute", permittivity ε_in; the rest is solvent, ε_out):
@@ -679,8 +679,8 @@ def map_backend(backend):
     """The :class:`~pbsolver.backends.Backend` whose map kernels build the maps.
 
     ``backend`` is a Backend or a name: "cpu", "cuda" (needs numba-cuda, CuPy and a device) or
-    "auto", which means the CPU for now (the CUDA map kernels are checked against the CPU ones
-    under the simulator but not yet measured on a GPU).
+    "auto", which means the CPU for now (the CUDA map kernels are checked against the CPU ones,
+    not yet timed against them).
     """
     from pbsolver.backends import Backend, get_backend
 

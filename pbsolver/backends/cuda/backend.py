@@ -36,7 +36,7 @@ class CUDAStencil(Stencil):
 
 @dataclass(frozen=True)
 class KernelConfig:
-    """Launch shapes (the defaults suit the H200; the simulator tests use smaller ones).
+    """Launch shapes (the defaults suit Hopper GPUs; the simulator tests use smaller ones).
 
     Attributes
     ----------
