@@ -16,7 +16,7 @@ from pbsolver.exceptions import BackendUnavailableError, ConvergenceError, Input
 from pbsolver.grid import Grid
 from pbsolver.options import PhysicsOptions
 from pbsolver.problem import Problem
-from pbsolver.solve.solver import Solver, SolveResult, solve
+from pbsolver.solving.solver import Solver, SolveResult, solve
 
 #: Public names defined in modules that are imported on first use (heavy or optional parts).
 _LAZY = {

@@ -275,7 +275,7 @@ def solve_rows(sizes, gpu: bool):
     """Time to rtol 1e-6 (second of two identical solves, so compilation is excluded)."""
     import pbsolver as pb
     from pbsolver.operator import relative_residual
-    from pbsolver.solve.methods import METHODS
+    from pbsolver.solving.methods import METHODS
 
     rows = []
     methods = ["sor"] + (["multigrid"] if "multigrid" in METHODS else [])

@@ -24,7 +24,7 @@ from _pbio import (
 )
 
 import pbsolver as pb
-import pbsolver.solve.batched
+import pbsolver.solving.batched
 from pbsolver.io import hdf5
 from pbsolver.io.atomic import OutputLock
 from pbsolver.jobs import batch
@@ -187,13 +187,13 @@ def test_run_stack_solves_a_group_in_one_solve_batch_call(tmp_path, monkeypatch)
     tasks = [batch.Task(src, "hdf5", n, batch.input_key(src, n, OPTS), OPTS) for n in problems]
     tasks.insert(1, batch.Task(src, "hdf5", "nope", "k", OPTS))  # fails alone
     calls = []
-    real = pbsolver.solve.batched.solve_batch
+    real = pbsolver.solving.batched.solve_batch
 
     def recording(problems, **kw):
         calls.append((len(problems), kw))
         return real(problems, **kw)
 
-    monkeypatch.setattr(pbsolver.solve.batched, "solve_batch", recording)
+    monkeypatch.setattr(pbsolver.solving.batched, "solve_batch", recording)
     outcomes = batch.run_stack(batch.TaskGroup(tuple(tasks)))
     assert [len(calls), calls[0][0]] == [1, 3]  # the three readable grids, together
     assert calls[0][1]["method"] == "sor" and calls[0][1]["backend"] == "cpu"
@@ -213,7 +213,7 @@ def test_run_stack_reports_a_failed_batch_solve_for_each_grid(tmp_path, monkeypa
     def boom(problems, **kw):
         raise MemoryError
 
-    monkeypatch.setattr(pbsolver.solve.batched, "solve_batch", boom)
+    monkeypatch.setattr(pbsolver.solving.batched, "solve_batch", boom)
     outcomes = batch.run_stack(group)
     assert [(o.ok, o.error) for o in outcomes] == [(False, "out of memory")] * 2
 
@@ -398,7 +398,7 @@ def test_pool_workers_end_when_the_driver_is_killed(tmp_path):
     """Workers write part files: none may outlive a killed driver and write during a rerun."""
     script = (
         "import time\n"
-        "from pbsolver.batch import ProcessExecutor\n"
+        "from pbsolver.jobs.batch import ProcessExecutor\n"
         "it = ProcessExecutor(2, gpus=[]).run(time.sleep, [0.0, 0.0, 60.0, 60.0])\n"
         "next(it); next(it)\n"
         "print('ready', flush=True)\n"

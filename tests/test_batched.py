@@ -9,8 +9,8 @@ from conftest import random_problem
 import pbsolver as pb
 from pbsolver.backends.stacking import stack_problems
 from pbsolver.operator import reference_solve, relative_residual
-from pbsolver.solve import system as solve_system
-from pbsolver.solve.batched import clear_workspaces
+from pbsolver.solving import system as solve_system
+from pbsolver.solving.batched import clear_workspaces
 
 
 def _problems(rng, shape, count=3):

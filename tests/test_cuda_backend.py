@@ -236,7 +236,7 @@ def test_capture_runner_replays_one_graph(cp):
 
 
 def test_multigrid_runs_on_cuda(problems):
-    from pbsolver.solve.methods import METHODS
+    from pbsolver.solving.methods import METHODS
 
     if "multigrid" not in METHODS:
         pytest.skip("no multigrid method in this checkout")

@@ -118,7 +118,7 @@ def test_cli_refuses_a_grid_too_large_for_memory_before_solving(tmp_path, monkey
 
 # ---------------------------------------------------------------------- the solver
 def test_solver_refuses_before_building_the_stencil(monkeypatch):
-    from pbsolver.backends.cpu import CPUBackend
+    from pbsolver.backends.cpu.backend import CPUBackend
 
     problem = small_problem(9)
     built = []

@@ -91,7 +91,7 @@ class SolveOptions:
 
     def make_solver(self):
         """The :class:`~pbsolver.Solver` these options describe (raises InputError if bad)."""
-        from pbsolver.solve.solver import Solver
+        from pbsolver.solving.solver import Solver
 
         return Solver(**self.solver_kwargs())
 
@@ -245,7 +245,7 @@ def run_stack(group: TaskGroup) -> list:
     solve fails the grids it held. Each outcome's ``seconds`` is the group's time divided
     among its grids.
     """
-    from pbsolver.solve.batched import solve_batch
+    from pbsolver.solving.batched import solve_batch
 
     start = time.perf_counter()
     tasks = list(group.tasks)
@@ -315,7 +315,7 @@ def _outcome(task: Task, problem, atoms, result, seconds: float) -> Outcome:
         extra = _energy(atoms, problem, result) if atoms is not None else {}
     except Exception as exc:  # noqa: BLE001
         return _failure(task, _reason(exc))
-    from pbsolver.solve.solver import SolveResult
+    from pbsolver.solving.solver import SolveResult
 
     assert isinstance(result, SolveResult)
     rtol = task.solve.rtol

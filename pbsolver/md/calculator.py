@@ -209,7 +209,7 @@ class ReactionFieldCalculator:
         **options,
     ):
         from pbsolver.backends import get_backend
-        from pbsolver.solve.solver import Solver
+        from pbsolver.solving.solver import Solver
 
         if not isinstance(atoms, Atoms):
             raise InputError(f"atoms must be a pbsolver.Atoms, got {type(atoms).__name__}")
@@ -316,7 +316,7 @@ class ReactionFieldCalculator:
         list of FrameResult
             ``seconds`` and ``timings["solve"]`` are the batch's shares per frame.
         """
-        from pbsolver.solve.batched import solve_batch
+        from pbsolver.solving.batched import solve_batch
 
         frames = list(frames)
         if not frames:
@@ -414,7 +414,7 @@ class ReactionFieldCalculator:
 
     def _compute_stacked(self, frames, box) -> list[FrameResult]:
         """Frames through :class:`pbsolver.frames.StackedFrames` (one grid for all of them)."""
-        from pbsolver.solve.solver import SolveResult
+        from pbsolver.solving.solver import SolveResult
 
         start = time.perf_counter()
         if box is not None:
@@ -701,10 +701,10 @@ class _Bounds:
 
 def _debye_huckel(atoms, points, calc) -> np.ndarray:
     """The Debye–Hückel estimate of φ_rf at points (the boundary-value formula, "mdh")."""
-    from pbsolver.backends.cpu import maps as K
+    from pbsolver.backends import get_backend
 
     kappa = calc.physics.kappa
-    return K.debye_huckel_points(
+    return get_backend("cpu").map_kernels().debye_huckel_points(
         np.ascontiguousarray(points, dtype=np.float64),
         np.ascontiguousarray(atoms.positions),
         np.ascontiguousarray(atoms.charges, dtype=np.float64),

@@ -35,8 +35,8 @@ from pbsolver.backends.frame_kernels import CAP, LINE_THREADS
 from pbsolver.exceptions import InputError
 from pbsolver.grid import Grid
 from pbsolver.options import PhysicsOptions, nonnegative
-from pbsolver.solve.methods import make_method
-from pbsolver.solve.system import LinearSystem
+from pbsolver.solving.methods import make_method
+from pbsolver.solving.system import LinearSystem
 
 #: Boundary kinds the stacked path computes (``"sdh"`` needs the general path).
 STACKED_BOUNDARY_KINDS = ("mdh", "zero")
@@ -374,7 +374,7 @@ class StackedFrames:
         """Persistent buffers for calls of ``nf`` frames (made on the first such call).
 
         The stack's linear system (stencils, iterate, hierarchy inputs) is a kept
-        :class:`~pbsolver.solve.system.LinearSystem` workspace the assembly kernel writes into.
+        :class:`~pbsolver.solving.system.LinearSystem` workspace the assembly kernel writes into.
         """
         buf = self._buffers.get(nf)
         if buf is not None:

@@ -197,7 +197,7 @@ boundary_kind
         physics fields too).
     """
     from pbsolver.problem import Problem
-    from pbsolver.solve.solver import Solver
+    from pbsolver.solving.solver import Solver
 
     unit_factor(units)
     options = dict(problem_options or {})

@@ -9,7 +9,7 @@
     cycle leaves behind.
 
 A method gets its hierarchy from the linear system it runs on
-(:meth:`pbsolver.solve.system.LinearSystem.hierarchy`), which builds it for one grid or for a
+(:meth:`pbsolver.solving.system.LinearSystem.hierarchy`), which builds it for one grid or for a
 stack of blocks; the method only drives it.
 """
 

@@ -1,5 +1,5 @@
-"""The CPU backend: numba ``@njit(parallel=True)`` kernels on NumPy arrays."""
+"""The CPU backend: numba ``@njit(parallel=True)`` kernels on NumPy arrays (``backend.py``).
 
-from pbsolver.backends.cpu.backend import CPUBackend
-
-__all__ = ["CPUBackend"]
+Nothing is imported here, so that light modules of this package (``firstrun``) load without
+numba.
+"""

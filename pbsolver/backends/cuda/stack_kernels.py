@@ -1,6 +1,6 @@
 """numba-cuda kernels that assemble and take apart a stack of Dirichlet problems on the device.
 
-The array code of :mod:`pbsolver.solve.batched` (NumPy/CuPy, the reference) costs dozens of
+The array code of :mod:`pbsolver.solving.batched` (NumPy/CuPy, the reference) costs dozens of
 small array operations a problem, host time that can exceed the stacked solve itself. Here the
 problems' grids are copied one after the other into staging buffers (a copy per grid) and the
 arithmetic is one launch for the whole stack (not one a problem: numba's argument handling

@@ -1,7 +1,7 @@
 """The iteration loop: when to check, when to stop, and float64 iterative refinement.
 
 :class:`IterationLoop` is the only place that decides anything about convergence. It drives a
-method (an object with ``start(st, x)`` and ``step(count)``, see :mod:`pbsolver.solve.methods`)
+method (an object with ``start(st, x)`` and ``step(count)``, see :mod:`pbsolver.solving.methods`)
 on a backend's stencil and iterate and stops when the measure — ``‖b − A x‖₂`` by default, or a
 stack's weighted block maximum (:meth:`pbsolver.backends.Backend.block_residual_norm`) —
 reaches ``max(rtol·‖b‖, atol)``, or reports why it did not: ``"maxiter"``, ``"nan"`` (NaN or

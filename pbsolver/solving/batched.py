@@ -8,7 +8,7 @@ traffic but tens of microseconds of launch and synchronisation. Three ways to ru
     kernel gains nothing: every core is already busy on one grid).
 ``"stacked"``
     The B problems become one block-diagonal system
-    (:meth:`pbsolver.solve.system.LinearSystem.stack`, layout in
+    (:meth:`pbsolver.solving.system.LinearSystem.stack`, layout in
     :mod:`pbsolver.backends.stacking`) solved by one loop, so each kernel launch (and each
     CUDA-graph replay) serves all B problems, and every block is swept exactly as its problem
     alone would be. Dirichlet problems of one shape and spacing, methods ``"multigrid"`` (a
@@ -21,7 +21,7 @@ traffic but tens of microseconds of launch and synchronisation. Three ways to ru
     from several threads).
 
 Stopping rule of a stack: every problem meets its own threshold ``max(rtol‖b_k‖, atol)``
-(see :mod:`pbsolver.solve.system`); each problem's own final residual is reported in its
+(see :mod:`pbsolver.solving.system`); each problem's own final residual is reported in its
 result. On CUDA the stack is assembled on the device in one launch.
 """
 
@@ -35,8 +35,8 @@ from pbsolver.arrays import array_module, to_numpy
 from pbsolver.backends import get_backend
 from pbsolver.exceptions import ConvergenceError, InputError
 from pbsolver.problem import Problem
-from pbsolver.solve.solver import Solver, SolveResult
-from pbsolver.solve.system import clear_workspaces, workspace
+from pbsolver.solving.solver import Solver, SolveResult
+from pbsolver.solving.system import clear_workspaces, workspace
 
 MODES = ("auto", "loop", "stacked", "streams")
 #: Methods the stacked path can run (multigrid through a block-by-block hierarchy).

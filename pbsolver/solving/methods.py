@@ -1,10 +1,10 @@
 """The iterative methods the loop drives, by name: SOR, Jacobi, multigrid and MG-CG.
 
 A method is a small object: ``setup(system)`` once a solve (it reads what it needs from the
-:class:`~pbsolver.solve.system.LinearSystem`: backend, stencil, geometry, hierarchy),
+:class:`~pbsolver.solving.system.LinearSystem`: backend, stencil, geometry, hierarchy),
 ``start(st, x)`` at the beginning of each refinement phase, ``step(count)``, and
 ``default_maxiter(shape)``; ``name``, ``check_every`` and ``omega`` describe it. The loop
-(:class:`~pbsolver.solve.loop.IterationLoop`) never knows which one it runs.
+(:class:`~pbsolver.solving.loop.IterationLoop`) never knows which one it runs.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 :class:`LinearSystem` owns everything between the problems and the loop: the stencils (the
 sweep dtype and, under refinement, float64), the iterate, each block's ‖b‖ and threshold, the
 stopping measure, the multigrid hierarchy and the work buffers. :meth:`LinearSystem.solve` runs
-the :class:`~pbsolver.solve.loop.IterationLoop` with a method on it and reports every block's
+the :class:`~pbsolver.solving.loop.IterationLoop` with a method on it and reports every block's
 own outcome. :class:`~pbsolver.Solver` (one problem), :func:`~pbsolver.solve_batch` (a stack)
 and the MD engine (:mod:`pbsolver.md.engine`, a stack its kernels assemble) all solve through
 it.
@@ -40,8 +40,8 @@ from pbsolver.backends.stacking import stride_for
 from pbsolver.exceptions import InputError
 from pbsolver.multigrid.builders import GRID_ONLY, grid_hierarchy, stack_hierarchy
 from pbsolver.operator import fixed_values
-from pbsolver.solve.loop import IterationLoop
-from pbsolver.solve.methods import optimal_sor_omega
+from pbsolver.solving.loop import IterationLoop
+from pbsolver.solving.methods import optimal_sor_omega
 
 
 @dataclass
@@ -236,7 +236,7 @@ class LinearSystem:
         return arrays
 
     def sor_omega(self) -> float:
-        """SOR's ω for this system (:func:`~pbsolver.solve.methods.optimal_sor_omega`)."""
+        """SOR's ω for this system (:func:`~pbsolver.solving.methods.optimal_sor_omega`)."""
         p = self.problem
         if p is None:  # a stack: each block's own Dirichlet grid
             return optimal_sor_omega(self.block_shape, self.spacing, False)
@@ -256,7 +256,7 @@ class LinearSystem:
         Parameters
         ----------
         method
-            A method object (:mod:`pbsolver.solve.methods`), not yet set up.
+            A method object (:mod:`pbsolver.solving.methods`), not yet set up.
         rtol, atol : float
             Block k's threshold is ``max(rtol·‖b_k‖, atol)``.
         maxiter, check_every : int, optional

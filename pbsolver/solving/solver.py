@@ -1,9 +1,9 @@
 """The Solver: one problem to convergence, through the linear system and the iteration loop.
 
 :class:`Solver` holds the options (method, backend, tolerances, precision); :meth:`Solver.solve`
-makes the problem's :class:`~pbsolver.solve.system.LinearSystem`, a method
-(:mod:`pbsolver.solve.methods`) and lets the system run the
-:class:`~pbsolver.solve.loop.IterationLoop`; :func:`pbsolver.solve_batch` runs the same system
+makes the problem's :class:`~pbsolver.solving.system.LinearSystem`, a method
+(:mod:`pbsolver.solving.methods`) and lets the system run the
+:class:`~pbsolver.solving.loop.IterationLoop`; :func:`pbsolver.solve_batch` runs the same system
 and loop on stacks of problems.
 """
 
@@ -19,8 +19,8 @@ from pbsolver.backends import get_backend
 from pbsolver.exceptions import ConvergenceError, InputError
 from pbsolver.problem import Problem
 from pbsolver.resources import check_memory
-from pbsolver.solve.methods import METHODS, make_method, method_options
-from pbsolver.solve.system import LinearSystem
+from pbsolver.solving.methods import METHODS, make_method, method_options
+from pbsolver.solving.system import LinearSystem
 
 
 @dataclass
