@@ -24,7 +24,7 @@ _LAZY = {
     "read_pqr": "molecule.atoms",
     "solvation_energy": "molecule.energy",
     "ReactionFieldCalculator": "md.calculator",
-    "solve_batch": "solve.batched",
+    "solve_batch": "solving.batched",
     "read_hdf5": "io.hdf5",
     "write_hdf5": "io.hdf5",
     "read_dx": "io.dx",
