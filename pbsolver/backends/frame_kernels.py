@@ -29,7 +29,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from pbsolver.backends.bodies import maps as maps_bodies
-from pbsolver.backends.bodies.lines import accumulate_body, sort_merge_body
+from pbsolver.backends.bodies.lines import compile_lines
 
 #: numba.cuda, imported by :func:`cuda_kernels` (numba-cuda is optional: the CPU kernels must
 #: import without it). A module global, because the simulator swaps it inside kernels.
@@ -66,8 +66,7 @@ def _bodies(jit, fast):
 
     ``fast`` is the same compiler with fast-math, for the float32 direct sums.
     """
-    sort_merge = jit(sort_merge_body)
-    accumulate = jit(accumulate_body)
+    sort_merge, accumulate = compile_lines(jit)
     chord = jit(maps_bodies.chord_body)
     face_eps = jit(maps_bodies.face_eps_body)
     sums = maps_bodies.make_point_sums(jit, fast)
