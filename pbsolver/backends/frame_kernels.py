@@ -29,7 +29,8 @@ from types import SimpleNamespace
 import numpy as np
 
 from pbsolver.backends.bodies import maps as maps_bodies
-from pbsolver.backends.bodies.lines import accumulate_body, sort_merge_body
+from pbsolver.backends.bodies.lines import compile_lines
+from pbsolver.backends.bodies.sampling import sample_body
 
 #: numba.cuda, imported by :func:`cuda_kernels` (numba-cuda is optional: the CPU kernels must
 #: import without it). A module global, because the simulator swaps it inside kernels.
@@ -66,18 +67,39 @@ def _bodies(jit, fast):
 
     ``fast`` is the same compiler with fast-math, for the float32 direct sums.
     """
-    sort_merge = jit(sort_merge_body)
-    accumulate = jit(accumulate_body)
+    sort_merge, accumulate = compile_lines(jit)
     chord = jit(maps_bodies.chord_body)
     face_eps = jit(maps_bodies.face_eps_body)
     sums = maps_bodies.make_point_sums(jit, fast)
     coulomb_node, dh_term = sums["coulomb_node"], sums["dh_term"]
     debye_huckel_point = sums["debye_huckel_node"]
     on_node = jit(maps_bodies.on_node_tol2)
+    sample = jit(sample_body)
 
     @jit
-    def edge_line(out, pos, rad, f, axis, line, nx, ny, nz, stride, origin, h, starts, ends):
-        """Union-of-spheres coverage of the edges of one grid line; returns 1 on overflow."""
+    def sample_point(phi, pos, item, nx, ny, nz, stride, origin, h, out):
+        """φ and ∇φ at work item ``item`` = (frame f, atom a) into ``out[f, a]``."""
+        na = pos.shape[1]
+        f = item // na
+        a = item - f * na
+        sample(phi, f * stride, nx, ny, nz, h[0], h[1], h[2], (pos[f, a, 0] - origin[f, 0]) / h[0],
+               (pos[f, a, 1] - origin[f, 1]) / h[1], (pos[f, a, 2] - origin[f, 2]) / h[2], False,
+               out[f, a])  # fmt: skip
+
+    @jit
+    def lines_of(axis, nx, ny, nz):
+        """Grid lines along ``axis`` in one frame."""
+        return (ny * nz) if axis == 0 else ((nx * nz) if axis == 1 else nx * ny)
+
+    @jit
+    def edge_line(out, pos, rad, item, axis, nx, ny, nz, stride, origin, h, starts, ends):
+        """Union-of-spheres coverage of the edges of work item ``item`` = (frame, grid line).
+
+        Returns 1 on overflow.
+        """
+        nl = lines_of(axis, nx, ny, nz)
+        f = item // nl
+        line = item - f * nl
         if axis == 0:
             a1, a2, nv, nbins = 1, 2, nz, nx
         elif axis == 1:
@@ -101,8 +123,16 @@ def _bodies(jit, fast):
         return 0
 
     @jit
-    def ion_column(cov, pos, rad, f, i, j, nz, stride, origin, h, subs, starts, ends, cand):
-        """Covered share of each cell of column (i, j), sampled at subs² lines along z."""
+    def ion_column(cov, pos, rad, item, nx, ny, nz, stride, origin, h, subs, starts, ends, cand):
+        """Covered share of each cell of work item ``item`` = (frame f, column (i, j)).
+
+        Sampled at subs² lines along z; returns 1 on overflow.
+        """
+        nl = nx * ny
+        f = item // nl
+        c = item - f * nl
+        i = c // ny
+        j = c - i * ny
         x = origin[f, 0] + i * h[0]
         y = origin[f, 1] + j * h[1]
         m = 0
@@ -233,47 +263,9 @@ def _bodies(jit, fast):
         out32[3][row, j, k] = d
         out32[4][row, j, k] = b
 
-    @jit
-    def sample_point(phi, row, nx, ny, nz, origin, h, f, px, py, pz, out):
-        """φ and ∇φ at a point (trilinear; node gradients by central differences)."""
-        t0 = (px - origin[f, 0]) / h[0]
-        t1 = (py - origin[f, 1]) / h[1]
-        t2 = (pz - origin[f, 2]) / h[2]
-        t0 = min(max(t0, 0.0), nx - 1.0)
-        t1 = min(max(t1, 0.0), ny - 1.0)
-        t2 = min(max(t2, 0.0), nz - 1.0)
-        i0 = min(int(math.floor(t0)), nx - 2)
-        j0 = min(int(math.floor(t1)), ny - 2)
-        k0 = min(int(math.floor(t2)), nz - 2)
-        w0, w1, w2 = t0 - i0, t1 - j0, t2 - k0
-        val = 0.0
-        gx = 0.0
-        gy = 0.0
-        gz = 0.0
-        for ci in range(2):
-            i = i0 + ci
-            wi = w0 if ci == 1 else 1.0 - w0
-            for cj in range(2):
-                j = j0 + cj
-                wj = w1 if cj == 1 else 1.0 - w1
-                for ck in range(2):
-                    k = k0 + ck
-                    wk = w2 if ck == 1 else 1.0 - w2
-                    w = wi * wj * wk
-                    val += w * phi[row + i, j, k]
-                    up, dn = min(i + 1, nx - 1), max(i - 1, 0)
-                    gx += w * (phi[row + up, j, k] - phi[row + dn, j, k]) / (h[0] * (up - dn))
-                    up, dn = min(j + 1, ny - 1), max(j - 1, 0)
-                    gy += w * (phi[row + i, up, k] - phi[row + i, dn, k]) / (h[1] * (up - dn))
-                    up, dn = min(k + 1, nz - 1), max(k - 1, 0)
-                    gz += w * (phi[row + i, j, up] - phi[row + i, j, dn]) / (h[2] * (up - dn))
-        out[0] = val
-        out[1] = gx
-        out[2] = gy
-        out[3] = gz
-
     return SimpleNamespace(
         on_node=on_node,
+        lines_of=lines_of,
         edge_line=edge_line,
         ion_column=ion_column,
         coulomb_node=coulomb_node,
@@ -282,6 +274,18 @@ def _bodies(jit, fast):
         assemble_node=assemble_node,
         sample_point=sample_point,
     )
+
+
+def _kernel_set(edges, ion, coulomb, boundary, assemble, sample, flags, coulomb_for, **extra):
+    """One device's kernels, as the engine launches them.
+
+    ``flags``: the line kernels raise an overflow flag (an extra argument) instead of returning
+    a count; ``coulomb_for(nf)``: (the φ_c kernel, nodes a work item) for a call of nf frames.
+    """
+    return SimpleNamespace(
+        edges=edges, ion=ion, coulomb=coulomb, boundary=boundary, assemble=assemble,
+        sample=sample, flags=flags, coulomb_for=coulomb_for, **extra,
+    )  # fmt: skip
 
 
 # ---------------------------------------------------------------------- CPU kernels
@@ -301,7 +305,8 @@ def cpu_kernels():
     # "numpy" error model: q / 0 = ±inf in the shared φ_c pair body, as on the GPU
     fast = numba.njit(nogil=True, fastmath=KEEP_INFINITIES, error_model="numpy")
     B = _bodies(numba.njit(nogil=True), fast)
-    edge_line, ion_column, coulomb_node, on_node = (
+    lines_of, edge_line, ion_column, coulomb_node, on_node = (
+        B.lines_of,
         B.edge_line,
         B.ion_column,
         B.coulomb_node,
@@ -316,31 +321,23 @@ def cpu_kernels():
 
     @par
     def edges(out, pos, rad, axis, nx, ny, nz, stride, origin, h):
-        nf = pos.shape[0]
-        nl = (ny * nz) if axis == 0 else ((nx * nz) if axis == 1 else nx * ny)
         bad = 0
-        for item in prange(nf * nl):
+        for item in prange(pos.shape[0] * lines_of(axis, nx, ny, nz)):
             starts = np.empty(CAP)
             ends = np.empty(CAP)
-            f = item // nl
-            bad += edge_line(out, pos, rad, f, axis, item - f * nl, nx, ny, nz, stride,
-                               origin, h, starts, ends)  # fmt: skip
+            bad += edge_line(out, pos, rad, item, axis, nx, ny, nz, stride, origin, h, starts,
+                             ends)  # fmt: skip
         return bad
 
     @par
     def ion(cov, pos, rad, nx, ny, nz, stride, origin, h, subs):
-        nf = pos.shape[0]
-        nl = nx * ny
         bad = 0
-        for item in prange(nf * nl):
+        for item in prange(pos.shape[0] * nx * ny):
             starts = np.empty(CAP)
             ends = np.empty(CAP)
             cand = np.empty(CAP, dtype=np.int32)
-            f = item // nl
-            c = item - f * nl
-            i = c // ny
-            bad += ion_column(cov, pos, rad, f, i, c - i * ny, nz, stride, origin, h, subs,
-                                starts, ends, cand)  # fmt: skip
+            bad += ion_column(cov, pos, rad, item, nx, ny, nz, stride, origin, h, subs, starts,
+                              ends, cand)  # fmt: skip
         return bad
 
     @par
@@ -383,23 +380,11 @@ def cpu_kernels():
 
     @par
     def sample(phi, pos, nx, ny, nz, stride, origin, h, out):
-        nf, na = pos.shape[0], pos.shape[1]
-        for item in prange(nf * na):
-            f = item // na
-            a = item - f * na
-            sample_point(phi, f * stride, nx, ny, nz, origin, h, f, pos[f, a, 0], pos[f, a, 1],
-                           pos[f, a, 2], out[f, a])  # fmt: skip
+        for item in prange(pos.shape[0] * pos.shape[1]):
+            sample_point(phi, pos, item, nx, ny, nz, stride, origin, h, out)
 
-    _CPU = SimpleNamespace(
-        edges=edges,
-        ion=ion,
-        coulomb=coulomb,
-        boundary=boundary,
-        assemble=assemble,
-        sample=sample,
-        flags=False,
-        coulomb_for=lambda nf: (coulomb, 1),
-    )
+    _CPU = _kernel_set(edges, ion, coulomb, boundary, assemble, sample, flags=False,
+                       coulomb_for=lambda nf: (coulomb, 1))  # fmt: skip
     return _CPU
 
 
@@ -418,36 +403,30 @@ def cuda_kernels():
 
     B = _bodies(cuda.jit(device=True), cuda.jit(device=True, fastmath=True))
     # φ_c and the boundary sum have their own tiled kernels below (the latter on dh_term)
-    edge_line, ion_column, dh_term, on_node = B.edge_line, B.ion_column, B.dh_term, B.on_node
+    lines_of, edge_line, ion_column = B.lines_of, B.edge_line, B.ion_column
+    dh_term, on_node = B.dh_term, B.on_node
     assemble_node, sample_point = B.assemble_node, B.sample_point
 
     @cuda.jit
     def edges(out, pos, rad, axis, nx, ny, nz, stride, origin, h, bad):
         item = cuda.grid(1)
-        nl = (ny * nz) if axis == 0 else ((nx * nz) if axis == 1 else nx * ny)
-        if item >= pos.shape[0] * nl:
+        if item >= pos.shape[0] * lines_of(axis, nx, ny, nz):
             return
         starts = cuda.local.array(CAP, dtype=np.float64)
         ends = cuda.local.array(CAP, dtype=np.float64)
-        f = item // nl
-        if edge_line(out, pos, rad, f, axis, item - f * nl, nx, ny, nz, stride, origin, h,
-                       starts, ends):  # fmt: skip
+        if edge_line(out, pos, rad, item, axis, nx, ny, nz, stride, origin, h, starts, ends):
             bad[0] = 1
 
     @cuda.jit
     def ion(cov, pos, rad, nx, ny, nz, stride, origin, h, subs, bad):
         item = cuda.grid(1)
-        nl = nx * ny
-        if item >= pos.shape[0] * nl:
+        if item >= pos.shape[0] * nx * ny:
             return
         starts = cuda.local.array(CAP, dtype=np.float64)
         ends = cuda.local.array(CAP, dtype=np.float64)
         cand = cuda.local.array(CAP, dtype=np.int32)
-        f = item // nl
-        c = item - f * nl
-        i = c // ny
-        if ion_column(cov, pos, rad, f, i, c - i * ny, nz, stride, origin, h, subs, starts,
-                        ends, cand):  # fmt: skip
+        if ion_column(cov, pos, rad, item, nx, ny, nz, stride, origin, h, subs, starts, ends,
+                      cand):  # fmt: skip
             bad[0] = 1
 
     if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":  # the simulator has no libdevice
@@ -578,27 +557,14 @@ def cuda_kernels():
     @cuda.jit
     def sample(phi, pos, nx, ny, nz, stride, origin, h, out):
         item = cuda.grid(1)
-        nf, na = pos.shape[0], pos.shape[1]
-        if item >= nf * na:
-            return
-        f = item // na
-        a = item - f * na
-        sample_point(phi, f * stride, nx, ny, nz, origin, h, f, pos[f, a, 0], pos[f, a, 1],
-                       pos[f, a, 2], out[f, a])  # fmt: skip
+        if item < pos.shape[0] * pos.shape[1]:
+            sample_point(phi, pos, item, nx, ny, nz, stride, origin, h, out)
 
-    _CUDA = SimpleNamespace(
-        edges=edges,
-        ion=ion,
-        coulomb=coulomb,
-        boundary=boundary,
-        assemble=assemble,
-        sample=sample,
-        coulomb_kernel=coulomb_kernel,
-        # the line kernels raise an overflow flag (an extra argument) instead of returning
-        flags=True,
-        # (kernel, nodes a work item) of the φ_c kernel for a call of nf frames
+    _CUDA = _kernel_set(
+        edges, ion, coulomb, boundary, assemble, sample, flags=True,
         coulomb_for=lambda nf: (coulomb_kernel(coulomb_nodes(nf)), coulomb_nodes(nf)),
-    )
+        coulomb_kernel=coulomb_kernel,
+    )  # fmt: skip
     return _CUDA
 
 

@@ -2,7 +2,8 @@
 
 The CPU map kernels (``numba.njit``; they bin with these, and merge with an argsort), the CUDA
 map kernels (``cuda.jit(device=True)``) and the stacked frame kernels (both) compile these same
-functions instead of keeping a copy each. Importing this module imports no numba.
+functions instead of keeping a copy each (:func:`compile_lines`). Importing this module imports
+no numba.
 """
 
 from __future__ import annotations
@@ -10,33 +11,45 @@ from __future__ import annotations
 import math
 
 
-def sort_merge_body(starts, ends, n):
-    """Insertion sort of n intervals by start, merged in place; returns the merged count."""
-    for i in range(1, n):
-        s, e = starts[i], ends[i]
-        j = i - 1
-        while j >= 0 and starts[j] > s:
-            starts[j + 1] = starts[j]
-            ends[j + 1] = ends[j]
-            j -= 1
-        starts[j + 1] = s
-        ends[j + 1] = e
-    if n == 0:
-        return 0
-    m = 0
-    cs, ce = starts[0], ends[0]
-    for i in range(1, n):
-        if starts[i] <= ce:
-            if ends[i] > ce:
-                ce = ends[i]
-        else:
-            starts[m] = cs
-            ends[m] = ce
-            m += 1
-            cs, ce = starts[i], ends[i]
-    starts[m] = cs
-    ends[m] = ce
-    return m + 1
+def insert_sorted_body(keys, vals, n, key, val):
+    """Insert (key, val) into the first n entries of ``keys``/``vals``, kept sorted by key.
+
+    Equal keys keep their order of insertion.
+    """
+    j = n - 1
+    while j >= 0 and keys[j] > key:
+        keys[j + 1] = keys[j]
+        vals[j + 1] = vals[j]
+        j -= 1
+    keys[j + 1] = key
+    vals[j + 1] = val
+
+
+def make_sort_merge(insert_sorted):
+    """The interval sort-and-merge body on a compiled :func:`insert_sorted_body`."""
+
+    def sort_merge_body(starts, ends, n):
+        """Insertion sort of n intervals by start, merged in place; returns the merged count."""
+        for i in range(1, n):
+            insert_sorted(starts, ends, i, starts[i], ends[i])
+        if n == 0:
+            return 0
+        m = 0
+        cs, ce = starts[0], ends[0]
+        for i in range(1, n):
+            if starts[i] <= ce:
+                if ends[i] > ce:
+                    ce = ends[i]
+            else:
+                starts[m] = cs
+                ends[m] = ce
+                m += 1
+                cs, ce = starts[i], ends[i]
+        starts[m] = cs
+        ends[m] = ce
+        return m + 1
+
+    return sort_merge_body
 
 
 def accumulate_body(out, axis, row, iu, iv, s, e, t0, h, nbins):
@@ -57,3 +70,8 @@ def accumulate_body(out, axis, row, iu, iv, s, e, t0, h, nbins):
                 out[row + iu, k, iv] += (b - a) / h
             else:
                 out[row + iu, iv, k] += (b - a) / h
+
+
+def compile_lines(jit):
+    """``(sort_merge, accumulate)``: the line bodies compiled by ``jit``."""
+    return jit(make_sort_merge(jit(insert_sorted_body))), jit(accumulate_body)

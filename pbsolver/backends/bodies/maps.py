@@ -22,6 +22,8 @@ import math
 
 import numpy as np
 
+from pbsolver.backends.bodies.lines import insert_sorted_body
+
 TWO_PI = 2.0 * math.pi
 #: Relative tolerance of "inside a sphere" tests on probe positions (points on a sphere are
 #: accessible).
@@ -285,6 +287,7 @@ def make_ses(jit, sort_merge, accumulate):
     arc_point = jit(arc_point_body)
     circle = jit(circle_body)
     free_arcs = jit(make_free_arcs(sort_merge))
+    insert_sorted = jit(insert_sorted_body)
 
     def bin_count(u, v, reach, u0, v0, bsize, nbu, nbv, bstart):
         """Atoms in the bins within ``reach`` of the line (an upper bound of the spheres met)."""
@@ -448,6 +451,36 @@ def make_ses(jit, sort_merge, accumulate):
 
     zone = jit(zone)
 
+    def line_chords(
+        u, v, reach, u0, v0, bsize, nbu, nbv, bstart, border, pos, axis,
+        r1, s1, e1, r2, s2, e2, two,
+    ):  # fmt: skip
+        """Chords of the line along ``axis`` through (u, v) by the binned atoms within ``reach``.
+
+        Spheres of radii ``r1`` add their chords to (``s1``, ``e1``) and, when ``two``, those
+        of radii ``r2`` to (``s2``, ``e2``). Returns the two counts, (−1, −1) on overflow.
+        """
+        a1 = 1 if axis == 0 else 0
+        a2 = 1 if axis == 2 else 2
+        n1 = 0
+        n2 = 0
+        lo_u, hi_u, lo_v, hi_v = bin_range(u, v, reach, u0, v0, bsize, nbu, nbv)
+        for bu in range(lo_u, hi_u + 1):
+            for bv in range(lo_v, hi_v + 1):
+                b = bu * nbv + bv
+                for s in range(bstart[b], bstart[b + 1]):
+                    i = border[s]
+                    du = pos[i, a1] - u
+                    dv = pos[i, a2] - v
+                    n1 = chord(s1, e1, n1, du, dv, pos[i, axis], r1[i])
+                    if two:
+                        n2 = chord(s2, e2, n2, du, dv, pos[i, axis], r2[i])
+                    if n1 < 0 or n2 < 0:
+                        return -1, -1
+        return n1, n2
+
+    line_chords = jit(line_chords)
+
     def union_line(
         out, axis, iu, iv, u, v, t0, h, nbins, pos, radius, maxr,
         u0, v0, bsize, nbu, nbv, bstart, border, starts, ends,
@@ -456,19 +489,10 @@ def make_ses(jit, sort_merge, accumulate):
 
         Line (iu, iv) runs along ``axis`` through (u, v); bin k spans [t0 + k h, t0 + (k+1) h).
         """
-        a1 = 1 if axis == 0 else 0
-        a2 = 1 if axis == 2 else 2
-        n = 0
-        lo_u, hi_u, lo_v, hi_v = bin_range(u, v, maxr, u0, v0, bsize, nbu, nbv)
-        for bu in range(lo_u, hi_u + 1):
-            for bv in range(lo_v, hi_v + 1):
-                b = bu * nbv + bv
-                for s in range(bstart[b], bstart[b + 1]):
-                    i = border[s]
-                    n = chord(starts, ends, n, pos[i, a1] - u, pos[i, a2] - v, pos[i, axis],
-                              radius[i])  # fmt: skip
-                    if n < 0:
-                        return 1
+        n, _ = line_chords(u, v, maxr, u0, v0, bsize, nbu, nbv, bstart, border, pos, axis,
+                           radius, starts, ends, radius, starts, ends, False)  # fmt: skip
+        if n < 0:
+            return 1
         n = sort_merge(starts, ends, n)
         for s in range(n):
             accumulate(out, axis, 0, iu, iv, starts[s], ends[s], t0, h, nbins)
@@ -490,22 +514,10 @@ def make_ses(jit, sort_merge, accumulate):
         exposed atoms, for reach ``acc + probe`` (the point test's candidates, kept sorted
         along the line in ``cand``/``ckey``).
         """
-        a1 = 1 if axis == 0 else 0
-        a2 = 1 if axis == 2 else 2
-        nvdw = 0
-        nsas = 0
-        lo_u, hi_u, lo_v, hi_v = bin_range(u, v, maxacc, u0, v0, bsize, nbu, nbv)
-        for bu in range(lo_u, hi_u + 1):
-            for bv in range(lo_v, hi_v + 1):
-                b = bu * nbv + bv
-                for s in range(bstart[b], bstart[b + 1]):
-                    i = border[s]
-                    du = pos[i, a1] - u
-                    dv = pos[i, a2] - v
-                    nsas = chord(ss_, se_, nsas, du, dv, pos[i, axis], acc[i])
-                    nvdw = chord(vs_, ve_, nvdw, du, dv, pos[i, axis], vdw[i])
-                    if nsas < 0 or nvdw < 0:
-                        return 1
+        nsas, nvdw = line_chords(u, v, maxacc, u0, v0, bsize, nbu, nbv, bstart, border, pos,
+                                 axis, acc, ss_, se_, vdw, vs_, ve_, True)  # fmt: skip
+        if nsas < 0:
+            return 1
         if nsas == 0:
             return 0
         nvdw = sort_merge(vs_, ve_, nvdw)
@@ -513,6 +525,8 @@ def make_ses(jit, sort_merge, accumulate):
         for s in range(nvdw):
             accumulate(out, axis, 0, iu, iv, vs_[s], ve_[s], t0, h, nbins)
         # exposed candidates within acc + probe, insertion-sorted along the line
+        a1 = 1 if axis == 0 else 0
+        a2 = 1 if axis == 2 else 2
         ncand = 0
         lo_u, hi_u, lo_v, hi_v = bin_range(u, v, maxreach, e_u0, e_v0, e_bsize, e_nbu, e_nbv)
         for bu in range(lo_u, hi_u + 1):
@@ -527,14 +541,7 @@ def make_ses(jit, sort_merge, accumulate):
                         continue
                     if ncand >= cand.shape[0]:
                         return 1
-                    key = pos[i, axis]
-                    j = ncand - 1
-                    while j >= 0 and ckey[j] > key:
-                        ckey[j + 1] = ckey[j]
-                        cand[j + 1] = cand[j]
-                        j -= 1
-                    ckey[j + 1] = key
-                    cand[j + 1] = i
+                    insert_sorted(ckey, cand, ncand, pos[i, axis], i)
                     ncand += 1
         for k in range(4):
             hit[k] = 0.0

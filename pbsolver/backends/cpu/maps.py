@@ -31,7 +31,7 @@ import numpy as np
 from numba import njit, prange
 
 from pbsolver.backends.bodies import maps as B
-from pbsolver.backends.bodies.lines import accumulate_body, sort_merge_body
+from pbsolver.backends.bodies.lines import compile_lines
 
 #: The "numpy" error model: a charge on a node divides by zero into ±inf, as on the GPU.
 _JIT = {"cache": True, "nogil": True, "boundscheck": False, "error_model": "numpy"}
@@ -39,7 +39,7 @@ _JIT = {"cache": True, "nogil": True, "boundscheck": False, "error_model": "nump
 _FM = {"reassoc", "contract", "nsz"}
 
 _jit = njit(**_JIT)
-_S = B.make_ses(_jit, _jit(sort_merge_body), _jit(accumulate_body))
+_S = B.make_ses(_jit, *compile_lines(_jit))
 _P = B.make_point_sums(_jit, njit(**_JIT, fastmath=_FM, inline="always"))
 _line, _union_line, _ses_line = _S["line"], _S["union_line"], _S["ses_line"]
 _bin_count = _S["bin_count"]

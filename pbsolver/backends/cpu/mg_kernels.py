@@ -61,15 +61,21 @@ def _plane(f, i, jm, j, jp, wym, wyp, km, k, kp, wzm, wzp):
     )
 
 
+@njit(**_JIT, inline="always")
+def _fill_plane(x, i, value):
+    """``x[i] = value`` (a plane of fixed nodes, or one plane of :func:`fill`)."""
+    for j in range(x.shape[1]):
+        for k in range(x.shape[2]):
+            x[i, j, k] = value
+
+
 # ---------------------------------------------------------------------- restriction
 @njit(**_JIT, inline="always")
 def _restrict_plane(fine, coarse, ci, pos_x, lo_x, hi_x, pos_y, lo_y, hi_y, pos_z, lo_z, hi_z, lo):
     nx, ny, nz = fine.shape
     mx, my, mz = coarse.shape
     if ci < lo or ci >= mx - lo:
-        for cj in range(my):
-            for ck in range(mz):
-                coarse[ci, cj, ck] = 0
+        _fill_plane(coarse, ci, 0)
         return
     im, i, ip, wxm, wxp = _neighbours(pos_x, lo_x, hi_x, ci, nx)
     for cj in range(my):
@@ -237,9 +243,7 @@ def rb_sor_color_serial(x, b, cx, cy, cz, diag, color, omega, periodic):
 def _residual_plane(x, b, cx, cy, cz, diag, out, i, lo):
     nx, ny, nz = x.shape
     if i < lo or i >= nx - lo:
-        for j in range(ny):
-            for k in range(nz):
-                out[i, j, k] = 0
+        _fill_plane(out, i, 0)
         return
     im, ip = B.neighbours(i, nx)
     last = nz - 1
@@ -298,21 +302,15 @@ def residual_sumsq_serial(x, b, cx, cy, cz, diag, periodic):
 @njit(**_JIT, parallel=True)
 def fill(x, value):
     """``x[...] = value`` in place."""
-    nx, ny, nz = x.shape
-    for i in prange(nx):
-        for j in range(ny):
-            for k in range(nz):
-                x[i, j, k] = value
+    for i in prange(x.shape[0]):
+        _fill_plane(x, i, value)
 
 
 @njit(**_JIT)
 def fill_serial(x, value):
     """Serial twin of :func:`fill`."""
-    nx, ny, nz = x.shape
-    for i in range(nx):
-        for j in range(ny):
-            for k in range(nz):
-                x[i, j, k] = value
+    for i in range(x.shape[0]):
+        _fill_plane(x, i, value)
 
 
 @njit(**_JIT, parallel=True)

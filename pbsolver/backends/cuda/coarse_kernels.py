@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from numba import cuda, float64, int64
 
-from pbsolver.backends.cuda.kernels import B
+from pbsolver.backends.cuda.kernels import B, store_faces
 
 
 @cuda.jit(device=True)
@@ -100,13 +100,9 @@ def coarse_faces(
                     sy += wx * wz * _series(cy, p, int64(nz), two_y[J] != 0)
                 if dz == 0:
                     sz += wx * wy * _series(cz, p, int64(1), two_z[K] != 0)
-    out64[0][q] = sx
-    out64[1][q] = sy
-    out64[2][q] = sz
+    store_faces(out64, q, sx, sy, sz)
     out64[3][q] = kk
-    out[0][q] = sx
-    out[1][q] = sy
-    out[2][q] = sz
+    store_faces(out, q, sx, sy, sz)
 
 
 @cuda.jit

@@ -136,6 +136,35 @@ def _node(nx, ny, nz):
     return i < nx and j < ny and k < nz, i, j, k, (i * ny + j) * nz + k, nx, ny, nz
 
 
+#: What :func:`_stencil_node` found at the calling thread: no node, a fixed node, an unknown.
+OFF, FIXED, UNKNOWN = 0, 1, 2
+
+
+@cuda.jit(device=True)
+def _stencil_node(nx, ny, nz, periodic):
+    """The calling thread's node of a one-thread-a-node stencil kernel.
+
+    Returns ``(where, p, im, ip, jm, jp, km, kp)``: ``where`` is :data:`OFF` (no node),
+    :data:`FIXED` (``p`` is a fixed node) or :data:`UNKNOWN` (``p`` and its six neighbours'
+    flat indices, wrapping; they are ``p`` otherwise).
+    """
+    on, i, j, k, p, nx, ny, nz = _node(nx, ny, nz)
+    if not on:
+        return OFF, p, p, p, p, p, p, p
+    if not _inside(i, j, k, nx, ny, nz, periodic):
+        return FIXED, p, p, p, p, p, p, p
+    im, ip, jm, jp, km, kp = _neighbours(i, j, k, nx, ny, nz, p)
+    return UNKNOWN, p, im, ip, jm, jp, km, kp
+
+
+@cuda.jit(device=True)
+def store_faces(out, q, cx, cy, cz):
+    """``out[0..2][q] = cx, cy, cz``: a node's faces into (cx, cy, cz, …) flat arrays."""
+    out[0][q] = cx
+    out[1][q] = cy
+    out[2][q] = cz
+
+
 # ---------------------------------------------------------------------- red–black SOR
 @cuda.jit
 def rb_point(x, b, cx, cy, cz, d, dmode, nx, ny, nz, color, omega, periodic):
@@ -166,30 +195,23 @@ def rb_point(x, b, cx, cy, cz, d, dmode, nx, ny, nz, color, omega, periodic):
 @cuda.jit
 def jacobi_point(x, out, b, cx, cy, cz, d, dmode, nx, ny, nz, omega, periodic):
     """``out = x + ω (s/diag − x)`` on the unknowns, fixed nodes copied (two buffers)."""
-    on, i, j, k, p, nx, ny, nz = _node(nx, ny, nz)
-    if not on:
-        return
-    old = x[p]
-    if not _inside(i, j, k, nx, ny, nz, periodic):
-        out[p] = old
-        return
-    im, ip, jm, jp, km, kp = _neighbours(i, j, k, nx, ny, nz, p)
-    s, diag = _sum_diag(x, b, cx, cy, cz, d, dmode, p, im, ip, jm, jp, km, kp)
-    out[p] = B.relax(old, s, diag, omega)
+    where, p, im, ip, jm, jp, km, kp = _stencil_node(nx, ny, nz, periodic)
+    if where == FIXED:
+        out[p] = x[p]
+    elif where == UNKNOWN:
+        s, diag = _sum_diag(x, b, cx, cy, cz, d, dmode, p, im, ip, jm, jp, km, kp)
+        out[p] = B.relax(x[p], s, diag, omega)
 
 
 @cuda.jit
 def residual_point(x, b, cx, cy, cz, d, dmode, nx, ny, nz, out, periodic):
     """``out = b − A x`` on the unknowns, zero on fixed nodes (``x`` may be float64)."""
-    on, i, j, k, p, nx, ny, nz = _node(nx, ny, nz)
-    if not on:
-        return
-    if not _inside(i, j, k, nx, ny, nz, periodic):
+    where, p, im, ip, jm, jp, km, kp = _stencil_node(nx, ny, nz, periodic)
+    if where == FIXED:
         out[p] = 0
-        return
-    im, ip, jm, jp, km, kp = _neighbours(i, j, k, nx, ny, nz, p)
-    s, diag = _sum_diag(x, b, cx, cy, cz, d, dmode, p, im, ip, jm, jp, km, kp)
-    out[p] = B.residual(s, diag, x[p])
+    elif where == UNKNOWN:
+        s, diag = _sum_diag(x, b, cx, cy, cz, d, dmode, p, im, ip, jm, jp, km, kp)
+        out[p] = B.residual(s, diag, x[p])
 
 
 # ---------------------------------------------------------------------- reductions
@@ -210,16 +232,18 @@ def _block_sum(sm, value, nthreads):
 
 @cuda.jit(device=True)
 def _column(nx, ny, nz, chunk):
-    """(on the grid, j, k, i0, i1, nx, ny, nz): the thread's (y, z) column and its planes.
+    """(j, k, i0, i1, nx, ny, nz): the thread's (y, z) column and its planes ``[i0, i1)``.
 
-    Block row ``blockIdx.z`` takes x-planes ``[i0, i1)``, ``chunk`` of them (uint64).
+    Block row ``blockIdx.z`` takes x-planes ``[i0, i1)``, ``chunk`` of them (uint64); a thread
+    off the grid gets no planes (``i1 = i0``).
     """
     nx = uint64(nx)
     ny = uint64(ny)
     nz = uint64(nz)
     k, j, _ = _grid3()
     i0 = uint64(cuda.blockIdx.z) * uint64(chunk)
-    return k < nz and j < ny, j, k, i0, min(i0 + uint64(chunk), nx), nx, ny, nz
+    i1 = min(i0 + uint64(chunk), nx) if k < nz and j < ny else i0
+    return j, k, i0, i1, nx, ny, nz
 
 
 @cuda.jit(device=True)
@@ -251,30 +275,26 @@ def reductions(bk: int, bj: int):
     @cuda.jit
     def residual_sumsq(x, b, cx, cy, cz, d, dmode, nx, ny, nz, periodic, chunk, partials):
         sm = cuda.shared.array(nthreads, dtype=float64)
-        on, j, k, i0, i1, unx, uny, unz = _column(nx, ny, nz, chunk)
+        j, k, i, i1, unx, uny, unz = _column(nx, ny, nz, chunk)
         acc = float64(0.0)
-        if on:
-            i = i0
-            while i < i1:
-                if _inside(i, j, k, unx, uny, unz, periodic):
-                    p = (i * uny + j) * unz + k
-                    im, ip, jm, jp, km, kp = _neighbours(i, j, k, unx, uny, unz, p)
-                    s, diag = _sum_diag(x, b, cx, cy, cz, d, dmode, p, im, ip, jm, jp, km, kp)
-                    r = B.residual(float64(s), float64(diag), float64(x[p]))
-                    acc += r * r
-                i += ONE
+        while i < i1:
+            if _inside(i, j, k, unx, uny, unz, periodic):
+                p = (i * uny + j) * unz + k
+                im, ip, jm, jp, km, kp = _neighbours(i, j, k, unx, uny, unz, p)
+                s, diag = _sum_diag(x, b, cx, cy, cz, d, dmode, p, im, ip, jm, jp, km, kp)
+                r = B.residual(float64(s), float64(diag), float64(x[p]))
+                acc += r * r
+            i += ONE
         _store_partial(sm, acc, nthreads, partials)
 
     @cuda.jit
     def sum_values(x, nx, ny, nz, chunk, partials):
         sm = cuda.shared.array(nthreads, dtype=float64)
-        on, j, k, i0, i1, unx, uny, unz = _column(nx, ny, nz, chunk)
+        j, k, i, i1, _, uny, unz = _column(nx, ny, nz, chunk)
         acc = float64(0.0)
-        if on:
-            i = i0
-            while i < i1:
-                acc += float64(x[(i * uny + j) * unz + k])
-                i += ONE
+        while i < i1:
+            acc += float64(x[(i * uny + j) * unz + k])
+            i += ONE
         _store_partial(sm, acc, nthreads, partials)
 
     return residual_sumsq, sum_values
@@ -460,35 +480,29 @@ def divide(out, face, h2, n):
 @cuda.jit
 def assemble_rhs(phi_c, ex, ey, ez, k2, has_k2, eps_c, hx2, hy2, hz2, out, nx, ny, nz, periodic):
     """The right-hand side (``B.rhs_node``) in float64; zero on fixed nodes."""
-    on, i, j, k, p, nx, ny, nz = _node(nx, ny, nz)
-    if not on:
-        return
-    if not _inside(i, j, k, nx, ny, nz, periodic):
+    where, p, im, ip, jm, jp, km, kp = _stencil_node(nx, ny, nz, periodic)
+    if where == FIXED:
         out[p] = 0.0
-        return
-    im, ip, jm, jp, km, kp = _neighbours(i, j, k, nx, ny, nz, p)
-    kk = k2[p] if has_k2 else 0.0
-    out[p] = B.rhs_node(
-        phi_c[p], eps_c, ex[im], phi_c[im], ex[p], phi_c[ip], ey[jm], phi_c[jm], ey[p], phi_c[jp],
-        ez[km], phi_c[km], ez[p], phi_c[kp], hx2, hy2, hz2, kk,
-    )  # fmt: skip
+    elif where == UNKNOWN:
+        kk = k2[p] if has_k2 else 0.0
+        out[p] = B.rhs_node(
+            phi_c[p], eps_c, ex[im], phi_c[im], ex[p], phi_c[ip], ey[jm], phi_c[jm], ey[p],
+            phi_c[jp], ez[km], phi_c[km], ez[p], phi_c[kp], hx2, hy2, hz2, kk,
+        )  # fmt: skip
 
 
 @cuda.jit
 def diagonal(ex, ey, ez, hx2, hy2, hz2, k2, has_k2, out, nx, ny, nz, periodic):
     """The diagonal Σ ε_face/h² (+ κ̄²) in float64 (1 on fixed nodes), in ``out``'s dtype."""
-    on, i, j, k, p, nx, ny, nz = _node(nx, ny, nz)
-    if not on:
-        return
-    if not _inside(i, j, k, nx, ny, nz, periodic):
+    where, p, im, _, jm, _, km, _ = _stencil_node(nx, ny, nz, periodic)
+    if where == FIXED:
         out[p] = 1.0
-        return
-    im, _, jm, _, km, _ = _neighbours(i, j, k, nx, ny, nz, p)
-    v = B.diagonal_sum(ex[im] / hx2, ex[p] / hx2, ey[jm] / hy2, ey[p] / hy2, ez[km] / hz2,
-                       ez[p] / hz2)  # fmt: skip
-    if has_k2:
-        v += k2[p]
-    out[p] = v
+    elif where == UNKNOWN:
+        v = B.diagonal_sum(ex[im] / hx2, ex[p] / hx2, ey[jm] / hy2, ey[p] / hy2, ez[km] / hz2,
+                           ez[p] / hz2)  # fmt: skip
+        if has_k2:
+            v += k2[p]
+        out[p] = v
 
 
 # ---------------------------------------------------------------------- multigrid transfers

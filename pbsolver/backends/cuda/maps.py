@@ -22,7 +22,7 @@ import numpy as np
 from numba import cuda
 
 from pbsolver.backends.bodies import maps as B
-from pbsolver.backends.bodies.lines import accumulate_body, sort_merge_body
+from pbsolver.backends.bodies.lines import compile_lines
 from pbsolver.backends.bodies.maps import LineCapacityError
 from pbsolver.backends.cpu.maps import neighbour_lists, plane_bins
 
@@ -35,7 +35,7 @@ ARC_BUFFER = 2 * MAX_NEIGHBOURS + 2
 THREADS = 128
 
 _dev = cuda.jit(device=True)
-_S = B.make_ses(_dev, _dev(sort_merge_body), _dev(accumulate_body))
+_S = B.make_ses(_dev, *compile_lines(_dev))
 _P = B.make_point_sums(_dev, _dev)
 _line, _union_line, _ses_line = _S["line"], _S["union_line"], _S["ses_line"]
 _count_arcs, _fill_circle = _S["count_arcs"], _S["fill_circle"]

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from numba import cuda, int64
 
-from pbsolver.backends.cuda.kernels import B
+from pbsolver.backends.cuda.kernels import B, store_faces
 
 
 @cuda.jit(device=True)
@@ -40,17 +40,18 @@ def _face(eps, faces, from_nodes, harmonic, p, q):
 
 
 @cuda.jit(device=True)
-def _store(out, out32, q, cx, cy, cz, diag, b):
-    out[0][q] = cx
-    out[1][q] = cy
-    out[2][q] = cz
+def _store_stencil(out, q, cx, cy, cz, diag, b):
+    """Node ``q`` of a stencil's (cx, cy, cz, diag, b) flat arrays."""
+    store_faces(out, q, cx, cy, cz)
     out[3][q] = diag
     out[4][q] = b
-    out32[0][q] = cx
-    out32[1][q] = cy
-    out32[2][q] = cz
-    out32[3][q] = diag
-    out32[4][q] = b
+
+
+@cuda.jit(device=True)
+def _store(out, out32, q, cx, cy, cz, diag, b):
+    """Node ``q`` of the checked and of the sweep stencil."""
+    _store_stencil(out, q, cx, cy, cz, diag, b)
+    _store_stencil(out32, q, cx, cy, cz, diag, b)
 
 
 #: Slots of the ``inputs`` tuple and of the per-block ``flags`` of :func:`stack_blocks`.
