@@ -193,6 +193,10 @@ class Backend:
         """A new backend array of zeros."""
         raise NotImplementedError
 
+    def empty(self, shape, dtype):
+        """A new backend array whose values are undefined (for arrays written before read)."""
+        return self.zeros(shape, dtype)
+
     def set_values(self, dst, values) -> None:
         """Copy host ``values`` into the backend array ``dst`` in place (its address kept)."""
         dst[...] = values

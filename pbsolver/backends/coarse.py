@@ -150,7 +150,10 @@ def rebuild_levels(inputs, levels):
             diag[fixed_nodes(diag.shape, *plan.blocks, xp)] = PENALTY
         st = level.stencil
         for dst, src in zip((st.cx, st.cy, st.cz, st.diag), (cx, cy, cz, diag), strict=True):
-            dst[...] = src.astype(dst.dtype, copy=False)
+            if isinstance(dst, xp.ndarray):
+                xp.copyto(dst, src, casting="unsafe")  # one conversion and copy
+            else:  # numba device arrays (the CUDA simulator's layer)
+                dst[...] = src.astype(dst.dtype)
     return cx, cy, cz, k2
 
 

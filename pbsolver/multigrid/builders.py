@@ -115,8 +115,7 @@ def grid_hierarchy(
     levels = [Level(st, None, None, None, spacing)]
     coarse = []
     for plan in plans:
-        stencil = Stencil(*(be.zeros(plan.shape, dtype) for _ in range(5)), st.periodic,
-                          st.singular)  # fmt: skip
+        stencil = _coarse_stencil(be, plan.shape, dtype, st.periodic, st.singular)
         coarse.append(add_level(be, levels, plan, stencil))
     dense = len(levels) > 1 and math.prod(levels[-1].stencil.shape) <= DENSE_MAX_NODES
     h = Hierarchy(be, levels, coarse, inputs, cycle=cycle, presmooth=presmooth,
@@ -176,7 +175,7 @@ def stack_hierarchy(
     levels = [Level(st, None, None, None, spacing)]
     coarse = []
     for plan in stack_levels(block_shape, spacing, total // stride, stride):
-        stencil = Stencil(*(be.zeros(plan.shape, dtype) for _ in range(5)), False, False)
+        stencil = _coarse_stencil(be, plan.shape, dtype, False, False)
         level = add_level(be, levels, plan, stencil)
         level.work = tuple(be.zeros(plan.shape, np.float64) for _ in range(4))
         level.two = tuple(be.asarray((a.gap == 2).astype(np.int32), np.int32) for a in plan.axes)
@@ -186,6 +185,12 @@ def stack_hierarchy(
     return Hierarchy(be, levels, coarse, inputs, cycle=cycle, presmooth=presmooth,
                      postsmooth=postsmooth, omega=omega, coarse_sweeps=coarse_sweeps,
                      dense=False)  # fmt: skip
+
+
+def _coarse_stencil(be, shape, dtype, periodic, singular) -> Stencil:
+    """A coarse level's stencil: faces and diagonal written by the rebuild, b zero."""
+    faces = (be.empty(shape, dtype) for _ in range(4))
+    return Stencil(*faces, be.zeros(shape, dtype), periodic, singular)
 
 
 __all__ = [

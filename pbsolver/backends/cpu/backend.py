@@ -31,6 +31,9 @@ class CPUBackend(Backend):
     def zeros(self, shape, dtype):
         return np.zeros(shape, dtype=dtype)
 
+    def empty(self, shape, dtype):
+        return np.empty(shape, dtype=dtype)
+
     def map_kernels(self):
         from pbsolver.backends.cpu.maps import KERNELS
 

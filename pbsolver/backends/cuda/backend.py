@@ -136,6 +136,10 @@ class CUDABackend(Backend):
             self._fill(out, 0.0)
             return out
 
+    def empty(self, shape, dtype):
+        with self.dev.io():
+            return self.dev.empty(shape, dtype)
+
     def synchronize(self):
         self.dev.synchronize()
 
