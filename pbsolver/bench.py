@@ -410,6 +410,61 @@ def _progress(row):
 
 
 # ---------------------------------------------------------------------- table
+#: The tables of a result dict, in print order: (key, title, header, row, row of an error), the
+#: rows as ``str.format`` templates of a row's fields.
+_TABLES = (
+    (
+        "sweeps",
+        "per full red–black sweep (GPU time, graph replay of 20 sweeps)",
+        f"{'n':>5} {'kernel':<28} {'µs/sweep':>10} {'B/node':>7} {'GB/s':>7} {'×floor':>7}",
+        "{n:>5} {kernel:<28} {us_per_sweep:>10.1f} "
+        "{bytes_per_node:>7} {effective_GBps:>7.0f} {x_copy_floor:>7.2f}",
+        None,
+    ),
+    (
+        "launch",
+        "wall vs GPU-busy time per sweep",
+        f"{'n':>5} {'mode':<10} {'loop':<14} {'wall µs':>9} {'busy µs':>9} {'ratio':>6}",
+        "{n:>5} {mode:<10} {loop:<14} {wall_us_per_sweep:>9.1f} "
+        "{gpu_busy_us_per_sweep:>9.1f} {wall_over_busy:>6.2f}",
+        "{n:>5} {mode:<7} error: {error}",
+    ),
+    (
+        "solve",
+        "time to rtol 1e-6 (second solve; set-up and transfers included)",
+        f"{'n':>5} {'method':<10} {'backend':<7} {'s':>8} {'iters':>6} conv  rel.res(f64)",
+        "{n:>5} {method:<10} {backend:<7} "
+        "{seconds:>8.3f} {iterations:>6} {converged!s:<5} {relative_residual_f64:.2e}",
+        "{n:>5} {method:<10} {backend:<7} error: {error}",
+    ),
+    (
+        "batch",
+        "solve_batch to rtol 1e-6 (second call; method auto)",
+        f"{'n':>5} {'problems':>8} {'backend':<7} {'s':>8} {'solves/s':>9} conv",
+        "{n:>5} {problems:>8} {backend:<7} {seconds:>8.3f} {solves_per_s:>9.1f} {converged!s}",
+        "{n:>5} {problems:>8} {backend:<7} error: {error}",
+    ),
+)
+_CPU_TABLE = (
+    "cpu",
+    "CPU backend",
+    None,
+    "{n:>5} {kernel:<28} {us_per_sweep:>10.1f} µs/sweep",
+    None,
+)
+
+
+def _table(lines, res, key, title, header, row, error):
+    """Append one table of ``res[key]`` (nothing when it is empty or missing)."""
+    if not res.get(key):
+        return
+    lines.append(f"\n{title}")
+    if header is not None:
+        lines.append(header)
+    for r in res[key]:
+        lines.append((error if error is not None and "error" in r else row).format(**r))
+
+
 def format_tables(res: dict) -> str:
     """The human-readable tables of a result dict."""
     lines = []
@@ -420,62 +475,11 @@ def format_tables(res: dict) -> str:
     )
     if "copy_GBps" in res:
         lines.append(f"device-to-device copy: {res['copy_GBps']:.0f} GB/s (read + write)")
-    if res.get("sweeps"):
-        lines.append("\nper full red–black sweep (GPU time, graph replay of 20 sweeps)")
-        lines.append(
-            f"{'n':>5} {'kernel':<28} {'µs/sweep':>10} {'B/node':>7} {'GB/s':>7} {'×floor':>7}"
-        )
-        for r in res["sweeps"]:
-            lines.append(
-                f"{r['n']:>5} {r['kernel']:<28} {r['us_per_sweep']:>10.1f} "
-                f"{r['bytes_per_node']:>7} {r['effective_GBps']:>7.0f} {r['x_copy_floor']:>7.2f}"
-            )
-    if res.get("launch"):
-        lines.append("\nwall vs GPU-busy time per sweep")
-        lines.append(
-            f"{'n':>5} {'mode':<10} {'loop':<14} {'wall µs':>9} {'busy µs':>9} {'ratio':>6}"
-        )
-        for r in res["launch"]:
-            if "error" in r:
-                lines.append(f"{r['n']:>5} {r['mode']:<7} error: {r['error']}")
-                continue
-            lines.append(
-                f"{r['n']:>5} {r['mode']:<10} {r['loop']:<14} {r['wall_us_per_sweep']:>9.1f} "
-                f"{r['gpu_busy_us_per_sweep']:>9.1f} {r['wall_over_busy']:>6.2f}"
-            )
-    if res.get("solve"):
-        lines.append("\ntime to rtol 1e-6 (second solve; set-up and transfers included)")
-        lines.append(
-            f"{'n':>5} {'method':<10} {'backend':<7} {'s':>8} {'iters':>6} conv  rel.res(f64)"
-        )
-        for r in res["solve"]:
-            if "error" in r:
-                lines.append(f"{r['n']:>5} {r['method']:<10} {r['backend']:<7} error: {r['error']}")
-                continue
-            lines.append(
-                f"{r['n']:>5} {r['method']:<10} {r['backend']:<7} "
-                f"{r['seconds']:>8.3f} {r['iterations']:>6} {r['converged']!s:<5} "
-                f"{r['relative_residual_f64']:.2e}"
-            )
-    if res.get("batch"):
-        lines.append("\nsolve_batch to rtol 1e-6 (second call; method auto)")
-        lines.append(f"{'n':>5} {'problems':>8} {'backend':<7} {'s':>8} {'solves/s':>9} conv")
-        for r in res["batch"]:
-            if "error" in r:
-                lines.append(
-                    f"{r['n']:>5} {r['problems']:>8} {r['backend']:<7} error: {r['error']}"
-                )
-                continue
-            lines.append(
-                f"{r['n']:>5} {r['problems']:>8} {r['backend']:<7} {r['seconds']:>8.3f} "
-                f"{r['solves_per_s']:>9.1f} {r['converged']!s}"
-            )
+    for table in _TABLES:
+        _table(lines, res, *table)
     if res.get("seed"):
         lines.append(f"\nseed kernel: {res['seed']}")
-    if res.get("cpu"):
-        lines.append("\nCPU backend")
-        for r in res["cpu"]:
-            lines.append(f"{r['n']:>5} {r['kernel']:<28} {r['us_per_sweep']:>10.1f} µs/sweep")
+    _table(lines, res, *_CPU_TABLE)
     for line in res.get("skipped", []):
         lines.append(f"skipped: {line}")
     for err in res.get("errors", []):

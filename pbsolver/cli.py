@@ -61,6 +61,7 @@ def numba_cache_dir() -> str | None:
 
 numba_cache_dir()
 
+import contextlib  # noqa: E402
 import json  # noqa: E402
 import logging  # noqa: E402
 import math  # noqa: E402
@@ -133,20 +134,11 @@ class _PBGroup(click.Group):
         except click.ClickException as exc:
             click.echo(f"{prog}: error: {_one_line(exc.format_message())}", err=True)
             code = exc.exit_code
-        except click.Abort:
+        except (click.Abort, KeyboardInterrupt):
             click.echo(f"{prog}: interrupted", err=True)
             code = 130
-        except KeyboardInterrupt:
-            click.echo(f"{prog}: interrupted", err=True)
-            code = 130
-        except PBSolverError as exc:
-            click.echo(f"{prog}: error: {_one_line(str(exc))}", err=True)
-            code = 1
-        except MemoryError:
-            click.echo(f"{prog}: error: out of memory", err=True)
-            code = 1
-        except OSError as exc:
-            click.echo(f"{prog}: error: {_os_error(exc)}", err=True)
+        except (PBSolverError, MemoryError, OSError) as exc:
+            click.echo(f"{prog}: error: {_error_text(exc)}", err=True)
             code = 1
         else:
             code = rv if isinstance(rv, int) else 0
@@ -166,6 +158,15 @@ def _lazy_available(name) -> bool:
 
 def _one_line(text: str) -> str:
     return " ".join(str(text).split())
+
+
+def _error_text(exc: BaseException) -> str:
+    """One line for a failure the command reports with exit code 1."""
+    if isinstance(exc, PBSolverError):
+        return _one_line(str(exc))
+    if isinstance(exc, MemoryError):
+        return "out of memory"
+    return _os_error(exc)
 
 
 def _os_error(exc: OSError) -> str:
@@ -203,6 +204,29 @@ def _setup_logging(verbose: int, quiet: int) -> None:
 
 
 # ---------------------------------------------------------------------- shared options
+_POSITIVE = click.FloatRange(min=0.0, min_open=True)
+_NONNEGATIVE = click.FloatRange(min=0.0)
+
+
+def _with_options(f, options):
+    """``f`` decorated with ``options`` (click.option decorators), listed in this order."""
+    for opt in reversed(options):
+        f = opt(f)
+    return f
+
+
+def _dataset_option(text: str):
+    """``--dataset``: which map of a grid to write (``solve`` to a map, ``export``)."""
+    return click.option("--dataset", default="reaction_field", show_default=True, help=text)
+
+
+def _temperature_option(text: str):
+    """``--temperature`` of the kT/e unit of potentials in a map."""
+    return click.option(
+        "--temperature", type=_POSITIVE, default=298.15, show_default=True, help=text
+    )
+
+
 def _solver_options(f):
     opts = [
         click.option(
@@ -227,7 +251,7 @@ def _solver_options(f):
         ),
         click.option(
             "--atol",
-            type=click.FloatRange(min=0.0),
+            type=_NONNEGATIVE,
             default=0.0,
             show_default=True,
             help="Absolute residual tolerance.",
@@ -269,83 +293,41 @@ def _solver_options(f):
             help="Replace an existing HDF5 output written from another input (refused without).",
         ),
     ]
-    for opt in reversed(opts):
-        f = opt(f)
-    return f
+    return _with_options(f, opts)
+
+
+#: The options of a PQR input's molecule: parameter -> (click type, default, help). The physics
+#: defaults are :class:`PhysicsOptions`'.
+_MOLECULE_OPTIONS = {
+    "spacing": (_POSITIVE, 0.5, "grid spacing, Å."),
+    "margin": (_NONNEGATIVE, 8.0, "space between the molecule and the box, Å."),
+    "eps_in": (_POSITIVE, PhysicsOptions.eps_in, "solute ε."),
+    "eps_out": (_POSITIVE, PhysicsOptions.eps_out, "solvent ε."),
+    "ionic_strength": (_NONNEGATIVE, PhysicsOptions.ionic_strength, "1:1 salt, mol/L."),
+    "surface": (click.Choice(list(SURFACES)), PhysicsOptions.surface, "dielectric boundary."),
+    "probe_radius": (_NONNEGATIVE, PhysicsOptions.probe_radius, "solvent probe radius, Å."),
+}
+_MOLECULE_PARAMS = tuple(_MOLECULE_OPTIONS)
+
+
+def _option_name(param: str) -> str:
+    return f"--{param.replace('_', '-')}"
 
 
 def _molecule_options(f):
-    pos = click.FloatRange(min=0.0, min_open=True)
     opts = [
         click.option(
-            "--spacing",
-            type=pos,
-            default=0.5,
-            show_default=True,
-            help="PQR input: grid spacing, Å.",
-        ),
-        click.option(
-            "--margin",
-            type=click.FloatRange(min=0.0),
-            default=8.0,
-            show_default=True,
-            help="PQR input: space between the molecule and the box, Å.",
-        ),
-        click.option(
-            "--eps-in",
-            type=pos,
-            default=PhysicsOptions.eps_in,
-            show_default=True,
-            help="PQR input: solute ε.",
-        ),
-        click.option(
-            "--eps-out",
-            type=pos,
-            default=PhysicsOptions.eps_out,
-            show_default=True,
-            help="PQR input: solvent ε.",
-        ),
-        click.option(
-            "--ionic-strength",
-            type=click.FloatRange(min=0.0),
-            default=PhysicsOptions.ionic_strength,
-            show_default=True,
-            help="PQR input: 1:1 salt, mol/L.",
-        ),
-        click.option(
-            "--surface",
-            type=click.Choice(list(SURFACES)),
-            default=PhysicsOptions.surface,
-            show_default=True,
-            help="PQR input: dielectric boundary.",
-        ),
-        click.option(
-            "--probe-radius",
-            type=click.FloatRange(min=0.0),
-            default=PhysicsOptions.probe_radius,
-            show_default=True,
-            help="PQR input: solvent probe radius, Å.",
-        ),
-    ]
-    for opt in reversed(opts):
-        f = opt(f)
-    return f
-
-
-_MOLECULE_PARAMS = (
-    "spacing",
-    "margin",
-    "eps_in",
-    "eps_out",
-    "ionic_strength",
-    "surface",
-    "probe_radius",
-)
+            _option_name(param), type=kind, default=default, show_default=True,
+            help=f"PQR input: {text}",
+        )
+        for param, (kind, default, text) in _MOLECULE_OPTIONS.items()
+    ]  # fmt: skip
+    return _with_options(f, opts)
 
 
 def _make_options(ctx, kw):
     """SolveOptions and MoleculeOptions from the parsed options; bad values are usage errors."""
-    from pbsolver.exceptions import BackendUnavailableError, InputError
+    from pbsolver.exceptions import BackendUnavailableError
     from pbsolver.jobs.batch import MoleculeOptions, SolveOptions
 
     solve = SolveOptions(
@@ -363,15 +345,12 @@ def _make_options(ctx, kw):
     try:
         # validates method and backend names without solving; a backend asked for by name
         # must be usable here
-        solve.make_solver()
-    except InputError as exc:
-        raise click.UsageError(str(exc), ctx) from None
+        with _usage_errors(ctx):
+            solve.make_solver()
     except BackendUnavailableError as exc:
         raise click.UsageError(f"--backend {kw['backend']}: {exc}", ctx) from None
-    try:  # the physics is validated in one place (PhysicsOptions), not by click's ranges alone
+    with _usage_errors(ctx):  # the physics is validated in one place (PhysicsOptions)
         molecule = MoleculeOptions(**{k: kw[k] for k in _MOLECULE_PARAMS})
-    except InputError as exc:
-        raise click.UsageError(str(exc), ctx) from None
     return solve, molecule
 
 
@@ -381,7 +360,7 @@ def _warn_ignored_molecule_options(ctx, inputs):
     if any(input_kind(p) == "pqr" for p in inputs):
         return
     given = [
-        f"--{p.replace('_', '-')}"
+        _option_name(p)
         for p in _MOLECULE_PARAMS
         if ctx.get_parameter_source(p) == click.core.ParameterSource.COMMANDLINE
     ]
@@ -394,6 +373,21 @@ def _check_writable_dir(ctx, directory: Path, what: str):
         raise click.UsageError(f"{what}: directory {directory} does not exist", ctx)
     if not os.access(directory, os.W_OK | os.X_OK):
         raise click.UsageError(f"{what}: directory {directory} is not writable", ctx)
+
+
+def _check_output_dir(ctx, output: Path):
+    _check_writable_dir(ctx, output.parent if str(output.parent) else Path("."), "--output")
+
+
+@contextlib.contextmanager
+def _usage_errors(ctx):
+    """An InputError raised inside is a usage error of the command (exit code 2)."""
+    from pbsolver.exceptions import InputError
+
+    try:
+        yield
+    except InputError as exc:
+        raise click.UsageError(str(exc), ctx) from None
 
 
 def _check_input_exists(ctx, path: Path, param="INPUT"):
@@ -442,6 +436,14 @@ def _count_grids(source) -> int:
         return 0
 
 
+def _one_grid_error(ctx, input, count: int) -> click.UsageError:
+    return click.UsageError(
+        f"a map output holds one grid, {input} has {count}; choose one with --grid NAME or "
+        "write HDF5",
+        ctx,
+    )
+
+
 def _check_solve_request(ctx, input, output, fmt, dataset, kw):
     """Refuse, before anything is solved, what could only fail after the solve.
 
@@ -485,11 +487,7 @@ def _check_solve_request(ctx, input, output, fmt, dataset, kw):
                 )
             entries = [e for e in entries if e[0] in selected]
         if len(entries) != 1:
-            raise click.UsageError(
-                f"a map output holds one grid, {input} has {len(entries)}; choose one with "
-                "--grid NAME or write HDF5",
-                ctx,
-            )
+            raise _one_grid_error(ctx, input, len(entries))
         grid, info, err = entries[0]
         if info is None:
             from pbsolver.exceptions import InputError
@@ -535,35 +533,21 @@ def main(ctx, verbose, quiet):
 )
 @_solver_options
 @_molecule_options
-@click.option(
-    "--dataset",
-    default="reaction_field",
-    show_default=True,
-    help="Map output: the dataset to write (reaction_field, potential = φ_c + φ_rf, ...).",
-)
-@click.option(
-    "--temperature",
-    type=click.FloatRange(min=0.0, min_open=True),
-    default=298.15,
-    show_default=True,
-    help="Map output: temperature of the kT/e unit, K.",
-)
+@_dataset_option("Map output: the dataset to write (reaction_field, potential = φ_c + φ_rf, ...).")
+@_temperature_option("Map output: temperature of the kT/e unit, K.")
 @click.pass_context
 def solve(ctx, input, output, dataset, temperature, **kw):
     """Solve every grid of INPUT (an HDF5 grid file, or a PQR molecule) into OUTPUT.
 
     Resumable: rerunning the same command skips grids already solved.
     """
-    from pbsolver.exceptions import InputError
     from pbsolver.io.safety import check_output
     from pbsolver.jobs.batch import run_batch
 
     _check_input_exists(ctx, input)
-    _check_writable_dir(ctx, output.parent if str(output.parent) else Path("."), "--output")
-    try:  # every check before the first solve
+    _check_output_dir(ctx, output)
+    with _usage_errors(ctx):  # every check before the first solve
         fmt = check_output(output, [input], formats=("hdf5", "map"), what="--output")
-    except InputError as exc:
-        raise click.UsageError(str(exc), ctx) from None
     solve_opts, molecule = _make_options(ctx, kw)
     _check_solve_request(ctx, input, output, fmt, dataset, kw)
     _warn_ignored_molecule_options(ctx, [input])
@@ -579,15 +563,13 @@ def solve(ctx, input, output, dataset, temperature, **kw):
     note_compilation(solve_opts.backend)
     if fmt == "map":
         return _solve_to_map(ctx, input, output, dataset, temperature, common, kw)
-    try:
+    with _usage_errors(ctx):
         report = run_batch(
             [(input, output)],
             results_only=kw["results_only"],
             overwrite=kw["overwrite"],
             **common,
         )
-    except InputError as exc:
-        raise click.UsageError(str(exc), ctx) from None
     return _summarise(report)
 
 
@@ -613,11 +595,7 @@ def _solve_to_map(ctx, input, output, dataset, temperature, common, kw):
 
             names = list_grids(scratch)
             if len(names) != 1:
-                raise click.UsageError(
-                    f"a map output holds one grid, {input} has {len(names)}; choose one with "
-                    "--grid NAME or write HDF5",
-                    ctx,
-                )
+                raise _one_grid_error(ctx, input, len(names))
             _export(scratch, names[0], dataset, output, None, temperature, "double", kw)
             click.echo(str(output))
         return code
@@ -673,7 +651,6 @@ def batch(ctx, inputs, out_dir, workers, gpus, scheduler, local_cluster, stack, 
     the same command skips what is done. Workers on this machine write the part files of the
     grids they solve; only this process writes the outputs.
     """
-    from pbsolver.exceptions import InputError
     from pbsolver.jobs.batch import (
         DaskExecutor,
         LocalExecutor,
@@ -704,7 +681,7 @@ def batch(ctx, inputs, out_dir, workers, gpus, scheduler, local_cluster, stack, 
     _warn_ignored_molecule_options(ctx, inputs)
     jobs = [(p, out_dir / default_output_name(p)) for p in inputs]
     note_compilation(solve_opts.backend)
-    try:
+    with _usage_errors(ctx):
         if scheduler is not None or local_cluster is not None:
             executor = DaskExecutor(
                 address=scheduler,
@@ -729,8 +706,6 @@ def batch(ctx, inputs, out_dir, workers, gpus, scheduler, local_cluster, stack, 
             stack=stack,
             overwrite=kw["overwrite"],
         )
-    except InputError as exc:
-        raise click.UsageError(str(exc), ctx) from None
     return _summarise(report)
 
 
@@ -918,11 +893,8 @@ def _emit(data, as_json):
 @main.command()
 @click.argument("file", type=click.Path(path_type=Path))
 @click.option("--grid", "grid", default=None, metavar="NAME", help="Grid (default: the only one).")
-@click.option(
-    "--dataset",
-    default="reaction_field",
-    show_default=True,
-    help="reaction_field, potential (φ_c + φ_rf), phi_coulomb, epsilon, epsilon_x, kappa2, ...",
+@_dataset_option(
+    "reaction_field, potential (φ_c + φ_rf), phi_coulomb, epsilon, epsilon_x, kappa2, ..."
 )
 @click.option(
     "--format",
@@ -932,13 +904,7 @@ def _emit(data, as_json):
     help="Map format (default: from the output name).",
 )
 @click.option("-o", "--output", type=click.Path(path_type=Path), required=True)
-@click.option(
-    "--temperature",
-    type=click.FloatRange(min=0.0, min_open=True),
-    default=298.15,
-    show_default=True,
-    help="Temperature of the kT/e unit of potentials, K.",
-)
+@_temperature_option("Temperature of the kT/e unit of potentials, K.")
 @click.option(
     "--dx-type",
     type=click.Choice(["double", "float"]),
@@ -955,7 +921,7 @@ def export(ctx, file, grid, dataset, fmt, output, temperature, dx_type, max_poin
     --temperature; other maps (ε, κ̄²) unchanged.
     """
     _check_input_exists(ctx, file, "FILE")
-    _check_writable_dir(ctx, output.parent if str(output.parent) else Path("."), "--output")
+    _check_output_dir(ctx, output)
     if fmt is None:
         name = output.name.lower()
         if name.endswith(".dx.gz"):
@@ -978,13 +944,10 @@ def export(ctx, file, grid, dataset, fmt, output, temperature, dx_type, max_poin
 
 def _check_export_output(ctx, file, output, fmt):
     """The map output: a map suffix matching ``fmt``, a regular file, not the input."""
-    from pbsolver.exceptions import InputError
     from pbsolver.io.safety import check_output
 
-    try:
+    with _usage_errors(ctx):
         check_output(output, [file], formats=("map",), what="--output")
-    except InputError as exc:
-        raise click.UsageError(str(exc), ctx) from None
     name = output.name.lower()
     named = "dx.gz" if name.endswith(".dx.gz") else "dx" if name.endswith(".dx") else "mrc"
     if named != fmt:

@@ -74,12 +74,9 @@ class Grid:
             raise InputError(f"grid shape must have 3 entries (nx, ny, nz), got {shape_t!r}")
         if min(shape_t) < MIN_NODES:
             raise InputError(f"grid shape {shape_t} has an axis with fewer than {MIN_NODES} nodes")
-        npoints = math.prod(shape_t)
-        if npoints > max_points:
-            raise InputError(
-                f"grid shape {shape_t} has {npoints:,} nodes, more than the limit of "
-                f"{max_points:,} (raise max_points if you mean it)"
-            )
+        check_points(
+            shape_t, max_points, f"grid shape {shape_t}", " (raise max_points if you mean it)"
+        )
         spacing_t = _as_triple(spacing, "spacing")
         if not all(math.isfinite(h) and h > 0 for h in spacing_t):
             raise InputError(f"spacing must be finite and > 0 Å, got {spacing_t}")
@@ -126,6 +123,20 @@ class Grid:
                 *self.origin
             )
         )
+
+
+def check_points(shape, max_points: int, what: str, hint: str = "") -> int:
+    """The node count of ``shape``; :class:`~pbsolver.InputError` when above ``max_points``.
+
+    Grids and file readers call it before allocating anything, so an absurd declared shape is
+    refused with ``<what> has N nodes, more than the limit of M<hint>``.
+    """
+    npoints = math.prod(int(n) for n in shape)
+    if npoints > max_points:
+        raise InputError(
+            f"{what} has {npoints:,} nodes, more than the limit of {max_points:,}{hint}"
+        )
+    return npoints
 
 
 def operator_index(value) -> int:

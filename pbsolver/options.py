@@ -186,6 +186,44 @@ class PhysicsOptions:
             )
         return physics.replace(**given) if given else physics
 
+    @classmethod
+    def split(cls, *sources, physics: PhysicsOptions | None = None) -> tuple:
+        """Take the physics out of keyword arguments: ``(physics, rest)`` for each source.
+
+        ``physics, rest = PhysicsOptions.split(kwargs)`` lets a function take ``physics=None``
+        and the fields of :data:`FIELDS` as keywords beside its own: ``physics`` (or a
+        ``"physics"`` entry of a source) with the fields given changed, as :meth:`build`
+        does (None: not given), and a copy of ``kwargs`` without them.
+
+        Parameters
+        ----------
+        *sources : dict or None
+            Keyword dicts; a field given in an earlier one wins over a later one.
+        physics : PhysicsOptions, optional
+            The physics the fields change (default: the defaults).
+
+        Returns
+        -------
+        tuple
+            The PhysicsOptions, then each source without its physics entries.
+
+        Raises
+        ------
+        InputError
+            As :meth:`build`.
+        """
+        fields: dict = {}
+        rests = []
+        for source in reversed(sources):
+            rest = dict(source or {})
+            physics = rest.pop("physics", physics)
+            for name in FIELDS:
+                value = rest.pop(name, None)
+                if value is not None:
+                    fields[name] = value
+            rests.append(rest)
+        return (cls.build(physics, **fields), *reversed(rests))
+
     def replace(self, **changes) -> PhysicsOptions:
         """A copy with ``changes`` (validated again)."""
         return dataclasses.replace(self, **changes)

@@ -11,6 +11,7 @@ discretised with the 7-point stencil on face permittivities.
 from __future__ import annotations
 
 import copy
+import dataclasses
 from typing import Literal
 
 import numpy as np
@@ -239,32 +240,15 @@ class Problem:
     # ------------------------------------------------------------------ from molecules
     @classmethod
     def from_maps(cls, maps) -> Problem:
-        """The problem of maps built from atoms (:class:`pbsolver.molecule.maps.Maps`)."""
-        return cls(
-            maps.grid,
-            phi_coulomb=maps.phi_coulomb,
-            eps_cavity=maps.eps_cavity,
-            epsilon_faces=maps.epsilon_faces,
-            kappa2=maps.kappa2,
-            boundary=maps.boundary,
-            boundary_values=maps.boundary_values,
-        )
+        """The problem of maps built from atoms (:class:`pbsolver.molecule.maps.Maps`).
+
+        The fields of ``Maps`` are arguments of ``Problem`` by name (its arrays are not copied).
+        """
+        return cls(**{f.name: getattr(maps, f.name) for f in dataclasses.fields(maps)})
 
     @classmethod
     def from_atoms(
-        cls,
-        atoms,
-        spacing=0.5,
-        margin=8.0,
-        eps_in=None,
-        eps_out=None,
-        ionic_strength=None,
-        surface=None,
-        probe_radius=None,
-        boundary="dirichlet",
-        *,
-        physics=None,
-        **options,
+        cls, atoms, spacing=0.5, margin=8.0, *positional, physics=None, **options
     ) -> Problem:
         """Build the grid and every map for ``atoms`` (ε_c = ε_in); see :func:`build_maps`.
 
@@ -273,35 +257,41 @@ class Problem:
         atoms : Atoms
         spacing, margin : float
             Grid spacing and least gap between the atomic spheres and the outer layer, Å.
-        eps_in, eps_out, ionic_strength, surface, probe_radius
-            Fields of :class:`~pbsolver.PhysicsOptions` (by default ε_in 2, ε_out of water, no
-            salt, "mol", 1.4 Å; None: the default or ``physics``' value).
-        boundary : {"dirichlet", "periodic"}
-            Dirichlet: Debye–Hückel values on the outer layer (``boundary_kind`` "mdh", "sdh"
-            or "zero"); periodic needs ``box=(Lx, Ly, Lz)``.
+        *positional
+            ``eps_in, eps_out, ionic_strength, surface, probe_radius, boundary`` may follow
+            ``margin`` in this order, as keywords or positionally.
         physics : PhysicsOptions, optional
-            The physics in one object; keywords given beside it override its fields.
+            The physics in one object; physics keywords given beside it override its fields.
         **options
-            The other physics fields (``ion_radius``, ``temperature``, ``boundary_kind``) and
-            ``box``, ``grid``, ``shape``, ``center``, ``ses_step``, ``kappa_subsamples``,
-            ``maps_backend`` (:func:`pbsolver.molecule.maps.build_maps`).
+            Fields of :class:`~pbsolver.PhysicsOptions` (``eps_in``, ``eps_out``,
+            ``ionic_strength``, ``surface``, ``probe_radius``, ``ion_radius``, ``temperature``,
+            ``boundary_kind``; by default ε_in 2, ε_out of water, no salt, "mol", 1.4 Å, 2 Å,
+            298.15 K, "mdh"; None: the default or ``physics``' value), ``boundary``
+            ({"dirichlet", "periodic"}: Debye–Hückel values on the outer layer, or periodic,
+            which needs ``box=(Lx, Ly, Lz)``), and ``box``, ``grid``, ``shape``, ``center``,
+            ``ses_step``, ``kappa_subsamples``, ``maps_backend``
+            (:func:`pbsolver.molecule.maps.build_maps`).
         """
         from pbsolver.molecule.maps import build_maps
 
-        maps = build_maps(
-            atoms,
-            physics=physics,
-            spacing=spacing,
-            margin=margin,
-            boundary=boundary,
-            eps_in=eps_in,
-            eps_out=eps_out,
-            ionic_strength=ionic_strength,
-            surface=surface,
-            probe_radius=probe_radius,
-            **options,
-        )
+        if len(positional) > len(_FROM_ATOMS_POSITIONAL):
+            raise TypeError(
+                f"from_atoms() takes atoms, spacing, margin and at most "
+                f"{len(_FROM_ATOMS_POSITIONAL)} more positional arguments "
+                f"({', '.join(_FROM_ATOMS_POSITIONAL)}), got {len(positional)} more"
+            )
+        for name, value in zip(_FROM_ATOMS_POSITIONAL, positional, strict=False):
+            if name in options:
+                raise TypeError(f"from_atoms() got multiple values for argument {name!r}")
+            options[name] = value
+        maps = build_maps(atoms, physics=physics, spacing=spacing, margin=margin, **options)
         return cls.from_maps(maps)
+
+
+#: What :meth:`Problem.from_atoms` takes positionally after ``margin``, in order.
+_FROM_ATOMS_POSITIONAL = (
+    "eps_in", "eps_out", "ionic_strength", "surface", "probe_radius", "boundary",
+)  # fmt: skip
 
 
 def _array_library(xp):

@@ -122,6 +122,20 @@ def test_maps_do_not_import_the_problem():
     assert "pbsolver.problem" not in operator
 
 
+def test_split_takes_the_physics_out_of_keywords():
+    ph = pb.PhysicsOptions(eps_in=4.0)
+    physics, rest = pb.PhysicsOptions.split({"eps_in": 1.0, "surface": None, "rtol": 1e-3})
+    assert physics == pb.PhysicsOptions(eps_in=1.0) and rest == {"rtol": 1e-3}
+    physics, first, second = pb.PhysicsOptions.split(
+        {"temperature": 310.0, "maxiter": 5},
+        {"temperature": 400.0, "ion_radius": 1.0, "physics": ph, "box": None},
+    )
+    assert physics == ph.replace(temperature=310.0, ion_radius=1.0)
+    assert first == {"maxiter": 5} and second == {"box": None}
+    with pytest.raises(pb.InputError, match="eps_out"):
+        pb.PhysicsOptions.split({"eps_out": -1.0})
+
+
 # ---------------------------------------------------------------------- threaded everywhere
 def _ion():
     return pb.Atoms([[0.1, -0.2, 0.05]], [1.0], [2.0])
@@ -134,6 +148,10 @@ def test_problem_from_atoms_takes_the_object_or_the_keywords():
     b = pb.Problem.from_atoms(_ion(), spacing=0.7, margin=2.0, eps_in=4.0, ionic_strength=0.1,
                               surface="vdw", temperature=310.0, ion_radius=1.0)  # fmt: skip
     c = pb.Problem.from_atoms(_ion(), 0.7, 2.0, 4.0, 78.54, 0.1, "vdw", physics=ph)
+    with pytest.raises(TypeError, match="multiple values"):
+        pb.Problem.from_atoms(_ion(), 0.7, 2.0, 4.0, eps_in=4.0)
+    with pytest.raises(TypeError, match="positional"):
+        pb.Problem.from_atoms(_ion(), 0.7, 2.0, 4.0, 78.54, 0.1, "vdw", 1.4, "dirichlet", 0)
     for p in (b, c):
         for x, y in zip(a.epsilon_faces, p.epsilon_faces, strict=True):
             np.testing.assert_array_equal(x, y)

@@ -23,7 +23,7 @@ import numpy as np
 from pbsolver._version import __version__
 from pbsolver.arrays import to_numpy
 from pbsolver.exceptions import InputError
-from pbsolver.grid import Grid
+from pbsolver.grid import Grid, check_points
 from pbsolver.io.atomic import atomic_path
 from pbsolver.io.units import DEFAULT_TEMPERATURE, check_temperature, kT_kj_per_mol
 
@@ -162,12 +162,7 @@ def _parse_dx(path: Path, max_points: int):
                             f"{path}:{lineno}: OpenDX grid must be 3-D with positive counts, "
                             f"got {' '.join(rest)!r}"
                         )
-                    npoints = math.prod(counts)
-                    if npoints > max_points:
-                        raise InputError(
-                            f"{path}: declares a {counts} grid ({npoints:,} nodes), more than "
-                            f"the limit of {max_points:,}"
-                        )
+                    check_points(counts, max_points, f"{path}: the declared {counts} grid")
                 elif head == "object" and "gridconnections" in words:
                     continue
                 elif head == "object" and "array" in words:

@@ -39,7 +39,7 @@ import numpy as np
 
 from pbsolver._version import __version__
 from pbsolver.exceptions import InputError
-from pbsolver.grid import MAX_POINTS, Grid
+from pbsolver.grid import MAX_POINTS, Grid, check_points
 from pbsolver.io.atomic import atomic_path
 from pbsolver.io.safety import check_grid_name, check_group, check_link, require_free_space
 from pbsolver.io.units import DEFAULT_TEMPERATURE, KJ_PER_MOL_E, potential_scale
@@ -321,12 +321,12 @@ def inspect_grid(
             )
         if dtype.kind not in "fiu" or dtype.itemsize > 8:
             raise InputError(f"{where}: {key} has dtype {dtype}; a real number type is needed")
-        npoints = math.prod(shape)
-        if npoints > max_points:
-            raise InputError(
-                f"{where}: {key} declares shape {shape} ({npoints:,} nodes), more than the "
-                f"limit of {max_points:,} (raise it with --max-points or PBSOLVER_MAX_POINTS)"
-            )
+        check_points(
+            shape,
+            max_points,
+            f"{where}: {key} of the declared shape {shape}",
+            " (raise it with --max-points or PBSOLVER_MAX_POINTS)",
+        )
         datasets[key] = (tuple(int(n) for n in shape), dtype.str)
 
     shapes = {s for s, _ in datasets.values()}

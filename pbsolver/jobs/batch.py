@@ -208,8 +208,9 @@ def input_key(source, grid: str, solve: SolveOptions, molecule=None, extra=None)
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
-def _failure(task: Task, reason: str) -> Outcome:
-    return Outcome(source=task.source, grid=task.grid, ok=False, error=reason)
+def _failure(task: Task, reason: str, **fields) -> Outcome:
+    """The outcome of a task that failed for ``reason`` (``fields``: more of Outcome's)."""
+    return Outcome(source=task.source, grid=task.grid, ok=False, error=reason, **fields)
 
 
 def _fail(item, reason: str):
@@ -328,14 +329,10 @@ def _outcome(task: Task, problem, atoms, result, seconds: float) -> Outcome:
         **extra,
     )
     if not result.converged:
-        return Outcome(
-            source=task.source,
-            grid=task.grid,
-            ok=False,
-            error=(
-                f"did not converge ({result.reason}) after {result.iterations} iterations of "
-                f"{result.method}: relative residual {result.residual:.3g} > rtol {rtol:g}"
-            ),
+        return _failure(
+            task,
+            f"did not converge ({result.reason}) after {result.iterations} iterations of "
+            f"{result.method}: relative residual {result.residual:.3g} > rtol {rtol:g}",
             solver=solver,
             seconds=time.perf_counter() - start,
         )
@@ -359,14 +356,7 @@ def _outcome(task: Task, problem, atoms, result, seconds: float) -> Outcome:
     reason = _write_part(task.part_path, task.grid, outcome, task.solve.dtype)
     seconds = time.perf_counter() - start
     if reason is not None:
-        return Outcome(
-            source=task.source,
-            grid=task.grid,
-            ok=False,
-            error=reason,
-            solver=solver,
-            seconds=seconds,
-        )
+        return _failure(task, reason, solver=solver, seconds=seconds)
     # The arrays stay here: the driver only registers the part file.
     return Outcome(
         source=task.source,

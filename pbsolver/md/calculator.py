@@ -56,7 +56,7 @@ from pbsolver.molecule import maps
 from pbsolver.molecule.atoms import Atoms
 from pbsolver.molecule.build import build_problem
 from pbsolver.molecule.energy import sample_field
-from pbsolver.options import FIELDS, PhysicsOptions, check_box, nonnegative, positive, unit_factor
+from pbsolver.options import PhysicsOptions, check_box, nonnegative, positive, unit_factor
 from pbsolver.problem import Problem
 
 #: Map options beside the physics, passed through to :func:`pbsolver.molecule.maps.build_maps`.
@@ -219,11 +219,10 @@ class ReactionFieldCalculator:
         if unknown:
             known = MAP_OPTIONS + _PHYSICS_IN_MAP_OPTIONS
             raise InputError(f"unknown map_options {sorted(unknown)}; known: {known}")
-        fields = {k: self.map_options.pop(k) for k in _PHYSICS_IN_MAP_OPTIONS
-                  if k in self.map_options}  # fmt: skip
-        fields.update({k: options.pop(k) for k in FIELDS if k in options})
         #: The physics of every frame.
-        self.physics = PhysicsOptions.build(physics, **fields)
+        self.physics, options, self.map_options = PhysicsOptions.split(
+            options, self.map_options, physics=physics
+        )
         self.spacing = positive(spacing, "spacing")
         self.margin = nonnegative(margin, "margin")
         self.skin = nonnegative(skin, "skin")
@@ -335,9 +334,8 @@ class ReactionFieldCalculator:
             problem = self._problem(atoms, grid)
             prepared.append((atoms, xp, grid, regridded, x0, problem, time.perf_counter() - t0))
         t1 = time.perf_counter()
-        options = self._solver_options()
         results = solve_batch([p[5] for p in prepared], x0=[p[4] for p in prepared], mode=mode,
-                              **options)  # fmt: skip
+                              **self.solver.options())  # fmt: skip
         t_solve = (time.perf_counter() - t1) / len(frames)
         out = []
         for (atoms, xp, grid, regridded, x0, problem, t_maps), res in zip(
@@ -633,23 +631,6 @@ class ReactionFieldCalculator:
         )
         return problem.to(self.backend.array_library)
 
-    def _solver_options(self) -> dict:
-        s = self.solver
-        options = dict(s.method_options)
-        options.update(
-            method=s.method,
-            backend=s.backend_name,
-            rtol=s.rtol,
-            atol=s.atol,
-            maxiter=s.maxiter,
-            dtype=s.dtype,
-            refine=s.refine,
-            check_every=s.check_every,
-        )
-        if s.omega is not None:
-            options["omega"] = s.omega
-        return options
-
     def _finish(self, atoms, xp, grid, problem, result, x0, regridded, t_maps, t_solve):
         t_eval0 = time.perf_counter()
         periodic = self.box is not None
@@ -704,7 +685,8 @@ def _debye_huckel(atoms, points, calc) -> np.ndarray:
     from pbsolver.backends import get_backend
 
     kappa = calc.physics.kappa
-    return get_backend("cpu").map_kernels().debye_huckel_points(
+    kernels = get_backend("cpu").map_kernels()
+    return kernels.debye_huckel_points(
         np.ascontiguousarray(points, dtype=np.float64),
         np.ascontiguousarray(atoms.positions),
         np.ascontiguousarray(atoms.charges, dtype=np.float64),

@@ -19,7 +19,7 @@ import numpy as np
 from pbsolver.arrays import to_numpy
 from pbsolver.exceptions import InputError
 from pbsolver.grid import Grid
-from pbsolver.options import FIELDS, KCAL, UNITS, PhysicsOptions, unit_factor  # noqa: F401
+from pbsolver.options import KCAL, UNITS, PhysicsOptions, unit_factor  # noqa: F401
 
 
 def node_coordinates(grid: Grid, points, periodic: bool) -> np.ndarray:
@@ -79,15 +79,7 @@ def sample_field(grid: Grid, field, points, *, periodic: bool = False):
 def interpolate(grid: Grid, field, points, *, periodic: bool = False) -> np.ndarray:
     """Trilinear interpolation of a node field at points (Å); returns one value per point.
 
-    Parameters
-    ----------
-    grid : Grid
-    field : array (nx, ny, nz)
-        NumPy or CuPy (copied to the host).
-    points : array_like (n, 3)
-    periodic : bool
-        Wrap points into the periodic box of the grid (n·h a side); otherwise a point outside
-        the grid raises :class:`~pbsolver.InputError`.
+    The values of :func:`sample_field` (same parameters).
     """
     return sample_field(grid, field, points, periodic=periodic)[0]
 
@@ -157,14 +149,6 @@ def solvate(
     *,
     spacing=0.5,
     margin=8.0,
-    eps_in=None,
-    eps_out=None,
-    ionic_strength=None,
-    surface=None,
-    probe_radius=None,
-    ion_radius=None,
-    temperature=None,
-    boundary_kind=None,
     physics=None,
     backend="auto",
     method="auto",
@@ -173,7 +157,7 @@ def solvate(
     dtype=np.float32,
     strict=True,
     problem_options=None,
-    **solver_options,
+    **options,
 ) -> Solvation:
     """Build the problem for ``atoms``, solve it and evaluate energy, potentials and forces.
 
@@ -182,32 +166,32 @@ def solvate(
     atoms : Atoms
     spacing, margin : float
         Grid spacing and least gap between the atoms and the outer layer, Å.
-    eps_in, eps_out, ionic_strength, surface, probe_radius, ion_radius, temperature, \
-boundary_kind
-        Fields of :class:`~pbsolver.PhysicsOptions` (None: its default, or ``physics``' value).
     physics : PhysicsOptions, optional
-        The physics in one object; the keywords above override its fields.
-    backend, method, rtol, dtype, strict, **solver_options
+        The physics in one object; physics keywords override its fields.
+    backend, method, rtol, dtype, strict
         Options of :class:`pbsolver.Solver`; ``strict=True`` raises
         :class:`~pbsolver.ConvergenceError` when the solve does not converge.
     units : {"kJ/mol", "kcal/mol"}
     problem_options : dict, optional
         Further options of :meth:`pbsolver.Problem.from_atoms` (``boundary``, ``box``,
         ``grid``, ``shape``, ``center``, ``ses_step``, ``kappa_subsamples``, ``maps_backend``;
-        physics fields too).
+        ``physics`` and physics fields too, below those given as keywords).
+    **options
+        Fields of :class:`~pbsolver.PhysicsOptions` (``eps_in``, ``eps_out``,
+        ``ionic_strength``, ``surface``, ``probe_radius``, ``ion_radius``, ``temperature``,
+        ``boundary_kind``; None: its default, or ``physics``' value), and further options of
+        :class:`pbsolver.Solver` (``maxiter``, ``omega``, ``check_every``, ...).
     """
     from pbsolver.problem import Problem
     from pbsolver.solving.solver import Solver
 
     unit_factor(units)
-    options = dict(problem_options or {})
-    given = dict(eps_in=eps_in, eps_out=eps_out, ionic_strength=ionic_strength, surface=surface,
-                 probe_radius=probe_radius, ion_radius=ion_radius, temperature=temperature,
-                 boundary_kind=boundary_kind)  # fmt: skip
-    fields = {name: given[name] if given[name] is not None else options.pop(name, None)
-              for name in FIELDS}  # fmt: skip
-    physics = PhysicsOptions.build(options.pop("physics", physics), **fields)
-    problem = Problem.from_atoms(atoms, spacing=spacing, margin=margin, physics=physics, **options)
+    physics, solver_options, problem_options = PhysicsOptions.split(
+        options, problem_options, physics=physics
+    )
+    problem = Problem.from_atoms(
+        atoms, spacing=spacing, margin=margin, physics=physics, **problem_options
+    )
     solver = Solver(
         method=method, backend=backend, rtol=rtol, dtype=dtype, strict=strict, **solver_options
     )
@@ -220,27 +204,16 @@ boundary_kind
     return Solvation(energy, pot, forces, problem, result, units)
 
 
-def solvation_energy(
-    atoms,
-    *,
-    spacing=0.5,
-    margin=8.0,
-    eps_in=None,
-    eps_out=None,
-    ionic_strength=None,
-    surface=None,
-    probe_radius=None,
-    backend="auto",
-    method="auto",
-    units="kJ/mol",
-    **options,
-) -> float:
+def solvation_energy(atoms, **options) -> float:
     """Polar solvation energy of ``atoms`` (kJ/mol by default) in one call.
 
     Builds the grid and maps (:meth:`pbsolver.Problem.from_atoms`), solves for φ_rf and returns
-    ½ Σ q_i φ_rf(r_i). The physics keywords are fields of :class:`~pbsolver.PhysicsOptions`
-    (None: its default); ``physics=``, the other physics fields (``ion_radius``,
-    ``temperature``, ``boundary_kind``) and the other keyword arguments go to :func:`solvate`.
+    ½ Σ q_i φ_rf(r_i): :func:`solvate`'s energy, with the same keywords (``spacing=0.5``,
+    ``margin=8.0``, ``physics=`` and the fields of :class:`~pbsolver.PhysicsOptions`:
+    ``eps_in``, ``eps_out``, ``ionic_strength``, ``surface``, ``probe_radius``, ``ion_radius``,
+    ``temperature``, ``boundary_kind``; ``backend="auto"``, ``method="auto"``,
+    ``units="kJ/mol"``, ``rtol``, ``dtype``, ``strict``, ``problem_options`` and further
+    options of :class:`pbsolver.Solver`).
 
     Examples
     --------
@@ -251,17 +224,4 @@ def solvation_energy(
     >>> abs(g / -228.611 - 1) < 0.005
     True
     """
-    return solvate(
-        atoms,
-        spacing=spacing,
-        margin=margin,
-        eps_in=eps_in,
-        eps_out=eps_out,
-        ionic_strength=ionic_strength,
-        surface=surface,
-        probe_radius=probe_radius,
-        backend=backend,
-        method=method,
-        units=units,
-        **options,
-    ).energy
+    return solvate(atoms, **options).energy

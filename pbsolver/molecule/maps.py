@@ -235,44 +235,17 @@ def smooth_fractions(fx, fy, fz):
     (harmonic averaging of ε is arithmetic averaging of 1/ε, which is linear in f). Wraps
     around at the grid's ends (the outer faces of a Dirichlet grid lie in pure solvent).
     """
-
-    def r(a, shift, axis):
-        return np.roll(a, shift, axis=axis)
-
-    sx = (
-        fx
-        + fy
-        + r(fy, 1, 1)
-        + r(fy, -1, 0)
-        + r(r(fy, -1, 0), 1, 1)
-        + fz
-        + r(fz, 1, 2)
-        + r(fz, -1, 0)
-        + r(r(fz, -1, 0), 1, 2)
-    ) / 9.0
-    sy = (
-        fy
-        + fx
-        + r(fx, 1, 0)
-        + r(fx, -1, 1)
-        + r(r(fx, -1, 1), 1, 0)
-        + fz
-        + r(fz, 1, 2)
-        + r(fz, -1, 1)
-        + r(r(fz, -1, 1), 1, 2)
-    ) / 9.0
-    sz = (
-        fz
-        + fx
-        + r(fx, 1, 0)
-        + r(fx, -1, 2)
-        + r(r(fx, -1, 2), 1, 0)
-        + fy
-        + r(fy, 1, 1)
-        + r(fy, -1, 2)
-        + r(r(fy, -1, 2), 1, 1)
-    ) / 9.0
-    return sx, sy, sz
+    f = (fx, fy, fz)
+    out = []
+    for a in range(3):
+        s = f[a]
+        # the face's own value, then per other orientation b the four b-faces around it:
+        # (0, 0), (+1 along b), (−1 along a), (−1 along a, +1 along b)
+        for b in (b for b in range(3) if b != a):
+            down = np.roll(f[b], -1, axis=a)
+            s = s + f[b] + np.roll(f[b], 1, axis=b) + down + np.roll(down, 1, axis=b)
+        out.append(s / 9.0)
+    return tuple(out)
 
 
 def snap_fractions(f):
