@@ -27,7 +27,9 @@ arrays, tiny grids, looser ``rtol``) and a real GPU (marker ``gpu``: the same CU
 CuPy, bigger grids; skipped without one). numba reads ``NUMBA_ENABLE_CUDASIM`` when
 ``numba.cuda`` is first imported, so, as in ``test_cuda_sim.py``, the simulator cases that were
 collected run together in one subprocess with the variable set (in-process when the session
-already runs under the simulator) and each is reported as its own test.
+already runs under the simulator) and each is reported as its own test. At about 1 ms a
+simulated thread every simulated solve takes seconds, so the simulator runs only the contracts
+whose outcome a device path decides (:data:`SIM_SKIPS` names the others, held on the CPU).
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ from conftest import random_problem
 
 import pbsolver as pb
 from pbsolver.arrays import to_numpy
-from pbsolver.operator import relative_residual
+from pbsolver.operator import reference_solve, relative_residual
 
 SIM = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
 
@@ -98,7 +100,7 @@ class Device:
 
 DEVICES = {
     "cpu": Device("cpu", (11, 9, 13), 0.6, 1e-6),
-    "cudasim": Device("cudasim", (7, 5, 6), 0.9, 1e-4, (pytest.mark.cudasim,), simulated=True),
+    "cudasim": Device("cudasim", (5, 4, 6), 0.9, 1e-4, (pytest.mark.cudasim,), simulated=True),
     "gpu": Device("gpu", (33, 29, 37), 0.4, 1e-6, (pytest.mark.gpu,)),
 }
 
@@ -130,7 +132,8 @@ class Inputs:
     """Problems of one call (for the residual checks) and what the entry point is given."""
 
     problems: list
-    atoms: object = None  # engine: (charges, radii, positions (B, N, 3), origins (B, 3))
+    #: engine: (charges, radii, positions (B, N, 3), origins (B, 3), ionic strength)
+    atoms: object = None
 
 
 def _problem(device, rng, *, salt=False, zero=False):
@@ -349,8 +352,44 @@ def _host(a):
     return np.asarray(to_numpy(a), dtype=np.float64)
 
 
+_HOST_SIDE = (
+    "simulator time: decided on the host before or between device calls, the same for every "
+    "backend; held on the CPU cases"
+)
+#: (test, parameter or None) → why the simulator skips it. Its ~1 ms a simulated thread makes
+#: every solve seconds long, so it runs the contracts whose outcome a device path decides.
+SIM_SKIPS = {
+    ("test_converges", False): "simulator time: the salted problem runs the same kernels and κ²",
+    ("test_maxiter_honoured", None): (
+        "simulator time: maxiter=2 is held exactly by the x0 test's first solve"
+    ),
+    ("test_strict_raises", None): _HOST_SIDE,
+    ("test_nan_x0_refused", None): _HOST_SIDE,
+    ("test_nan_data_refused", None): _HOST_SIDE,
+    ("test_bad_options", None): _HOST_SIDE,
+    ("test_callback", None): _HOST_SIDE,
+    ("test_breakdown_reported", "jacobi omega 1.95"): (
+        "simulator time: divergence is judged on the host from the device's norms; the huge-x0 "
+        "case runs the device's NaN path"
+    ),
+}
+
+
+def _sim_skip(test, case, params):
+    """Why the simulator does not run this contract on ``case`` (None: it does)."""
+    if not case.device.simulated:
+        return None
+    param = next(iter(params.values()), None)
+    if (test, param) == ("test_zero_rhs", "all") and case.entry.count > 1:
+        return "simulator time: a stack's zero block is held by 'one'"
+    return SIM_SKIPS.get((test, param)) or SIM_SKIPS.get((test, None))
+
+
 def _check(test, case, **params):
     """Run contract ``test`` on ``case``: here, or from the simulator subprocess's outcomes."""
+    reason = _sim_skip(test, case, params)
+    if reason:
+        pytest.skip(reason)
     if case.device.simulated and not SIM:
         outcome = _sim_outcomes()[_key(test, case, params)]
         if outcome.get("skipped"):
@@ -389,16 +428,15 @@ def x0_untouched(case, rng):
     inputs = case.inputs(rng, same=True)
     guess = rng.normal(0.0, 10.0, case.device.shape)
     kept = guess.copy()
-    x0 = [guess] * case.entry.count
-    results = case.solve(inputs, x0=x0, rtol=case.device.rtol)
+    results = case.solve(inputs, x0=[guess] * case.entry.count, rtol=1e-12, maxiter=2)
     assert np.array_equal(guess, kept), "x0 was modified"
-    assert all(r.converged for r in results)
-    # the solution as the guess: nothing left to do (the engine takes one guess for all its
-    # frames, which are the same frame here)
-    if case.entry.name == "engine":
-        x0 = [_host(results[0].phi_rf)] * case.entry.count
+    assert all(r.iterations == 2 and r.reason == "maxiter" for r in results)
+    # the solution as the guess: nothing left to do
+    if case.entry.name == "engine":  # its own solution (its maps are its own); one guess
+        first = case.solve(inputs, rtol=case.device.rtol)
+        x0 = [_host(first[0].phi_rf)] * case.entry.count
     else:
-        x0 = [_host(r.phi_rf) for r in results]
+        x0 = [reference_solve(p) for p in inputs.problems]
     kept = [a.copy() for a in x0]
     second = case.solve(inputs, x0=x0, rtol=case.device.rtol)
     assert all(np.array_equal(a, b) for a, b in zip(x0, kept, strict=True)), "x0 was modified"
@@ -414,13 +452,13 @@ def zero_rhs(case, rng, which):
     zero = (0,) if which == "one" else tuple(range(case.entry.count))
     inputs = case.inputs(rng, zero=zero)
     guess = rng.normal(0.0, 10.0, case.device.shape)
-    results = case.solve(inputs, x0=[guess] * case.entry.count, rtol=case.device.rtol)
+    results = case.solve(inputs, x0=[guess] * case.entry.count, rtol=1e-12, maxiter=2)
     for k in zero:
         r = results[k]
         assert r.converged and r.reason == "zero rhs", r.reason
         assert not np.any(_host(r.phi_rf)), "a zero right-hand side must give exactly zero"
-    for k in set(range(case.entry.count)) - set(zero):
-        assert results[k].converged and results[k].reason == "converged"
+    for k in set(range(case.entry.count)) - set(zero):  # its neighbour in the stack iterates
+        assert results[k].reason == "maxiter" and np.any(_host(results[k].phi_rf))
 
 
 def strict_raises(case, rng):
@@ -461,7 +499,7 @@ def breakdown_reported(case, rng, injection):
     if injection == "huge x0":
         # finite in float64, but its residual overflows the float32 correction phases
         guess = np.full(case.device.shape, 1e37)
-        results = case.solve(inputs, x0=[guess] * case.entry.count)
+        results = case.solve(inputs, x0=[guess] * case.entry.count, check_every=1)
     else:
         if case.method != "jacobi":
             pytest.skip(f"{case.method} converges for every ω in (0, 2) on an SPD operator")
@@ -607,7 +645,8 @@ def _collect_sim_keys(request):
         if case is None or not case.device.simulated or item.get_closest_marker("skip"):
             continue
         params = {k: v for k, v in spec.params.items() if k != "solver"}
-        keys.append(_key(item.originalname, case, params))
+        if not _sim_skip(item.originalname, case, params):
+            keys.append(_key(item.originalname, case, params))
     _SIM_KEYS[:] = keys
     _SIM_OUTCOMES.clear()
 
