@@ -170,7 +170,7 @@ class BatchEntry:
     callback = strict = True
 
     def unsupported(self, method, device):
-        from pbsolver.solve.batched import STACKABLE_METHODS
+        from pbsolver.solving.batched import STACKABLE_METHODS
 
         if method not in STACKABLE_METHODS:
             return f"solve_batch(mode='stacked') runs {STACKABLE_METHODS}, not {method!r}"
@@ -223,7 +223,7 @@ class EngineEntry:
 
     def inputs(self, device, rng, *, salt=False, zero=(), same=False):
         from pbsolver.molecule.atoms import Atoms
-        from pbsolver.molecule.maps import build_problem
+        from pbsolver.molecule.build import build_problem
 
         n = 7
         charges = np.zeros(n) if zero else rng.uniform(-1.0, 1.0, n)
