@@ -292,34 +292,7 @@ CASES = _params()
 CASE_BY_ID = {p.values[0].id: p.values[0] for p in CASES}
 
 #: (test, its parameter id or None, entry, method or None for all) → the bug that breaks it.
-KNOWN_BUGS = {
-    ("test_bad_options", "unknown keyword", "solver", None): (
-        "Solver(**method_options) keeps unknown keywords and passes them to the method class "
-        "at solve(): TypeError (not InputError) from SOR/Jacobi/Multigrid.__init__"
-    ),
-    ("test_bad_options", "unknown keyword", "batch", "sor"): (
-        "solve_batch passes unknown keywords to the SOR class: TypeError, not InputError"
-    ),
-    ("test_bad_options", "unknown keyword", "batch", "jacobi"): (
-        "solve_batch passes unknown keywords to the Jacobi class: TypeError, not InputError"
-    ),
-    ("test_bad_options", "unknown keyword", "engine", "sor"): (
-        "StackedFrames' SOR path ignores the Solver's method options: an unknown keyword is "
-        "silently accepted"
-    ),
-    ("test_bad_options", "omega 0", "engine", "sor"): (
-        "StackedFrames takes `solver.omega or optimal ω`: ω = 0 is falsy, so it is silently "
-        "replaced by the optimal ω instead of refused"
-    ),
-    ("test_nan_x0_refused", None, "engine", None): (
-        "StackedFrames.run does not check x0: a NaN guess is accepted and reported as 'nan' "
-        "after the solve instead of refused up front"
-    ),
-    ("test_nan_data_refused", None, "engine", None): (
-        "StackedFrames.run does not check positions: NaN positions give NaN right-hand-side "
-        "norms, which count as zero, so the call returns reason 'zero rhs' (unconverged)"
-    ),
-}
+KNOWN_BUGS: dict = {}  # none open: the ones this file found are fixed (see git log)
 
 
 def _known_bug(test, param, case):

@@ -190,6 +190,8 @@ class StackedFrames:
         if pos.ndim != 3 or pos.shape[1:] != (self.n_atoms, 3):
             raise InputError(f"positions must be (B, {self.n_atoms}, 3), got {tuple(pos.shape)}")
         nf = int(pos.shape[0])
+        if not bool(xp.isfinite(pos).all()):
+            raise InputError("positions must be finite numbers (Å)")
         origins = np.asarray(origins, dtype=np.float64).reshape(nf, 3)
         buf = self._buffers_for(nf)
         be = self.backend
@@ -322,6 +324,8 @@ class StackedFrames:
         x0 = xp.asarray(x0, dtype=np.float64)
         if tuple(x0.shape) != self.grid.shape:
             raise InputError(f"x0 has shape {tuple(x0.shape)}, the grid needs {self.grid.shape}")
+        if not bool(xp.isfinite(x0).all()):
+            raise InputError("x0 must be finite")
         nx = self.grid.shape[0]
         inner = (slice(1, -1),) * 3
         self._frames(buf.x, nf)[:, 1 : nx - 1, 1:-1, 1:-1] = x0[inner][None]
