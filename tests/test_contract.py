@@ -383,9 +383,11 @@ def converges(case, rng, salt):
         assert r.converged and r.reason == "converged", (r.reason, r.residual_norms)
         assert 0 < r.iterations <= maxiter
         true = relative_residual(p, _host(r.phi_rf))
-        # the engine's own maps (float32 direct sums) differ from the rebuilt problem's by
-        # float32 rounding: a small multiple of rtol there
-        slack = 2.0 if case.entry.name == "engine" else 1.0 + 1e-6
+        # the engine's own maps (float32 direct sums; on a GPU with the hardware rsqrt, about
+        # 1e-7 relative) differ from the rebuilt float64 problem's: a small multiple of rtol
+        slack = 1.0 + 1e-6
+        if case.entry.name == "engine":
+            slack = 5.0 if case.device.name == "gpu" else 2.0
         assert true <= slack * rtol, f"true residual {true:.3g} > rtol {rtol:g}"
         assert r.residual_norms[-1] <= rtol * (1 + 1e-6)
 
@@ -515,7 +517,11 @@ def callback_called(case, rng):
     rels = [c[1] for c in calls]
     assert all(isinstance(x, float) and np.isfinite(x) and x >= 0 for x in rels)
     assert rels[0] == pytest.approx(1.0)  # from the boundary values: b itself
-    assert rels[-1] < rels[0]
+    # the values are the loop's history (its last entry is recomputed after the last
+    # refinement step; SOR's residual may grow over its first sweeps, so no monotony here)
+    r0 = results[0]
+    history = r0.extra.get("stack_residual_norms", r0.residual_norms)
+    assert len(rels) == len(history) and rels[:-1] == pytest.approx(history[:-1])
 
 
 CONTRACTS = {

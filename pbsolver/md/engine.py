@@ -190,8 +190,6 @@ class StackedFrames:
         if pos.ndim != 3 or pos.shape[1:] != (self.n_atoms, 3):
             raise InputError(f"positions must be (B, {self.n_atoms}, 3), got {tuple(pos.shape)}")
         nf = int(pos.shape[0])
-        if not bool(xp.isfinite(pos).all()):
-            raise InputError("positions must be finite numbers (Å)")
         origins = np.asarray(origins, dtype=np.float64).reshape(nf, 3)
         buf = self._buffers_for(nf)
         be = self.backend
@@ -206,6 +204,8 @@ class StackedFrames:
         system = buf.system
         system.bnorms = be.block_norms(system.checked.b, nf)
         system.guessed = [warm] * nf
+        if not np.isfinite(system.bnorms).all():  # checked here, where the host waits anyway
+            raise InputError("positions must be finite numbers (Å): a frame's maps are not")
         if bad is None:  # the kernels raised the overflow flag instead of returning a count
             bad = int(be.to_host(buf.bad)[0])
         if bad:
@@ -217,6 +217,9 @@ class StackedFrames:
         sv = self.solver
         out = system.solve(self._method(nf), rtol=sv.rtol, atol=sv.atol, maxiter=sv.maxiter,
                            check_every=sv.check_every)  # fmt: skip
+        if warm and not np.isfinite(out.initial).all():
+            # a non-finite guess stops the loop at its first check, before any step
+            raise InputError("x0 must be finite")
         with be.stream_context():
             xp.add(system.x, buf.g, out=buf.phi)
         t_solve = time.perf_counter() - t0 - t_maps
@@ -324,8 +327,7 @@ class StackedFrames:
         x0 = xp.asarray(x0, dtype=np.float64)
         if tuple(x0.shape) != self.grid.shape:
             raise InputError(f"x0 has shape {tuple(x0.shape)}, the grid needs {self.grid.shape}")
-        if not bool(xp.isfinite(x0).all()):
-            raise InputError("x0 must be finite")
+
         nx = self.grid.shape[0]
         inner = (slice(1, -1),) * 3
         self._frames(buf.x, nf)[:, 1 : nx - 1, 1:-1, 1:-1] = x0[inner][None]
