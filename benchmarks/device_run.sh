@@ -43,7 +43,7 @@ elif [ "${1:-single}" = "s4final" ]; then  # the same measurements again, and ba
     --stacks 1 16 --json "$R/batch_stack.json"
 elif [ "${1:-single}" = "s5" ]; then  # fifth session: the one-pipeline redesign (issue 16)
   step gpu_tests 330 python3 -m pytest -m gpu -q -p no:cacheprovider -W ignore::Warning -rs
-  RESULTS=$R/compare LIMIT=150 step compare 420 bash benchmarks/redesign_compare.sh 2 "old new"
+  RESULTS=$R/compare LIMIT=150 step compare 460 bash benchmarks/redesign_compare.sh ${ROUNDS:-2} "old new"
 elif [ "${1:-single}" = "multi" ]; then
   step frames_profile 100 python3 benchmarks/frames_profile.py --batches 1 32 \
     --json "$R/frames_profile.json"
