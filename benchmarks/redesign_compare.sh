@@ -16,7 +16,7 @@ for r in $(seq "$rounds"); do
   for t in $order; do
     dir=$PWD; [ "$t" = old ] && dir=$PWD/.gpu/old
     PYTHONPATH=/tmp/site:$dir timeout "${LIMIT:-200}" python3 benchmarks/redesign_compare.py \
-      --label "$t" --json "$R/${t}_$r.json" 2>&1 | tee -a "$R/compare.log"
+      --label "$t" --json "$R/${t}_$r.json" ${PARTS:+--parts $PARTS} 2>&1 | tee -a "$R/compare.log"
   done
 done
 python3 benchmarks/redesign_compare.py --table "$R"/*_*.json | tee "$R/table.md"
