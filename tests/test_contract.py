@@ -69,10 +69,6 @@ def _sim_backend():
 
     cfg = KernelConfig(
         point_block=(4, 4, 2),
-        march_block=(4, 4),
-        march_chunk=3,
-        tile_block=(8, 6),
-        tile_chunk=3,
         jacobi_block=(8, 4, 2),
         reduce_block=(8, 4),
         reduce_chunk=3,
