@@ -444,7 +444,7 @@ class WhileLoop:
         backend._collect = self.holds
         try:
             backend._sor(st, x, x.dtype.type(omega), check_every)
-            backend._residual_sumsq(st, x, copy=False)
+            backend.enqueue_residual_sumsq(st, x, copy=False)
             dev.launch(
                 check, 1, 1, backend._v(backend._sums), backend._v(self.count), check_every,
                 maxiter, float(threshold) ** 2, np.uint64(int(cond.handle)),

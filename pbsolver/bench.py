@@ -205,7 +205,7 @@ def _sweep_rows_at(n, copy_bps):
     rows.append(rate_row(n, "jacobi (2 buffers)", ms, 24, floor_s))
     _progress(rows[-1])
     # partial sums, the fixed-order final sum and the 8-byte copy, as one graph
-    runner = gpu.capture(lambda: gpu._residual_sumsq(st, x))
+    runner = gpu.capture(lambda: gpu.enqueue_residual_sumsq(st, x))
     runner()
     ms = t.gpu(runner, reps=10)
     rows.append(rate_row(n, "residual norm (reduction)", ms, 20, floor_s))

@@ -427,7 +427,7 @@ class CUDABackend(Backend):
     def residual_norm(self, st, x):
         key = self._key("resnorm", x, *self._st_items(st))
         with self.dev.io():
-            self.dev.run(key, lambda: self._residual_sumsq(st, x))
+            self.dev.run(key, lambda: self.enqueue_residual_sumsq(st, x))
             value = self.dev.read_scalar(self._sums, 0)
         return math.sqrt(value) if value >= 0 else math.nan
 
@@ -466,7 +466,7 @@ class CUDABackend(Backend):
             self._partials[n] = partials
         return grid, (bk, bj, 1), partials, n
 
-    def _residual_sumsq(self, st, x, copy=True):
+    def enqueue_residual_sumsq(self, st, x, copy=True):
         """Enqueue ``sums[0] = ‖b − A x‖²`` and (``copy``) its copy to pinned host memory."""
         nx, ny, nz = st.shape
         grid, block, partials, n = self._reduce_launch(st.shape)
