@@ -2,7 +2,7 @@
 
 With several GPU workers the single driver process becomes the bottleneck when it does per-grid
 host work (unpickling results, compressing and writing part files). This script runs
-:func:`pbsolver.batch.run_batch` in this process, as ``pbsolver batch`` does, on ``--files`` x
+:func:`pbsolver.jobs.batch.run_batch` in this process, as ``pbsolver batch`` does, on ``--files`` x
 ``--grids-per-file`` grids of n³ (the inputs of ``multi_gpu_batch.py``), once in this process
 (``--workers 1``) and once with a pool of worker processes (``--workers 2``), and reports per
 grid:

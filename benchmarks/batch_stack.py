@@ -1,7 +1,7 @@
 """``pbsolver batch --stack``: grids a second, grid by grid against stacked, and equal outputs.
 
 Makes ``--files`` HDF5 files of ``--grids-per-file`` random n³ problems (the inputs of
-``multi_gpu_batch.py``), then runs :func:`pbsolver.batch.run_batch` in this process (as
+``multi_gpu_batch.py``), then runs :func:`pbsolver.jobs.batch.run_batch` in this process (as
 ``pbsolver batch`` does with one worker) once per ``--stacks`` value into a fresh output
 directory, after one untimed run that compiles and captures. Prints grids a second and the
 largest relative difference between each run's reaction fields and the first run's.

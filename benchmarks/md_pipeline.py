@@ -11,7 +11,7 @@ several positions): one by one (multigrid and SOR) against ``pb.solve_batch`` st
 block-by-block multigrid and SOR, one launch a kernel for the whole batch) and, on the GPU, one
 CUDA stream per worker.
 
-Part 3, the stacked frame engine (``engine="stacked"``, :mod:`pbsolver.frames`; vdW surface):
+Part 3, the stacked frame engine (``engine="stacked"``, :mod:`pbsolver.md.engine`; vdW surface):
 the same solute and frames, one by one (cold and warm) and in batches of ``--stacked-batches``
 frames (maps, solve and forces of a whole batch in batched launches), against the general path
 on the same surface.

@@ -1,6 +1,6 @@
 """Backends: the handful of kernels the solver loop and the multigrid cycle run on.
 
-The orchestration (:mod:`pbsolver.solver`, :mod:`pbsolver.multigrid`) is written once against
+The orchestration (:mod:`pbsolver.solving`, :mod:`pbsolver.multigrid`) is written once against
 :class:`Backend`; a backend owns its arrays (NumPy for ``"cpu"``, CuPy device memory for
 ``"cuda"``) and never decides anything about convergence.
 
@@ -283,12 +283,12 @@ class Backend:
         """Face coefficients, diagonal and right-hand side of ``problem`` in ``dtype``."""
         raise NotImplementedError
 
-    # --- stacks of problems (pbsolver.batched) ----------------------------------------
+    # --- stacks of problems (pbsolver.solving) ----------------------------------------
     def assemble_stack(self, problems, x0, stride, out, out32, unlifted, fixed, x) -> None:
         """Write the block-diagonal stack of Dirichlet problems into backend arrays.
 
         Block ``k`` (problem ``k``) occupies planes ``k·stride … k·stride + nx − 1`` along x of
-        every stack array; see :class:`pbsolver.batched.StackedSystem` for what is stored.
+        every stack array; see :class:`pbsolver.backends.stacking.StackedSystem` for what is stored.
 
         Parameters
         ----------
@@ -316,7 +316,7 @@ class Backend:
         Notes
         -----
         This default assembles on the host with the reference
-        :func:`pbsolver.batched.stack_problems` and copies into NumPy arrays.
+        :func:`pbsolver.backends.stacking.stack_problems` and copies into NumPy arrays.
         """
         import numpy as np
 

@@ -1,16 +1,16 @@
-"""Kernels of the stacked frame engine (:mod:`pbsolver.frames`): B frames' maps in one launch.
+"""Kernels of the stacked frame engine (:mod:`pbsolver.md.engine`): B frames' maps in one launch.
 
 Every per-line and per-node body is written once, as plain Python, and compiled twice: by
 ``numba.njit`` for the CPU kernels (``prange`` over the work items) and by
 ``numba.cuda.jit(device=True)`` for the CUDA kernels (one thread per work item). The two sets
 therefore run the same arithmetic (except the direct sums φ_c and the boundary values: their
 CUDA kernels stage atoms in shared memory, the same float32 terms summed per tile of 128);
-tests compare the CPU set with the general map builders of :mod:`pbsolver.maps` and the CUDA
-set with the CPU set (under the simulator in CI).
+tests compare the CPU set with the general map builders of :mod:`pbsolver.molecule.maps` and
+the CUDA set with the CPU set (under the simulator in CI).
 
 Layout: B frames of an ``(nx, ny, nz)`` grid are stacked along x with ``stride`` planes a frame
 (``nx`` rounded up to even, so that every block's red–black colouring is its own grid's; see
-:mod:`pbsolver.batched`). Frame ``f``'s node ``(i, j, k)`` is stacked node
+:mod:`pbsolver.solving.batched`). Frame ``f``'s node ``(i, j, k)`` is stacked node
 ``(f·stride + i, j, k)``; its grid origin is ``origin[f]``. Positions are ``(B, N, 3)``.
 
 Unlike the general builders, lines scan every atom instead of 2D bins: at MD sizes (a thousand

@@ -241,9 +241,9 @@ def run_stack(group: TaskGroup) -> list:
     """Solve a group of tasks with one :func:`pbsolver.solve_batch` call; one outcome each.
 
     Grids of one shape and spacing are solved together (on a GPU as one stacked system, see
-    :mod:`pbsolver.batched`); the others, and every grid on the CPU, one after the other. Like
-    :func:`run_task` it never raises: a grid that cannot be read fails alone, a failed batch
-    solve fails the grids it held. Each outcome's ``seconds`` is the group's time divided
+    :mod:`pbsolver.solving.batched`); the others, and every grid on the CPU, one after the other.
+    Like :func:`run_task` it never raises: a grid that cannot be read fails alone, a failed
+    batch solve fails the grids it held. Each outcome's ``seconds`` is the group's time divided
     among its grids.
     """
     from pbsolver.solving.batched import solve_batch

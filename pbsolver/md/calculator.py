@@ -31,7 +31,7 @@ What a frame returns
 ``energy`` = ½ Σ_i q_i φ_rf(r_i), the polar solvation energy (ε_c = ε_in; README, *The equation*);
 ``potentials`` = φ_rf(r_i); ``forces`` = −q_i ∇φ_rf(r_i). Values at atoms are trilinear
 interpolations of the grid field and of its central-difference gradient, exactly as in
-:mod:`pbsolver.energy`.
+:mod:`pbsolver.molecule.energy`.
 
 **What the forces are, and are not.** −q_i ∇φ_rf(r_i) is the force of the reaction field on
 charge i. It equals −∂G/∂r_i when the dielectric boundary and the ion-accessible region are held
@@ -295,7 +295,7 @@ class ReactionFieldCalculator:
 
         Every frame starts from the solution before the batch (transported to its grid), so
         the frames are independent problems that the backend may solve together (stacked in
-        one launch on the GPU with ``method="sor"``; see :mod:`pbsolver.batched`). The last
+        one launch on the GPU with ``method="sor"``; see :mod:`pbsolver.solving.batched`). The last
         frame's solution is the next warm start. With ``engine="stacked"`` the frames share
         one grid placed around all of them, and maps, solve and sampling of all frames run as
         batched launches on buffers kept for the next batch of the same size
@@ -411,7 +411,7 @@ class ReactionFieldCalculator:
         return eng
 
     def _compute_stacked(self, frames, box) -> list[FrameResult]:
-        """Frames through :class:`pbsolver.frames.StackedFrames` (one grid for all of them)."""
+        """Frames through :class:`pbsolver.md.engine.StackedFrames` (one grid for all of them)."""
         from pbsolver.solving.solver import SolveResult
 
         start = time.perf_counter()
