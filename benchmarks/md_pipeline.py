@@ -38,20 +38,12 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from trajectory import frames_of  # noqa: E402, F401 (also used as md_pipeline.frames_of)
 
 import pbsolver as pb  # noqa: E402
 from pbsolver.molecule import maps  # noqa: E402
-
-
-def frames_of(atoms, count, drift=0.01, wiggle=0.02, seed=0):
-    rng = np.random.default_rng(seed)
-    direction = rng.normal(size=3)
-    direction /= np.linalg.norm(direction)
-    phase = rng.uniform(0, 2 * np.pi, size=atoms.positions.shape)
-    return [
-        atoms.positions + k * drift * direction + wiggle * np.sin(0.3 * k + phase)
-        for k in range(count)
-    ]
 
 
 def device_info(backend):
@@ -240,9 +232,7 @@ def throughput(atoms, args):
             moved = pb.Atoms(f, atoms.charges, atoms.radii)
             problems.append(pb.Problem.from_atoms(moved, grid=grid, surface="vdw"))
         if args.backend == "cuda":  # the maps on the device: solutions stay there too
-            from pbsolver.md.calculator import _on_device
-
-            problems = [_on_device(p) for p in problems]
+            problems = [p.to("cupy") for p in problems]
         print(f"Part 2: problems of {n}³ (spacing {spacing:.3f} Å), batches of {batches}, "
               f"median of {args.repeats} timed calls")  # fmt: skip
 

@@ -13,8 +13,9 @@ timed so that compilation and graph capture are excluded):
   median of three consecutive segments;
 * ``pb.solve_batch`` of 16 problems of 65³ (the protein's maps at 16 positions), stacked
   multigrid; median of three calls;
-* time to solution of one problem at 129³ and 257³ (four ε-1 spheres in ε 80 with salt,
-  Dirichlet), SOR, multigrid and MG-CG; the true float64 relative residual is recorded.
+* time to solution of one problem at 129³ and 257³ (``pbsolver.bench.random_problem``: four
+  ε-1 spheres in ε 80 with salt, Dirichlet), SOR, multigrid and MG-CG; the true float64
+  relative residual is recorded.
 
     PYTHONPATH=<tree> python benchmarks/redesign_compare.py --label new --json new.json
     python benchmarks/redesign_compare.py --table old.json new.json
@@ -32,18 +33,9 @@ from pathlib import Path
 import numpy as np
 
 DATA = Path(__file__).resolve().parents[1] / "data"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-
-def frames_of(atoms, count, drift=0.01, wiggle=0.02, seed=0):
-    """A slowly drifting and wiggling trajectory of ``atoms`` (Å)."""
-    rng = np.random.default_rng(seed)
-    direction = rng.normal(size=3)
-    direction /= np.linalg.norm(direction)
-    phase = rng.uniform(0, 2 * np.pi, size=atoms.positions.shape)
-    return [
-        atoms.positions + k * drift * direction + wiggle * np.sin(0.3 * k + phase)
-        for k in range(count)
-    ]
+from trajectory import frames_of  # noqa: E402
 
 
 def frames_per_second(pb, atoms, backend, batch, method, segments=3):
@@ -124,34 +116,13 @@ def solve_batch_rate(pb, atoms, backend, count=16, n=65, repeats=3):
     }
 
 
-def sphere_problem(pb, n, seed):
-    """Four ε-1 spheres in ε 80, three charges, salt outside, Dirichlet; spacing 0.5 Å."""
-    rng = np.random.default_rng(seed)
-    shape = (n, n, n)
-    grid = pb.Grid(shape, spacing=0.5)
-    x, y, z = grid.coordinates()
-    hi = np.array(grid.lengths)
-    eps = np.full(shape, 80.0)
-    for _ in range(4):
-        c = rng.uniform(0.3 * hi, 0.7 * hi)
-        r = rng.uniform(0.1, 0.25) * hi.min()
-        eps[(x - c[0]) ** 2 + (y - c[1]) ** 2 + (z - c[2]) ** 2 < r * r] = 1.0
-    phi = np.zeros(shape)
-    for _ in range(3):
-        c = rng.uniform(0.35 * hi, 0.65 * hi)
-        q = rng.uniform(-1.0, 1.0)
-        phi += 1389.35457 * q / np.sqrt((x - c[0]) ** 2 + (y - c[1]) ** 2 + (z - c[2]) ** 2 + 0.09)
-    kappa2 = np.where(eps > 40, 80.0 * 0.1**2, 0.0)
-    return pb.Problem(grid, eps, phi, 1.0, kappa2=kappa2)
-
-
 def time_to_solution(pb, backend, n, method):
     """Seconds of the second of two identical solves, and its float64 relative residual."""
+    from pbsolver.bench import random_problem  # the same generator in both trees
     from pbsolver.operator import relative_residual
 
-    p = sphere_problem(pb, n, seed=100 + n)
-    if backend == "cuda":
-        p = device_problem(pb, p)
+    host = random_problem(n, seed=100 + n, salt=True)
+    p = device_problem(pb, host) if backend == "cuda" else host
     solver = pb.Solver(method=method, backend=backend, rtol=1e-6)
     solver.solve(p)
     if backend == "cuda":
@@ -162,7 +133,6 @@ def time_to_solution(pb, backend, n, method):
     res = solver.solve(p)
     seconds = time.perf_counter() - start
     phi = res.phi_rf.get() if hasattr(res.phi_rf, "get") else res.phi_rf
-    host = sphere_problem(pb, n, seed=100 + n)
     return {
         "seconds": seconds,
         "iterations": res.iterations,

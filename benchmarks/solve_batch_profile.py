@@ -42,9 +42,7 @@ def main(argv=None):
         moved = pb.Atoms(f, atoms.charges, atoms.radii)
         problems.append(pb.Problem.from_atoms(moved, grid=grid, surface="vdw"))
     if args.backend == "cuda":
-        from pbsolver.md.calculator import _on_device
-
-        problems = [_on_device(p) for p in problems]
+        problems = [p.to("cupy") for p in problems]
     opts = {"mode": "stacked", "method": args.method, "backend": args.backend, "rtol": 1e-6}
     pb.solve_batch(problems, **opts)
     prof = cProfile.Profile()

@@ -198,10 +198,8 @@ def test_gpu_stack_of_device_problems_matches_reference(rng):
     """CuPy problems (read in place by the assembly kernel), an odd shape, guesses for some."""
     import cupy as cp
 
-    from pbsolver.md.calculator import _on_device
-
     host = _problems(rng, (17, 14, 15), 4)
-    problems = [_on_device(p) for p in host]
+    problems = [p.to("cupy") for p in host]
     exact = [reference_solve(p) for p in host]
     x0 = [None, cp.asarray(exact[1] * 0.9), None, cp.asarray(exact[3] + 1.0)]
     res = pb.solve_batch(problems, x0=x0, backend="cuda", mode="stacked", rtol=1e-8)

@@ -698,11 +698,6 @@ def _debye_huckel(atoms, points, calc) -> np.ndarray:
     )
 
 
-def _on_device(problem: Problem) -> Problem:
-    """The same problem with CuPy arrays (kept for callers of the old name; use ``to``)."""
-    return problem.to("cupy")
-
-
 def _require_finite(positions) -> None:
     """InputError naming the first atom with a non-finite coordinate (any leading frame axes)."""
     bad = ~np.isfinite(positions)

@@ -30,7 +30,7 @@ problems by up to √B). Each block's own final residual is computed and reporte
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -75,7 +75,6 @@ class SystemOutcome:
     method: str
     omega: float | None
     seconds: float
-    extra: dict = field(default_factory=dict)
 
 
 class LinearSystem:
@@ -116,6 +115,7 @@ class LinearSystem:
         self.spacing = tuple(float(h) for h in spacing)
         self.n_blocks, self.stride, self.kept = int(n_blocks), int(stride), bool(kept)
         self.problem = None
+        self._zero_inside = None  # one problem's boundary values with zero inside
         self.bnorms = np.zeros(self.n_blocks)
         self.guessed = [False] * self.n_blocks
         self.fixed = None
