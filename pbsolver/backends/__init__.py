@@ -208,10 +208,10 @@ class Backend:
         return to_numpy(a)
 
     def array_module(self):
-        """The array library of this backend's arrays, for array code (NumPy here)."""
-        import numpy as np
+        """The module of :attr:`array_library` (NumPy or CuPy), for array code."""
+        import importlib
 
-        return np
+        return importlib.import_module(self.array_library)
 
     def frame_kernels(self):
         """The MD frame engine's kernels here (:mod:`pbsolver.backends.frame_kernels`)."""

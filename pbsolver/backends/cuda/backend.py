@@ -603,9 +603,9 @@ class CUDABackend(Backend):
 
     # --- verbs of the orchestration (the solve layer, multigrid, the MD engine) ------------
     def array_module(self):
-        if self.dev.name != "cupy":
+        if self.array_library != "cupy":  # the numba layer has no array library of its own
             raise InputError("array code on the CUDA backend needs CuPy device arrays")
-        return self.dev.cp
+        return super().array_module()
 
     def frame_kernels(self):
         from pbsolver.backends.frame_kernels import cuda_kernels
