@@ -44,6 +44,16 @@ elif [ "${1:-single}" = "s4final" ]; then  # the same measurements again, and ba
 elif [ "${1:-single}" = "s5" ]; then  # fifth session: the one-pipeline redesign (issue 16)
   step gpu_tests 330 python3 -m pytest -m gpu -q -p no:cacheprovider -W ignore::Warning -rs
   RESULTS=$R/compare LIMIT=150 step compare 460 bash benchmarks/redesign_compare.sh ${ROUNDS:-2} "old new"
+elif [ "${1:-single}" = "s6" ]; then  # sixth session: frames in batches of 32, old and new
+  step gpu_tests 250 python3 -m pytest -m gpu -q -p no:cacheprovider -W ignore::Warning \
+    tests/test_frames.py tests/test_calculator.py tests/test_cuda_maps.py
+  for r in 1 2 3; do for t in old new; do  # per call: maps / solve / evaluate, then cProfile
+    dir=$PWD; [ "$t" = old ] && dir=$PWD/.gpu/old  # (a copy of the script: not this tree's path)
+    mkdir -p /tmp/b/bench && cp benchmarks/calculator_host_profile.py benchmarks/trajectory.py /tmp/b/bench/
+    PYTHONPATH=/tmp/site:$dir step "profile_${t}_$r" 200 python3 /tmp/b/bench/calculator_host_profile.py \
+      --pqr "$PWD/data/1lpb_chainA.pqr" --backend cuda --batch 32 --batches 2 --timed 30 --top 60
+  done; done
+  RESULTS=$R/frames PARTS=frames LIMIT=150 step compare 460 bash benchmarks/redesign_compare.sh 3 "old new"
 elif [ "${1:-single}" = "multi" ]; then
   step frames_profile 100 python3 benchmarks/frames_profile.py --batches 1 32 \
     --json "$R/frames_profile.json"

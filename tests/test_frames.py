@@ -258,6 +258,23 @@ def test_cuda_frame_kernels_equal_the_cpu_ones_under_the_simulator():
                 stride, h, rtol=3e-6, nodes=COULOMB_NODES_WIDE)  # fmt: skip
     np.testing.assert_array_equal(wide, phic_on)
     assert np.isfinite(np.delete(phic_on.ravel(), (2 * ny + 3) * nz + 1)).all()
+    # atoms an ulp off a node (within ON_NODE of it): ±inf there on the CPU (its pair body) and
+    # on the device (φ_c, then the on_nodes kernel); NaN where opposite charges share a node
+    near, q_near = on.copy(), q32.copy()
+    near[0, 0, 0] = np.nextafter(near[0, 0, 0], np.float32(np.inf))
+    near[1, 1] = near[0, 0]  # frame 1: two opposite charges on one node
+    near[1, 2] = np.nextafter(near[0, 0], np.float32(-np.inf))
+    q_near[0], q_near[1], q_near[2] = -0.75, 0.5, -0.25
+    a, b = np.zeros(big), np.zeros(big)
+    C.coulomb(a, near, q_near, 694.0, nx, ny, nz, stride, h)
+    G.coulomb[(blocks(nx * ny * nz, COULOMB_NODES * THREADS), nf), THREADS](
+        b, near, q_near, 694.0, nx, ny, nz, stride, h
+    )
+    assert np.isfinite(b[2, 3, 1])  # a large finite sum until on_nodes has run
+    G.on_nodes[blocks(nf * len(q_near)), THREADS](b, near, q_near, nx, ny, nz, stride, h)
+    assert a[2, 3, 1] == b[2, 3, 1] == -np.inf and np.isnan(b[stride + 2, 3, 1])
+    # NaNs equal, as everything else (float32 sums: terms of ~10³ cancel to ~0.1 at some nodes)
+    np.testing.assert_allclose(b, a, rtol=3e-6, atol=1e-3)
     nodes = _outer_layer(shape)
     g = both("boundary", nf * len(nodes), 0, np.zeros(big), rel, q32, rad.astype(np.float32),
              nodes, f32(0.1), f32(78.5), f32(2.0), 1389.0, stride, h, rtol=1e-6)  # fmt: skip

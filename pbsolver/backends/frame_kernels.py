@@ -276,15 +276,19 @@ def _bodies(jit, fast):
     )
 
 
-def _kernel_set(edges, ion, coulomb, boundary, assemble, sample, flags, coulomb_for, **extra):
+def _kernel_set(edges, ion, coulomb, boundary, assemble, sample, flags, coulomb_for,
+                on_nodes=None, **extra):  # fmt: skip
     """One device's kernels, as the engine launches them.
 
     ``flags``: the line kernels raise an overflow flag (an extra argument) instead of returning
-    a count; ``coulomb_for(nf)``: (the φ_c kernel, nodes a work item) for a call of nf frames.
+    a count; ``coulomb_for(nf)``: (the φ_c kernel, nodes a work item) for a call of nf frames;
+    ``on_nodes``: None where the φ_c kernel itself makes a node within
+    :data:`~pbsolver.backends.bodies.maps.ON_NODE` of an atom ±inf, else the kernel (one work
+    item a frame's atom) that does so after it.
     """
     return SimpleNamespace(
         edges=edges, ion=ion, coulomb=coulomb, boundary=boundary, assemble=assemble,
-        sample=sample, flags=flags, coulomb_for=coulomb_for, **extra,
+        sample=sample, flags=flags, coulomb_for=coulomb_for, on_nodes=on_nodes, **extra,
     )  # fmt: skip
 
 
@@ -457,8 +461,11 @@ def cuda_kernels():
         # of 3-D global indexing (measured 10x slower on the H200 in the untiled form). Each
         # thread does `nodes` nodes, THREADS apart, so that one shared-memory read serves that
         # many pairs. The pair term has no branch: an atom on a node gives q·rsqrt(0) = ±inf
-        # (the exact answer there) and an uncharged atom is staged at x = +inf, so its
-        # distance is infinite and its term q·rsqrt(inf) = 0 (not 0·inf = NaN). No fast-math
+        # (the exact answer there; an atom a rounding error off a node is made ±inf by the
+        # one-thread-an-atom kernel `on_nodes` after this one, not by a compare and select in
+        # this loop, which runs atoms × nodes times) and an uncharged atom is staged at
+        # x = +inf, so its distance is infinite and its term q·rsqrt(inf) = 0 (not 0·inf =
+        # NaN). No fast-math
         # (numba-cuda's would let the compiler assume there are no infinities); NVVM still
         # contracts the squares into FMAs, and rsqrtf is the one-instruction approximation.
         @cuda.jit
@@ -476,7 +483,6 @@ def cuda_kernels():
                 _, _, _, xs[n], ys[n], zs[n] = node_xyz(c0 + n * THREADS, nn, ny, nz, h)
                 acc[n] = 0.0
             tile = cuda.shared.array((THREADS, 4), dtype=np.float32)
-            tol2 = np.float32(on_node(h))  # nearer than this to an atom: on it (±inf)
             na = q.shape[0]
             for base in range(0, na, THREADS):
                 a = base + tid
@@ -493,8 +499,7 @@ def cuda_kernels():
                     px, py, pz, qa = tile[t, 0], tile[t, 1], tile[t, 2], tile[t, 3]
                     for n in range(nodes):
                         dx, dy, dz = xs[n] - px, ys[n] - py, zs[n] - pz
-                        r2 = dx * dx + dy * dy + dz * dz
-                        part[n] += qa * rsqrt(r2 if r2 > tol2 else np.float32(0.0))
+                        part[n] += qa * rsqrt(dx * dx + dy * dy + dz * dz)
                 # partial sums in float32 per tile, float64 across tiles
                 for n in range(nodes):
                     acc[n] += part[n]
@@ -508,6 +513,30 @@ def cuda_kernels():
         return coulomb
 
     coulomb = coulomb_kernel(COULOMB_NODES)
+
+    @cuda.jit
+    def on_nodes(out, rel, q, nx, ny, nz, stride, h):
+        # work item (frame f, atom a): φ_c = ±inf at a's nearest node if a lies within
+        # on_node's distance of it (the CPU's pair body decides the same per pair); atomic,
+        # so that two opposite charges on one node give NaN, as their sum does
+        na = q.shape[0]
+        item = cuda.grid(1)
+        if item >= rel.shape[0] * na:
+            return
+        f = item // na
+        a = item - f * na
+        qa = q[a]
+        if qa == np.float32(0.0):
+            return
+        i = min(max(int(math.floor(rel[f, a, 0] / h[0] + 0.5)), 0), nx - 1)
+        j = min(max(int(math.floor(rel[f, a, 1] / h[1] + 0.5)), 0), ny - 1)
+        k = min(max(int(math.floor(rel[f, a, 2] / h[2] + 0.5)), 0), nz - 1)
+        # the node's coordinates as the φ_c kernel forms them (node_xyz)
+        dx = np.float32(i * h[0]) - rel[f, a, 0]
+        dy = np.float32(j * h[1]) - rel[f, a, 1]
+        dz = np.float32(k * h[2]) - rel[f, a, 2]
+        if dx * dx + dy * dy + dz * dz <= np.float32(on_node(h)):
+            cuda.atomic.add(out, (f * stride + i, j, k), math.inf if qa > 0 else -math.inf)
 
     @cuda.jit(fastmath=True)
     def boundary(out, rel, q, radii, nodes, kappa, eps_out, eps_c, scale, stride, h):
@@ -561,7 +590,7 @@ def cuda_kernels():
             sample_point(phi, pos, item, nx, ny, nz, stride, origin, h, out)
 
     _CUDA = _kernel_set(
-        edges, ion, coulomb, boundary, assemble, sample, flags=True,
+        edges, ion, coulomb, boundary, assemble, sample, flags=True, on_nodes=on_nodes,
         coulomb_for=lambda nf: (coulomb_kernel(coulomb_nodes(nf)), coulomb_nodes(nf)),
         coulomb_kernel=coulomb_kernel,
     )  # fmt: skip

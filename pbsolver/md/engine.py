@@ -307,6 +307,10 @@ class StackedFrames:
         steps.append(("coulomb", lambda: self._launch(
             coulomb, items, buf.phic, buf.rel, self._q32,
             COULOMB_KJ / self.eps_in, nx, ny, nz, self.stride, self._h, per_frame=nf)))  # fmt: skip
+        if K.on_nodes is not None:
+            steps.append(("coulomb on nodes", lambda: self._launch(
+                K.on_nodes, nf * self.n_atoms, buf.phic, buf.rel, self._q32, nx, ny, nz,
+                self.stride, self._h)))  # fmt: skip
         if self.boundary_kind == "mdh":
             steps.append(("boundary", lambda: self._launch(
                 K.boundary, nf * len(self._nodes), buf.g, buf.rel, self._q32, self._rad_ion32,
