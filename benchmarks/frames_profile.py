@@ -1,4 +1,4 @@
-"""Where the stacked frame engine's time goes: each kernel and step timed alone on the GPU.
+"""Where the stacked frame engine's time goes: each kernel and step timed alone.
 
 Builds the engine of ``benchmarks/md_pipeline.py`` part 3 (colipase chain A, 1,252 atoms, 65³ at
 0.8 Å, vdW) and, for each batch size, times every step of :meth:`StackedFrames.run` separately:
@@ -26,23 +26,21 @@ from pbsolver.molecule import maps  # noqa: E402
 
 def profile_batch(eng, atoms, grid, nf, repeat, rows):
     """Time every step of StackedFrames.run for batches of ``nf`` frames."""
-    import cupy as cp
-
     pos = np.repeat(atoms.positions[None], nf, axis=0)
     origins = np.repeat(np.asarray(grid.origin)[None], nf, axis=0)
     eng.run(pos, origins)  # compile, buffers, graphs
     buf = eng._buffers_for(nf)
-    stream = eng.backend.stream
+    be = eng.backend
 
     def timed(name, fn):
         launch, wall = [], []
         for _ in range(repeat):
-            stream.synchronize()
+            be.synchronize()
             t0 = time.perf_counter()
-            with stream:
+            with be.stream_context():
                 fn()
             t1 = time.perf_counter()
-            stream.synchronize()
+            be.synchronize()
             t2 = time.perf_counter()
             launch.append(t1 - t0)
             wall.append(t2 - t0)
@@ -53,21 +51,24 @@ def profile_batch(eng, atoms, grid, nf, repeat, rows):
               f"wall {row['wall_ms']:8.3f} ms  per frame {row['wall_ms'] / nf:8.4f} ms",
               flush=True)  # fmt: skip
 
-    timed("upload positions", lambda: buf.pos.__setitem__(Ellipsis, cp.asarray(pos)))
+    timed("upload positions", lambda: buf.pos.__setitem__(Ellipsis, eng.xp.asarray(pos)))
     timed("fill zeros (5 arrays)", lambda: [a.fill(0) for a in (buf.fx, buf.fy, buf.fz,
                                                                 buf.cov, buf.bad)])  # fmt: skip
     for name, step in eng.map_steps(buf, nf):
         timed(name, step)
-    timed("rhs norms", lambda: eng._frame_norms(buf.b64, nf))
+    system = buf.system
+    timed("rhs norms", lambda: be.block_norms(system.checked.b, nf))
     timed("maps (whole _maps)", lambda: eng._maps(buf, nf))
-    bn = cp.asnumpy(eng._frame_norms(buf.b64, nf))
-    if eng.method_for(nf) == "multigrid":
-        timed("multigrid: coarse operators", buf.mg.rebuild)
-        cycle_detail(eng, buf, nf, timed)
-    timed("solve (cold, whole loop)", lambda: (buf.x.fill(0), eng._solve(buf, bn, False)))
+    system.bnorms = be.block_norms(system.checked.b, nf)
+    sv = eng.solver
+
+    def solve(warm):
+        system.guessed = [warm] * nf
+        return system.solve(eng._method(nf), rtol=sv.rtol, atol=sv.atol, maxiter=sv.maxiter)
+
+    timed("solve (cold, whole loop)", lambda: (buf.x.fill(0), solve(False)))
     x0 = buf.x.copy()
-    timed("solve (from the solution)", lambda: (buf.x.__setitem__(Ellipsis, x0),
-                                                eng._solve(buf, bn, True)))  # fmt: skip
+    timed("solve (from the solution)", lambda: (buf.x.__setitem__(Ellipsis, x0), solve(True)))
     timed("sample", lambda: eng._sample(buf, nf))
     timed("run() total, cold", lambda: eng.run(pos, origins))
     # warm: every frame moved by ~0.01 Å from the frame whose solution is the guess
@@ -76,35 +77,11 @@ def profile_batch(eng, atoms, grid, nf, repeat, rows):
     timed("run() total, warm (0.01 Å)", lambda: eng.run(moved, origins, x0=x0))
 
 
-def cycle_detail(eng, buf, nf, timed):
-    """Each step of one multigrid cycle timed alone, level by level (the cycle's own calls)."""
-    mg, be = buf.mg, eng.backend
-    x = buf.x.astype(buf.st.dtype)
-    mg.bind(buf.st, x)
-    timed("multigrid: one whole cycle", mg.cycle)
-    for i, lev in enumerate(mg.levels):
-        st, xl = lev.stencil, (x if i == 0 else lev.x)
-        tag = f"L{i} {st.shape[0]}x{st.shape[1]}x{st.shape[2]}"
-
-        def smooth(st=st, xl=xl):
-            be.rb_sor_color(st, xl, 0, mg.omega)
-
-        timed(f"{tag} smoothing colour", smooth)
-        if lev.transfer is None:
-            continue
-        nxt = mg.levels[i + 1]
-        timed(f"{tag} residual", lambda st=st, xl=xl, lev=lev: be.residual(st, xl, lev.r))
-        t, c = lev.transfer, nxt
-        timed(f"{tag} restrict", lambda t=t, r=lev.r, c=c: be.restrict(t, r, c.stencil.b))
-        timed(f"{tag} prolong", lambda t=t, c=c, xl=xl: be.prolong_add(t, c.x, xl))
-    timed("L0 residual norm (check)", lambda: be.residual_norm(buf.st, x))
-    timed("L0 float64 residual", lambda: be.residual(buf.checked, buf.x, buf.r64))
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--batches", type=int, nargs="+", default=[1, 32])
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--backend", default="cuda")
     ap.add_argument("--salt", type=float, default=0.0, help="ionic strength, mol/L")
     ap.add_argument(
         "--method", choices=["sor", "multigrid"], default="sor", help="the engine's stacked solver"
@@ -116,7 +93,7 @@ def main(argv=None):
 
     atoms = pb.read_pqr(pb.data.path("1lpb_chainA.pqr"))
     grid = maps.grid_for_atoms(atoms, 0.8, shape=(65, 65, 65))
-    solver = pb.Solver(method="sor", backend="cuda", rtol=1e-6)
+    solver = pb.Solver(method="sor", backend=args.backend, rtol=1e-6)
     kappa = maps.kappa_from_ionic_strength(args.salt, 78.54)
     eng = StackedFrames(
         atoms.charges,
