@@ -520,6 +520,10 @@ def main(ctx, verbose, quiet):
     _setup_logging(verbose, quiet)
     ctx.ensure_object(dict)
     ctx.obj["quiet"] = quiet
+    if quiet:  # every bar left to its default, also in worker processes (pbsolver.progress)
+        from pbsolver.progress import ENV
+
+        os.environ[ENV] = "0"
 
 
 @main.command()

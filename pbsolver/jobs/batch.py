@@ -63,6 +63,7 @@ import numpy as np
 
 from pbsolver.exceptions import InputError, PBSolverError
 from pbsolver.options import PhysicsOptions, nonnegative, positive
+from pbsolver.progress import progress_bar
 
 log = logging.getLogger("pbsolver")
 
@@ -886,7 +887,7 @@ def run_batch(
         if tasks:
             stack.enter_context(executor)
             log.info("solving %d grid(s): %s", len(tasks), executor.describe())
-            bar = _progress_bar(len(tasks), progress)
+            bar = progress_bar(len(tasks), progress, unit="grid")
             stack.callback(bar.close)
             if not bar.disable:
                 from tqdm.contrib.logging import logging_redirect_tqdm
@@ -946,18 +947,6 @@ def _check_jobs(jobs, overwrite=False):
     for job in jobs:
         check_output(job.output, [j.source for j in jobs])
         check_results_origin(job.output, job.source, overwrite=overwrite)
-
-
-def _progress_bar(total, progress):
-    if progress is False:
-        disable = True
-    elif progress is None:
-        disable = None  # tqdm: only on a terminal
-    else:
-        disable = False
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, unit="grid", disable=disable, file=sys.stderr, dynamic_ncols=True)
 
 
 def _plan(

@@ -48,6 +48,7 @@ from pbsolver.options import (
     nonnegative,
     positive,
 )
+from pbsolver.progress import progress_bar
 from pbsolver.resources import check_memory
 
 #: k = N_A e² / (4π ε0), kJ Å mol⁻¹ e⁻².
@@ -496,6 +497,10 @@ def check_periodic_box(atoms, box, clearance=0.0):
 
 
 # ---------------------------------------------------------------------- the whole problem
+#: Above this many atoms × nodes :func:`build_maps` shows its progress on a terminal.
+PROGRESS_WORK = 10**10
+
+
 @dataclasses.dataclass
 class Maps:
     """Every map of one problem, as :func:`build_maps` returns them (NumPy arrays).
@@ -527,6 +532,7 @@ def build_maps(
     ses_step=None,
     kappa_subsamples=4,
     maps_backend="cpu",
+    progress=None,
     **physics_fields,
 ) -> Maps:
     """Grid and every map for ``atoms`` (ε_c = ε_in): the arrays of a Problem.
@@ -548,6 +554,10 @@ def build_maps(
     ses_step, kappa_subsamples, maps_backend
         SES sampling step (Å), lines per cell side of the ion-accessible fraction, and where the
         map kernels run ("cpu", "cuda" or "auto").
+    progress : bool or None
+        A bar over the map stages on stderr (:mod:`pbsolver.progress`): None shows it on a
+        terminal when the molecule and grid are large (atoms × nodes ≥
+        :data:`PROGRESS_WORK`).
     **physics_fields
         Fields of :class:`~pbsolver.PhysicsOptions` (``eps_in``, ``eps_out``,
         ``ionic_strength``, ``surface``, ``probe_radius``, ``ion_radius``, ``temperature``,
@@ -558,7 +568,6 @@ def build_maps(
     if not isinstance(atoms, Atoms):
         raise InputError(f"atoms must be a pbsolver.Atoms, got {type(atoms).__name__}")
     ph = PhysicsOptions.build(physics, **physics_fields)
-    eps_in = ph.eps_in
     if boundary not in ("dirichlet", "periodic"):
         raise InputError(f"boundary must be 'dirichlet' or 'periodic', got {boundary!r}")
     if boundary == "periodic":
@@ -581,10 +590,29 @@ def build_maps(
     # maps and a solve on this grid must fit in memory: refuse before allocating any map
     check_memory(grid.shape, molecule=True, n_atoms=len(atoms), what="the molecule's grid")
     be = map_backend(maps_backend)
+    if progress is None and len(atoms) * math.prod(grid.shape) < PROGRESS_WORK:
+        progress = False  # small: done before a bar would help
+    stages = ["surface", "ions", "Coulomb"] + (["boundary"] if boundary == "dirichlet" else [])
+    bar = progress_bar(len(stages), progress, unit="map", desc=f"maps of {len(atoms)} atoms")
+    with bar:
+        return _build(atoms, grid, ph, boundary, box, ses_step, kappa_subsamples, be, stages, bar)
+
+
+def _build(atoms, grid, ph, boundary, box, ses_step, kappa_subsamples, be, stages, bar) -> Maps:
+    """The maps of :func:`build_maps`, one stage after the other (``bar`` counts them)."""
+    eps_in = ph.eps_in
+    stage = iter(stages)
+
+    def next_stage():
+        bar.set_postfix_str(next(stage), refresh=True)
+
+    next_stage()
     fr = face_fractions(
         atoms, grid, ph.surface, ph.probe_radius, box=box, ses_step=ses_step, backend=be
     )
     faces = faces_from_fractions(fr, eps_in, ph.eps_out)
+    bar.update()
+    next_stage()
     kappa2 = kappa2_map(
         atoms,
         grid,
@@ -596,9 +624,13 @@ def build_maps(
         box=box,
         backend=be,
     )
+    bar.update()
+    next_stage()
     phi_c = coulomb_potential(atoms, grid, eps_in, box=box, backend=be)
+    bar.update()
     bvals = None
     if boundary == "dirichlet":
+        next_stage()
         bvals = boundary_values(
             atoms,
             grid,
@@ -610,6 +642,7 @@ def build_maps(
             ion_radius=ph.ion_radius,
             backend=be,
         )
+        bar.update()
     _check_charges_on_nodes(atoms, grid, phi_c, faces, kappa2, eps_in)
     return Maps(
         grid=grid,
