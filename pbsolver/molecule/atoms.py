@@ -222,6 +222,67 @@ class Atoms:
         )
 
     @classmethod
+    def from_structure(
+        cls,
+        path,
+        forcefield: str = "AMBER",
+        ph: float | None = 7.0,
+        *,
+        altloc: str = "first",
+        keep_water: bool = False,
+        allow_unknown: bool = False,
+    ) -> Atoms:
+        """Atoms of a PDB or mmCIF file, with charges and radii from pdb2pqr (and PROPKA).
+
+        The same records as ``pdb2pqr --ff=FORCEFIELD [--titration-state-method=propka
+        --with-ph=PH] path out.pqr``, computed in this process (see
+        :mod:`pbsolver.molecule.prepare` for what is repaired and what is refused). Needs
+        ``pip install pbsolver[prep]``.
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            ``.pdb``/``.ent`` or ``.cif``/``.mmcif`` file, optionally ``.gz``.
+        forcefield : {"AMBER", "CHARMM", "PARSE", "PEOEPB", "SWANSON", "TYL06"}
+            pdb2pqr's force field for charges (e) and radii (Å).
+        ph : float or None
+            pH for PROPKA's protonation states (0–14); None: pdb2pqr's default states.
+        altloc : str
+            ``"first"`` (per residue, the first alternate location listed) or one letter.
+        keep_water : bool
+            Keep crystal waters (dropped by default).
+        allow_unknown : bool
+            Leave out residues without parameters instead of raising.
+
+        Returns
+        -------
+        Atoms
+            In pdb2pqr's order, hydrogens included. A
+            :class:`~pbsolver.molecule.prepare.PreparationWarning` names rebuilt heavy atoms,
+            chosen alternate locations and residues left out.
+
+        Raises
+        ------
+        InputError
+            See :func:`pbsolver.molecule.prepare.prepare_structure`.
+        ImportError
+            pdb2pqr is not installed.
+        """
+        from pbsolver.molecule.prepare import prepare_structure, warn_changes
+
+        prep = prepare_structure(
+            path,
+            forcefield,
+            ph,
+            altloc=altloc,
+            keep_water=keep_water,
+            allow_unknown=allow_unknown,
+        )
+        atoms = parse_pqr(prep.pqr_lines, source=f"pdb2pqr output for {os.fspath(path)}")
+        warn_changes(prep, path)
+        return atoms
+
+    @classmethod
     def from_openmm(cls, system, positions, topology=None, *, radii="sigma") -> Atoms:
         """Atoms from an OpenMM ``System`` (charges of its ``NonbondedForce``) and positions.
 
