@@ -283,6 +283,63 @@ class Atoms:
         return atoms
 
     @classmethod
+    def from_mol2(cls, path, radii="bondi") -> Atoms:
+        """Atoms of a ligand in a Tripos mol2 file, with its partial charges.
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            The first molecule is read; the charges (e) are the 9th field of the ATOM records.
+        radii : "bondi" or array_like
+            ``"bondi"``: Bondi radii (Å) from the elements of the SYBYL atom types
+            (:func:`element_radii`); or one radius per atom, Å.
+
+        Raises
+        ------
+        InputError
+            See :func:`pbsolver.molecule.ligand.read_mol2`; an element without a Bondi radius.
+        """
+        from pbsolver.molecule.ligand import read_mol2
+
+        return cls._from_ligand(read_mol2(path), radii)
+
+    @classmethod
+    def from_sdf(cls, path, radii="bondi", *, charges_field: str | None = None) -> Atoms:
+        """Atoms of a ligand in an SDF (V2000) file, with partial charges from a data item.
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            The first record is read.
+        radii : "bondi" or array_like
+            ``"bondi"``: Bondi radii (Å) from the elements; or one radius per atom, Å.
+        charges_field : str, optional
+            The data item with the partial charges (default: the first known one present; see
+            :func:`pbsolver.molecule.ligand.read_sdf`).
+
+        Raises
+        ------
+        InputError
+            See :func:`pbsolver.molecule.ligand.read_sdf`; an element without a Bondi radius.
+        """
+        from pbsolver.molecule.ligand import read_sdf
+
+        return cls._from_ligand(read_sdf(path, charges_field), radii)
+
+    @classmethod
+    def _from_ligand(cls, record, radii) -> Atoms:
+        if isinstance(radii, str):
+            radii = element_radii(record.elements, table=radii)
+        return cls(
+            record.positions,
+            record.charges,
+            radii,
+            names=record.names,
+            resnames=record.resnames,
+            resids=record.resids,
+        )
+
+    @classmethod
     def from_openmm(cls, system, positions, topology=None, *, radii="sigma") -> Atoms:
         """Atoms from an OpenMM ``System`` (charges of its ``NonbondedForce``) and positions.
 
