@@ -225,6 +225,26 @@ def test_alternate_locations(tmp_path, clean):
         pb.Atoms.from_structure(path, ph=None, altloc="C")
 
 
+def test_alternate_residues_at_one_position(tmp_path, clean):
+    """Microheterogeneity (ASER / BALA at residue 20): one residue survives, not both."""
+    records = []
+    for ln in pdb_atoms():
+        if ln[22:26].strip() == "20":
+            records.append(ln[:16] + "A" + ln[17:])
+            if ln[12:16].strip() != "OG":
+                records.append(ln[:16] + "BALA" + ln[20:])
+        else:
+            records.append(ln)
+    path = write_pdb(tmp_path / "micro.pdb", records)
+    with pytest.warns(PreparationWarning, match="SER/ALA A20: kept A of A B"):
+        first = pb.Atoms.from_structure(path, ph=None)
+    assert_same_atoms(first, clean)
+    with pytest.warns(PreparationWarning, match="kept B of A B"):
+        second = pb.Atoms.from_structure(path, ph=None, altloc="B")
+    assert set(second.resnames[second.resids == 20]) == {"ALA"}
+    assert len(second) == len(clean) - 1  # OG and its H gone, the ALA's third HB added
+
+
 def test_water_dropped_unless_kept(tmp_path, clean):
     water = "HETATM 9001  O   HOH W 301      30.000  30.000  30.000  1.00  0.00           O  "
     path = write_pdb(tmp_path / "water.pdb", [*pdb_atoms(), water])

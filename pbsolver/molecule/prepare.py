@@ -39,6 +39,7 @@ heavy atoms. pdb2pqr and PROPKA are imported only when called (``pip install pbs
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import io
 import logging
@@ -133,7 +134,8 @@ def prepare_structure(
         default states (what ``pdb2pqr --ff=...`` does without ``--titration-state-method``).
     altloc : str
         ``"first"``: keep, per residue, the first alternate location that appears; or one
-        letter (``"B"``) to keep that location wherever there is a choice.
+        letter (``"B"``) to keep that location in every residue that has it (the first one in
+        the others).
     keep_water : bool
         Keep water molecules (default: drop them).
     allow_unknown : bool
@@ -163,16 +165,13 @@ def prepare_structure(
     if not os.path.isfile(path):
         raise FileNotFoundError(f"no such structure file: {path!r}")
     p2p = _import_pdb2pqr()
-    collector = _LogCollector()
-    with collector.attached(p2p.logger_names):
+    with _collect_logs(p2p.logger_names) as messages:
         records, is_cif = _read_records(p2p, path)
         waters = 0
         if not keep_water:
-            kept = [r for r in records if getattr(r, "res_name", None) not in WATER_NAMES]
-            waters = sum(1 for r in records if _is_atom(p2p, r)) - sum(
-                1 for r in kept if _is_atom(p2p, r)
-            )
-            records = kept
+            wet = [_is_atom(p2p, r) and r.res_name in WATER_NAMES for r in records]
+            waters = sum(wet)
+            records = [r for r, w in zip(records, wet, strict=True) if not w]
         if not any(_is_atom(p2p, r) for r in records):
             raise InputError(f"{path}: no ATOM or HETATM records (after dropping water)")
         records, alt_report = _choose_locations(p2p, records, altloc, path)
@@ -181,7 +180,7 @@ def prepare_structure(
         except InputError:
             raise
         except Exception as exc:  # pdb2pqr raises ValueError, RuntimeError, KeyError, ...
-            recent = "; ".join(collector.messages[-3:])
+            recent = "; ".join(messages[-3:])
             raise InputError(
                 f"pdb2pqr could not prepare {path}: {type(exc).__name__}: {exc}"
                 + (f" (pdb2pqr said: {recent})" if recent else "")
@@ -209,7 +208,7 @@ def prepare_structure(
         unknown=tuple(unknown),
         waters_dropped=waters,
         pka=None if pka is None else tuple(dict(row) for row in pka),
-        messages=tuple(collector.messages),
+        messages=tuple(messages),
     )
 
 
@@ -402,38 +401,44 @@ def _cif_value(value, fallback):
 
 
 def _choose_locations(p2p, records, altloc, path):
-    """Keep one alternate location per residue; report what was chosen."""
+    """Keep one alternate location per residue position; report what was chosen.
+
+    A position (chain, number, insertion code) may hold different residues in its locations
+    (``ASER``/``BTHR``): the choice is per position, so one residue survives.
+    """
     letters: dict[tuple, list[str]] = {}
+    names: dict[tuple, list[str]] = {}
     for r in records:
         if _is_atom(p2p, r) and r.alt_loc:
-            seen = letters.setdefault(_residue_key(r), [])
+            key = _position(r)
+            seen = letters.setdefault(key, [])
             if r.alt_loc not in seen:
                 seen.append(r.alt_loc)
+            if r.res_name not in names.setdefault(key, []):
+                names[key].append(r.res_name)
     if not letters:
         return records, []
     if altloc != "first" and not any(altloc in seen for seen in letters.values()):
         found = sorted({c for seen in letters.values() for c in seen})
         raise InputError(f"{path}: no alternate location {altloc!r} (the file has {found})")
-    keep = {
-        key: (altloc if altloc in seen else seen[0]) if altloc != "first" else seen[0]
-        for key, seen in letters.items()
-    }
+    # the asked letter where the position has it, else its first ("first" is never a letter)
+    keep = {key: altloc if altloc in seen else seen[0] for key, seen in letters.items()}
     out = []
     for r in records:
         if _is_atom(p2p, r) and r.alt_loc:
-            if r.alt_loc != keep[_residue_key(r)]:
+            if r.alt_loc != keep[_position(r)]:
                 continue
             r.alt_loc = ""  # one location left: pdb2pqr need not warn about occupancies
         out.append(r)
     report = [
-        f"{key[0]} {key[1]}{key[2]}{key[3]}: kept {keep[key]} of {' '.join(seen)}"
+        f"{'/'.join(names[key])} {key[0]}{key[1]}{key[2]}: kept {keep[key]} of {' '.join(seen)}"
         for key, seen in letters.items()
     ]
     return out, report
 
 
-def _residue_key(record):
-    return (record.res_name, record.chain_id, record.res_seq, record.ins_code)
+def _position(record):
+    return (record.chain_id, record.res_seq, record.ins_code)
 
 
 def _run(p2p, records, ff, ph, is_cif, path):
@@ -487,27 +492,24 @@ class _LogCollector(logging.Handler):
     configured no logging (Python prints to stderr only when no handler exists).
     """
 
-    def __init__(self):
+    def __init__(self, messages):
         super().__init__(level=logging.WARNING)
-        self.messages: list[str] = []
+        self.messages = messages
 
     def emit(self, record):
         self.messages.append(record.getMessage().strip())
 
-    def attached(self, names):
-        return _Attached(self, names)
 
-
-class _Attached:
-    def __init__(self, handler, names):
-        self.handler, self.loggers = handler, [logging.getLogger(n) for n in names]
-
-    def __enter__(self):
-        for lg in self.loggers:
-            lg.addHandler(self.handler)
-        return self.handler
-
-    def __exit__(self, *exc):
-        for lg in self.loggers:
-            lg.removeHandler(self.handler)
-        return False
+@contextlib.contextmanager
+def _collect_logs(names):
+    """A list that receives the WARNING-and-above messages of the named loggers meanwhile."""
+    messages: list[str] = []
+    handler = _LogCollector(messages)
+    loggers = [logging.getLogger(n) for n in names]
+    for lg in loggers:
+        lg.addHandler(handler)
+    try:
+        yield messages
+    finally:
+        for lg in loggers:
+            lg.removeHandler(handler)
