@@ -23,6 +23,8 @@ _LAZY = {
     "Atoms": "molecule.atoms",
     "read_pqr": "molecule.atoms",
     "solvation_energy": "molecule.energy",
+    "nonpolar_energy": "molecule.nonpolar",
+    "sasa": "molecule.nonpolar",
     "ReactionFieldCalculator": "md.calculator",
     "solve_batch": "solving.batched",
     "read_hdf5": "io.hdf5",

@@ -1,17 +1,21 @@
-"""Atoms (positions Å, charges e, radii Å), the PQR reader and adapters from MD packages.
+"""Atoms (positions Å, charges e, radii Å), the PQR reader and the constructors of Atoms.
 
-PQR is read in either of its two common forms:
+PQR is read in either of its two common forms, decided record by record (files may mix them):
 
 * whitespace-separated fields (``pdb2pqr --whitespace``, MDAnalysis, APBS examples);
-* PDB fixed columns, where coordinates of −100 Å or less fill their 8-character field and run
-  into the previous one (``-101.250-100.500  12.000``), as pdb2pqr writes by default.
+* PDB fixed columns, where coordinates of −100 Å or less (or 1000 Å or more) fill their
+  8-character field and run into the previous one (``-101.250-100.500  12.000``), as pdb2pqr
+  writes by default; charge and radius may touch too.
 
 Only the last five numbers of an ``ATOM``/``HETATM`` record are required (x y z charge radius);
 names, residue names and numbers before them are kept when they can be read. Reading stops at
 the first ``ENDMDL`` (the first model of a multi-model file).
 
 The MDAnalysis and OpenMM adapters import those packages only when called (install the extras
-``pbsolver[mdanalysis]`` or ``pbsolver[openmm]``).
+``pbsolver[mdanalysis]`` or ``pbsolver[openmm]``); so does :meth:`Atoms.from_structure`
+(pdb2pqr and PROPKA: ``pbsolver[prep]``, see :mod:`pbsolver.molecule.prepare`).
+:meth:`Atoms.from_mol2` and :meth:`Atoms.from_sdf` read ligands with partial charges
+(:mod:`pbsolver.molecule.ligand`).
 """
 
 from __future__ import annotations
@@ -46,8 +50,6 @@ BONDI_RADII = {
     "FE": 2.00,
     "CU": 1.40,
 }
-
-_NUMBER = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")
 
 
 @dataclass(init=False)
@@ -220,6 +222,124 @@ class Atoms:
         )
 
     @classmethod
+    def from_structure(
+        cls,
+        path,
+        forcefield: str = "AMBER",
+        ph: float | None = 7.0,
+        *,
+        altloc: str = "first",
+        keep_water: bool = False,
+        allow_unknown: bool = False,
+    ) -> Atoms:
+        """Atoms of a PDB or mmCIF file, with charges and radii from pdb2pqr (and PROPKA).
+
+        The same records as ``pdb2pqr --ff=FORCEFIELD [--titration-state-method=propka
+        --with-ph=PH] path out.pqr``, computed in this process (see
+        :mod:`pbsolver.molecule.prepare` for what is repaired and what is refused). Needs
+        ``pip install pbsolver[prep]``.
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            ``.pdb``/``.ent`` or ``.cif``/``.mmcif`` file, optionally ``.gz``.
+        forcefield : {"AMBER", "CHARMM", "PARSE", "PEOEPB", "SWANSON", "TYL06"}
+            pdb2pqr's force field for charges (e) and radii (Å).
+        ph : float or None
+            pH for PROPKA's protonation states (0–14); None: pdb2pqr's default states.
+        altloc : str
+            ``"first"`` (per residue, the first alternate location listed) or one letter.
+        keep_water : bool
+            Keep crystal waters (dropped by default).
+        allow_unknown : bool
+            Leave out residues without parameters instead of raising.
+
+        Returns
+        -------
+        Atoms
+            In pdb2pqr's order, hydrogens included. A
+            :class:`~pbsolver.molecule.prepare.PreparationWarning` names rebuilt heavy atoms,
+            chosen alternate locations and residues left out.
+
+        Raises
+        ------
+        InputError
+            See :func:`pbsolver.molecule.prepare.prepare_structure`.
+        ImportError
+            pdb2pqr is not installed.
+        """
+        from pbsolver.molecule.prepare import prepare_structure, warn_changes
+
+        prep = prepare_structure(
+            path,
+            forcefield,
+            ph,
+            altloc=altloc,
+            keep_water=keep_water,
+            allow_unknown=allow_unknown,
+        )
+        atoms = parse_pqr(prep.pqr_lines, source=f"pdb2pqr output for {os.fspath(path)}")
+        warn_changes(prep, path)
+        return atoms
+
+    @classmethod
+    def from_mol2(cls, path, radii="bondi") -> Atoms:
+        """Atoms of a ligand in a Tripos mol2 file, with its partial charges.
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            The first molecule is read; the charges (e) are the 9th field of the ATOM records.
+        radii : "bondi" or array_like
+            ``"bondi"``: Bondi radii (Å) from the elements of the SYBYL atom types
+            (:func:`element_radii`); or one radius per atom, Å.
+
+        Raises
+        ------
+        InputError
+            See :func:`pbsolver.molecule.ligand.read_mol2`; an element without a Bondi radius.
+        """
+        from pbsolver.molecule.ligand import read_mol2
+
+        return cls._from_ligand(read_mol2(path), radii)
+
+    @classmethod
+    def from_sdf(cls, path, radii="bondi", *, charges_field: str | None = None) -> Atoms:
+        """Atoms of a ligand in an SDF (V2000) file, with partial charges from a data item.
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            The first record is read.
+        radii : "bondi" or array_like
+            ``"bondi"``: Bondi radii (Å) from the elements; or one radius per atom, Å.
+        charges_field : str, optional
+            The data item with the partial charges (default: the first known one present; see
+            :func:`pbsolver.molecule.ligand.read_sdf`).
+
+        Raises
+        ------
+        InputError
+            See :func:`pbsolver.molecule.ligand.read_sdf`; an element without a Bondi radius.
+        """
+        from pbsolver.molecule.ligand import read_sdf
+
+        return cls._from_ligand(read_sdf(path, charges_field), radii)
+
+    @classmethod
+    def _from_ligand(cls, record, radii) -> Atoms:
+        if isinstance(radii, str):
+            radii = element_radii(record.elements, table=radii)
+        return cls(
+            record.positions,
+            record.charges,
+            radii,
+            names=record.names,
+            resnames=record.resnames,
+            resids=record.resids,
+        )
+
+    @classmethod
     def from_openmm(cls, system, positions, topology=None, *, radii="sigma") -> Atoms:
         """Atoms from an OpenMM ``System`` (charges of its ``NonbondedForce``) and positions.
 
@@ -302,7 +422,7 @@ def element_radii(elements, table="bondi") -> np.ndarray:
 
 # ---------------------------------------------------------------------- PQR
 def read_pqr(path) -> Atoms:
-    """Read atoms from a PQR file (whitespace-separated or fixed-column form).
+    """Read atoms from a PQR file (whitespace-separated or fixed-column form, mixed freely).
 
     Parameters
     ----------
@@ -317,15 +437,15 @@ def read_pqr(path) -> Atoms:
     Raises
     ------
     InputError
-        With the file name and line number, for a record whose last five fields are not
-        x y z charge radius, a non-finite value, a negative radius; or a file with no atoms.
+        With the file name and line number, for a record that fits neither form (see
+        :func:`parse_pqr`), a non-finite value, a negative radius; or a file with no atoms.
     FileNotFoundError
         When the file does not exist.
 
     Examples
     --------
     >>> import tempfile, os
-    >>> text = "ATOM      1  NA  ION     1     -101.000-100.500   0.000  1.0000 1.8000"
+    >>> text = "ATOM      1  NA  ION     1    -101.000-100.500   0.000  1.0000 1.8000"
     >>> with tempfile.NamedTemporaryFile("w", suffix=".pqr", delete=False) as f:
     ...     _ = f.write(text)
     >>> read_pqr(f.name).positions.tolist()
@@ -338,7 +458,39 @@ def read_pqr(path) -> Atoms:
 
 
 def parse_pqr(lines, source: str = "<string>") -> Atoms:
-    """Parse PQR text (an iterable of lines, or one string); see :func:`read_pqr`."""
+    """Parse PQR text (an iterable of lines, or one string).
+
+    Each ``ATOM``/``HETATM`` record is read in one of two forms, decided line by line:
+
+    * **whitespace-separated**: the last five whitespace-separated fields are x y z charge
+      radius, each one number, after at least the serial, atom name, residue name and residue
+      number;
+    * **PDB fixed columns**, for records whose fields run together (coordinates of −100 Å or
+      less fill their 8-character field: ``-100.123-200.456-300.789``): x, y, z in columns
+      31–38, 39–46, 47–54 written ``%8.3f`` (decimal points in columns 35, 43, 51), then charge
+      and radius after column 54, split on whitespace or, where they touch, at pdb2pqr's widths
+      (columns 55–62 and 63–69).
+
+    A record that reads in both forms must give the same x, y, z in both (a column-aligned
+    record with a field missing would otherwise shift the residue number into x).
+
+    Parameters
+    ----------
+    lines : iterable of str, or str
+        The text.
+    source : str
+        Name used in error messages (the file name).
+
+    Returns
+    -------
+    Atoms
+
+    Raises
+    ------
+    InputError
+        ``"<source>, line N: ..."`` for a record that fits neither form, whose two readings
+        disagree, with a non-finite number or a negative radius; or text with no atoms.
+    """
     if isinstance(lines, str):
         lines = lines.splitlines()
     pos, q, r, names, resnames, resids = [], [], [], [], [], []
@@ -352,24 +504,13 @@ def parse_pqr(lines, source: str = "<string>") -> Atoms:
             record = "ATOM"
         else:
             continue
-        values, head = _last_numbers(line, 5)
-        # record, serial, atom name, residue name and number must precede the numbers
-        # (the record and serial may run together: "HETATM10001")
-        min_head = 3 if len(line.split()[0]) > len(record) else 4
-        if values is not None and len(head) < min_head:
-            values = None
-        if values is None:
-            raise InputError(
-                f"{source}, line {lineno}: malformed {record} record: expected the fields "
-                f"x y z charge radius at the end of the line, got {line.rstrip()!r}"
-            )
+        line = line.rstrip("\r\n")
+        values, head = _pqr_record(line, record, lineno, source)
         x, y, z, charge, radius = values
         if not all(np.isfinite(values)):
-            raise InputError(f"{source}, line {lineno}: non-finite number in {line.rstrip()!r}")
+            raise InputError(f"{source}, line {lineno}: non-finite number in {line!r}")
         if radius < 0:
-            raise InputError(
-                f"{source}, line {lineno}: negative radius {radius} in {line.rstrip()!r}"
-            )
+            raise InputError(f"{source}, line {lineno}: negative radius {radius} in {line!r}")
         pos.append((x, y, z))
         q.append(charge)
         r.append(radius)
@@ -382,22 +523,81 @@ def parse_pqr(lines, source: str = "<string>") -> Atoms:
     return Atoms(pos, q, r, names=names, resnames=resnames, resids=resids)
 
 
-def _last_numbers(line: str, count: int):
-    """The last ``count`` numbers of a line, splitting run-together fields; and the rest."""
+#: One number, the whole of a field (what a PQR field must be).
+_NUMBER = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")
+#: x, y, z of a PDB record: 0-based [start, end) columns and where ``%8.3f`` puts the point.
+_XYZ_COLUMNS = ((30, 38), (38, 46), (46, 54))
+_XYZ_POINTS = (34, 42, 50)
+#: Charge and radius where they touch: pdb2pqr writes them ``%.4f`` right-aligned in 8 and 7
+#: columns, so their decimal points sit in columns 58 and 65.
+_QR_COLUMNS = ((54, 62), (62, 69))
+_QR_POINTS = (57, 64)
+
+
+def _pqr_record(line: str, record: str, lineno: int, source: str):
+    """x y z charge radius of one record, and the label fields before them."""
     tokens = line.split()
-    values: list[float] = []
-    cut = len(tokens)
-    while len(values) < count and cut > 1:
-        tok = tokens[cut - 1]
-        parts = _NUMBER.findall(tok)
-        if not parts or "".join(parts) != tok:
-            return None, None
-        for p in reversed(parts):
-            values.append(float(p))
-        cut -= 1
-    if len(values) != count:
-        return None, None
-    return values[::-1], tokens[1:cut]
+    first = tokens[0]
+    # record and serial run together from serial 100000 on ("HETATM100001"): split them
+    lead = [first[len(record) :]] if len(first) > len(record) else []
+    spaced = _whitespace_fields(tokens, lead)
+    xyz = _fixed_coordinates(line)
+    if spaced is not None and xyz is not None and spaced[0][:3] != xyz:
+        raise InputError(
+            f"{source}, line {lineno}: {record} record reads differently as whitespace "
+            f"fields (x y z = {spaced[0][:3]}) and in PDB columns 31-54 (x y z = {xyz}); "
+            f"a field missing or misplaced? {line!r}"
+        )
+    if spaced is not None:
+        return spaced
+    qr = _fixed_charge_radius(line) if xyz is not None else None
+    if qr is not None:
+        return xyz + qr, lead + line[len(first) : _XYZ_COLUMNS[0][0]].split()
+    raise InputError(
+        f"{source}, line {lineno}: malformed {record} record: expected x y z charge radius "
+        "either as the last five whitespace-separated fields or in PDB columns (x, y, z in "
+        f"31-38, 39-46, 47-54, then charge and radius), got {line!r}"
+    )
+
+
+def _whitespace_fields(tokens, lead):
+    """The whitespace form: five whole numbers at the end after at least four label fields."""
+    if len(tokens) < 6:
+        return None
+    tail = tokens[-5:]
+    if not all(_NUMBER.fullmatch(t) for t in tail):
+        return None
+    head = lead + tokens[1:-5]
+    # serial, atom name, residue name and residue number must precede the numbers
+    if len(head) < 4:
+        return None
+    return [float(t) for t in tail], head
+
+
+def _fixed_coordinates(line: str):
+    """x, y, z from PDB columns 31-54, or None where the line is not column-aligned."""
+    if len(line) <= _XYZ_COLUMNS[-1][1]:
+        return None
+    xyz = []
+    for (a, b), point in zip(_XYZ_COLUMNS, _XYZ_POINTS, strict=True):
+        field = line[a:b].strip()
+        if line[point] != "." or not _NUMBER.fullmatch(field):
+            return None
+        xyz.append(float(field))
+    return xyz
+
+
+def _fixed_charge_radius(line: str):
+    """Charge and radius after column 54 (whitespace-separated or in pdb2pqr's widths)."""
+    tail = line[_XYZ_COLUMNS[-1][1] :].split()
+    if len(tail) == 1:
+        # charge and radius touch ("-10.12342.0000"): pdb2pqr's widths
+        if line[_QR_COLUMNS[-1][1] :].strip() or any(line[p : p + 1] != "." for p in _QR_POINTS):
+            return None
+        tail = [line[a:b].strip() for a, b in _QR_COLUMNS]
+    if len(tail) != 2 or not all(_NUMBER.fullmatch(t) for t in tail):
+        return None
+    return [float(t) for t in tail]
 
 
 def _labels_from_head(head):
