@@ -1,0 +1,140 @@
+"""Energy conservation of NVE dynamics with the PB reaction field as the implicit solvent.
+
+The shipped peptide (``data/peptide.pdb``, 149 atoms) with Amber14 (``amber14-all.xml``, no
+cutoff, no constraints) and either OpenMM's OBC2 generalized Born (``implicit/obc2.xml``) or
+pbsolver's reaction field (:class:`pbsolver.openmm.ReactionFieldForce`, grid held still by a
+skin that covers the run) as the solvent; the same start (minimised, velocities at 300 K from one
+seed), ``VerletIntegrator`` with ``--step-fs`` steps, ``--steps`` steps. The total energy is
+recorded every ``--every`` steps; the drift is the slope of a least-squares line through it
+(kJ/mol/ps), beside the RMS fluctuation about that line.
+
+    python benchmarks/nve_drift.py --steps 2000 --json nve.json     # both runs
+    python benchmarks/nve_drift.py --solvent pb --surface vdw --backend cuda
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import pbsolver as pb  # noqa: E402
+
+
+def build(solvent, args):
+    """Simulation of the peptide in vacuum plus ``solvent`` ("obc2" or "pb")."""
+    import openmm
+    import openmm.app as app
+
+    pdb = app.PDBFile(str(pb.data.path("peptide.pdb")))
+    files = ["amber14-all.xml"] + (["implicit/obc2.xml"] if solvent == "obc2" else [])
+    system = app.ForceField(*files).createSystem(
+        pdb.topology, nonbondedMethod=app.NoCutoff, constraints=None
+    )
+    force = None
+    if solvent == "pb":
+        from pbsolver.openmm import ReactionFieldForce
+
+        force = ReactionFieldForce.from_system(
+            system, pdb.topology, pdb.positions, spacing=args.spacing, surface=args.surface,
+            eps_in=1.0, eps_out=78.5, margin=args.margin, skin=args.skin, backend=args.backend,
+            rtol=args.rtol,
+        )  # fmt: skip
+        system.addForce(force.openmm_force())
+    integrator = openmm.VerletIntegrator(args.step_fs * 1e-3)  # ps
+    sim = app.Simulation(pdb.topology, system, integrator,
+                         openmm.Platform.getPlatformByName(args.platform))  # fmt: skip
+    sim.context.setPositions(pdb.positions)
+    return sim, force
+
+
+def run(solvent, args) -> dict:
+    """One NVE run: minimise, draw velocities, integrate, record the total energy."""
+    import openmm.unit as u
+
+    sim, force = build(solvent, args)
+    sim.minimizeEnergy(maxIterations=args.minimise)
+    sim.context.setVelocitiesToTemperature(300 * u.kelvin, args.seed)
+    times, totals, potentials = [], [], []
+    start = time.perf_counter()
+    for k in range(0, args.steps + 1, args.every):
+        if k:
+            sim.step(args.every)
+        s = sim.context.getState(getEnergy=True)
+        pot = s.getPotentialEnergy().value_in_unit(u.kilojoule_per_mole)
+        kin = s.getKineticEnergy().value_in_unit(u.kilojoule_per_mole)
+        times.append(k * args.step_fs * 1e-3)
+        totals.append(pot + kin)
+        potentials.append(pot)
+    wall = time.perf_counter() - start
+    t, e = np.asarray(times), np.asarray(totals)
+    slope, offset = np.polyfit(t, e, 1)
+    out = {
+        "solvent": solvent,
+        "steps": args.steps,
+        "step_fs": args.step_fs,
+        "drift_kj_per_mol_per_ps": float(slope),
+        "rms_about_line_kj_per_mol": float(np.sqrt(np.mean((e - (slope * t + offset)) ** 2))),
+        "total_first_last": [float(e[0]), float(e[-1])],
+        "wall_s": wall,
+        "times_ps": times,
+        "total_kj_per_mol": totals,
+        "potential_kj_per_mol": potentials,
+    }
+    if force is not None:
+        out["pb"] = {
+            "evaluations": force.evaluations,
+            "regrids": force.regrids,
+            "surface": args.surface,
+            "spacing": args.spacing,
+            "rtol": args.rtol,
+        }
+    print(f"{solvent:5s} drift {slope:+.4f} kJ/mol/ps, rms {out['rms_about_line_kj_per_mol']:.4f}"
+          f" kJ/mol, {args.steps} steps in {wall:.1f} s", flush=True)  # fmt: skip
+    return out
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--solvent", choices=["obc2", "pb", "both"], default="both")
+    ap.add_argument("--steps", type=int, default=2000)
+    ap.add_argument("--step-fs", type=float, default=1.0)
+    ap.add_argument("--every", type=int, default=10)
+    ap.add_argument("--surface", default="vdw")
+    ap.add_argument("--spacing", type=float, default=0.5)
+    ap.add_argument("--margin", type=float, default=3.0)
+    ap.add_argument("--skin", type=float, default=4.0)
+    ap.add_argument("--rtol", type=float, default=1e-8)
+    ap.add_argument("--backend", default="auto")
+    ap.add_argument("--platform", default="Reference")
+    ap.add_argument("--minimise", type=int, default=200)
+    ap.add_argument("--seed", type=int, default=2024)
+    ap.add_argument("--json", type=Path, default=None)
+    args = ap.parse_args(argv)
+    import openmm
+
+    runs = [run(s, args) for s in (["obc2", "pb"] if args.solvent == "both" else [args.solvent])]
+    record = {
+        "command": " ".join(sys.argv),
+        "openmm": openmm.__version__,
+        "pbsolver": pb.__version__,
+        "machine": platform.platform(),
+        "runs": runs,
+    }
+    if len(runs) == 2:
+        ratio = abs(runs[1]["drift_kj_per_mol_per_ps"]) / abs(runs[0]["drift_kj_per_mol_per_ps"])
+        record["pb_over_obc2_drift"] = ratio
+        print(f"|drift PB| / |drift OBC2| = {ratio:.2f}")
+    if args.json is not None:
+        args.json.write_text(json.dumps(record, indent=1))
+
+
+if __name__ == "__main__":
+    main()
