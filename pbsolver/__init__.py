@@ -30,6 +30,7 @@ _LAZY = {
     "read_dx": "io.dx",
     "write_dx": "io.dx",
     "data": "data",
+    "apbs": "apbs",
     "plot": "plot",
 }
 
