@@ -448,3 +448,31 @@ def test_side_by_side_with_apbs_on_a_born_ion(tmp_path):
     for pattern in (r"^print energy 1 \(solvated\) - 2 \(reference\) end$",
                     r"^  Local net energy \(PE 0\) = \S+ kJ/mol$", GLOBAL.pattern):  # fmt: skip
         assert re.search(pattern, proc.stdout, re.M) and re.search(pattern, ours.text, re.M)
+
+
+@needs_apbs
+def test_apbs_differences_are_coulomb_pairs_in_a_homogeneous_medium(tmp_path, rng):
+    # APBS' totals hold grid self energies; on one grid they cancel in complex - a - b, which
+    # is then the Coulomb interaction pbsolver computes exactly (without self energies)
+    n = 12
+    pos = rng.uniform(-4, 4, (n, 3))
+    pos[n // 2 :, 0] += 9.0  # two groups, apart
+    q = rng.uniform(-1, 1, n)
+    rows = [(*p, c, 1.5) for p, c in zip(pos, q, strict=True)]
+    pqrs = {"a.pqr": rows[: n // 2], "b.pqr": rows[n // 2 :], "ab.pqr": rows}
+    text = read_section("a.pqr", "b.pqr", "ab.pqr") + "".join(
+        elec(name, mol=m, pdie=2.0, sdie=2.0, center="mol 3", glen=28.0, dime=97)
+        for name, m in (("a", 1), ("b", 2), ("ab", 3))
+    ) + "print elecEnergy ab - a - b end\n"  # fmt: skip
+    path = write_case(tmp_path, text, pqrs)
+    proc = subprocess.run([apbs_executable(), path.name], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    (apbs_value,) = GLOBAL.findall(proc.stdout)
+    ours = run(path)
+    d = np.linalg.norm(pos[: n // 2, None] - pos[None, n // 2 :], axis=2)
+    exact = K / 2.0 * np.sum(q[: n // 2, None] * q[None, n // 2 :] / d)
+    assert ours.prints[0].value == pytest.approx(exact, rel=1e-10)
+    assert float(apbs_value) == pytest.approx(exact, rel=1e-3)  # APBS: ~3e-5 here
+    apbs_totals = [float(v) for v in TOTAL.findall(proc.stdout)]
+    assert min(apbs_totals) > 10 * abs(exact)  # APBS' totals are mostly self energy
