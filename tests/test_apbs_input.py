@@ -476,3 +476,11 @@ def test_apbs_differences_are_coulomb_pairs_in_a_homogeneous_medium(tmp_path, rn
     assert float(apbs_value) == pytest.approx(exact, rel=1e-3)  # APBS: ~3e-5 here
     apbs_totals = [float(v) for v in TOTAL.findall(proc.stdout)]
     assert min(apbs_totals) > 10 * abs(exact)  # APBS' totals are mostly self energy
+
+
+def test_an_error_while_running_names_the_calculation(tmp_path):
+    # a bare charge exactly on a node, in the solvent: its Coulomb potential is infinite there
+    text = read_section("ion.pqr") + elec("bare", glen=8.0, dime=9, center="0 0 0")
+    path = write_case(tmp_path, text, {"ion.pqr": [(0.0, 0.0, 0.0, 1.0, 0.0)]})
+    with pytest.raises(pb.InputError, match=r"case\.in:4: ELEC #1 \(bare\): atom 0 .* sits"):
+        run(path)

@@ -355,7 +355,9 @@ def _physics(block, fail, notes):
         surface = "vdw"
         notes.append(
             f"srfm {block.srfm}: the spline surface (window {block.swin} Å) is replaced by the "
-            "sharp van der Waals surface at the atomic radii"
+            "sharp van der Waals surface at the atomic radii; APBS' spline dielectric (ε "
+            "interpolated arithmetically across the window) acts like smaller radii, so its "
+            "solvation energies are larger in size"
         )
     if block.equation == "lrpbe":
         notes.append("lrpbe: the energy reported is the reaction-field (solvation) energy")

@@ -208,7 +208,11 @@ def run(
             if calc.writes and staging is None:
                 outdir.mkdir(parents=True, exist_ok=True)
                 staging = Path(tempfile.mkdtemp(prefix=".pbsolver-apbs-", dir=outdir))
-            res = _run_one(calc, emit, backend, method, dtype, staging)
+            try:
+                res = _run_one(calc, emit, backend, method, dtype, staging)
+            except InputError as exc:  # e.g. a charge on a node in the solvent: say which block
+                label = calc.block.label
+                raise InputError(f"{inp.source}:{calc.block.line}: {label}: {exc}") from exc
             result.calculations.append(res)
         emit(report.RULE, "PRINT STATEMENTS")
         for stmt in inp.prints:
