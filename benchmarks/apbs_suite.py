@@ -95,8 +95,8 @@ def run_input(path: Path, args, apbs) -> dict:
                 if args.skip_unsupported:
                     cmd.append("--skip-unsupported")
             entry[program] = run_program(cmd, work, args.timeout, args.repeat)
-            entry[program]["command"] = " ".join(Path(c).name if i == 0 else c
-                                                 for i, c in enumerate(cmd))  # fmt: skip
+            shown = [Path(cmd[0]).name] + [c.replace(tmp, "$TMP") for c in cmd[1:]]
+            entry[program]["command"] = " ".join(shown)
     return entry
 
 

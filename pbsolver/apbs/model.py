@@ -256,9 +256,22 @@ def calculation(block, inp, molecules, unsupported, output_dir=None, allow_outsi
     for key in ("pdie", "sdie", "temp"):
         if not getattr(block, key) > 0:
             raise fail(key, f"{key} must be > 0, got {getattr(block, key)}")
+    if block.etol is not None and not 0 < block.etol < 1:
+        raise fail("etol", f"etol must be between 0 and 1, got {block.etol}")
     physics, smooth_vdw = _physics(block, fail, notes)
     grids = place_grids(block, molecules, fail, notes)
     _check_on_grid(atoms, grids[-1].grid, block, fail)
+    kinds = {plan.boundary for plan in grids}
+    if "sdh" in kinds:
+        notes.append(
+            "bcfl sdh: pbsolver's single Debye–Hückel sphere holds the total charge only; APBS' "
+            "adds the dipole and quadrupole of the charges"
+        )
+    if "mdh" in kinds and physics.has_salt:
+        notes.append(
+            "mdh with salt: pbsolver's Debye–Hückel spheres are the atoms grown by the ion radius "
+            "(APBS': the atomic radii)"
+        )
     if block.calcforce != "no":
         unsupported(
             block.lines["calcforce"],
