@@ -32,6 +32,7 @@ _LAZY = {
     "read_dx": "io.dx",
     "write_dx": "io.dx",
     "data": "data",
+    "apbs": "apbs",
     "plot": "plot",
 }
 

@@ -82,6 +82,7 @@ MAP_SUFFIXES = (".dx", ".dx.gz", ".mrc", ".map", ".ccp4")
 #: short help shown in ``pbsolver --help`` without importing the module).
 LAZY_COMMANDS = {
     "bench": ("pbsolver.bench", "bench", "Benchmark kernels and solvers (table + JSON)."),
+    "apbs": ("pbsolver.apbs.cli", "apbs", "Run an APBS input file (.in) with pbsolver."),
 }
 
 

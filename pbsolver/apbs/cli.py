@@ -1,0 +1,47 @@
+"""``pbsolver apbs FILE.in``: run an APBS input file and print APBS' summary lines."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from pbsolver.cli import BACKENDS, METHODS
+
+
+@click.command("apbs")
+@click.argument("input_file", type=click.Path(dir_okay=False))
+@click.option("--backend", type=click.Choice(BACKENDS), default="auto", show_default=True,
+              help="Where the solves run.")  # fmt: skip
+@click.option("--method", type=click.Choice(METHODS), default="auto", show_default=True,
+              help="Iterative method of the solves.")  # fmt: skip
+@click.option("-o", "--output-dir", type=click.Path(file_okay=False), default=None,
+              help="Folder of the files of 'write' statements [default: the current "
+              "folder].")  # fmt: skip
+@click.option("--allow-outside", is_flag=True,
+              help="Let the input name files outside its folder (absolute paths, '..') and "
+              "write outside the output folder.")  # fmt: skip
+@click.option("--skip-unsupported", is_flag=True,
+              help="Skip what pbsolver cannot compute (forces, APOLAR, some maps) with a "
+              "warning instead of refusing the input.")  # fmt: skip
+def apbs(input_file, backend, method, output_dir, allow_outside, skip_unsupported):
+    """Run an APBS input file (READ/ELEC/PRINT) with pbsolver, printing APBS' summary lines.
+
+    Paths in the file are relative to its folder. Energies are APBS' totals without the self
+    energies, so that differences (PRINT elecEnergy solv - ref END) match APBS'.
+    """
+    from pbsolver.apbs.run import run
+
+    run(
+        input_file,
+        backend=backend,
+        method=method,
+        allow_outside=allow_outside,
+        output_dir=output_dir,
+        skip_unsupported=skip_unsupported,
+        out=sys.stdout,
+    )
+    return 0
+
+
+__all__ = ["apbs"]

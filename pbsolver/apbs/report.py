@@ -1,0 +1,162 @@
+"""APBS 3.4.1's output lines, written for pbsolver's calculations.
+
+Scripts that read APBS output look for a few lines; these keep APBS' exact wording and number
+formats (C ``%1.12E`` for energies, ``%4.3f`` for parameters), taken from APBS' ``routines.c``:
+
+* per calculation: ``  Total electrostatic energy = 9.607073836227E+02 kJ/mol``; with
+  ``calcenergy comps`` also ``  Fixed charge energy = … kJ/mol``, ``  Per-atom energies:`` and
+  ``      Atom 0:  … kJ/mol`` (atoms numbered from 0);
+* per PRINT statement: an empty line, ``print energy 1 (solv) - 2 (ref) end``,
+  ``  Local net energy (PE 0) = … kJ/mol`` and ``  Global net ELEC energy = … kJ/mol``.
+
+APBS' "Mobile charge energy" and "Dielectric energy" (of the total potential, self energies
+included) have no counterpart without self energies and are not printed. Lines that say what
+pbsolver did differently start with ``  pbsolver:`` or ``note:``.
+"""
+
+from __future__ import annotations
+
+#: The separator APBS prints between calculations.
+RULE = "-" * 40
+
+ENERGY_NOTE = (
+    "note: pbsolver's energies exclude self energies (Coulomb pairs in pdie plus the reaction "
+    "field); differences between calculations match APBS'"
+)
+MODEL_NOTE = (
+    "note: pbsolver discretises with exact edge fractions of the surface and an analytic "
+    "Coulomb potential (no charge spreading, chgm unused); APBS spreads charges onto the grid"
+)
+
+_EQUATION = {"lpbe": "Linearized traditional PBE", "lrpbe": "Linearized regularized PBE"}
+_BOUNDARY = {
+    "zero": "Zero boundary conditions",
+    "sdh": "Single Debye-Huckel sphere boundary conditions",
+    "mdh": "Multiple Debye-Huckel sphere boundary conditions",
+    "focus": "Boundary conditions from focusing",
+}
+
+
+def energy(value: float) -> str:
+    """An energy as APBS prints it (C ``%1.12E``).
+
+    >>> energy(-229.7735526282)
+    '-2.297735526282E+02'
+    """
+    return f"{value:1.12E}"
+
+
+def molecule_lines(path: str, fmt: str, atoms) -> list[str]:
+    """What APBS prints when it reads a molecule."""
+    lo, hi = atoms.bounds(with_radii=False)
+    c = 0.5 * (lo + hi)
+    kind = "PQR" if fmt == "pqr" else "PDB"
+    return [
+        f"Reading {kind}-format atom data from {path}.",
+        f"  {len(atoms)} atoms",
+        "  Centered at ({:4.3e}, {:4.3e}, {:4.3e})".format(*c),
+        f"  Net charge {atoms.total_charge:3.2e} e",
+    ]
+
+
+def calculation_lines(calc) -> list[str]:
+    """The set-up lines of one calculation, in APBS' words, then what pbsolver does."""
+    b = calc.block
+    plan = calc.grid
+    g = plan.grid
+    ph = calc.physics
+    ionstr = 0.5 * sum(ion.conc * ion.charge**2 for ion in calc.ions)
+    lines = [
+        RULE,
+        f"CALCULATION {calc.label}: MULTIGRID",
+        "  Setting up problem...",
+        f"  Debye length:  {ph.debye_length if ph.has_salt else 0.0:g} A",
+        "  Grid dimensions: {} x {} x {}".format(*g.shape),
+        "  Grid spacings: {:4.3f} x {:4.3f} x {:4.3f}".format(*g.spacing),
+        "  Grid lengths: {:4.3f} x {:4.3f} x {:4.3f}".format(*g.lengths),
+        "  Grid center: ({:4.3f}, {:4.3f}, {:4.3f})".format(*g.center),
+        f"  Molecule ID: {calc.molecule}",
+        "  " + _EQUATION[calc.equation],
+        "  " + _BOUNDARY[plan.boundary],
+        f"  {len(calc.ions)} ion species ({ionstr:4.3f} M ionic strength):",
+    ]
+    for ion in calc.ions:
+        lines.append(
+            f"    {ion.radius:4.3f} A-radius, {ion.charge:4.3f} e-charge, "
+            f"{ion.conc:4.3f} M concentration"
+        )
+    lines += [
+        f"  Solute dielectric: {ph.eps_in:4.3f}",
+        f"  Solvent dielectric: {ph.eps_out:4.3f}",
+    ]
+    if b.srfm == "mol":
+        lines.append('  Using "molecular" surface definition; no smoothing')
+        lines.append(f"  Solvent probe radius: {b.srad or 0.0:4.3f} A")
+    elif b.srfm == "smol":
+        lines.append('  Using "molecular" surface definition;harmonic average smoothing')
+        lines.append(f"  Solvent probe radius: {b.srad or 0.0:4.3f} A")
+    else:
+        lines.append(f"  Using spline-based surface definition;window = {b.swin or 0.0:4.3f}")
+    lines.append(f"  Temperature:  {ph.temperature:4.3f} K")
+    if calc.energy != "no":
+        lines.append("  Electrostatic energies will be calculated")
+    for w, path in calc.writes:
+        what = {"pot": "Potential"}.get(w.kind, f"{w.kind} map")
+        lines.append(f"  {what} to be written to {path}")
+    surface = {"vdw": "van der Waals", "mol": "solvent-excluded", "smol": "smoothed SES"}
+    used = surface[ph.surface] + (" (smoothed)" if calc.smooth_vdw else "")
+    lines.append(f"  pbsolver: {used} surface, {plan.boundary} boundary values")
+    lines += [f"  pbsolver: {note}" for note in calc.notes]
+    return lines
+
+
+def solve_line(result, seconds: float) -> str:
+    """One line on the solve (method, backend, iterations, residual, time)."""
+    if result is None:
+        return (
+            "  pbsolver: pdie = sdie, no salt, mdh values: the reaction field is zero "
+            f"(no solve; {seconds:.2f} s)"
+        )
+    return (
+        f"  pbsolver: {result.method} on {result.backend}, {result.iterations} iterations, "
+        f"relative residual {result.residual:.1e}, {seconds:.2f} s"
+    )
+
+
+def energy_lines(calc, total: float, atom_energies=None) -> list[str]:
+    """APBS' energy lines of one calculation (``calcenergy total`` or ``comps``)."""
+    lines = [f"  Total electrostatic energy = {energy(total)} kJ/mol"]
+    if calc.energy == "comps":
+        lines.append(f"  Fixed charge energy = {total:g} kJ/mol")
+        lines.append("  Per-atom energies:")
+        lines += [f"      Atom {i}:  {energy(e)} kJ/mol" for i, e in enumerate(atom_energies)]
+    return lines
+
+
+def print_lines(stmt, calcs, value: float) -> list[str]:
+    """APBS' lines for one PRINT elecEnergy statement and its value (kJ/mol)."""
+    words = []
+    for k, term in enumerate(stmt.terms):
+        if k:
+            words.append("+" if term.sign > 0 else "-")
+        c = calcs[term.calc - 1]
+        words.append(f"{c.index} ({c.name})" if c.name else f"{c.index}")
+    head = [] if stmt.deprecated else [""]
+    return head + [
+        "print energy " + " ".join(words) + " end",
+        f"  Local net energy (PE 0) = {energy(value)} kJ/mol",
+        f"  Global net ELEC energy = {energy(value)} kJ/mol",
+    ]
+
+
+__all__ = [
+    "ENERGY_NOTE",
+    "MODEL_NOTE",
+    "RULE",
+    "calculation_lines",
+    "energy",
+    "energy_lines",
+    "molecule_lines",
+    "print_lines",
+    "solve_line",
+]

@@ -1,0 +1,354 @@
+"""Run an APBS input file through pbsolver: every ELEC calculation, then the PRINT statements.
+
+:func:`run` parses the file (:mod:`~pbsolver.apbs.parser`), reads its molecules
+(:mod:`~pbsolver.apbs.files`), maps every ELEC block to a pbsolver calculation and checks it
+(:mod:`~pbsolver.apbs.model`) — all before the first solve, so that a bad line fails at once —
+then solves each calculation, evaluates its energy (:mod:`~pbsolver.apbs.energy`: APBS' total
+energy without the self energies, whose differences are APBS' differences), writes the maps
+asked for, and evaluates the PRINT expressions. The output (:mod:`~pbsolver.apbs.report`) has
+APBS' summary lines. Files asked for by ``write`` appear only when the whole input has run.
+
+Potential maps (``write pot``) hold the total potential φ_c + φ_rf in kT/e at the calculation's
+temperature, as APBS writes it; a node on a point charge (where φ_c is infinite; APBS' spread
+charge is finite there) gets the mean of its neighbours.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from pbsolver.apbs import model, report
+from pbsolver.apbs.energy import atom_energies
+from pbsolver.apbs.files import read_molecule
+from pbsolver.apbs.parser import parse_file
+from pbsolver.arrays import to_numpy
+from pbsolver.exceptions import InputError
+
+
+@dataclass
+class CalculationResult:
+    """One ELEC calculation's outcome.
+
+    Attributes
+    ----------
+    index, name : int, str or None
+        APBS' number (1-based) and the block's name.
+    energy : float or None
+        The energy reported as "Total electrostatic energy", kJ/mol, without self energies
+        (None with ``calcenergy no``).
+    reaction_field : float
+        ½ Σ q_i φ_rf(r_i), kJ/mol.
+    coulomb : float
+        Σ_{i<j} k q_i q_j / (pdie r_ij), kJ/mol (0 for ``lrpbe``).
+    atom_energies : ndarray
+        Per-atom energies summing to ``energy`` (kJ/mol).
+    grid : Grid
+    solve : SolveResult or None
+        None where no solve was needed (φ_rf ≡ 0).
+    seconds : float
+        Wall time of the calculation (maps, solve, energies, writes).
+    notes : list of str
+    """
+
+    index: int
+    name: str | None
+    energy: float | None
+    reaction_field: float
+    coulomb: float
+    atom_energies: np.ndarray
+    grid: object
+    solve: object
+    seconds: float
+    notes: list
+
+
+@dataclass
+class PrintResult:
+    """One PRINT elecEnergy statement: APBS' echo of it and its value (kJ/mol)."""
+
+    statement: str
+    value: float
+    line: int
+
+
+@dataclass
+class ApbsRun:
+    """Everything :func:`run` did.
+
+    Attributes
+    ----------
+    calculations : list of CalculationResult
+    prints : list of PrintResult
+    written : list of Path
+        Files written by ``write`` statements.
+    skipped : list of str
+        Statements skipped (``skip_unsupported``), with their lines.
+    text : str
+        The output, as printed.
+    """
+
+    calculations: list = field(default_factory=list)
+    prints: list = field(default_factory=list)
+    written: list = field(default_factory=list)
+    skipped: list = field(default_factory=list)
+    text: str = ""
+
+    def energy(self, calc) -> float | None:
+        """The energy (kJ/mol) of a calculation given by number (1-based) or name."""
+        for c in self.calculations:
+            if c.index == calc or (
+                isinstance(calc, str) and c.name is not None and c.name.lower() == calc.lower()
+            ):
+                return c.energy
+        raise KeyError(calc)
+
+
+class _Output:
+    """Lines to a stream (or nowhere) and kept for :attr:`ApbsRun.text`."""
+
+    def __init__(self, stream):
+        self.stream = stream
+        self.lines: list[str] = []
+
+    def __call__(self, *lines):
+        for line in lines:
+            self.lines.append(line)
+            if self.stream is not None:
+                print(line, file=self.stream, flush=True)
+
+
+def run(
+    path,
+    *,
+    backend: str = "auto",
+    method: str = "auto",
+    allow_outside: bool = False,
+    output_dir=None,
+    skip_unsupported: bool = False,
+    out=None,
+    dtype=np.float32,
+) -> ApbsRun:
+    """Run an APBS input file (``.in``) with pbsolver.
+
+    Parameters
+    ----------
+    path : path-like
+        The APBS input file. The files it names are relative to its folder.
+    backend, method : str
+        :class:`pbsolver.Solver`'s backend ("auto", "cpu", "cuda") and method.
+    allow_outside : bool
+        Let the input name files outside its folder (absolute paths, ``..``), and ``write``
+        files outside ``output_dir``. Off by default: an input file is no way to read or write
+        other files.
+    output_dir : path-like, optional
+        Folder of the files of ``write`` statements (default: the current directory, as APBS).
+    skip_unsupported : bool
+        Skip what pbsolver cannot produce (forces, APOLAR, some maps) with a warning instead of
+        refusing the input.
+    out : text stream, optional
+        Where to print APBS-style output as it runs (e.g. ``sys.stdout``); None: print nothing
+        (the text is in the result).
+    dtype : numpy dtype
+        Precision of the solver's sweeps.
+
+    Returns
+    -------
+    ApbsRun
+
+    Raises
+    ------
+    InputError
+        ``<file>:<line>: …`` for anything in the input that pbsolver refuses, before any solve.
+    ConvergenceError
+        A solve that does not converge.
+
+    Examples
+    --------
+    >>> import pbsolver as pb
+    >>> result = pb.apbs.run("born.in")                          # doctest: +SKIP
+    >>> result.prints[0].value                                  # doctest: +SKIP
+    -228.68...
+    """
+    t_start = time.perf_counter()
+    emit = _Output(out)
+    inp = parse_file(path)
+    outdir = Path("." if output_dir is None else os.fspath(output_dir))
+    emit(f"pbsolver: running APBS input {inp.source}", "Parsed input file.")
+    molecules = []
+    for spec in inp.molecules:
+        atoms = read_molecule(
+            spec, inp.folder, inp.parm, source=inp.source, allow_outside=allow_outside
+        )
+        molecules.append(atoms)
+    plan = model.plan_input(
+        inp,
+        molecules,
+        skip_unsupported=skip_unsupported,
+        output_dir=outdir,
+        allow_outside=allow_outside,
+    )
+    result = ApbsRun(skipped=[f"{inp.source}:{s.line}: {s.message}" for s in plan.skipped])
+    emit(f"Got paths for {len(inp.molecules)} molecules")
+    for spec, atoms in zip(inp.molecules, molecules, strict=True):
+        emit(*report.molecule_lines(spec.path, spec.format, atoms))
+    for s in result.skipped:
+        emit(f"warning: skipped {s}")
+    emit(report.ENERGY_NOTE, report.MODEL_NOTE)
+    emit(f"Preparing to run {len(plan.calculations)} PBE calculations.")
+    staging = None
+    try:
+        for calc in plan.calculations:
+            if calc.writes and staging is None:
+                outdir.mkdir(parents=True, exist_ok=True)
+                staging = Path(tempfile.mkdtemp(prefix=".pbsolver-apbs-", dir=outdir))
+            try:
+                res = _run_one(calc, emit, backend, method, dtype, staging)
+            except InputError as exc:  # e.g. a charge on a node in the solvent: say which block
+                label = calc.block.label
+                raise InputError(f"{inp.source}:{calc.block.line}: {label}: {exc}") from exc
+            result.calculations.append(res)
+        emit(report.RULE, "PRINT STATEMENTS")
+        for stmt in inp.prints:
+            if stmt.what != "elecEnergy":
+                continue
+            value = sum(t.sign * result.calculations[t.calc - 1].energy for t in stmt.terms)
+            lines = report.print_lines(stmt, plan.calculations, value)
+            emit(*lines)
+            result.prints.append(PrintResult(lines[-3], value, stmt.line))
+        if staging is not None:
+            result.written = _publish(staging, plan.calculations)
+    finally:
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)
+    emit(report.RULE, f"pbsolver: done in {time.perf_counter() - t_start:.2f} s")
+    result.text = "\n".join(emit.lines) + "\n"
+    return result
+
+
+def _run_one(calc, emit, backend, method, dtype, staging) -> CalculationResult:
+    """Solve one calculation, print its lines, stage its writes."""
+    from pbsolver.molecule.energy import reaction_field_potentials
+    from pbsolver.molecule.maps import coulomb_potential
+    from pbsolver.solving.solver import Solver
+
+    t0 = time.perf_counter()
+    emit(*report.calculation_lines(calc))
+    grid = calc.grid.grid
+    atoms = calc.atoms
+    solve = None
+    maps = None
+    if calc.homogeneous:
+        phi_rf = None
+        phi_at_atoms = np.zeros(len(atoms))
+    else:
+        problem, maps = model.build_problem(calc)
+        solve = Solver(method=method, backend=backend, rtol=calc.rtol, dtype=dtype, strict=True)
+        solve = solve.solve(problem)
+        phi_rf = np.asarray(to_numpy(solve.phi_rf), dtype=np.float64)
+        phi_at_atoms = reaction_field_potentials(atoms, grid, phi_rf)
+    per_atom = atom_energies(atoms, calc.physics.eps_in, phi_at_atoms, calc.equation)
+    rf = 0.5 * float(np.dot(atoms.charges, phi_at_atoms))
+    total = float(per_atom.sum())
+    for w, target in calc.writes:
+        if w.kind == "pot":
+            phi_c = (
+                maps.phi_coulomb
+                if maps is not None
+                else coulomb_potential(atoms, grid, calc.physics.eps_in)
+            )
+            values = _finite_total(phi_c, phi_rf)
+        elif w.kind == "kappa":
+            values = _accessibility(maps, calc, grid)
+        else:
+            axis = "xyz".index(w.kind[-1])
+            values = (
+                maps.epsilon_faces[axis]
+                if maps is not None
+                else np.full(grid.shape, calc.physics.eps_in)
+            )
+        _stage(staging, target, values, grid, w.kind == "pot", calc.physics.temperature)
+    seconds = time.perf_counter() - t0
+    if calc.energy != "no":
+        emit(*report.energy_lines(calc, total, per_atom))
+    emit(report.solve_line(solve, seconds))
+    return CalculationResult(
+        index=calc.index,
+        name=calc.name,
+        energy=None if calc.energy == "no" else total,
+        reaction_field=rf,
+        coulomb=total - rf if calc.equation == "lpbe" else 0.0,
+        atom_energies=per_atom,
+        grid=grid,
+        solve=solve,
+        seconds=seconds,
+        notes=list(calc.notes),
+    )
+
+
+def _finite_total(phi_c, phi_rf) -> np.ndarray:
+    """φ_c + φ_rf with nodes on a point charge (infinite φ_c) set to their neighbours' mean."""
+    total = np.array(phi_c, dtype=np.float64)
+    if phi_rf is not None:
+        total += phi_rf
+    bad = ~np.isfinite(total)
+    if bad.any():
+        padded = np.pad(np.where(bad, 0.0, total), 1)
+        ok = np.pad((~bad).astype(float), 1)
+        s = np.zeros_like(total)
+        c = np.zeros_like(total)
+        for axis in range(3):
+            for shift in (-1, 1):
+                s += np.roll(padded, shift, axis)[1:-1, 1:-1, 1:-1]
+                c += np.roll(ok, shift, axis)[1:-1, 1:-1, 1:-1]
+        if np.any(c[bad] == 0):
+            raise InputError("write pot: point charges on neighbouring nodes; move the grid")
+        total[bad] = s[bad] / c[bad]
+    return total
+
+
+def _accessibility(maps, calc, grid) -> np.ndarray:
+    """APBS' kappa map: the ion-accessible fraction (0 everywhere without salt)."""
+    if maps is None or maps.kappa2 is None:
+        return np.zeros(grid.shape)
+    return maps.kappa2 / calc.physics.kappa2
+
+
+def _stage(staging, target, values, grid, potential, temperature):
+    """Write one map under ``staging`` (published by :func:`_publish` when all has run)."""
+    import gzip
+
+    from pbsolver.io.dx import write_dx
+
+    staged = staging / f"{len(list(staging.iterdir())):04d}-{target.name}"
+    if not staged.name.endswith(".gz"):
+        write_dx(staged, values, grid, potential=potential, temperature=temperature)
+        return
+    # GridDataFormats compresses line by line (several times slower than the text itself):
+    # write the text, then compress it in one pass
+    plain = staging / "plain.tmp.dx"
+    write_dx(plain, values, grid, potential=potential, temperature=temperature)
+    with open(plain, "rb") as src, gzip.open(staged, "wb") as dst:
+        shutil.copyfileobj(src, dst, 1 << 20)
+    plain.unlink()
+
+
+def _publish(staging, calcs) -> list:
+    """Move the staged files to their names (in the order written)."""
+    targets = [t for c in calcs for _, t in c.writes]
+    staged = sorted(staging.iterdir())
+    written = []
+    for src, target in zip(staged, targets, strict=True):
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(src, target)
+        written.append(target)
+    return written
+
+
+__all__ = ["ApbsRun", "CalculationResult", "PrintResult", "run"]

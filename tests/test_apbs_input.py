@@ -1,0 +1,486 @@
+"""APBS input files through pbsolver (pbsolver.apbs): parsing, refusals, energies, output.
+
+The APBS example inputs in tests/data/apbs are copies of APBS' own (see its README); their
+molecules are made up here. Energies are checked against closed forms (Born, Born in a salt of
+two species, Kirkwood, Coulomb pairs) and, where APBS is installed, against APBS run on the same
+file.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from analytic import K, born, born_salt, kirkwood
+from click.testing import CliRunner
+
+import pbsolver as pb
+from pbsolver.apbs import model, parser
+from pbsolver.apbs.energy import coulomb_atom_energies
+from pbsolver.io.units import kT_kj_per_mol
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "tests" / "data" / "apbs"
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from apbs import apbs_executable  # noqa: E402
+
+needs_apbs = pytest.mark.skipif(apbs_executable() is None, reason="APBS not installed")
+
+#: APBS' summary lines (routines.c): what scripts parse.
+GLOBAL = re.compile(r"^  Global net ELEC energy = (-?\d\.\d{12}E[+-]\d{2}) kJ/mol$", re.M)
+TOTAL = re.compile(r"^  Total electrostatic energy = (-?\d\.\d{12}E[+-]\d{2}) kJ/mol$", re.M)
+
+
+def elec(
+    name, *, mol=1, pdie=1.0, sdie=78.54, dime=41, glen=20.0, srfm="mol", srad=0.0, bcfl="mdh",
+    ions="", energy="total", extra="", method="mg-manual", center="mol 1",
+):  # fmt: skip
+    """One ELEC block (mg-manual unless told)."""
+    grid = (
+        f"    dime {dime} {dime} {dime}\n    glen {glen} {glen} {glen}\n    gcent {center}\n"
+        if method == "mg-manual"
+        else f"    dime {dime} {dime} {dime}\n    cglen {2 * glen} {2 * glen} {2 * glen}\n"
+        f"    fglen {glen} {glen} {glen}\n    cgcent {center}\n    fgcent {center}\n"
+    )
+    return (
+        f"elec name {name}\n    {method}\n{grid}    mol {mol}\n    lpbe\n    bcfl {bcfl}\n"
+        f"{ions}    pdie {pdie}\n    sdie {sdie}\n    chgm spl2\n    srfm {srfm}\n"
+        f"    srad {srad}\n    swin 0.3\n    sdens 10.0\n    temp 298.15\n"
+        f"    calcenergy {energy}\n    calcforce no\n{extra}end\n"
+    )
+
+
+def write_case(folder, text, pqrs):
+    """An input file and its PQR files (name → list of (x, y, z, q, r))."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, atoms in pqrs.items():
+        lines = [  # whitespace-separated PQR, every digit of the numbers kept
+            f"ATOM {i + 1} X MOL 1 {x!r} {y!r} {z!r} {q!r} {r!r}"
+            for i, (x, y, z, q, r) in enumerate(np.asarray(atoms, dtype=float).tolist())
+        ]
+        (folder / name).write_text("\n".join(lines) + "\n")
+    path = folder / "case.in"
+    path.write_text(text)
+    return path
+
+
+def read_section(*names):
+    return "read\n" + "".join(f"    mol pqr {n}\n" for n in names) + "end\n"
+
+
+def run(path, **kw):
+    kw.setdefault("backend", "cpu")
+    kw.setdefault("dtype", np.float64)
+    return pb.apbs.run(path, **kw)
+
+
+# ---------------------------------------------------------------------- tokens and grammar
+def test_tokens_follow_apbs_lexical_rules():
+    text = 'read # comment\n  mol pqr "my ion.pqr"; mol=pqr,b.pqr % another\nEND\n'
+    toks = parser.tokenize(text)
+    assert [(t.text, t.line) for t in toks] == [
+        ("read", 1), ("mol", 2), ("pqr", 2), ("my ion.pqr", 2), ("mol", 2), ("pqr", 2),
+        ("b.pqr", 2), ("END", 3),
+    ]  # fmt: skip
+
+
+def test_parses_the_apbs_examples():
+    solv = parser.parse_file(DATA / "solv-mol.in")
+    assert [m.path for m in solv.molecules] == ["methanol.pqr", "methoxide.pqr"]
+    assert [e.name for e in solv.elecs] == [
+        "methanol-solv", "methanol-ref", "methoxide-solv", "methoxide-ref",
+    ]  # fmt: skip
+    e = solv.elecs[2]
+    assert (e.method, e.dime, e.grid, e.gcent.mol, e.mol) == ("mg-manual", (65,) * 3,
+                                                               (0.25,) * 3, 2, 2)  # fmt: skip
+    assert (e.equation, e.bcfl, e.pdie, e.sdie, e.srfm, e.srad, e.temp) == (
+        "lpbe", "mdh", 2.0, 78.0, "mol", 0.0, 300.0,
+    )  # fmt: skip
+    assert [(i.charge, i.conc, i.radius) for i in e.ions] == [(1, 0, 2), (-1, 0, 2)]
+    last = solv.prints[2]
+    assert [(t.sign, t.calc) for t in last.terms] == [(1, 3), (-1, 4), (-1, 1), (1, 2)]
+    assert solv.elecs[0].lines["sdens"] == 27  # the tab-indented line of the file
+    ionize = parser.parse_file(DATA / "ionize-smol.in")
+    a = ionize.elecs[0]
+    assert (a.method, a.cglen, a.fglen, a.cgcent.mol, a.fgcent.mol, a.srfm) == (
+        "mg-auto", (12.0,) * 3, (6.0,) * 3, 1, 1, "smol",
+    )  # fmt: skip
+    assert len(ionize.elecs) == 6 and len(ionize.prints) == 4
+    pmf = parser.parse_file(DATA / "point-pmf.in")
+    assert pmf.elecs[0].gcent.point == (0.0, 0.0, 0.0)
+    assert pmf.elecs[0].calcenergy == "comps" and pmf.elecs[0].srfm == "spl2"
+    born_auto = parser.parse_file(DATA / "born-mol-auto.in")
+    assert [(w.kind, w.format, w.stem) for w in born_auto.elecs[0].writes] == [
+        ("pot", "gz", "potential")
+    ]
+    for name in ("pka-lig-mol-vdw.in", "fkbp-1d7h-dmso-mol.in", "hca-bind-mol.in"):
+        inp = parser.parse_file(DATA / name)
+        assert inp.elecs and inp.prints
+    pmf_ions = parser.parse_file(DATA / "ion-pmf.in")
+    assert pmf_ions.parm.format == "flat" and len(pmf_ions.apolars) == 1
+    assert [p.what for p in pmf_ions.prints] == [
+        "elecEnergy", "elecForce", "apolEnergy", "apolForce",
+    ]  # fmt: skip
+
+
+def test_ionic_strength_and_ion_radius_of_several_species():
+    inp = parser.parse_text(
+        read_section("a.pqr")
+        + elec("s", ions="    ion charge 2 conc 0.05 radius 1.0\n    ion -1 0.1 2.5\n")
+    )
+    atoms = pb.Atoms([[0.0, 0, 0]], [1.0], [2.0])
+    calc = model.plan_input(inp, [atoms]).calculations[0]
+    assert calc.physics.ionic_strength == pytest.approx(0.5 * (0.05 * 4 + 0.1 * 1))
+    assert calc.physics.ion_radius == 2.5  # the largest, as APBS
+    bad = parser.parse_text(
+        read_section("a.pqr")
+        + elec(
+            "s", ions="    ion charge 2 conc 0.1 radius 1\n    ion charge -1 conc 0.1 radius 1\n"
+        )
+    )
+    with pytest.raises(pb.InputError, match="electroneutral"):
+        model.plan_input(bad, [atoms])
+
+
+def test_grids_and_surfaces_map_as_apbs_places_them(rng):
+    atoms = pb.Atoms(rng.uniform(-3, 3, (5, 3)), rng.uniform(-1, 1, 5), rng.uniform(1, 2, 5))
+    center = 0.5 * np.add(*atoms.bounds(with_radii=False))
+    text = read_section("a.pqr") + elec("m", dime=33, glen=24.0, srfm="smol", srad=0) + elec(
+        "a", method="mg-auto", dime=33, glen=16.0, srfm="mol", srad=1.4
+    ) + elec("d", dime=100, glen=24.0, srfm="spl2").replace("glen 24.0 24.0 24.0",
+                                                            "grid 0.3 0.3 0.3")  # fmt: skip
+    calcs = model.plan_input(parser.parse_text(text), [atoms]).calculations
+    g = calcs[0].grid.grid
+    assert g.shape == (33,) * 3 and g.spacing == pytest.approx((0.75,) * 3)
+    assert np.allclose(g.center, center)
+    assert calcs[0].physics.surface == "vdw" and calcs[0].smooth_vdw  # smol, srad 0
+    fine = calcs[1].grid
+    assert fine.grid.spacing == pytest.approx((0.5,) * 3) and fine.boundary == "mdh"
+    assert any("mg-auto" in n for n in calcs[1].notes)
+    assert calcs[1].physics.surface == "mol" and calcs[1].physics.probe_radius == 1.4
+    assert calcs[2].grid.grid.shape == (97,) * 3  # APBS resets dime 100 to 97
+    assert calcs[2].grid.grid.spacing == pytest.approx((0.3,) * 3)
+    assert calcs[2].physics.surface == "vdw" and any("spl2" in n for n in calcs[2].notes)
+    assert model.apbs_focus_levels([50 / 64] * 3, [12 / 64] * 3) == 3  # APBS' born example
+
+
+# ---------------------------------------------------------------------- bad files
+@pytest.mark.parametrize(
+    ("text", "line", "words"),
+    [
+        ("read\n mol pqr a.pqr\nend\nelec\n mg-manual\n dime 33 33 33\n frobnicate 3\nend\n", 7,
+         "unknown ELEC keyword 'frobnicate'"),
+        ("read\n mol pqr a.pqr\nend\nelec name x\n mg-manual\n dime 33 33 33\n", 4,
+         "END of the ELEC section opened on line 4"),
+        ("read\n mol pqr a.pqr\n", 1, "END of the READ section"),
+        ("read\n mol pqr a.pqr\nend\nelec\n mg-manual\n pdie two\nend\n", 6,
+         "pdie needs a number, got 'two'"),
+        ("read\n mol pqr a.pqr\nend\nelec\n mg-manual\n dime 33 33.5 33\nend\n", 6,
+         "dime needs 3 integers"),
+        ("read\nend\nprint elecEnergy solv - ref end\n", 3, "named 'solv'"),
+        ("hello\n", 1, "unknown keyword 'hello'"),
+        ("read\nend\nelec\n fe-manual\nend\n", 4, "'fe-manual' is not supported"),
+    ],
+)  # fmt: skip
+def test_bad_files_give_line_numbered_errors(tmp_path, text, line, words):
+    path = tmp_path / "bad.in"
+    path.write_text(text)
+    with pytest.raises(pb.InputError) as err:
+        pb.apbs.run(path)
+    assert f"{path}:{line}:" in str(err.value)
+    assert words in str(err.value)
+
+
+def test_missing_and_escaping_files_are_refused(tmp_path):
+    body = elec("s", dime=9, glen=12.0)
+    case = tmp_path / "case"
+    path = write_case(case, read_section("nothere.pqr") + body, {})
+    with pytest.raises(pb.InputError, match=r"case\.in:2: molecule file 'nothere\.pqr' does not"):
+        pb.apbs.run(path)
+    outside = tmp_path / "secret.pqr"
+    outside.write_text("ATOM      1  X   MOL     1       0.000   0.000   0.000  1.0000 2.0000\n")
+    for name in ("../secret.pqr", str(outside)):
+        path.write_text(read_section(name) + body)
+        with pytest.raises(pb.InputError, match=r"case\.in:2: .*--allow-outside"):
+            pb.apbs.run(path)
+    (case / "link.pqr").symlink_to(outside)
+    path.write_text(read_section("link.pqr") + body)
+    with pytest.raises(pb.InputError, match="leads outside"):
+        pb.apbs.run(path)
+    # the user's permission: the same files are read
+    res = run(path, allow_outside=True)
+    assert res.calculations[0].energy < 0
+    # writes are held to the output folder the same way
+    (case / "ion.pqr").write_text(outside.read_text())
+    evil = elec("s", dime=9, glen=12.0, extra="    write pot dx ../../evil\n")
+    path.write_text(read_section("ion.pqr") + evil)
+    with pytest.raises(pb.InputError, match="output file '../../evil.dx' leads outside"):
+        pb.apbs.run(path, output_dir=tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_unsupported_statements_name_their_line(tmp_path):
+    atoms = {"a.pqr": [(0, 0, 0, 1.0, 2.0), (0, 0, 4, -1.0, 2.0)]}
+    cases = [
+        (elec("s").replace("lpbe", "npbe"), 10,
+         "npbe: the nonlinear equation is not available in this build"),
+        (elec("s").replace("mg-manual", "mg-para"), 5, "mg-para"),
+        (elec("s", extra="    usemap diel 1\n"), 22, "usemap diel"),
+        (elec("s").replace("calcforce no", "calcforce comps"), 21, "forces are not available"),
+        (elec("s", extra="    write charge dx q\n"), 22, "write charge dx"),
+        (elec("s").replace("calcenergy total", "calcenergy no")
+         + "print elecEnergy s end\n", 23, "calcenergy no"),
+        (elec("s") + "print elecForce s end\n", 23, "PRINT elecForce"),
+        (elec("s").replace("    lpbe\n", ""), 4, "missing lpbe"),
+        (elec("s", glen=3.0, center="0 0 0"), 9,
+         "1 of the 2 atoms of molecule 1 lie on or outside"),
+    ]  # fmt: skip
+    for body, line, words in cases:
+        path = write_case(tmp_path, read_section("a.pqr") + body, atoms)
+        with pytest.raises(pb.InputError) as err:
+            pb.apbs.run(path)
+        assert f"case.in:{line}:" in str(err.value), (words, str(err.value))
+        assert words in str(err.value)
+    # skip_unsupported runs what can be run and says what it skipped
+    body = elec("s", dime=21, glen=14.0).replace("calcforce no", "calcforce total")
+    path = write_case(tmp_path, read_section("a.pqr") + body + "print elecForce s end\n", atoms)
+    res = run(path, skip_unsupported=True)
+    assert len(res.skipped) == 2 and "calcforce total" in res.skipped[0]
+    assert "warning: skipped" in res.text and res.calculations[0].energy < 0
+
+
+# ---------------------------------------------------------------------- energies
+def test_born_ion_matches_the_analytic_energy_in_apbs_format(tmp_path):
+    text = (
+        read_section("ion.pqr") + elec("solvated") + elec("reference", sdie=1.0)
+        + "print elecEnergy solvated - reference end\nquit\n"
+    )  # fmt: skip
+    path = write_case(tmp_path, text, {"ion.pqr": [(0.3, -0.2, 0.1, 1.0, 3.0)]})
+    res = run(path)
+    exact = born(1.0, 3.0, 1.0, 78.54)
+    assert res.prints[0].value == pytest.approx(exact, rel=0.005)
+    assert res.energy("reference") == 0.0  # one ion: no pairs, no reaction field
+    assert res.calculations[0].solve.converged and res.calculations[1].solve is None
+    printed = GLOBAL.findall(res.text)
+    assert printed == [f"{res.prints[0].value:1.12E}"]
+    assert "\nprint energy 1 (solvated) - 2 (reference) end\n" in res.text
+    assert f"  Local net energy (PE 0) = {printed[0]} kJ/mol" in res.text
+    assert TOTAL.findall(res.text) == [f"{c.energy:1.12E}" for c in res.calculations]
+    assert res.text.count("exclude self energies") == 1
+
+
+def test_salt_of_two_species_matches_born_in_salt(tmp_path):
+    # a 2:1 and a 1:1 species: ionic strength ½ Σ c z² = 0.15 M, exclusion by the larger radius
+    ions = "    ion charge 2 conc 0.05 radius 1.0\n    ion charge -1 conc 0.1 radius 2.0\n"
+    text = read_section("ion.pqr") + elec("salty", ions=ions, glen=24.0, dime=49) + elec(
+        "plain", glen=24.0, dime=49) + elec("ref", sdie=1.0, glen=24.0, dime=49) + (
+        "print elecEnergy salty - ref end\nprint elecEnergy salty - plain end\n")  # fmt: skip
+    path = write_case(tmp_path, text, {"ion.pqr": [(0.0, 0.0, 0.0, 1.0, 3.0)]})
+    res = run(path)
+    kappa = pb.PhysicsOptions(eps_out=78.54, ionic_strength=0.15).kappa
+    exact = born_salt(1.0, 3.0, 1.0, 78.54, kappa, 3.0 + 2.0)
+    assert res.prints[0].value == pytest.approx(exact, rel=0.005)
+    # the salt's own part, where the two solves' discretisation errors cancel: 8 % apart for
+    # the smaller ion radius (1 Å), so this tells which radius excludes the ions
+    salt = exact - born(1.0, 3.0, 1.0, 78.54)
+    assert res.prints[1].value == pytest.approx(salt, rel=0.03)
+    smaller = born_salt(1.0, 3.0, 1.0, 78.54, kappa, 3.0 + 1.0) - born(1.0, 3.0, 1.0, 78.54)
+    assert abs(smaller / salt - 1) > 0.07
+
+
+def test_kirkwood_sphere_solvation_and_coulomb_comps(tmp_path, rng):
+    pos = rng.uniform(-1.5, 1.5, (2, 3))
+    q = np.array([0.7, -0.4])
+    atoms = [(0.0, 0.0, 0.0, 0.0, 4.0)] + [(*p, c, 0.0) for p, c in zip(pos, q, strict=True)]
+    text = read_section("k.pqr") + elec("solv", pdie=2.0, glen=16.0, energy="comps") + elec(
+        "ref", pdie=2.0, sdie=2.0, glen=16.0) + "print elecEnergy solv - ref end\n"  # fmt: skip
+    path = write_case(tmp_path, text, {"k.pqr": atoms})
+    res = run(path)
+    exact = kirkwood(pos, q, 4.0, 2.0, 78.54)
+    assert res.prints[0].value == pytest.approx(exact, rel=0.01)
+    r12 = np.linalg.norm(pos[0] - pos[1])
+    coulomb = K * q[0] * q[1] / (2.0 * r12)
+    assert res.energy("ref") == pytest.approx(coulomb, rel=1e-12)  # no self energy, no solve
+    solv = res.calculations[0]
+    assert solv.coulomb == pytest.approx(coulomb, rel=1e-12)
+    assert solv.atom_energies.sum() == pytest.approx(solv.energy, rel=1e-12)
+    lines = re.findall(r"^      Atom (\d+):  (\S+) kJ/mol$", res.text, re.M)
+    assert [int(i) for i, _ in lines] == [0, 1, 2]
+    assert [float(v) for _, v in lines] == pytest.approx(solv.atom_energies, rel=1e-11)
+
+
+def test_point_charges_in_a_homogeneous_medium_give_coulomb_exactly(tmp_path, rng):
+    # APBS' point-pmf: complex - point1 - point2 is the interaction k q1 q2 / (ε r)
+    p1, p2 = rng.uniform(-2, 2, (2, 3))
+    q1, q2 = rng.uniform(0.5, 1.5, 2) * np.array([1, -1])
+    pqrs = {"a.pqr": [(*p1, q1, 0.0)], "b.pqr": [(*p2, q2, 0.0)],
+            "ab.pqr": [(*p1, q1, 0.0), (*p2, q2, 0.0)]}  # fmt: skip
+    text = read_section("a.pqr", "b.pqr", "ab.pqr") + "".join(
+        elec(n, mol=m, pdie=78.54, sdie=78.54, srfm="spl2", center="0 0 0", glen=12.0,
+             dime=25, energy="comps")
+        for n, m in (("point1", 1), ("point2", 2), ("complex", 3))
+    ) + "print elecEnergy complex - point1 - point2 end\n"  # fmt: skip
+    res = run(write_case(tmp_path, text, pqrs))
+    exact = K * q1 * q2 / (78.54 * np.linalg.norm(p1 - p2))
+    assert res.prints[0].value == pytest.approx(exact, rel=1e-12)
+    assert all(c.solve is None for c in res.calculations)
+
+
+def test_coulomb_pair_sum_against_a_direct_double_loop(rng):
+    n = 700  # more than one chunk
+    atoms = pb.Atoms(rng.uniform(-20, 20, (n, 3)), rng.uniform(-1, 1, n), np.ones(n))
+    got = coulomb_atom_energies(atoms, 4.0)
+    i = rng.integers(n)
+    d = np.linalg.norm(atoms.positions - atoms.positions[i], axis=1)
+    d[i] = np.inf
+    assert got[i] == pytest.approx(0.5 * atoms.charges[i] * K / 4.0 * np.sum(atoms.charges / d))
+    twins = pb.Atoms([[0, 0, 0], [0, 0, 0]], [1.0, 1.0], [1.0, 1.0])
+    with pytest.raises(pb.InputError, match="same position"):
+        coulomb_atom_energies(twins, 2.0)
+
+
+def test_bcfl_zero_is_a_zero_total_potential(tmp_path):
+    text = read_section("ion.pqr") + elec("z", sdie=1.0, bcfl="zero", glen=12.0, dime=25)
+    path = write_case(tmp_path, text, {"ion.pqr": [(0.0, 0.0, 0.0, 1.0, 2.0)]})
+    inp = parser.parse_file(path)
+    calc = model.plan_input(inp, [pb.read_pqr(tmp_path / "ion.pqr")]).calculations[0]
+    problem, maps = model.build_problem(calc)
+    outer = model.outer_layer(problem.grid.shape)
+    assert np.array_equal(maps.boundary_values[outer], -maps.phi_coulomb[outer])
+    # grounded box: the image charges lower the energy, by less than a grounded sphere of the
+    # box's inscribed radius and more than one of its circumscribed radius would
+    g = run(path).calculations[0].energy
+    assert -0.5 * K / 6.0 < g < -0.5 * K / (6.0 * np.sqrt(3))
+
+
+def test_write_pot_is_the_total_potential_in_kT_per_e(tmp_path, rng):
+    q = 0.8
+    text = read_section("ion.pqr") + elec(
+        "w", pdie=3.0, sdie=3.0, glen=8.0, dime=17, center="0 0 0",
+        extra="    write pot dx pot\n    write dielx gz ex\n    write kappa dx kap\n")  # fmt: skip
+    path = write_case(tmp_path, text, {"ion.pqr": [(0.0, 0.0, 0.0, q, 1.0)]})
+    res = run(path, output_dir=tmp_path / "out")
+    assert sorted(p.name for p in res.written) == ["ex.dx.gz", "kap.dx", "pot.dx"]
+    values, grid = pb.read_dx(tmp_path / "out" / "pot.dx", potential=False)
+    x, y, z = np.meshgrid(*grid.axes(), indexing="ij")
+    r = np.sqrt(x**2 + y**2 + z**2)
+    with np.errstate(divide="ignore"):
+        exact = K * q / (3.0 * r) / kT_kj_per_mol(298.15)
+    off = r > 0
+    assert np.allclose(values[off], exact[off], rtol=1e-9)
+    centre = tuple(s // 2 for s in grid.shape)  # the charge's node: its neighbours' mean
+    assert values[centre] == pytest.approx(exact[centre[0] + 1, centre[1], centre[2]])
+    ex, _ = pb.read_dx(tmp_path / "out" / "ex.dx.gz", potential=False)
+    assert np.all(ex == 3.0)
+    assert not [p for p in (tmp_path / "out").iterdir() if p.name.startswith(".")]
+
+
+def test_nothing_is_written_when_a_later_calculation_fails(tmp_path, monkeypatch):
+    text = read_section("ion.pqr") + elec("a", sdie=1.0, glen=8.0, dime=9,
+                                          extra="    write pot dx pot\n") + elec(
+        "b", glen=8.0, dime=9)  # fmt: skip
+    path = write_case(tmp_path, text, {"ion.pqr": [(0.0, 0.0, 0.0, 1.0, 2.0)]})
+
+    def broken(calc, *a, **k):
+        raise pb.ConvergenceError("no")
+
+    monkeypatch.setattr(model, "build_problem", broken)
+    with pytest.raises(pb.ConvergenceError):
+        run(path, output_dir=tmp_path / "out")
+    assert list((tmp_path / "out").iterdir()) == []
+
+
+def test_pdb_with_flat_parameters(tmp_path):
+    (tmp_path / "ions.pdb").write_text(
+        "ATOM      1  ION   ION     1      -3.000   0.000   0.000  1.00 2.00\n"
+        "ATOM      2  ION   ION     1       1.000   0.000   0.000  1.00 2.00\n"
+    )
+    (tmp_path / "parm.dat").write_text("# RES ATOM Q R EPS\nION\tION\t1.00\t2.00\t0.500\n")
+    text = ("read\n mol pdb ions.pdb\n parm flat parm.dat\nend\n"
+            + elec("c", pdie=2.0, sdie=2.0, glen=14.0, dime=15, center="0 0 0"))  # fmt: skip
+    path = tmp_path / "case.in"
+    path.write_text(text)
+    res = run(path)
+    assert res.calculations[0].energy == pytest.approx(K / (2.0 * 4.0), rel=1e-12)
+    path.write_text(text.replace(" parm flat parm.dat\n", ""))
+    with pytest.raises(pb.InputError, match="case.in:2: mol pdb needs charges and radii"):
+        pb.apbs.run(path)
+
+
+def test_command_line(tmp_path):
+    from pbsolver.cli import main
+
+    text = read_section("ion.pqr") + elec("solv", glen=12.0, dime=25) + elec(
+        "ref", sdie=1.0, glen=12.0, dime=25) + "print elecEnergy solv - ref end\n"  # fmt: skip
+    path = write_case(tmp_path, text, {"ion.pqr": [(0.0, 0.0, 0.0, -1.0, 2.5)]})
+    res = CliRunner().invoke(main, ["apbs", str(path), "--backend", "cpu"])
+    assert res.exit_code == 0, res.output
+    (value,) = GLOBAL.findall(res.stdout)
+    assert float(value) == pytest.approx(born(-1.0, 2.5, 1.0, 78.54), rel=0.01)
+    path.write_text(text.replace("pdie 1.0", "pdie one", 1))
+    res = CliRunner().invoke(main, ["apbs", str(path)])
+    assert res.exit_code == 1 and f"{path}:12: pdie needs a number" in res.stderr
+
+
+# ---------------------------------------------------------------------- APBS side by side
+@needs_apbs
+def test_side_by_side_with_apbs_on_a_born_ion(tmp_path):
+    text = read_section("ion.pqr") + elec("solvated", srad=1.4, dime=49, glen=12.0) + elec(
+        "reference", sdie=1.0, srad=1.4, dime=49, glen=12.0
+    ) + "print elecEnergy solvated - reference end\nquit\n"  # fmt: skip
+    path = write_case(tmp_path, text, {"ion.pqr": [(0.0, 0.0, 0.0, 1.0, 3.0)]})
+    proc = subprocess.run([apbs_executable(), path.name], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    (apbs_value,) = GLOBAL.findall(proc.stdout)
+    ours = run(path)
+    (our_value,) = GLOBAL.findall(ours.text)
+    exact = born(1.0, 3.0, 1.0, 78.54)
+    # APBS 3.4.1 at h = 0.25 Å: about +0.5 % (spread charge); pbsolver's exact faces: < 0.1 %
+    assert float(apbs_value) == pytest.approx(exact, rel=0.01)
+    assert float(our_value) == pytest.approx(float(apbs_value), rel=0.01)
+    assert abs(float(our_value) / exact - 1) < abs(float(apbs_value) / exact - 1)
+    # the lines a script parses have the same shape in both outputs
+    for pattern in (r"^print energy 1 \(solvated\) - 2 \(reference\) end$",
+                    r"^  Local net energy \(PE 0\) = \S+ kJ/mol$", GLOBAL.pattern):  # fmt: skip
+        assert re.search(pattern, proc.stdout, re.M) and re.search(pattern, ours.text, re.M)
+
+
+@needs_apbs
+def test_apbs_differences_are_coulomb_pairs_in_a_homogeneous_medium(tmp_path, rng):
+    # APBS' totals hold grid self energies; on one grid they cancel in complex - a - b, which
+    # is then the Coulomb interaction pbsolver computes exactly (without self energies)
+    n = 12
+    pos = rng.uniform(-4, 4, (n, 3))
+    pos[n // 2 :, 0] += 9.0  # two groups, apart
+    q = rng.uniform(-1, 1, n)
+    rows = [(*p, c, 1.5) for p, c in zip(pos, q, strict=True)]
+    pqrs = {"a.pqr": rows[: n // 2], "b.pqr": rows[n // 2 :], "ab.pqr": rows}
+    text = read_section("a.pqr", "b.pqr", "ab.pqr") + "".join(
+        elec(name, mol=m, pdie=2.0, sdie=2.0, center="mol 3", glen=28.0, dime=97)
+        for name, m in (("a", 1), ("b", 2), ("ab", 3))
+    ) + "print elecEnergy ab - a - b end\n"  # fmt: skip
+    path = write_case(tmp_path, text, pqrs)
+    proc = subprocess.run([apbs_executable(), path.name], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    (apbs_value,) = GLOBAL.findall(proc.stdout)
+    ours = run(path)
+    d = np.linalg.norm(pos[: n // 2, None] - pos[None, n // 2 :], axis=2)
+    exact = K / 2.0 * np.sum(q[: n // 2, None] * q[None, n // 2 :] / d)
+    assert ours.prints[0].value == pytest.approx(exact, rel=1e-10)
+    assert float(apbs_value) == pytest.approx(exact, rel=1e-3)  # APBS: ~3e-5 here
+    apbs_totals = [float(v) for v in TOTAL.findall(proc.stdout)]
+    assert min(apbs_totals) > 10 * abs(exact)  # APBS' totals are mostly self energy
+
+
+def test_an_error_while_running_names_the_calculation(tmp_path):
+    # a bare charge exactly on a node, in the solvent: its Coulomb potential is infinite there
+    text = read_section("ion.pqr") + elec("bare", glen=8.0, dime=9, center="0 0 0")
+    path = write_case(tmp_path, text, {"ion.pqr": [(0.0, 0.0, 0.0, 1.0, 0.0)]})
+    with pytest.raises(pb.InputError, match=r"case\.in:4: ELEC #1 \(bare\): atom 0 .* sits"):
+        run(path)
