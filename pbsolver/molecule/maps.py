@@ -174,7 +174,9 @@ def face_fractions(
     grid : Grid
     surface : {"mol", "smol", "vdw"}
     probe_radius : float
-        Solvent probe radius, Å (mol and smol).
+        Solvent probe radius, Å (mol and smol). 0 (APBS ``srad 0``): a point probe reaches every
+        point outside the spheres, so "mol" is the vdW surface (the same fractions as "vdw",
+        bit for bit) and "smol" the smoothed vdW surface.
     box : 3 floats, optional
         Periodic box lengths; atoms near the faces are imaged across them.
     ses_step : float, optional
@@ -186,16 +188,16 @@ def face_fractions(
     """
     backend = map_backend(backend)
     surface = _surface(surface)
-    probe = float(probe_radius)
-    if surface != "vdw" and not (math.isfinite(probe) and probe > 0):
-        raise InputError(f"probe_radius must be > 0 Å, got {probe_radius}")
+    probe = nonnegative(probe_radius, "probe_radius")
+    # a zero-radius probe leaves no reentrant zone: the SES is the union of the spheres
+    spheres_only = surface == "vdw" or probe == 0
     pos, rad = atoms.positions, atoms.radii
-    reach_extra = 2.0 * probe if surface != "vdw" else 0.0
+    reach_extra = 0.0 if spheres_only else 2.0 * probe
     if box is not None:
         pos, rad = periodic_images(pos, rad, box, grid.origin, rad.max() + reach_extra + 1.0)
     out = [np.zeros(grid.shape) for _ in range(3)]
     axes = grid.axes()
-    if surface == "vdw":
+    if spheres_only:
         for axis in range(3):
             a1, a2 = [a for a in range(3) if a != axis]
             bins = _plane_bins(pos, rad, axis, axes[a1], axes[a2])
