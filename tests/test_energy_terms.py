@@ -33,10 +33,10 @@ def random_atoms(rng, n, spread=6.0, zero_charges=3):
     return pb.Atoms(rng.normal(0.0, spread, (n, 3)), q, rng.uniform(0.0, 2.0, n))
 
 
-@pytest.mark.parametrize("block", [energy._PAIR_BLOCK, 37, 1])
+@pytest.mark.parametrize("block", [energy.PAIR_BLOCK, 37, 1])
 def test_coulomb_matches_a_double_loop(rng, monkeypatch, block):
     # small blocks: many row blocks, each a different width of the upper triangle
-    monkeypatch.setattr(energy, "_PAIR_BLOCK", block)
+    monkeypatch.setattr(energy, "PAIR_BLOCK", block)
     a = random_atoms(rng, 53)
     eps = rng.uniform(1.0, 20.0)
     total, per = brute_coulomb(a.positions, a.charges, eps)

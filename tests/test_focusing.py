@@ -216,6 +216,20 @@ def test_focusing_random_molecules_within_tolerance(rng):
     assert focused.rf_terms.sum() == pytest.approx(focused.energy, rel=1e-12)
 
 
+def test_three_levels_within_tolerance(rng):
+    # a coarse box 4.5× the fine one: two reductions (2.7 → 1.27 → 0.6 Å); each level's edge
+    # carries the coarser solve's error, the coarsest's at 2.7 Å the largest (measured
+    # 3.3e-4…9.3e-4 relative on 4 small SES molecules in salt): 0.2 % bounds it
+    a = random_molecule(rng, n=12, spread=2.0, dipolar=True)
+    fine = focus_grids(a, 0.6, margin=2.0)[-1]
+    grids = focus_grids(a, 0.6, margin=2.0, coarse_length=4.5 * np.asarray(fine.lengths))
+    assert len(grids) == 3 and grids[-1] == fine
+    focused, big, _ = focus_and_references(a, grids, backend="cpu", surface="mol",
+                                           ionic_strength=0.1)  # fmt: skip
+    assert abs(focused.energy / big - 1) < 2e-3
+    assert [lv.result.converged for lv in focused.levels] == [True] * 3
+
+
 def test_focusing_a_protein(rng):
     # colipase (1252 atoms, net −2 e, SES): focusing at 1 Å in a box 3 Å from the spheres,
     # inside a coarse box twice as long, against the single 1 Å grid over the coarse box

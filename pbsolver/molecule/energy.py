@@ -23,8 +23,8 @@ from pbsolver.grid import Grid
 from pbsolver.molecule.maps import COULOMB_KJ
 from pbsolver.options import KCAL, UNITS, PhysicsOptions, positive, unit_factor  # noqa: F401
 
-#: Pair distances computed at once by :func:`coulomb_energy` (float64: 32 MiB a block).
-_PAIR_BLOCK = 1 << 22
+#: Pairs whose distances :func:`coulomb_energy` holds at once (float64: 32 MiB a block).
+PAIR_BLOCK = 1 << 22
 
 
 def node_coordinates(grid: Grid, points, periodic: bool) -> np.ndarray:
@@ -226,7 +226,7 @@ def coulomb_energy(atoms, eps_in=2.0, *, per_atom=False, units="kJ/mol"):
     """Coulomb energy of the charges in a uniform medium ε_in: Σ_{i<j} k qᵢ qⱼ / (ε_in rᵢⱼ).
 
     The analytic pair sum (self terms excluded; no periodic images), in float64, by blocks of
-    about 4 million pairs (O(n²) time, O(n) memory). With ``per_atom`` each pair is split
+    :data:`PAIR_BLOCK` pairs (O(n²) time, O(n) memory). With ``per_atom`` each pair is split
     evenly between its two atoms: term i = ½ qᵢ Σ_{j≠i} k qⱼ / (ε_in rᵢⱼ), and the terms sum
     to the energy. Uncharged atoms contribute nothing (and may share a position).
 
@@ -266,7 +266,7 @@ def coulomb_energy(atoms, eps_in=2.0, *, per_atom=False, units="kJ/mol"):
     n = len(q)
     # φ_i = Σ_{j≠i} q_j / r_ij over the upper triangle, block of rows by block of rows
     phi = np.zeros(n)
-    rows = max(1, _PAIR_BLOCK // max(n, 1))
+    rows = max(1, PAIR_BLOCK // max(n, 1))
     for a in range(0, n, rows):
         b = min(n, a + rows)
         r = cdist(pos[a:b], pos[a:])
@@ -331,8 +331,8 @@ def solvate(
     **options
         Fields of :class:`~pbsolver.PhysicsOptions` (``eps_in``, ``eps_out``,
         ``ionic_strength``, ``surface``, ``probe_radius``, ``ion_radius``, ``temperature``,
-        ``boundary_kind``; None: its default, or ``physics``' value), and further options of
-        :class:`pbsolver.Solver` (``maxiter``, ``omega``, ``check_every``, ...).
+        ``boundary_kind``, ``ions``; None: its default, or ``physics``' value), and further
+        options of :class:`pbsolver.Solver` (``maxiter``, ``omega``, ``check_every``, ...).
     """
     from pbsolver.problem import Problem
     from pbsolver.solving.solver import Solver
@@ -394,7 +394,7 @@ def solvation_energy(atoms, **options) -> float:
     ½ Σ q_i φ_rf(r_i): :func:`solvate`'s energy, with the same keywords (``spacing=0.5``,
     ``margin=8.0``, ``physics=`` and the fields of :class:`~pbsolver.PhysicsOptions`:
     ``eps_in``, ``eps_out``, ``ionic_strength``, ``surface``, ``probe_radius``, ``ion_radius``,
-    ``temperature``, ``boundary_kind``; ``backend="auto"``, ``method="auto"``,
+    ``temperature``, ``boundary_kind``, ``ions``; ``backend="auto"``, ``method="auto"``,
     ``units="kJ/mol"``, ``rtol``, ``dtype``, ``strict``, ``problem_options`` and further
     options of :class:`pbsolver.Solver`).
 
