@@ -25,6 +25,8 @@ _LAZY = {
     "solvation_energy": "molecule.energy",
     "nonpolar_energy": "molecule.nonpolar",
     "sasa": "molecule.nonpolar",
+    "solvate": "molecule.energy",
+    "focus_grids": "molecule.focusing",
     "ReactionFieldCalculator": "md.calculator",
     "solve_batch": "solving.batched",
     "read_hdf5": "io.hdf5",

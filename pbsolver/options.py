@@ -101,20 +101,31 @@ class PhysicsOptions:
         Relative permittivities of the solute (also ε_c, the permittivity φ_c is computed in)
         and of the solvent (water, :data:`EPS_WATER`, by default).
     ionic_strength : float
-        1:1 salt, mol/L (0: none).
+        1:1 salt, mol/L (0: none). With ``ions``, derived from them.
     surface : {"mol", "smol", "vdw"}
         Dielectric boundary: the solvent-excluded surface (APBS ``srfm mol``), its smoothed
         variant, or the union of the atomic spheres.
     probe_radius : float
-        Solvent probe radius, Å (> 0 for "mol" and "smol"; unused for "vdw").
+        Solvent probe radius, Å (unused for "vdw"). 0 (APBS ``srad 0``) makes "mol" the vdW
+        surface exactly and "smol" the smoothed vdW surface.
     ion_radius : float
         Ion exclusion added to the atomic radii for the ion-accessible region and the
-        Debye–Hückel boundary values, Å.
+        Debye–Hückel boundary values, Å. With ``ions``, derived from them.
     temperature : float
         K; sets κ from the ionic strength.
     boundary_kind : {"mdh", "sdh", "zero"}
         Dirichlet values of the outer layer: the Debye–Hückel sum over atoms, over one sphere
         holding the total charge (APBS ``bcfl sdh``), or zero.
+    ions : sequence of (charge, concentration, radius), optional
+        Mobile ion species as APBS' ``ion charge Z conc C radius R`` lines: valence (e),
+        mol/L (>= 0), Å (>= 0); stored as a tuple of float triples (empty: none). They must be
+        electroneutral, Σ cᵢ zᵢ = 0 (APBS refuses a "counterion charge imbalance" too). The
+        linearised equation sees them only through the ionic strength I = ½ Σ cᵢ zᵢ² and one
+        exclusion radius, the largest of the species' radii (APBS' ``Vpbe_getMaxIonRadius``,
+        "Using max ion radius for exclusion function"): these become ``ionic_strength`` and
+        ``ion_radius``, which are then one source of truth with ``ions``. A value given
+        beside ``ions`` must agree with them (``ionic_strength`` 0 and ``ion_radius`` 2, the
+        defaults, count as not given); :meth:`replace` with new ``ions`` derives both again.
 
     Raises
     ------
@@ -129,6 +140,9 @@ class PhysicsOptions:
     7.86
     >>> salty.replace(eps_in=4.0).eps_in
     4.0
+    >>> mg_cl2 = pb.PhysicsOptions(ions=[(2, 0.05, 2.0), (-1, 0.1, 1.8)])
+    >>> round(mg_cl2.ionic_strength, 12), mg_cl2.ion_radius
+    (0.15, 2.0)
     """
 
     eps_in: float = 2.0
@@ -139,6 +153,7 @@ class PhysicsOptions:
     ion_radius: float = 2.0
     temperature: float = 298.15
     boundary_kind: str = "mdh"
+    ions: tuple = ()
 
     def __post_init__(self):
         checked = {
@@ -150,12 +165,10 @@ class PhysicsOptions:
             "ion_radius": nonnegative(self.ion_radius, "ion_radius"),
             "temperature": positive(self.temperature, "temperature"),
             "boundary_kind": choice(self.boundary_kind, "boundary_kind", BOUNDARY_KINDS),
+            "ions": check_ions(self.ions),
         }
-        if checked["surface"] != "vdw" and checked["probe_radius"] == 0:
-            raise InputError(
-                f"probe_radius must be > 0 Å for surface={checked['surface']!r}, got "
-                f"{self.probe_radius!r}"
-            )
+        if checked["ions"]:
+            checked.update(_derived_from_ions(checked))
         for name, value in checked.items():  # plain floats and strings, whatever came in
             object.__setattr__(self, name, value)
 
@@ -225,7 +238,15 @@ class PhysicsOptions:
         return (cls.build(physics, **fields), *reversed(rests))
 
     def replace(self, **changes) -> PhysicsOptions:
-        """A copy with ``changes`` (validated again)."""
+        """A copy with ``changes`` (validated again).
+
+        New ``ions`` give a new ionic strength and ion radius (the old derived values are not
+        carried over); a new ``ionic_strength`` or ``ion_radius`` alone on options with ions
+        must agree with them.
+        """
+        if "ions" in changes:
+            for name in _FROM_IONS:
+                changes.setdefault(name, _DEFAULTS[name])
         return dataclasses.replace(self, **changes)
 
     def asdict(self) -> dict:
@@ -237,8 +258,8 @@ class PhysicsOptions:
     def kappa(self) -> float:
         """Inverse Debye length κ of the bulk solvent, Å⁻¹ (0 without salt).
 
-        κ² = 2 N_A e² I·1000 / (ε0 ε_out k_B T) for a 1:1 salt of ionic strength I (mol/L);
-        κ⁻¹ ≈ 3.04/√I Å in water at 298 K.
+        κ² = 2 N_A e² I·1000 / (ε0 ε_out k_B T) for an electrolyte of ionic strength
+        I = ½ Σ cᵢ zᵢ² (mol/L; I = c for a 1:1 salt); κ⁻¹ ≈ 3.04/√I Å in water at 298 K.
         """
         k2 = (2.0 * AVOGADRO * ELEMENTARY_CHARGE**2 * self.ionic_strength * 1000.0) / (
             EPS0 * self.eps_out * BOLTZMANN * self.temperature
@@ -264,6 +285,72 @@ class PhysicsOptions:
 
 #: Names of the fields of :class:`PhysicsOptions`, in order.
 FIELDS = tuple(f.name for f in dataclasses.fields(PhysicsOptions))
+_DEFAULTS = {f.name: f.default for f in dataclasses.fields(PhysicsOptions)}
+#: The fields ``ions`` determine.
+_FROM_IONS = ("ionic_strength", "ion_radius")
+
+
+def ionic_strength_of(ions) -> float:
+    """Ionic strength I = ½ Σ cᵢ zᵢ² of ion species ``(charge, conc, radius)``, mol/L."""
+    return 0.5 * math.fsum(c * z * z for z, c, _ in check_ions(ions))
+
+
+def check_ions(ions) -> tuple:
+    """Ion species as a tuple of ``(charge e, concentration mol/L, radius Å)`` float triples.
+
+    None or an empty sequence: no species. Each species is checked (finite charge, finite
+    concentration and radius >= 0), and the set must be electroneutral: |Σ cᵢ zᵢ| at most
+    1e-9 of Σ cᵢ |zᵢ| (decimal input such as 0.05 M Mg²⁺ with 0.1 M Cl⁻ passes).
+
+    Raises
+    ------
+    InputError
+        Naming the species and the bad value, or the net charge concentration.
+    """
+    if ions is None:
+        return ()
+    if isinstance(ions, str | bytes) or not hasattr(ions, "__iter__"):
+        raise InputError(f"ions must be a sequence of (charge, conc, radius), got {ions!r}")
+    out = []
+    for k, species in enumerate(ions):
+        if isinstance(species, str | bytes) or not hasattr(species, "__len__") or len(species) != 3:
+            raise InputError(
+                f"ions[{k}] must be (charge e, concentration mol/L, radius Å), got {species!r}"
+            )
+        z = number(species[0], f"ions[{k}] charge")
+        if not math.isfinite(z):
+            raise InputError(f"ions[{k}] charge must be finite, got {species[0]!r}")
+        c = number(species[1], f"ions[{k}] concentration")
+        if not (math.isfinite(c) and c >= 0):
+            raise InputError(f"ions[{k}] concentration must be >= 0 mol/L, got {species[1]!r}")
+        r = nonnegative(species[2], f"ions[{k}] radius")
+        out.append((z, c, r))
+    net = math.fsum(c * z for z, c, _ in out)
+    scale = math.fsum(c * abs(z) for z, c, _ in out)
+    if abs(net) > 1e-9 * scale:
+        raise InputError(
+            f"ions must be electroneutral (sum of conc*charge = 0), got a net charge "
+            f"concentration of {net:g} M from {tuple(out)}"
+        )
+    return tuple(out)
+
+
+def _derived_from_ions(checked: dict) -> dict:
+    """``ionic_strength`` and ``ion_radius`` from checked ``ions``; a given value must agree."""
+    ions = checked["ions"]
+    derived = {
+        "ionic_strength": ionic_strength_of(ions),
+        "ion_radius": max(r for _, _, r in ions),
+    }
+    for name, value in derived.items():
+        given = checked[name]
+        if given != _DEFAULTS[name] and not math.isclose(given, value, rel_tol=1e-9, abs_tol=0):
+            unit = "mol/L" if name == "ionic_strength" else "Å"
+            raise InputError(
+                f"{name}={given:g} conflicts with ions, which give {value:g} {unit}; give "
+                f"ions or {name}, not both"
+            )
+    return derived
 
 
 def _ionic_strength(value) -> float:
@@ -281,7 +368,9 @@ __all__ = [
     "UNITS",
     "PhysicsOptions",
     "check_box",
+    "check_ions",
     "choice",
+    "ionic_strength_of",
     "nonnegative",
     "number",
     "positive",

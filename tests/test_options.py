@@ -24,6 +24,7 @@ def test_defaults_are_pbsolvers():
         "ion_radius": 2.0,
         "temperature": 298.15,
         "boundary_kind": "mdh",
+        "ions": (),
     }
     assert options.FIELDS == tuple(ph.asdict())
     assert ph.kappa == 0.0 and ph.debye_length == math.inf and not ph.has_salt
@@ -39,8 +40,7 @@ def test_defaults_are_pbsolvers():
         ({"ionic_strength": None}, "ionic_strength must be a number"),
         ({"surface": "ses"}, "surface must be one of"),
         ({"probe_radius": -1.0}, "probe_radius"),
-        ({"probe_radius": 0.0}, "probe_radius must be > 0 Å for surface='mol'"),
-        ({"probe_radius": 0.0, "surface": "smol"}, "probe_radius"),
+        ({"probe_radius": -0.1, "surface": "smol"}, "probe_radius must be finite and >= 0"),
         ({"ion_radius": float("nan")}, "ion_radius"),
         ({"temperature": 0.0}, "temperature"),
         ({"boundary_kind": "focus"}, "boundary_kind must be one of"),
@@ -229,7 +229,7 @@ def test_cli_refuses_bad_physics_before_solving(tmp_path):
     pqr = tmp_path / "ion.pqr"
     pqr.write_text("ATOM      1  NA  ION     1       0.000   0.000   0.000  1.0000 2.0000\nEND\n")
     out = CliRunner().invoke(
-        cli.main, ["solve", str(pqr), "-o", str(tmp_path / "o.h5"), "--probe-radius", "0"]
+        cli.main, ["solve", str(pqr), "-o", str(tmp_path / "o.h5"), "--eps-out", "inf"]
     )
-    assert out.exit_code == 2 and "probe_radius" in out.output
+    assert out.exit_code == 2 and "eps_out" in out.output
     assert not (tmp_path / "o.h5").exists()

@@ -12,14 +12,19 @@ potentials in kJ mol⁻¹ e⁻¹ (or kcal mol⁻¹ e⁻¹); forces in kJ mol⁻�
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
 from pbsolver.arrays import to_numpy
 from pbsolver.exceptions import InputError
 from pbsolver.grid import Grid
-from pbsolver.options import KCAL, UNITS, PhysicsOptions, unit_factor  # noqa: F401
+from pbsolver.molecule.maps import COULOMB_KJ
+from pbsolver.options import KCAL, UNITS, PhysicsOptions, positive, unit_factor  # noqa: F401
+
+#: Pairs whose distances :func:`coulomb_energy` holds at once (float64: 32 MiB a block).
+PAIR_BLOCK = 1 << 22
 
 
 def node_coordinates(grid: Grid, points, periodic: bool) -> np.ndarray:
@@ -121,19 +126,35 @@ def reaction_field_forces(atoms, grid, phi_rf, *, units="kJ/mol", periodic=False
 
 @dataclass
 class Solvation:
-    """Everything :func:`solvate` computed.
+    """Everything :func:`solvate` computed, and the energy terms formed from it.
 
     Attributes
     ----------
     energy : float
-        Polar solvation (reaction-field) energy, in ``units``.
+        Polar solvation (reaction-field) energy G_rf = ½ Σ qᵢ φ_rf(rᵢ), in ``units``.
     potentials : ndarray (n,)
         φ_rf at the atoms.
     forces : ndarray (n, 3)
         Reaction-field forces −q ∇φ_rf.
     problem : Problem
+        The (finest) grid's problem.
     result : SolveResult
+        The (finest) grid's solve.
     units : str
+    atoms : Atoms
+    levels : list of FocusLevel
+        With focusing: every level, coarsest first (:mod:`pbsolver.molecule.focusing`);
+        empty otherwise.
+    atom_levels : ndarray of int (n,), optional
+        With focusing: the level each atom's φ_rf came from (the finest that holds it).
+
+    Notes
+    -----
+    The energy terms (APBS ``calcenergy comps`` and ``total``): ``rf_terms`` (½ qᵢ φ_rf(rᵢ)),
+    ``coulomb_terms`` (½ qᵢ Σ_{j≠i} k qⱼ / (ε_in rᵢⱼ), :func:`coulomb_energy`) and their sums
+    ``energy`` and ``coulomb``; ``total`` = ``coulomb`` + ``energy`` is the electrostatic free
+    energy of the solute in solvent without self energies, so a binding energy is
+    ``complex.total − a.total − b.total`` (with the same grids and physics for the three).
     """
 
     energy: float
@@ -142,6 +163,127 @@ class Solvation:
     problem: object
     result: object
     units: str
+    atoms: object = None
+    levels: list = field(default_factory=list)
+    atom_levels: np.ndarray | None = None
+
+    @property
+    def rf_terms(self) -> np.ndarray:
+        """Per-atom reaction-field terms ½ qᵢ φ_rf(rᵢ), in ``units``; they sum to ``energy``."""
+        return 0.5 * self._charges() * self.potentials
+
+    @cached_property
+    def coulomb_terms(self) -> np.ndarray:
+        """Per-atom Coulomb terms in ε_in (:func:`coulomb_energy`), in ``units``.
+
+        Computed on first use (O(n²)). A periodic problem has no such sum without Ewald
+        summation: :class:`~pbsolver.InputError`.
+        """
+        if self.problem.boundary == "periodic":
+            raise InputError(
+                "the Coulomb energy of a periodic system needs Ewald summation; pbsolver "
+                "computes the open-boundary pair sum only"
+            )
+        return coulomb_energy(
+            self._atoms(), self.problem.eps_cavity, per_atom=True, units=self.units
+        )
+
+    @property
+    def coulomb(self) -> float:
+        """Coulomb energy of the charges in ε_in (self terms excluded), in ``units``."""
+        return float(np.sum(self.coulomb_terms))
+
+    @property
+    def total_terms(self) -> np.ndarray:
+        """Per-atom totals ``coulomb_terms + rf_terms``, in ``units``."""
+        return self.coulomb_terms + self.rf_terms
+
+    @property
+    def total(self) -> float:
+        """Electrostatic free energy ``coulomb + energy`` (no self energies), in ``units``."""
+        return self.coulomb + self.energy
+
+    def _atoms(self):
+        if self.atoms is None:
+            raise InputError("this Solvation carries no atoms: energy terms need them")
+        return self.atoms
+
+    def _charges(self) -> np.ndarray:
+        return np.asarray(self._atoms().charges, dtype=np.float64)
+
+
+def reaction_field_terms(atoms, grid, phi_rf, *, units="kJ/mol", periodic=False) -> np.ndarray:
+    """Per-atom reaction-field terms ½ qᵢ φ_rf(rᵢ) (kJ/mol by default), shape (n,).
+
+    They sum to :func:`reaction_field_energy`; APBS' per-atom ``calcenergy comps`` values of
+    a solvated-minus-reference pair are the same quantity.
+    """
+    phi = reaction_field_potentials(atoms, grid, phi_rf, units=units, periodic=periodic)
+    return 0.5 * np.asarray(atoms.charges, dtype=np.float64) * phi
+
+
+def coulomb_energy(atoms, eps_in=2.0, *, per_atom=False, units="kJ/mol"):
+    """Coulomb energy of the charges in a uniform medium ε_in: Σ_{i<j} k qᵢ qⱼ / (ε_in rᵢⱼ).
+
+    The analytic pair sum (self terms excluded; no periodic images), in float64, by blocks of
+    :data:`PAIR_BLOCK` pairs (O(n²) time, O(n) memory). With ``per_atom`` each pair is split
+    evenly between its two atoms: term i = ½ qᵢ Σ_{j≠i} k qⱼ / (ε_in rᵢⱼ), and the terms sum
+    to the energy. Uncharged atoms contribute nothing (and may share a position).
+
+    Parameters
+    ----------
+    atoms : Atoms
+    eps_in : float
+        Relative permittivity of the medium (the solute's, as ε_c of φ_c).
+    per_atom : bool
+        Return the (n,) per-atom terms instead of their sum.
+    units : {"kJ/mol", "kcal/mol"}
+
+    Returns
+    -------
+    float or ndarray (n,)
+
+    Raises
+    ------
+    InputError
+        A bad ``eps_in``, or two charged atoms at the same position (an infinite energy).
+
+    Examples
+    --------
+    >>> import pbsolver as pb
+    >>> pair = pb.Atoms([[0.0, 0.0, 0.0], [0.0, 0.0, 2.0]], [1.0, -1.0], [1.0, 1.0])
+    >>> round(coulomb_energy(pair, 1.0), 4)  # -k / 2 Å
+    -694.6773
+    """
+    from scipy.spatial.distance import cdist
+
+    eps = positive(eps_in, "eps_in")
+    scale = unit_factor(units) * COULOMB_KJ / eps
+    q_all = np.asarray(atoms.charges, dtype=np.float64)
+    charged = np.flatnonzero(q_all)
+    pos = np.ascontiguousarray(np.asarray(atoms.positions, dtype=np.float64)[charged])
+    q = q_all[charged]
+    n = len(q)
+    # φ_i = Σ_{j≠i} q_j / r_ij over the upper triangle, block of rows by block of rows
+    phi = np.zeros(n)
+    rows = max(1, PAIR_BLOCK // max(n, 1))
+    for a in range(0, n, rows):
+        b = min(n, a + rows)
+        r = cdist(pos[a:b], pos[a:])
+        # the block's own lower triangle and diagonal: each pair once, no self term
+        r[np.tril_indices(b - a, 0, r.shape[1])] = np.inf
+        if not np.all(r > 0):
+            i, j = np.argwhere(r == 0)[0]
+            raise InputError(
+                f"charged atoms {charged[a + i]} and {charged[a + j]} sit at the same position "
+                f"{pos[a + i].tolist()} Å: their Coulomb energy is infinite"
+            )
+        inv = np.reciprocal(r, out=r)  # in place: one block of pairs in memory
+        phi[a:b] += inv @ q[a:]
+        phi[a:] += q[a:b] @ inv
+    terms = np.zeros(len(q_all))
+    terms[charged] = 0.5 * scale * q * phi
+    return terms if per_atom else float(np.sum(terms))
 
 
 def solvate(
@@ -157,6 +299,7 @@ def solvate(
     dtype=np.float32,
     strict=True,
     problem_options=None,
+    focus=None,
     **options,
 ) -> Solvation:
     """Build the problem for ``atoms``, solve it and evaluate energy, potentials and forces.
@@ -165,7 +308,16 @@ def solvate(
     ----------
     atoms : Atoms
     spacing, margin : float
-        Grid spacing and least gap between the atoms and the outer layer, Å.
+        Grid spacing and least gap between the atoms and the outer layer, Å (with ``focus``
+        they only shape the grids of ``focus=True``).
+    focus : list of Grid or True, optional
+        Focusing (APBS ``mg-auto``; :mod:`pbsolver.molecule.focusing`): solve on each grid in
+        turn, coarsest first, each finer one taking its boundary values from the one before.
+        ``True``: :func:`~pbsolver.molecule.focusing.focus_grids` with ``spacing`` and
+        ``margin`` (a fine grid as without focusing, inside one twice as long). Energies,
+        potentials and forces come from the finest grid holding each atom
+        (``Solvation.atom_levels``); ``Solvation.levels`` holds every level. Placement options
+        (``grid``, ``shape``, ``center``, ``box``) and periodic boundaries are refused.
     physics : PhysicsOptions, optional
         The physics in one object; physics keywords override its fields.
     backend, method, rtol, dtype, strict
@@ -179,8 +331,8 @@ def solvate(
     **options
         Fields of :class:`~pbsolver.PhysicsOptions` (``eps_in``, ``eps_out``,
         ``ionic_strength``, ``surface``, ``probe_radius``, ``ion_radius``, ``temperature``,
-        ``boundary_kind``; None: its default, or ``physics``' value), and further options of
-        :class:`pbsolver.Solver` (``maxiter``, ``omega``, ``check_every``, ...).
+        ``boundary_kind``, ``ions``; None: its default, or ``physics``' value), and further
+        options of :class:`pbsolver.Solver` (``maxiter``, ``omega``, ``check_every``, ...).
     """
     from pbsolver.problem import Problem
     from pbsolver.solving.solver import Solver
@@ -189,11 +341,14 @@ def solvate(
     physics, solver_options, problem_options = PhysicsOptions.split(
         options, problem_options, physics=physics
     )
-    problem = Problem.from_atoms(
-        atoms, spacing=spacing, margin=margin, physics=physics, **problem_options
-    )
     solver = Solver(
         method=method, backend=backend, rtol=rtol, dtype=dtype, strict=strict, **solver_options
+    )
+    if focus is not None and focus is not False:
+        return _solvate_focused(atoms, focus, spacing, margin, physics, solver, units,
+                                problem_options)  # fmt: skip
+    problem = Problem.from_atoms(
+        atoms, spacing=spacing, margin=margin, physics=physics, **problem_options
     )
     result = solver.solve(problem)
     phi = to_numpy(result.phi_rf)
@@ -201,7 +356,35 @@ def solvate(
     pot = reaction_field_potentials(atoms, problem.grid, phi, units=units, periodic=periodic)
     forces = reaction_field_forces(atoms, problem.grid, phi, units=units, periodic=periodic)
     energy = 0.5 * float(np.dot(atoms.charges, pot))
-    return Solvation(energy, pot, forces, problem, result, units)
+    return Solvation(energy, pot, forces, problem, result, units, atoms)
+
+
+def _solvate_focused(atoms, focus, spacing, margin, physics, solver, units, problem_options):
+    """:func:`solvate` on focusing grids: each atom sampled on the finest level holding it."""
+    import logging
+
+    from pbsolver.molecule import focusing
+
+    grids = focusing.focus_grids(atoms, spacing, margin=margin) if focus is True else focus
+    levels = focusing.solve_focused(atoms, grids, physics=physics, solver=solver, **problem_options)
+    which = focusing.finest_level([lv.grid for lv in levels], atoms.positions)
+    pot = np.zeros(len(atoms))
+    forces = np.zeros((len(atoms), 3))
+    for k in np.unique(which):
+        sel = np.flatnonzero(which == k)
+        phi = to_numpy(levels[k].result.phi_rf)
+        pot[sel] = reaction_field_potentials(atoms[sel], levels[k].grid, phi, units=units)
+        forces[sel] = reaction_field_forces(atoms[sel], levels[k].grid, phi, units=units)
+    outside = int(np.count_nonzero(which < len(levels) - 1))
+    if outside:
+        logging.getLogger("pbsolver").info(
+            "focusing: %d of %d atoms lie outside the finest grid; their reaction field comes "
+            "from coarser levels (as APBS' total energy)", outside, len(atoms)
+        )  # fmt: skip
+    energy = 0.5 * float(np.dot(atoms.charges, pot))
+    finest = levels[-1]
+    return Solvation(energy, pot, forces, finest.problem, finest.result, units, atoms, levels,
+                     which)  # fmt: skip
 
 
 def solvation_energy(atoms, **options) -> float:
@@ -211,7 +394,7 @@ def solvation_energy(atoms, **options) -> float:
     ½ Σ q_i φ_rf(r_i): :func:`solvate`'s energy, with the same keywords (``spacing=0.5``,
     ``margin=8.0``, ``physics=`` and the fields of :class:`~pbsolver.PhysicsOptions`:
     ``eps_in``, ``eps_out``, ``ionic_strength``, ``surface``, ``probe_radius``, ``ion_radius``,
-    ``temperature``, ``boundary_kind``; ``backend="auto"``, ``method="auto"``,
+    ``temperature``, ``boundary_kind``, ``ions``; ``backend="auto"``, ``method="auto"``,
     ``units="kJ/mol"``, ``rtol``, ``dtype``, ``strict``, ``problem_options`` and further
     options of :class:`pbsolver.Solver`).
 

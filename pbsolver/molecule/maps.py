@@ -174,7 +174,9 @@ def face_fractions(
     grid : Grid
     surface : {"mol", "smol", "vdw"}
     probe_radius : float
-        Solvent probe radius, Å (mol and smol).
+        Solvent probe radius, Å (mol and smol). 0 (APBS ``srad 0``): a point probe reaches every
+        point outside the spheres, so "mol" is the vdW surface (the same fractions as "vdw",
+        bit for bit) and "smol" the smoothed vdW surface.
     box : 3 floats, optional
         Periodic box lengths; atoms near the faces are imaged across them.
     ses_step : float, optional
@@ -186,16 +188,16 @@ def face_fractions(
     """
     backend = map_backend(backend)
     surface = _surface(surface)
-    probe = float(probe_radius)
-    if surface != "vdw" and not (math.isfinite(probe) and probe > 0):
-        raise InputError(f"probe_radius must be > 0 Å, got {probe_radius}")
+    probe = nonnegative(probe_radius, "probe_radius")
+    # a zero-radius probe leaves no reentrant zone: the SES is the union of the spheres
+    spheres_only = surface == "vdw" or probe == 0
     pos, rad = atoms.positions, atoms.radii
-    reach_extra = 2.0 * probe if surface != "vdw" else 0.0
+    reach_extra = 0.0 if spheres_only else 2.0 * probe
     if box is not None:
         pos, rad = periodic_images(pos, rad, box, grid.origin, rad.max() + reach_extra + 1.0)
     out = [np.zeros(grid.shape) for _ in range(3)]
     axes = grid.axes()
-    if surface == "vdw":
+    if spheres_only:
         for axis in range(3):
             a1, a2 = [a for a in range(3) if a != axis]
             bins = _plane_bins(pos, rad, axis, axes[a1], axes[a2])
@@ -533,6 +535,7 @@ def build_maps(
     kappa_subsamples=4,
     maps_backend="cpu",
     progress=None,
+    dirichlet_values=None,
     **physics_fields,
 ) -> Maps:
     """Grid and every map for ``atoms`` (ε_c = ε_in): the arrays of a Problem.
@@ -558,10 +561,16 @@ def build_maps(
         A bar over the map stages on stderr (:mod:`pbsolver.progress`): None shows it on a
         terminal when the molecule and grid are large (atoms × nodes ≥
         :data:`PROGRESS_WORK`).
+    dirichlet_values : array (nx, ny, nz), optional
+        φ_rf on the outer layer of a Dirichlet ``grid`` (kJ mol⁻¹ e⁻¹), given by the caller
+        instead of ``boundary_kind``'s estimate: a coarser solve's φ_rf when focusing
+        (:mod:`pbsolver.molecule.focusing`). Atoms may then lie outside the grid: their spheres
+        still shape the surface and the ion-accessible region near it and their charges still
+        enter φ_c; only their energy cannot be sampled on this grid.
     **physics_fields
         Fields of :class:`~pbsolver.PhysicsOptions` (``eps_in``, ``eps_out``,
         ``ionic_strength``, ``surface``, ``probe_radius``, ``ion_radius``, ``temperature``,
-        ``boundary_kind``); they override those of ``physics``.
+        ``boundary_kind``, ``ions``); they override those of ``physics``.
     """
     from pbsolver.molecule.atoms import Atoms
 
@@ -573,6 +582,8 @@ def build_maps(
     if boundary == "periodic":
         if box is None:
             raise InputError("boundary='periodic' needs box=(Lx, Ly, Lz) in Å")
+        if dirichlet_values is not None:
+            raise InputError("dirichlet_values only apply to boundary='dirichlet'")
         clearance = 0.0 if ph.surface == "vdw" else 2.0 * ph.probe_radius
         check_periodic_box(atoms, box, clearance)
         if grid is None:
@@ -585,20 +596,26 @@ def build_maps(
         lo, hi = atoms.bounds(with_radii=False)
         glo = np.asarray(grid.origin)
         ghi = glo + np.asarray(grid.lengths)
-        if np.any(lo <= glo) or np.any(hi >= ghi):
+        # the Debye–Hückel estimate is a far field: atoms must lie inside the grid (the
+        # caller's own values, a coarser solve's φ_rf, hold wherever the atoms are)
+        if dirichlet_values is None and (np.any(lo <= glo) or np.any(hi >= ghi)):
             raise InputError("some atoms lie on or outside the grid's outer layer")
     # maps and a solve on this grid must fit in memory: refuse before allocating any map
     check_memory(grid.shape, molecule=True, n_atoms=len(atoms), what="the molecule's grid")
     be = map_backend(maps_backend)
     if progress is None and len(atoms) * math.prod(grid.shape) < PROGRESS_WORK:
         progress = False  # small: done before a bar would help
-    stages = ["surface", "ions", "Coulomb"] + (["boundary"] if boundary == "dirichlet" else [])
+    estimate = boundary == "dirichlet" and dirichlet_values is None
+    stages = ["surface", "ions", "Coulomb"] + (["boundary"] if estimate else [])
     bar = progress_bar(len(stages), progress, unit="map", desc=f"maps of {len(atoms)} atoms")
     with bar:
-        return _build(atoms, grid, ph, boundary, box, ses_step, kappa_subsamples, be, stages, bar)
+        return _build(atoms, grid, ph, boundary, box, ses_step, kappa_subsamples, be, stages, bar,
+                      dirichlet_values)  # fmt: skip
 
 
-def _build(atoms, grid, ph, boundary, box, ses_step, kappa_subsamples, be, stages, bar) -> Maps:
+def _build(
+    atoms, grid, ph, boundary, box, ses_step, kappa_subsamples, be, stages, bar, dirichlet_values
+) -> Maps:
     """The maps of :func:`build_maps`, one stage after the other (``bar`` counts them)."""
     eps_in = ph.eps_in
     stage = iter(stages)
@@ -629,7 +646,9 @@ def _build(atoms, grid, ph, boundary, box, ses_step, kappa_subsamples, be, stage
     phi_c = coulomb_potential(atoms, grid, eps_in, box=box, backend=be)
     bar.update()
     bvals = None
-    if boundary == "dirichlet":
+    if boundary == "dirichlet" and dirichlet_values is not None:
+        bvals = dirichlet_values
+    elif boundary == "dirichlet":
         next_stage()
         bvals = boundary_values(
             atoms,
