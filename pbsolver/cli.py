@@ -303,9 +303,20 @@ _MOLECULE_OPTIONS = {
     "margin": (_NONNEGATIVE, 8.0, "space between the molecule and the box, Å."),
     "eps_in": (_POSITIVE, PhysicsOptions.eps_in, "solute ε."),
     "eps_out": (_POSITIVE, PhysicsOptions.eps_out, "solvent ε."),
-    "ionic_strength": (_NONNEGATIVE, PhysicsOptions.ionic_strength, "1:1 salt, mol/L."),
+    "ionic_strength": (_NONNEGATIVE, PhysicsOptions.ionic_strength, "ionic strength, mol/L."),
     "surface": (click.Choice(list(SURFACES)), PhysicsOptions.surface, "dielectric boundary."),
     "probe_radius": (_NONNEGATIVE, PhysicsOptions.probe_radius, "solvent probe radius, Å."),
+    "nonlinear": (
+        bool,
+        PhysicsOptions.nonlinear,
+        "solve the nonlinear Poisson–Boltzmann equation (APBS npbe); the energy adds the ions' "
+        "terms.",
+    ),
+    "ion_valence": (
+        click.IntRange(min=1),
+        PhysicsOptions.ion_valence,
+        "z of the z:z salt (--nonlinear; --ionic-strength is I = z²c).",
+    ),
 }
 _MOLECULE_PARAMS = tuple(_MOLECULE_OPTIONS)
 
@@ -317,6 +328,10 @@ def _option_name(param: str) -> str:
 def _molecule_options(f):
     opts = [
         click.option(
+            _option_name(param), is_flag=True, default=default, help=f"PQR input: {text}"
+        )
+        if kind is bool
+        else click.option(
             _option_name(param), type=kind, default=default, show_default=True,
             help=f"PQR input: {text}",
         )

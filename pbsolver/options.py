@@ -82,6 +82,27 @@ def check_box(box) -> np.ndarray:
     return b
 
 
+def valence(value, name: str = "ion_valence") -> int:
+    """``value`` as the valence z ≥ 1 of a z:z salt (an integer), or InputError."""
+    if isinstance(value, bool | str) or not isinstance(value, int | np.integer | float):
+        raise InputError(f"{name} must be a positive integer, got {value!r}")
+    if isinstance(value, float) and not (math.isfinite(value) and value.is_integer()):
+        raise InputError(f"{name} must be a positive integer, got {value!r}")
+    z = int(value)
+    if z < 1:
+        raise InputError(f"{name} must be a positive integer, got {value!r}")
+    return z
+
+
+def flag(value, name: str) -> bool:
+    """``value`` as a bool (True/False, NumPy booleans, 0 or 1), or InputError naming ``name``."""
+    if isinstance(value, bool | np.bool_):
+        return bool(value)
+    if isinstance(value, int | np.integer) and int(value) in (0, 1):
+        return bool(value)
+    raise InputError(f"{name} must be True or False, got {value!r}")
+
+
 def unit_factor(units: str) -> float:
     """Factor from kJ/mol to ``units`` ("kJ/mol" or "kcal/mol")."""
     try:
@@ -101,7 +122,8 @@ class PhysicsOptions:
         Relative permittivities of the solute (also ε_c, the permittivity φ_c is computed in)
         and of the solvent (water, :data:`EPS_WATER`, by default).
     ionic_strength : float
-        1:1 salt, mol/L (0: none).
+        Ionic strength I of the salt, mol/L (0: none); for a z:z salt of concentration c,
+        I = z²c. κ follows from I alone.
     surface : {"mol", "smol", "vdw"}
         Dielectric boundary: the solvent-excluded surface (APBS ``srfm mol``), its smoothed
         variant, or the union of the atomic spheres.
@@ -115,6 +137,12 @@ class PhysicsOptions:
     boundary_kind : {"mdh", "sdh", "zero"}
         Dirichlet values of the outer layer: the Debye–Hückel sum over atoms, over one sphere
         holding the total charge (APBS ``bcfl sdh``), or zero.
+    ion_valence : int
+        z of the symmetric z:z salt (1: NaCl); used by the nonlinear equation only (the
+        linearised one depends on the ionic strength alone).
+    nonlinear : bool
+        Solve the nonlinear Poisson–Boltzmann equation (the salt term κ̄² (kT/z)
+        sinh(zφ/kT); APBS ``npbe``) instead of the linearised one (:mod:`pbsolver.nonlinear`).
 
     Raises
     ------
@@ -139,6 +167,10 @@ class PhysicsOptions:
     ion_radius: float = 2.0
     temperature: float = 298.15
     boundary_kind: str = "mdh"
+    # appended after the older fields (not beside ionic_strength) so that positional
+    # construction keeps its meaning
+    ion_valence: int = 1
+    nonlinear: bool = False
 
     def __post_init__(self):
         checked = {
@@ -150,6 +182,8 @@ class PhysicsOptions:
             "ion_radius": nonnegative(self.ion_radius, "ion_radius"),
             "temperature": positive(self.temperature, "temperature"),
             "boundary_kind": choice(self.boundary_kind, "boundary_kind", BOUNDARY_KINDS),
+            "ion_valence": valence(self.ion_valence),
+            "nonlinear": flag(self.nonlinear, "nonlinear"),
         }
         if checked["surface"] != "vdw" and checked["probe_radius"] == 0:
             raise InputError(
@@ -261,6 +295,21 @@ class PhysicsOptions:
         """True when the ionic strength is above zero."""
         return self.ionic_strength > 0
 
+    def require_linear(self, where: str) -> None:
+        """Refuse the nonlinear equation where only the linearised one is solved.
+
+        Raises
+        ------
+        InputError
+            When :attr:`nonlinear` is set, naming ``where``.
+        """
+        if self.nonlinear:
+            raise InputError(
+                f"{where} solves the linearised Poisson–Boltzmann equation only; "
+                "nonlinear=True is not supported there (use pbsolver.solve, Solver.solve or "
+                "solvate on one problem at a time)"
+            )
+
 
 #: Names of the fields of :class:`PhysicsOptions`, in order.
 FIELDS = tuple(f.name for f in dataclasses.fields(PhysicsOptions))
@@ -282,8 +331,10 @@ __all__ = [
     "PhysicsOptions",
     "check_box",
     "choice",
+    "flag",
     "nonnegative",
     "number",
     "positive",
     "unit_factor",
+    "valence",
 ]

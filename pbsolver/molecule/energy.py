@@ -1,7 +1,8 @@
 """Energies, potentials and forces at atoms from a reaction-field solution.
 
 With ε_c = ε_in and a reference state of homogeneous ε_in without salt (README), the polar
-solvation energy is G = ½ Σ_i q_i φ_rf(r_i), the reaction-field potential at atom i is
+solvation energy is G = ½ Σ_i q_i φ_rf(r_i) (the nonlinear equation adds the mobile ions'
+terms of :mod:`pbsolver.nonlinear.energy`), the reaction-field potential at atom i is
 φ_rf(r_i), and the reaction-field force on it is −q_i ∇φ_rf(r_i). Values at atoms come from
 trilinear interpolation of the grid field; gradients are central differences at the nodes,
 interpolated the same way (continuous across cells, second-order accurate for smooth fields).
@@ -130,10 +131,14 @@ class Solvation:
     potentials : ndarray (n,)
         φ_rf at the atoms.
     forces : ndarray (n, 3)
-        Reaction-field forces −q ∇φ_rf.
+        Reaction-field forces −q ∇φ_rf (the fixed charges' part; a nonlinear solution's
+        ionic boundary forces are not included).
     problem : Problem
     result : SolveResult
     units : str
+    terms : SolvationTerms or None
+        A nonlinear solve's energy terms (:class:`pbsolver.nonlinear.energy.SolvationTerms`);
+        None for a linearised one.
     """
 
     energy: float
@@ -142,6 +147,7 @@ class Solvation:
     problem: object
     result: object
     units: str
+    terms: object = None
 
 
 def solvate(
@@ -179,8 +185,15 @@ def solvate(
     **options
         Fields of :class:`~pbsolver.PhysicsOptions` (``eps_in``, ``eps_out``,
         ``ionic_strength``, ``surface``, ``probe_radius``, ``ion_radius``, ``temperature``,
-        ``boundary_kind``; None: its default, or ``physics``' value), and further options of
-        :class:`pbsolver.Solver` (``maxiter``, ``omega``, ``check_every``, ...).
+        ``boundary_kind``, ``ion_valence``, ``nonlinear``; None: its default, or
+        ``physics``' value), and further options of :class:`pbsolver.Solver` (``maxiter``,
+        ``omega``, ``check_every``, ``newton_maxiter``, ...).
+
+    Notes
+    -----
+    With ``nonlinear=True`` (and salt) the energy is the nonlinear polar solvation energy
+    ½ Σ q_i φ_rf(r_i) plus the mobile ions' terms (:mod:`pbsolver.nonlinear.energy`, whose
+    docstring derives it and names the terms), held in :attr:`Solvation.terms`.
     """
     from pbsolver.problem import Problem
     from pbsolver.solving.solver import Solver
@@ -201,7 +214,13 @@ def solvate(
     pot = reaction_field_potentials(atoms, problem.grid, phi, units=units, periodic=periodic)
     forces = reaction_field_forces(atoms, problem.grid, phi, units=units, periodic=periodic)
     energy = 0.5 * float(np.dot(atoms.charges, pot))
-    return Solvation(energy, pot, forces, problem, result, units)
+    terms = None
+    if result.newton_steps is not None:  # the nonlinear equation was solved
+        from pbsolver.nonlinear.energy import solvation_terms
+
+        terms = solvation_terms(atoms, problem, phi, units=units)
+        energy = terms.total
+    return Solvation(energy, pot, forces, problem, result, units, terms)
 
 
 def solvation_energy(atoms, **options) -> float:
@@ -211,7 +230,8 @@ def solvation_energy(atoms, **options) -> float:
     ½ Σ q_i φ_rf(r_i): :func:`solvate`'s energy, with the same keywords (``spacing=0.5``,
     ``margin=8.0``, ``physics=`` and the fields of :class:`~pbsolver.PhysicsOptions`:
     ``eps_in``, ``eps_out``, ``ionic_strength``, ``surface``, ``probe_radius``, ``ion_radius``,
-    ``temperature``, ``boundary_kind``; ``backend="auto"``, ``method="auto"``,
+    ``temperature``, ``boundary_kind``, ``ion_valence``, ``nonlinear``; ``backend="auto"``,
+    ``method="auto"``,
     ``units="kJ/mol"``, ``rtol``, ``dtype``, ``strict``, ``problem_options`` and further
     options of :class:`pbsolver.Solver`).
 
