@@ -26,7 +26,7 @@ import numpy as np
 import pbsolver as pb
 from pbsolver.arrays import to_numpy
 from pbsolver.io.units import kT_kj_per_mol
-from pbsolver.nonlinear.energy import solvation_terms
+from pbsolver.molecule.energy import solvation_terms
 
 
 def problem(atoms, n, margin, ionic_strength):

@@ -837,6 +837,9 @@ def _info_hdf5(file, as_json, max_points):
                 "solver": {k: _plain(v) for k, v in gi.solver.items()},
             }
         )
+        if gi.nonlinear:  # linear grids' entries stay as they were
+            grids[-1]["nonlinear"] = {"ion_valence": gi.ion_valence,
+                                      "temperature_K": gi.temperature}  # fmt: skip
     data = {"file": str(file), "format": "pbsolver HDF5", "attrs": root, "grids": grids}
     if as_json:
         click.echo(json.dumps(data, indent=2))
@@ -859,6 +862,9 @@ def _info_hdf5(file, as_json, max_points):
             )
             if "kappa2" in g["datasets"]:
                 line += ", salt"
+            if "nonlinear" in g:
+                nl = g["nonlinear"]
+                line += f", nonlinear (z={nl['ion_valence']}, {nl['temperature_K']:g} K)"
             s = g["solver"]
             if g["solved"]:
                 line += (

@@ -16,9 +16,14 @@ from scipy.sparse.linalg import spsolve
 import pbsolver as pb
 from pbsolver.io.hdf5 import read_problem, write_hdf5
 from pbsolver.io.units import kT_kj_per_mol
-from pbsolver.molecule.energy import interpolate, reaction_field_energy, solvate
+from pbsolver.molecule.energy import (
+    interpolate,
+    reaction_field_energy,
+    solvate,
+    solvation_terms,
+)
 from pbsolver.nonlinear import boltzmann
-from pbsolver.nonlinear.energy import ion_terms, solvation_terms
+from pbsolver.nonlinear.energy import ion_terms
 from pbsolver.operator import assemble_matrix, fixed_values
 
 
@@ -137,6 +142,28 @@ def test_a_warm_start_converges_at_once_and_x0_is_kept(rng):
     res = pb.solve(problem, x0=zero, backend="cpu", method="multigrid", rtol=1e-8)
     assert res.converged and not zero.any()
     np.testing.assert_allclose(res.phi_rf, first.phi_rf, atol=1e-6 * np.abs(x0).max())
+
+
+@pytest.mark.parametrize("minimiser", [1e-3, 0.3, 0.95, 1.0, 7.0, 300.0])
+def test_line_search_finds_the_minimiser_of_a_steep_convex_function(minimiser):
+    """Δ(α) = cosh(c(α − α*)) − cosh(cα*): exponential walls on both sides, as sinh makes."""
+    from pbsolver.nonlinear.newton import FULL_STEP, WOLFE, line_search
+
+    c = 12.0 / max(minimiser, 1.0)
+
+    def slope(a):
+        return c * np.sinh(c * (a - minimiser))
+
+    def value(a):
+        return np.cosh(c * (a - minimiser)) - np.cosh(c * minimiser)
+
+    d0 = slope(0.0)
+    alpha, evals = line_search(slope, value, d0)
+    assert alpha is not None and evals <= 40 and value(alpha) < 0
+    if alpha == 1.0:
+        assert abs(slope(1.0)) <= FULL_STEP * abs(d0)
+    else:
+        assert abs(slope(alpha)) <= WOLFE * abs(d0)
 
 
 # ---------------------------------------------------------------------- (b) Gouy–Chapman
@@ -356,8 +383,18 @@ def test_cli_solves_a_molecule_nonlinearly(tmp_path):
         assert "newton_steps" not in f["grids/ion/solver"].attrs
         e_lin = f["grids/ion/solver"].attrs["solvation_energy_kj_mol"]
     assert e_nl != e_lin and abs(e_nl / e_lin - 1) < 0.05 and e_nl < 0
+    info = CliRunner().invoke(cli.main, ["info", str(out)])
+    assert info.exit_code == 0 and "nonlinear (z=2, 298.15 K)" in info.output
     bad = CliRunner().invoke(cli.main, [*args, "--nonlinear", "--ion-valence", "0"])
     assert bad.exit_code == 2
+
+
+def test_no_charges_give_a_zero_potential():
+    grid = pb.Grid((7, 8, 9), spacing=0.5)
+    one = np.ones(grid.shape)
+    problem = pb.Problem(grid, 80 * one, 0 * one, 80.0, kappa2=one, nonlinear=True)
+    res = pb.solve(problem, backend="cpu", method="multigrid")
+    assert res.converged and res.newton_steps == 0 and not res.phi_rf.any()
 
 
 def test_bad_input_is_refused():

@@ -430,8 +430,7 @@ def _energy(atoms, problem, result) -> dict:
     ½ Σ q φ_rf(r_i); a nonlinear solve's adds the mobile ions' terms
     (:mod:`pbsolver.nonlinear.energy`).
     """
-    from pbsolver.molecule.energy import reaction_field_energy
-    from pbsolver.nonlinear.energy import solvation_terms
+    from pbsolver.molecule.energy import reaction_field_energy, solvation_terms
 
     if not result.converged:
         return {}

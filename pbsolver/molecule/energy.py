@@ -20,6 +20,7 @@ import numpy as np
 from pbsolver.arrays import to_numpy
 from pbsolver.exceptions import InputError
 from pbsolver.grid import Grid
+from pbsolver.nonlinear.energy import SolvationTerms, ion_terms
 from pbsolver.options import KCAL, UNITS, PhysicsOptions, unit_factor  # noqa: F401
 
 
@@ -120,6 +121,34 @@ def reaction_field_forces(atoms, grid, phi_rf, *, units="kJ/mol", periodic=False
     return -unit_factor(units) * atoms.charges[:, None] * grad
 
 
+def solvation_terms(atoms, problem, phi_rf, *, units="kJ/mol") -> SolvationTerms:
+    """The polar solvation energy of ``atoms`` at a nonlinear solution, term by term.
+
+    The fixed charges' ½ Σ q_i φ_rf(r_i) (:func:`reaction_field_energy`) and the mobile ions'
+    terms (:func:`pbsolver.nonlinear.energy.ion_terms`, whose module docstring derives ΔG and
+    names what it includes).
+
+    Parameters
+    ----------
+    atoms : Atoms
+        The charges whose φ_c the problem holds.
+    problem : Problem
+    phi_rf : array (nx, ny, nz)
+        φ_rf of the nonlinear equation, kJ mol⁻¹ e⁻¹ (NumPy or CuPy).
+    units : {"kJ/mol", "kcal/mol"}
+
+    Returns
+    -------
+    SolvationTerms
+        ``total`` is ΔG; for a linearised solution use the fixed term alone.
+    """
+    factor = unit_factor(units)
+    periodic = problem.boundary == "periodic"
+    fixed = reaction_field_energy(atoms, problem.grid, phi_rf, units=units, periodic=periodic)
+    mobile, osmotic = ion_terms(problem, phi_rf)
+    return SolvationTerms(fixed, factor * mobile, factor * osmotic, units)
+
+
 @dataclass
 class Solvation:
     """Everything :func:`solvate` computed.
@@ -137,7 +166,7 @@ class Solvation:
     result : SolveResult
     units : str
     terms : SolvationTerms or None
-        A nonlinear solve's energy terms (:class:`pbsolver.nonlinear.energy.SolvationTerms`);
+        A nonlinear solve's energy terms (:func:`solvation_terms`);
         None for a linearised one.
     """
 
@@ -216,8 +245,6 @@ def solvate(
     energy = 0.5 * float(np.dot(atoms.charges, pot))
     terms = None
     if result.newton_steps is not None:  # the nonlinear equation was solved
-        from pbsolver.nonlinear.energy import solvation_terms
-
         terms = solvation_terms(atoms, problem, phi, units=units)
         energy = terms.total
     return Solvation(energy, pot, forces, problem, result, units, terms)

@@ -39,7 +39,9 @@ non-polar terms, and any dielectric-boundary pressure beyond what φ_rf carries.
 On the grid the ion integrals are sums over the nodes of κ̄² times the node's volume (the
 trapezoidal rule: half weight on each outer face of a Dirichlet box, where the potential and
 so the integrand are small), with the overflow-safe functions of
-:mod:`pbsolver.nonlinear.boltzmann`. Energies in kJ/mol (or kcal/mol with ``units``).
+:mod:`pbsolver.nonlinear.boltzmann`, in kJ/mol: :func:`ion_terms`.
+:func:`pbsolver.molecule.energy.solvation_terms` adds the fixed charges' term sampled at the
+atoms and returns the three as :class:`SolvationTerms` (kJ/mol or kcal/mol).
 """
 
 from __future__ import annotations
@@ -51,10 +53,8 @@ import numpy as np
 from pbsolver.arrays import array_module
 from pbsolver.exceptions import InputError
 from pbsolver.io.units import kT_kj_per_mol
-from pbsolver.molecule.energy import reaction_field_energy
 from pbsolver.molecule.maps import COULOMB_KJ
 from pbsolver.nonlinear import boltzmann
-from pbsolver.options import unit_factor
 
 
 @dataclass(frozen=True)
@@ -123,28 +123,4 @@ def ion_terms(problem, phi_rf) -> tuple[float, float]:
     return mobile, osmotic
 
 
-def solvation_terms(atoms, problem, phi_rf, *, units="kJ/mol") -> SolvationTerms:
-    """The polar solvation energy of ``atoms`` at a nonlinear solution, term by term.
-
-    Parameters
-    ----------
-    atoms : Atoms
-        The charges whose φ_c the problem holds.
-    problem : Problem
-    phi_rf : array (nx, ny, nz)
-        φ_rf of the nonlinear equation, kJ mol⁻¹ e⁻¹.
-    units : {"kJ/mol", "kcal/mol"}
-
-    Returns
-    -------
-    SolvationTerms
-        ``total`` is ΔG (module docstring); for a linearised solution use the fixed term alone.
-    """
-    factor = unit_factor(units)
-    periodic = problem.boundary == "periodic"
-    fixed = reaction_field_energy(atoms, problem.grid, phi_rf, units=units, periodic=periodic)
-    mobile, osmotic = ion_terms(problem, phi_rf)
-    return SolvationTerms(fixed, factor * mobile, factor * osmotic, units)
-
-
-__all__ = ["SolvationTerms", "ion_terms", "node_volumes", "solvation_terms"]
+__all__ = ["SolvationTerms", "ion_terms", "node_volumes"]

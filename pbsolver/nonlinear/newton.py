@@ -18,29 +18,32 @@ search on J converges from any start.
 The iteration
     1. Start: ``x0`` when given; otherwise from φ = 0 in the ion-accessible region, where sinh
        equals its linearisation, so the first Newton step is the linearised equation's solve
-       (:class:`~pbsolver.solving.system.LinearSystem` of the problem itself), followed by
-       a line search along that step.
+       (to :data:`START_RTOL`), followed by a line search along that step.
     2. Each Newton step solves (A_ε + diag(κ̄² g'(x))) δ = −F with the problem's linear method
        (SOR, Jacobi, multigrid or MG-CG: the solver's "auto" choice), inexactly: to the
        relative residual η_k of Eisenstat and Walker's second choice, η_k = 0.9 (‖F_k‖ /
-       ‖F_k−1‖)², between :data:`ETA_MAX` and what the target still needs, in float32 with
-       float64 refinement as linear solves are. The multigrid hierarchy is built once and its
-       coarse operators rebuilt for each step's diagonal.
-    3. A line search along δ on J: Δ(α) = J(u + αδ) − J(u) and Δ'(α) = F(u + αδ)ᵀδ cost one
-       pass over the grid each (the quadratic part is two dot products); α = 1 is taken when
-       it satisfies Armijo's condition and halves the slope, otherwise Δ' is driven to zero
-       (strong Wolfe conditions) by expansion and cubic interpolation — steps longer than
-       Newton's are taken where the exponential makes Newton's short (a potential coming down
-       from far above its value, about one kT a step otherwise).
+       ‖F_k−1‖)², between what the target still needs and :data:`ETA_MAX`, in float32 with
+       float64 refinement as linear solves are. One :class:`NewtonStepSystem` serves every
+       step (and the start): its diagonal and right-hand side are rewritten in place, its
+       multigrid hierarchy is built once and its coarse operators rebuilt for each diagonal.
+    3. A line search along δ on J (:func:`line_search`): Δ'(α) = F(u + αδ)ᵀδ costs one pass
+       over the grid (the quadratic part is two dot products) and Δ(α) = J(u + αδ) − J(u)
+       another, needed only beyond the minimiser (convexity bounds it elsewhere). The full
+       step is taken when it removes 90 % of the slope; otherwise the minimiser along δ is
+       bracketed — expanding while still downhill, so that steps longer than Newton's are
+       taken where the exponential makes Newton's short (a potential coming down from far
+       above its value moves about one kT a step otherwise) — and Δ' driven to within 1 % of
+       its start (strong Wolfe conditions). A step that is no descent direction (too inexact)
+       is solved again with a tighter η.
     4. Stop when ‖F‖₂ ≤ max(rtol·‖b‖₂, atol) over the unknowns, ‖b‖ the right-hand side norm of
        the linearised system (the linear solve's denominator: at low potential the two
        relative residuals are the same number).
 
 Outcomes: "converged"; "maxiter" (Newton steps, or the linear iterations of all steps together,
-``maxiter``); "stagnated" (no descent direction, or a line search that cannot decrease J);
-"nan" (a non-finite residual or linear step); "capped" (converged, but the potential lies
-beyond the Boltzmann term's cap somewhere: the solution of the continued equation, not of the
-Poisson–Boltzmann one; never with physical input).
+``maxiter``); "stagnated" (no descent direction even after tighter solves, or no step along it
+that decreases J); "nan" (a non-finite residual or linear step); "capped" (converged, but the
+potential of an ion-accessible unknown lies beyond the Boltzmann term's cap: the solution of
+the continued equation, not of the Poisson–Boltzmann one; never with physical input).
 
 Every array operation is the backend's (residuals, the linear methods) or array code on its
 array module (NumPy or CuPy), so the same code runs on the CPU and on CUDA.
@@ -67,6 +70,10 @@ from pbsolver.solving.system import LinearSystem
 ETA_MAX = 0.1
 #: Relative residual of the linearised solve that starts an iteration without x0.
 START_RTOL = 1e-2
+#: A step that is no descent direction, or along which J cannot decrease, is solved again to a
+#: hundredfold tighter η, at most RETRIES times and not below ETA_MIN.
+RETRIES = 2
+ETA_MIN = 1e-10
 #: Eisenstat–Walker choice 2: η_k = GAMMA (‖F_k‖/‖F_k−1‖)^2.
 EW_GAMMA = 0.9
 #: Default most Newton steps.
@@ -100,7 +107,9 @@ class NewtonOutcome:
     history : list of float
         ‖F‖/‖b‖ at the start and after every Newton step.
     steps : list of dict
-        Per Newton step: ``eta``, ``iterations``, ``linear_reason``, ``alpha``.
+        Per Newton step: ``eta`` (the last tried), linear ``iterations``, ``linear_reason``,
+        ``retries`` (tighter solves of a step that was no descent direction), ``alpha`` and
+        ``line_search_evaluations``.
     capped : int
         Ion-accessible unknowns where |zφ/kT| exceeds the cap at the end.
     method : str
@@ -252,8 +261,8 @@ def line_search(slope, value, d0):
 
     ``slope(α)`` is Δ'(α) = F(u + αδ)ᵀδ, increasing in α since J is convex, ``value(α)`` is
     Δ(α) = J(u + αδ) − J(u) and ``d0 = Δ'(0) < 0``. Convexity gives Δ(α) ≤ α Δ'(α), so a step
-    left of the minimiser with Δ'(α) ≤ ARMIJO·d0 satisfies Armijo's condition without Δ being
-    computed; Δ is computed only for a step beyond the minimiser. The full step is taken when
+    left of the minimiser (Δ'(α) ≤ 0) decreases J without Δ being computed; Δ is computed
+    only for a step beyond the minimiser (Armijo's condition). The full step is taken when
     its slope lies within FULL_STEP·|d0| of zero (and, beyond the minimiser, J decreased
     enough); otherwise the minimiser is bracketed (expanding by EXPAND while still downhill)
     and Δ' driven to within WOLFE·|d0| of zero by geometric bisection across decades and
@@ -343,7 +352,7 @@ def _forcing(fnorm, previous, eta_previous, target):
         if floor > 0.1:
             eta = max(eta, floor)
     eta = min(eta, ETA_MAX)
-    return max(eta, 0.5 * target / fnorm, 1e-12)
+    return max(eta, 0.5 * target / fnorm, ETA_MIN)
 
 
 def solve_newton(solver, backend, problem, method_name: str, x0=None) -> NewtonOutcome:
@@ -415,6 +424,8 @@ def _solve(solver, backend, problem, method_name, x0):
     # ---- the start
     if x0 is not None:
         u = _guess(be, problem, x0)
+    elif eq.bnorm == 0.0:  # no charges, zero boundary values: φ = 0 solves it
+        u = be.asarray(fixed_values(problem), f64)
     else:
         # the linearised equation (the system holds it now) is the Newton step from φ = 0 in
         # the ion-accessible region, where sinh is its own linearisation
@@ -462,21 +473,33 @@ def _solve(solver, backend, problem, method_name, x0):
         if st is not checked or st.dtype != f64:  # the float32 stencil the method sweeps
             xp.copyto(st.diag, diag64, casting="unsafe")
             xp.copyto(st.b, b64, casting="unsafe")
-        be.fill(system.x, 0.0)
-        out, delta = linear_solve(eta, fnorm)
-        info = {"eta": eta, "iterations": out.iterations, "linear_reason": out.reason}
+        info = {"eta": eta, "iterations": 0, "retries": 0}
         steps.append(info)
-        if out.reason in ("nan", "diverged"):
-            reason = out.reason
-            break
-        d0 = float(xp.vdot(F, delta))
-        if not d0 < 0.0:
-            reason = "stagnated" if math.isfinite(d0) else "nan"
-            break
-        alpha, evals = line_search(*eq.line(u, x, r, delta), d0)
-        info.update(alpha=alpha, line_search_evaluations=evals)
+        alpha = None
+        while True:  # an inexact step that is no descent direction is solved again, tighter
+            be.fill(system.x, 0.0)
+            out, delta = linear_solve(info["eta"], fnorm)
+            info["iterations"] += out.iterations
+            info["linear_reason"] = out.reason
+            if out.reason in ("nan", "diverged"):
+                reason = out.reason
+                break
+            d0 = float(xp.vdot(F, delta))
+            if not math.isfinite(d0):
+                reason = "nan"
+                break
+            if d0 < 0.0:
+                alpha, evals = line_search(*eq.line(u, x, r, delta), d0)
+                info.update(alpha=alpha, line_search_evaluations=evals)
+                if alpha is not None:
+                    break
+            out_of_budget = budget is not None and iterations >= budget
+            if info["eta"] <= ETA_MIN or info["retries"] >= RETRIES or out_of_budget:
+                reason = "stagnated"
+                break
+            info["eta"] = max(info["eta"] * 1e-2, ETA_MIN)
+            info["retries"] += 1
         if alpha is None:
-            reason = "stagnated"
             break
         u = u + alpha * delta
     capped = eq.beyond_cap(x) if reason == "converged" else 0
