@@ -17,6 +17,7 @@ import numpy as np
 from pbsolver import display as _display
 from pbsolver.backends import get_backend
 from pbsolver.exceptions import ConvergenceError, InputError
+from pbsolver.nonlinear.boltzmann import CAP
 from pbsolver.nonlinear.newton import solve_newton
 from pbsolver.options import flag
 from pbsolver.problem import Problem
@@ -304,6 +305,14 @@ class Solver:
 
     def check(self, result: SolveResult) -> None:
         """With ``strict=True``, raise :class:`~pbsolver.ConvergenceError` for ``result``."""
+        if self.strict and result.reason == "capped":
+            raise ConvergenceError(
+                f"{result.method} on {result.backend}: the nonlinear solve stopped (capped): "
+                f"|zφ/kT| exceeds {CAP:g} at {result.extra.get('capped')} ion-accessible "
+                "node(s), where the Boltzmann term is continued linearly: not a Poisson–"
+                "Boltzmann solution",
+                result,
+            )
         if self.strict and not result.converged:
             raise ConvergenceError(
                 f"{result.method} on {result.backend} did not converge ({result.reason}) after "
