@@ -223,6 +223,8 @@ class ReactionFieldCalculator:
         self.physics, options, self.map_options = PhysicsOptions.split(
             options, self.map_options, physics=physics
         )
+        # its energies, forces and warm starts are the linearised equation's
+        self.physics.require_linear("ReactionFieldCalculator")
         self.spacing = positive(spacing, "spacing")
         self.margin = nonnegative(margin, "margin")
         self.skin = nonnegative(skin, "skin")

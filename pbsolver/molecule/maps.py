@@ -295,7 +295,8 @@ def ion_accessibility(atoms, grid, ion_radius=2.0, *, subsamples=4, box=None, ba
 
     A point is accessible when it is farther than R_i + ``ion_radius`` from every atom centre
     (APBS' inflated-vdW ion exclusion; zero-radius atoms exclude a sphere of ``ion_radius``).
-    The fraction is exact along z and sampled at ``subsamples``² lines across each cell.
+    The fraction is exact along z and sampled at ``subsamples``² lines across each cell;
+    fractions within 1e-12 of 0 or 1 are snapped to it (:func:`snap_fractions`).
     """
     backend = map_backend(backend)
     ion_radius = float(ion_radius)
@@ -320,7 +321,9 @@ def ion_accessibility(atoms, grid, ion_radius=2.0, *, subsamples=4, box=None, ba
                 pos, rad, bins,
             )  # fmt: skip
     covered /= s * s
-    return np.clip(1.0 - covered, 0.0, 1.0)
+    # a covered cell sums its pieces to 1 ± a rounding error: snapped, its κ̄² is exactly zero
+    # (the nonlinear equation multiplies κ̄² by sinh of the potential deep inside the solute)
+    return snap_fractions(1.0 - covered)
 
 
 def kappa2_map(
@@ -518,6 +521,9 @@ class Maps:
     kappa2: np.ndarray | None
     boundary: str
     boundary_values: np.ndarray | None
+    nonlinear: bool = False
+    ion_valence: int = 1
+    temperature: float = PhysicsOptions.temperature
 
 
 def build_maps(
@@ -570,7 +576,8 @@ def build_maps(
     **physics_fields
         Fields of :class:`~pbsolver.PhysicsOptions` (``eps_in``, ``eps_out``,
         ``ionic_strength``, ``surface``, ``probe_radius``, ``ion_radius``, ``temperature``,
-        ``boundary_kind``, ``ions``); they override those of ``physics``.
+        ``boundary_kind``, ``ions``, ``ion_valence``, ``nonlinear``); they override those of
+        ``physics``.
     """
     from pbsolver.molecule.atoms import Atoms
 
@@ -671,6 +678,9 @@ def _build(
         kappa2=kappa2,
         boundary=boundary,
         boundary_values=bvals,
+        nonlinear=ph.nonlinear,
+        ion_valence=ph.ion_valence,
+        temperature=ph.temperature,
     )
 
 
