@@ -271,35 +271,21 @@ class Solver:
         out = system.solve(method, rtol=self.rtol, atol=self.atol, maxiter=self.maxiter,
                            check_every=self.check_every, callback=self.callback)  # fmt: skip
         backend.synchronize()
-        result = SolveResult(
-            phi_rf=system.solution(problem.phi_coulomb),
-            converged=bool(out.converged[0]),
-            iterations=out.iterations,
-            residual_norms=out.history,
-            seconds=out.seconds,
-            method=out.method,
-            backend=backend.name,
-            reason=out.reason,
-            omega=out.omega,
-        )
-        self.check(result)
-        return result
+        return self._result(backend, system.solution(problem.phi_coulomb),
+                            bool(out.converged[0]), out)  # fmt: skip
 
     def _solve_nonlinear(self, backend, problem, name, x0) -> SolveResult:
         out = solve_newton(self, backend, problem, name, x0)
-        result = SolveResult(
-            phi_rf=backend.to_caller(out.phi_rf, problem.phi_coulomb),
-            converged=out.converged,
-            iterations=out.iterations,
-            residual_norms=out.history,
-            seconds=out.seconds,
-            method=out.method,
-            backend=backend.name,
-            reason=out.reason,
-            omega=out.omega,
-            extra={"newton": out.steps, "capped": out.capped},
-            newton_steps=out.newton_steps,
-        )
+        return self._result(backend, backend.to_caller(out.phi_rf, problem.phi_coulomb),
+                            out.converged, out, extra={"newton": out.steps, "capped": out.capped},
+                            newton_steps=out.newton_steps)  # fmt: skip
+
+    def _result(self, backend, phi_rf, converged, out, **more) -> SolveResult:
+        """The SolveResult of a loop's (or Newton's) outcome ``out``, checked (``strict``)."""
+        result = SolveResult(phi_rf=phi_rf, converged=converged, iterations=out.iterations,
+                             residual_norms=out.history, seconds=out.seconds, method=out.method,
+                             backend=backend.name, reason=out.reason, omega=out.omega,
+                             **more)  # fmt: skip
         self.check(result)
         return result
 
