@@ -34,10 +34,11 @@ from pbsolver.forces.dielectric import fraction_sensitivities, smoothing_transpo
 from pbsolver.forces.interpolation import interpolation_gradient, interpolation_transpose
 from pbsolver.forces.ionic import ionic_gradient, kappa_sensitivity
 from pbsolver.forces.lines import periodic_owners, union_gradient
+from pbsolver.forces.smooth import smooth_gradient
 from pbsolver.options import PhysicsOptions, unit_factor
 
 #: Surfaces whose dielectric-boundary force is exact (the others keep the field forces).
-EXACT_SURFACES = ("vdw",)
+EXACT_SURFACES = ("vdw", "svdw")
 
 
 def supports(surface, periodic=False, boundary_kind="mdh") -> bool:
@@ -166,6 +167,8 @@ def _dielectric(atoms, problem, phi, lam, ph, box):
     pos, rad, owners = atoms.positions, atoms.radii, np.arange(len(atoms))
     if box is not None:
         pos, rad, owners = periodic_owners(pos, rad, box, grid.origin, rad.max() + 1.0)
+    if ph.surface == "svdw":
+        return smooth_gradient(pos, rad, owners, grid, sens, len(atoms))
     axes = grid.axes()
     grad = 0.0
     for axis in range(3):
