@@ -1,4 +1,4 @@
-"""Trilinear interpolation at the atoms, its exact derivative, and its transpose (the adjoint source).
+"""Trilinear interpolation at the atoms: its exact derivative and its transpose (adjoint source).
 
 The energy samples φ_rf at each atom with the trilinear weights of
 :func:`pbsolver.backends.bodies.sampling.sample_body` (same cell choice: clamped to the grid on a

@@ -16,16 +16,15 @@ import numpy as np
 
 from pbsolver.arrays import array_module
 from pbsolver.molecule.smooth_surface import (
-    QUADRATURE,
     SMOOTH_WIDTH,
     edge_points,
     point_products,
+    points_per_edge,
     sample_pairs,
 )
 
 
-def smooth_gradient(positions, radii, owners, grid, sensitivity, n_atoms,
-                    width=SMOOTH_WIDTH, quadrature=QUADRATURE):  # fmt: skip
+def smooth_gradient(positions, radii, owners, grid, sensitivity, n_atoms, width=SMOOTH_WIDTH):
     """∂/∂c of Σ_faces sensitivity · f over the three face orientations, per owner atom.
 
     Parameters
@@ -38,23 +37,22 @@ def smooth_gradient(positions, radii, owners, grid, sensitivity, n_atoms,
     sensitivity : 3 arrays (nx, ny, nz)
         ∂G/∂f of each face's fraction (NumPy or CuPy; the result follows).
     n_atoms : int
-    width, quadrature
-        The surface's parameters (those of the map).
+    width : float
+        The surface's half-width, Å (that of the map).
 
     Returns
     -------
     array (n_atoms, 3)
     """
     xp = array_module(sensitivity[0])
-    _, weights = edge_points(quadrature)
-    weights = xp.asarray(weights)
     own = xp.asarray(owners, dtype=xp.int64)
     n_nodes = int(np.prod(grid.shape))
     grad = xp.zeros((n_atoms, 3))
     for axis in range(3):
-        pairs = sample_pairs(positions, radii, grid, axis, width, quadrature, xp)
+        pairs = sample_pairs(positions, radii, grid, axis, width, xp)
         if pairs.point.shape[0] == 0:
             continue
+        weights = xp.asarray(edge_points(points_per_edge(grid.spacing[axis], width))[1])
         _, product, slot = point_products(pairs, xp)
         moving = (pairs.s > 0) & (pairs.ds > 0) & (pairs.r > 0)
         safe_s = xp.where(moving, pairs.s, 1.0)

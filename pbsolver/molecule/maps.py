@@ -19,7 +19,7 @@ Surfaces (what is "solute", permittivity ε_in; the rest is solvent, ε_out):
     ``"mol"`` followed by APBS' 9-point harmonic smoothing: each face's 1/ε (equivalently its
     edge fraction) averaged with the 8 nearest faces of the other two orientations.
 ``"svdw"``
-    The union of the atomic spheres with a smooth boundary of half-width 0.2 Å, its edge
+    The union of the atomic spheres with a smooth boundary of half-width 0.1 Å, its edge
     fractions averaged over Gauss points (:mod:`pbsolver.molecule.smooth_surface`): the energy
     is differentiable in the positions, the surface for forces.
 

@@ -13,10 +13,15 @@ is the exact gradient of such an energy is discontinuous, and finite differences
 do for forces: the solvent indicator is P(x) = Π_i S_i(|x − c_i|) with S_i(r) the quintic
 smoothstep from 0 at r = R_i − w to 1 at r = R_i + w (C², S_i(R_i) = ½, so a flat interface
 keeps its position), and the fraction of an edge inside the solute is the Gauss–Legendre
-average of 1 − P over :data:`QUADRATURE` points of the edge. Faces then follow the same harmonic
-rule (:func:`pbsolver.molecule.maps.faces_from_fractions`). The energy is C² in the positions
-(up to the trilinear sampling of φ_rf at the charges). Measured against the analytic Born ion
-and Kirkwood sphere it is as accurate as the exact fractions (tests/test_forces.py).
+average of 1 − P over the edge (:func:`points_per_edge`: at least one point per w). Faces then
+follow the same harmonic rule (:func:`pbsolver.molecule.maps.faces_from_fractions`). The
+energy is C² in the positions (up to the trilinear sampling of φ_rf at the charges).
+
+What it changes: the product fills the creases where spheres meet (there two factors are below
+1), so the solute is a little larger than the sharp union; with w = 0.1 Å the energy of a
+peptide differs from the "vdw" energy by about 0.1 %, that of a dense cluster of overlapping
+spheres by about 0.5 %; Born ion and Kirkwood sphere are as accurate as with exact fractions
+(tests/test_forces.py checks all three).
 
 Each formula is here once, for the map (:func:`union_fractions`) and its derivative
 (:func:`pbsolver.forces.smooth.smooth_gradient`): :func:`sample_pairs` enumerates the (sample
@@ -25,14 +30,25 @@ point, sphere) pairs within reach and their S, S' and offsets. Array code: NumPy
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
 #: Half-width w of the smooth sphere boundary, Å (S goes from 0 at R − w to 1 at R + w).
-SMOOTH_WIDTH = 0.2
-#: Gauss–Legendre points per grid edge.
+SMOOTH_WIDTH = 0.1
+#: Least Gauss–Legendre points per grid edge.
 QUADRATURE = 3
+
+
+def points_per_edge(spacing, width=SMOOTH_WIDTH):
+    """Gauss–Legendre points on an edge of length ``spacing``: at least one per ``width``.
+
+    Fewer points than that make the fractions, hence the energy, ripple as an atom moves across
+    a cell (measured on a Born ion at h = 0.5 Å, w = 0.1 Å: 0.5 % peak to peak with 3 points,
+    0.04 % with 6, as the exact fractions).
+    """
+    return max(QUADRATURE, math.ceil(float(spacing) / width - 1e-9))
 
 
 def smooth_step(r, radius, width, xp=np):
@@ -83,13 +99,15 @@ def _ranges(lo, hi, start, step, count, xp):
     return first, xp.maximum(last - first + 1, 0)
 
 
-def sample_pairs(positions, radii, grid, axis, width=SMOOTH_WIDTH, quadrature=QUADRATURE, xp=np):
+def sample_pairs(positions, radii, grid, axis, width=SMOOTH_WIDTH, xp=np):
     """Every (sample point, sphere) pair with the point within R + w of the sphere's centre.
 
     The sample points of axis ``axis`` are node + t_q h_a e_a for every node and every
-    Gauss–Legendre abscissa t_q of :func:`edge_points` (edges of the last layer leave the grid:
-    the wrap-around edges of a periodic box). Spheres of radius 0 are left out (S ≡ 1).
+    Gauss–Legendre abscissa t_q of :func:`edge_points` (:func:`points_per_edge` of them; edges
+    of the last layer leave the grid: the wrap-around edges of a periodic box). Spheres of
+    radius 0 are left out (S ≡ 1).
     """
+    quadrature = points_per_edge(grid.spacing[axis], width)
     pos = xp.asarray(positions, dtype=xp.float64)
     rad = xp.asarray(radii, dtype=xp.float64)
     keep = xp.flatnonzero(rad > 0)
@@ -159,7 +177,7 @@ def point_products(pairs, xp=np):
     return points, product, slot
 
 
-def union_fractions(positions, radii, grid, width=SMOOTH_WIDTH, quadrature=QUADRATURE, xp=np):
+def union_fractions(positions, radii, grid, width=SMOOTH_WIDTH, xp=np):
     """Edge fractions ``(fx, fy, fz)`` of the smooth vdW surface (see the module), float64.
 
     Parameters
@@ -171,16 +189,14 @@ def union_fractions(positions, radii, grid, width=SMOOTH_WIDTH, quadrature=QUADR
     grid : Grid
     width : float
         Half-width of the smooth boundary, Å.
-    quadrature : int
-        Gauss–Legendre points per edge.
     xp : module
         numpy or cupy.
     """
-    _, weights = edge_points(quadrature)
     n_nodes = int(np.prod(grid.shape))
     out = []
     for axis in range(3):
-        pairs = sample_pairs(positions, radii, grid, axis, width, quadrature, xp)
+        _, weights = edge_points(points_per_edge(grid.spacing[axis], width))
+        pairs = sample_pairs(positions, radii, grid, axis, width, xp)
         points, product, _ = point_products(pairs, xp)
         q = points // n_nodes
         inside = xp.asarray(weights)[q] * (1.0 - product)
@@ -194,6 +210,7 @@ __all__ = [
     "SMOOTH_WIDTH",
     "SamplePairs",
     "edge_points",
+    "points_per_edge",
     "point_products",
     "sample_pairs",
     "union_fractions",
