@@ -37,13 +37,21 @@ from pbsolver.forces.lines import periodic_owners, union_gradient
 from pbsolver.forces.smooth import smooth_gradient
 from pbsolver.options import PhysicsOptions, unit_factor
 
-#: Surfaces whose dielectric-boundary force is exact (the others keep the field forces).
+#: Surfaces whose energy :func:`solvation_forces` differentiates exactly.
 EXACT_SURFACES = ("vdw", "svdw")
+#: Of those, the surfaces whose energy is differentiable (smooth in the positions): "vdw" has
+#: kinks and unbounded slopes where grid lines graze spheres (see :mod:`pbsolver.forces.lines`).
+SMOOTH_SURFACES = ("svdw",)
 
 
-def supports(surface, periodic=False, boundary_kind="mdh") -> bool:
-    """Whether :func:`solvation_forces` gives the exact gradient for this set-up."""
-    return surface in EXACT_SURFACES and boundary_kind in ("mdh", "sdh", "zero")
+def supports(surface, periodic=False, boundary_kind="mdh", *, smooth=False) -> bool:
+    """Whether :func:`solvation_forces` gives the exact gradient for this set-up.
+
+    ``smooth=True`` asks for a differentiable energy too (:data:`SMOOTH_SURFACES`). Both
+    boundaries (``periodic`` or Dirichlet) and every boundary kind are covered.
+    """
+    surfaces = SMOOTH_SURFACES if smooth else EXACT_SURFACES
+    return surface in surfaces and boundary_kind in ("mdh", "sdh", "zero")
 
 
 @dataclass
@@ -200,4 +208,4 @@ def _check(atoms, problem, ph, box, periodic):
         raise InputError("atoms must hold host (NumPy) positions")
 
 
-__all__ = ["EXACT_SURFACES", "Forces", "solvation_forces", "supports"]
+__all__ = ["EXACT_SURFACES", "SMOOTH_SURFACES", "Forces", "solvation_forces", "supports"]

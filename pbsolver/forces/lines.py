@@ -12,7 +12,10 @@ inside it: an end e of atom i's chord adds +∂e/h, a start s adds −∂s/h, wi
 ∂f/∂c_{a1} = −du/(w h), ∂f/∂c_a = ±1/h. The derivative is exact where the union is smooth:
 everywhere except where an end crosses a node (the fraction has a kink: one-sided slopes
 differ by the sensitivities of the two bins) and where a line grazes a sphere (w → 0, the
-slope ∝ 1/w is integrable but unbounded); both are sets of measure zero in the positions.
+slope ∝ 1/w is integrable but unbounded); both are sets of measure zero in the positions, but
+near them the energy is rough on a scale of 10⁻³ Å (see :mod:`pbsolver.molecule.smooth_surface`,
+whose "svdw" surface is smooth). Chords of half-length below :data:`GRAZE` · r (a line tangent to
+a sphere up to rounding) are left out.
 
 :func:`union_gradient` does it in array code (NumPy or CuPy): every (line, sphere) chord of a
 plane of lines is enumerated, the chord ends are sorted per line, and a running count of open
@@ -24,6 +27,10 @@ touching chords).
 from __future__ import annotations
 
 import numpy as np
+
+#: Chords shorter than this fraction of the radius on each side of the centre's projection are
+#: left out of the derivative (tangency up to rounding: their share of an edge is < 1e-6).
+GRAZE = 1e-6
 
 
 def _candidate_range(c, reach, start, step, count, xp):
@@ -105,6 +112,10 @@ def union_gradient(positions, radii, owners, axis, us, vs, t0, h, nbins, sensiti
         return grad
     r = rad[sph]
     w = xp.sqrt(r * r - (du * du + dv * dv))
+    # a line tangent to a sphere up to rounding (an atom on a node, a radius a multiple of the
+    # spacing) gets a chord of ~1e-8 Å whose slope ∝ 1/w means nothing: it is left out
+    keep = w > GRAZE * r
+    sph, iu, iv, du, dv, w, r = sph[keep], iu[keep], iv[keep], du[keep], dv[keep], w[keep], r[keep]
     t = pos[sph, axis]
     line = iu * nv + iv
     # chord ends as events: (line, position, kind) with kind 0 = start, 1 = end

@@ -33,12 +33,12 @@ What a frame returns
 interpolations of the grid field and of its central-difference gradient, exactly as in
 :mod:`pbsolver.molecule.energy`.
 
-**What the forces are.** With ``forces="auto"`` (default) or ``"exact"``, a frame of the
-general engine on a surface of :data:`pbsolver.forces.EXACT_SURFACES` ("vdw", "svdw") returns
+**What the forces are.** A frame of the general engine on the smooth vdW surface "svdw"
+(``forces="auto"``, the default, or ``"exact"``), or on "vdw" with ``forces="exact"``, returns
 F_i = −∂G/∂r_i, the exact gradient of the discrete energy it reports at a fixed grid (charge,
 dielectric-boundary, ionic-boundary, φ_c and boundary-value terms; :mod:`pbsolver.forces`), at
 the cost of one more (adjoint) solve, warm-started like the forward one. Everywhere else
-(``forces="field"``, the surfaces "mol" and "smol", the stacked engine) ``forces`` is
+(``forces="field"``, "vdw" under "auto", "mol" and "smol", the stacked engine) ``forces`` is
 −q_i ∇φ_rf(r_i), the force of the reaction field on each charge: −∂G/∂r_i only for charges
 inside a rigid cavity, missing the dielectric and ionic boundary forces (measured 5–75 % off on a
 protein). :attr:`ReactionFieldCalculator.force_kind` and :attr:`FrameResult.forces_kind` say
@@ -180,7 +180,8 @@ class ReactionFieldCalculator:
     forces : {"auto", "exact", "field"}
         "exact": the exact gradient of the energy (:mod:`pbsolver.forces`; general engine,
         surfaces "vdw" and "svdw"; anything else is refused). "field": −q ∇φ_rf. "auto": exact
-        where covered, else field with a logged warning. :attr:`force_kind` says which.
+        where the energy is also smooth ("svdw"), else field with a logged warning.
+        :attr:`force_kind` says which.
     map_options : dict, optional
         ``ses_step``, ``kappa_subsamples``, ``maps_backend`` ("cpu" default, or "cuda": the
         numba-cuda map kernels) (see :func:`pbsolver.molecule.maps.build_maps`); the physics
@@ -418,18 +419,23 @@ class ReactionFieldCalculator:
 
     def _resolve_forces(self, forces) -> str:
         """The force kind ("exact" or "field") of the option ``forces`` (see the class)."""
-        from pbsolver.forces import EXACT_SURFACES, supports
+        from pbsolver.forces import EXACT_SURFACES, SMOOTH_SURFACES, supports
 
         if forces not in ("auto", "exact", "field"):
             raise InputError(f"forces must be 'auto', 'exact' or 'field', got {forces!r}")
         if forces == "field":
             return "field"
         kind = self.physics.boundary_kind
-        covered = self.engine == "general" and supports(self.surface, self.box is not None, kind)
+        # "auto" takes exact forces only where the energy is smooth ("svdw"): on "vdw" they are
+        # exact but unbounded where grid lines graze spheres
+        covered = self.engine == "general" and supports(
+            self.surface, self.box is not None, kind, smooth=forces == "auto"
+        )
         if covered:
             return "exact"
+        surfaces = SMOOTH_SURFACES if forces == "auto" else EXACT_SURFACES
         why = (
-            f"surface={self.surface!r} (exact forces cover {EXACT_SURFACES})"
+            f"surface={self.surface!r} (exact forces: {surfaces})"
             if self.engine == "general"
             else "the stacked engine (use engine='general')"
         )
