@@ -107,11 +107,13 @@ def coulomb_gradient(atoms, grid, mu, eps_cavity, *, box=None):
     """∂G/∂r_i through φ_c in b, equation (2): (n, 3) in the library of ``mu``."""
     xp = array_module(mu)
     pts, w = node_points(grid, mu, xp)
-    pos = xp.asarray(atoms.positions, dtype=xp.float64)
-    q = xp.asarray(atoms.charges, dtype=xp.float64)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        g = pair_sum(pts, w, pos, lambda r2: 1.0 / (r2 * xp.sqrt(r2)), box)
-    return (COULOMB_KJ / eps_cavity) * q[:, None] * g
+    charged = np.flatnonzero(atoms.charges != 0)
+    pos = xp.asarray(atoms.positions[charged], dtype=xp.float64)
+    q = xp.asarray(atoms.charges[charged], dtype=xp.float64)
+    out = xp.zeros((len(atoms), 3))
+    g = pair_sum(pts, w, pos, lambda r2: 1.0 / (r2 * xp.sqrt(r2)), box)
+    out[xp.asarray(charged)] = (COULOMB_KJ / eps_cavity) * q[:, None] * g
+    return out
 
 
 def boundary_gradient(atoms, grid, nu, physics, kind):
