@@ -132,8 +132,8 @@ class PhysicsOptions:
         variant, the union of the atomic spheres, or that union with a smooth boundary
         ("svdw", whose energy is differentiable in the positions: the surface for forces).
     probe_radius : float
-        Solvent probe radius, Å (unused for "vdw" and "svdw"). 0 (APBS ``srad 0``) makes "mol" the vdW
-        surface exactly and "smol" the smoothed vdW surface.
+        Solvent probe radius, Å (unused for "vdw" and "svdw"). 0 (APBS ``srad 0``) makes "mol"
+        the vdW surface exactly and "smol" the smoothed vdW surface.
     ion_radius : float
         Ion exclusion added to the atomic radii for the ion-accessible region and the
         Debye–Hückel boundary values, Å. With ``ions``, derived from them.

@@ -10,6 +10,7 @@ import pytest
 from analytic import born, kirkwood
 
 import pbsolver as pb
+import pbsolver.forces
 from pbsolver.forces import solvation_forces
 from pbsolver.forces.coulomb import coulomb_sensitivity
 from pbsolver.forces.dielectric import smoothing_transpose
@@ -80,10 +81,13 @@ def _moved(atoms, i, a, d):
     return atoms.with_positions(pos)
 
 
-@pytest.mark.parametrize("surface", ["vdw", "svdw"])
+@pytest.mark.parametrize("surface", ["vdw", "svdw", "smol"])
 @pytest.mark.parametrize("periodic", [False, True])
 def test_fraction_derivatives_match_the_map_kernels(surface, periodic):
-    """d/dr of Σ S·f (random S) from the chord ends / smooth union vs the maps' own fractions."""
+    """d/dr of Σ S·f (random S) from the chord ends / smooth union vs the maps' own fractions.
+
+    "smol" with a zero probe: the vdW fractions smoothed (the transpose of the smoothing).
+    """
     atoms = _molecule(1, n=8, spread=1.2)
     rng = np.random.default_rng(2)
     box = (14.0, 13.0, 15.0) if periodic else None
@@ -99,14 +103,15 @@ def test_fraction_derivatives_match_the_map_kernels(surface, periodic):
         grad = smooth_gradient(pos, rad, owners, grid, sens, len(atoms))
     else:
         axes = grid.axes()
+        raw = smoothing_transpose(*sens) if surface == "smol" else sens
         grad = sum(
             union_gradient(pos, rad, owners, a, *[axes[b] for b in range(3) if b != a],
-                           grid.origin[a], grid.spacing[a], grid.shape[a], sens[a], len(atoms))
+                           grid.origin[a], grid.spacing[a], grid.shape[a], raw[a], len(atoms))
             for a in range(3)
         )  # fmt: skip
 
     def total(at):
-        f = M.face_fractions(at, grid, surface, box=box)
+        f = M.face_fractions(at, grid, surface, probe_radius=0.0, box=box)
         return sum(float((s * fi).sum()) for s, fi in zip(sens, f, strict=True))
 
     d = 1e-6
@@ -342,3 +347,8 @@ def test_bad_input():
         solvation_forces(atoms, mol, phi, surface="vdw", box=(20.0, 20.0, 20.0))
     with pytest.raises(pb.InputError, match="ionic_strength"):
         solvation_forces(atoms, mol, phi, surface="vdw", ionic_strength=0.1)
+    with pytest.raises(pb.InputError, match="linearised"):
+        solvation_forces(atoms, mol, phi, surface="vdw", ionic_strength=0.1, nonlinear=True)
+    assert pb.forces.supports(pb.PhysicsOptions(surface="smol", probe_radius=0.0))
+    assert not pb.forces.supports(pb.PhysicsOptions(surface="smol"))
+    assert not pb.forces.supports(pb.PhysicsOptions(surface="vdw"), smooth=True)

@@ -37,21 +37,29 @@ from pbsolver.forces.lines import periodic_owners, union_gradient
 from pbsolver.forces.smooth import smooth_gradient
 from pbsolver.options import PhysicsOptions, unit_factor
 
-#: Surfaces whose energy :func:`solvation_forces` differentiates exactly.
+#: Surfaces whose energy :func:`solvation_forces` differentiates exactly ("mol" and "smol" too
+#: with ``probe_radius=0``, where they are the vdW surface and its 9-point smoothing).
 EXACT_SURFACES = ("vdw", "svdw")
 #: Of those, the surfaces whose energy is differentiable (smooth in the positions): "vdw" has
 #: kinks and unbounded slopes where grid lines graze spheres (see :mod:`pbsolver.forces.lines`).
 SMOOTH_SURFACES = ("svdw",)
 
 
-def supports(surface, periodic=False, boundary_kind="mdh", *, smooth=False) -> bool:
-    """Whether :func:`solvation_forces` gives the exact gradient for this set-up.
+def supports(physics, *, smooth=False) -> bool:
+    """Whether :func:`solvation_forces` gives the exact gradient for ``physics``.
 
-    ``smooth=True`` asks for a differentiable energy too (:data:`SMOOTH_SURFACES`). Both
-    boundaries (``periodic`` or Dirichlet) and every boundary kind are covered.
+    Both boundaries (periodic or Dirichlet) and every boundary kind are covered; the surfaces of
+    :data:`EXACT_SURFACES` (``smooth=True``: of :data:`SMOOTH_SURFACES`, whose energy is also
+    differentiable), "mol" and "smol" with a zero probe radius (not smooth); the linearised
+    equation only (``nonlinear=True`` with salt is not covered).
     """
-    surfaces = SMOOTH_SURFACES if smooth else EXACT_SURFACES
-    return surface in surfaces and boundary_kind in ("mdh", "sdh", "zero")
+    if physics.nonlinear and physics.has_salt:
+        return False
+    if smooth:
+        return physics.surface in SMOOTH_SURFACES
+    return physics.surface in EXACT_SURFACES or (
+        physics.surface in ("mol", "smol") and physics.probe_radius == 0
+    )
 
 
 @dataclass
@@ -103,7 +111,8 @@ def solvation_forces(
     problem : Problem
         Built by :func:`pbsolver.molecule.maps.build_maps` (or
         :meth:`pbsolver.Problem.from_atoms`) for ``atoms`` with ``physics``: face maps from the
-        geometry, ε_c = ε_in.
+        geometry, ε_c = ε_in, Dirichlet values of ``physics.boundary_kind`` (not focusing's
+        ``dirichlet_values``, whose dependence on the atoms goes through a coarser solve).
     phi_rf : array (nx, ny, nz)
         Its solution (rtol well below the accuracy wanted of the forces).
     physics : PhysicsOptions, optional
@@ -188,9 +197,13 @@ def _dielectric(atoms, problem, phi, lam, ph, box):
 
 
 def _check(atoms, problem, ph, box, periodic):
-    if not supports(ph.surface, periodic, ph.boundary_kind):
+    if getattr(problem, "nonlinear", False) and problem.kappa2 is not None:
+        raise InputError("exact forces cover the linearised equation; this problem is nonlinear")
+    if not supports(ph):
         raise InputError(
-            f"exact forces cover surface in {EXACT_SURFACES}; got surface={ph.surface!r}"
+            f"exact forces cover the linearised equation on the surfaces {EXACT_SURFACES} (and "
+            f"'mol'/'smol' with probe_radius=0); got surface={ph.surface!r}, probe_radius="
+            f"{ph.probe_radius:g}, nonlinear={ph.nonlinear}"
         )
     if problem.epsilon_faces is None:
         raise InputError("exact forces need a problem with face maps built from the atoms")

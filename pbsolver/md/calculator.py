@@ -425,17 +425,15 @@ class ReactionFieldCalculator:
             raise InputError(f"forces must be 'auto', 'exact' or 'field', got {forces!r}")
         if forces == "field":
             return "field"
-        kind = self.physics.boundary_kind
         # "auto" takes exact forces only where the energy is smooth ("svdw"): on "vdw" they are
         # exact but unbounded where grid lines graze spheres
-        covered = self.engine == "general" and supports(
-            self.surface, self.box is not None, kind, smooth=forces == "auto"
-        )
+        covered = self.engine == "general" and supports(self.physics, smooth=forces == "auto")
         if covered:
             return "exact"
         surfaces = SMOOTH_SURFACES if forces == "auto" else EXACT_SURFACES
         why = (
-            f"surface={self.surface!r} (exact forces: {surfaces})"
+            f"surface={self.surface!r}, nonlinear={self.physics.nonlinear} (exact forces: "
+            f"{surfaces}, linearised equation)"
             if self.engine == "general"
             else "the stacked engine (use engine='general')"
         )
