@@ -46,7 +46,7 @@ def run(calc, frames, warmup):
 
 def term_times(calc, positions):
     """Seconds of each force term on one frame (the calculator's last problem and solution)."""
-    from pbsolver.forces import adjoint, coulomb, gradient, interpolation, ionic
+    from pbsolver.forces import adjoint, coulomb, dielectric, interpolation, ionic
 
     atoms = calc.atoms_at(positions)
     problem, phi = calc.problem, calc.phi_rf
@@ -61,7 +61,7 @@ def term_times(calc, positions):
     lam = xp.asarray(lam, dtype=xp.float64)
     times["adjoint solve (cold)"] = time.perf_counter() - t
     t = time.perf_counter()
-    gradient._dielectric(atoms, problem, phi, lam, calc.physics, calc.box)
+    dielectric.dielectric_gradient(atoms, problem, phi, lam, calc.physics, box=calc.box)
     times["dielectric"] = time.perf_counter() - t
     if problem.kappa2 is not None:
         t = time.perf_counter()

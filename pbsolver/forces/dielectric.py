@@ -21,7 +21,11 @@ dependence on the atoms is that of the union of vdW spheres (:mod:`pbsolver.forc
 
 from __future__ import annotations
 
+import numpy as np
+
 from pbsolver.arrays import array_module
+from pbsolver.forces.lines import periodic_owners, union_gradient
+from pbsolver.forces.smooth import smooth_gradient
 
 
 def face_sensitivities(problem, phi, lam):
@@ -71,12 +75,36 @@ def smoothing_transpose(gx, gy, gz):
     return tuple(out)
 
 
+def dielectric_gradient(atoms, problem, phi, lam, physics, *, box=None):
+    """∂G/∂r_i through the face fractions of ``physics.surface``: (n, 3).
+
+    "svdw": the smooth union (:mod:`pbsolver.forces.smooth`); "vdw" and, with a zero probe,
+    "mol" and "smol" (after :func:`smoothing_transpose`): the chord ends of the sphere union
+    (:mod:`pbsolver.forces.lines`). ``box``: the periodic images the maps used.
+    """
+    grid = problem.grid
+    sens = fraction_sensitivities(problem, phi, lam, physics.eps_in, physics.eps_out)
+    if physics.surface == "smol":
+        sens = smoothing_transpose(*sens)
+    pos, rad, owners = atoms.positions, atoms.radii, np.arange(len(atoms))
+    if box is not None:  # the images face_fractions makes for a sphere surface
+        pos, rad, owners = periodic_owners(pos, rad, box, grid.origin, rad.max() + 1.0)
+    if physics.surface == "svdw":
+        return smooth_gradient(pos, rad, owners, grid, sens, len(atoms))
+    axes = grid.axes()
+    grad = 0.0
+    for axis in range(3):
+        a1, a2 = [a for a in range(3) if a != axis]
+        grad = grad + union_gradient(pos, rad, owners, axis, axes[a1], axes[a2],
+                                     grid.origin[axis], grid.spacing[axis], grid.shape[axis],
+                                     sens[axis], len(atoms))  # fmt: skip
+    return grad
+
+
 class _quiet:
     """``numpy.errstate(invalid="ignore")`` around inf − inf where a charge sits on a node."""
 
     def __init__(self, xp):
-        import numpy as np
-
         self._ctx = np.errstate(invalid="ignore", over="ignore") if xp is np else None
 
     def __enter__(self):
@@ -88,4 +116,9 @@ class _quiet:
             self._ctx.__exit__(*exc)
 
 
-__all__ = ["face_sensitivities", "fraction_sensitivities", "smoothing_transpose"]
+__all__ = [
+    "dielectric_gradient",
+    "face_sensitivities",
+    "fraction_sensitivities",
+    "smoothing_transpose",
+]

@@ -30,11 +30,9 @@ from pbsolver.forces.coulomb import (
     coulomb_gradient,
     coulomb_sensitivity,
 )
-from pbsolver.forces.dielectric import fraction_sensitivities, smoothing_transpose
+from pbsolver.forces.dielectric import dielectric_gradient
 from pbsolver.forces.interpolation import interpolation_gradient, interpolation_transpose
 from pbsolver.forces.ionic import ionic_gradient, kappa_sensitivity
-from pbsolver.forces.lines import periodic_owners, union_gradient
-from pbsolver.forces.smooth import smooth_gradient
 from pbsolver.options import PhysicsOptions, unit_factor
 
 #: Surfaces whose energy :func:`solvation_forces` differentiates exactly ("mol" and "smol" too
@@ -122,8 +120,8 @@ def solvation_forces(
     kappa_subsamples : int
         The maps' lines per cell side of the ion-accessible fraction.
     solver : Solver, optional
-        Solves the adjoint equation (default: ``Solver(rtol=1e-8, dtype=float64)`` on the
-        problem's backend); give the forward solve's solver for the same method and hierarchy.
+        Solves the adjoint equation (default: ``Solver(rtol=1e-8, dtype=float64)`` where the
+        problem's arrays are); give the forward solve's solver for its method and precision.
     units : {"kJ/mol", "kcal/mol"}
     adjoint_guess : array, optional
         Initial guess of λ (the previous frame's :attr:`Forces.adjoint`).
@@ -147,7 +145,7 @@ def solvation_forces(
     periodic = problem.boundary == "periodic"
     _check(atoms, problem, ph, box, periodic)
     if solver is None:
-        solver = Solver(rtol=1e-8, dtype=np.float64, backend="auto")
+        solver = Solver(rtol=1e-8, dtype=np.float64, backend="cpu" if problem.xp is np else "cuda")
     grid = problem.grid
     xp = problem.xp
     phi = xp.asarray(phi_rf, dtype=xp.float64)
@@ -158,7 +156,7 @@ def solvation_forces(
 
     hq = xp.asarray(half_q)[:, None]
     grads = {"charge": hq * interpolation_gradient(grid, phi, atoms.positions, periodic=periodic)}
-    grads["dielectric"] = _dielectric(atoms, problem, phi, lam, ph, box)
+    grads["dielectric"] = dielectric_gradient(atoms, problem, phi, lam, ph, box=box)
     grads["ionic"] = xp.zeros((len(atoms), 3))
     if problem.kappa2 is not None:
         sens = kappa_sensitivity(problem, phi, lam)
@@ -173,27 +171,6 @@ def solvation_forces(
     parts = {k: -factor * v for k, v in grads.items()}
     total = sum(parts.values())
     return Forces(forces=total, parts=parts, adjoint=lam, result=result, units=units)
-
-
-def _dielectric(atoms, problem, phi, lam, ph, box):
-    """∂G/∂r through the face fractions of the surface."""
-    grid = problem.grid
-    sens = fraction_sensitivities(problem, phi, lam, ph.eps_in, ph.eps_out)
-    if ph.surface == "smol":
-        sens = smoothing_transpose(*sens)
-    pos, rad, owners = atoms.positions, atoms.radii, np.arange(len(atoms))
-    if box is not None:
-        pos, rad, owners = periodic_owners(pos, rad, box, grid.origin, rad.max() + 1.0)
-    if ph.surface == "svdw":
-        return smooth_gradient(pos, rad, owners, grid, sens, len(atoms))
-    axes = grid.axes()
-    grad = 0.0
-    for axis in range(3):
-        a1, a2 = [a for a in range(3) if a != axis]
-        grad = grad + union_gradient(pos, rad, owners, axis, axes[a1], axes[a2],
-                                     grid.origin[axis], grid.spacing[axis], grid.shape[axis],
-                                     sens[axis], len(atoms))  # fmt: skip
-    return grad
 
 
 def _check(atoms, problem, ph, box, periodic):
