@@ -21,8 +21,11 @@ from pbsolver.exceptions import InputError
 
 #: Relative permittivity of water at 298 K: the default solvent.
 EPS_WATER = 78.54
-#: Dielectric surfaces: solvent-excluded (APBS ``srfm mol``), its smoothed variant, vdW spheres.
-SURFACES = ("mol", "smol", "vdw")
+#: Dielectric surfaces: solvent-excluded (APBS ``srfm mol``), its smoothed variant, vdW spheres,
+#: and vdW spheres with a smooth boundary (differentiable: :mod:`pbsolver.molecule.smooth_surface`).
+SURFACES = ("mol", "smol", "vdw", "svdw")
+#: Surfaces made of the atomic spheres alone (no probe).
+SPHERE_SURFACES = ("vdw", "svdw")
 #: Dirichlet values of the outer layer: multiple or single Debye–Hückel spheres, or zero.
 BOUNDARY_KINDS = ("mdh", "sdh", "zero")
 #: kJ per kcal.
@@ -124,12 +127,13 @@ class PhysicsOptions:
     ionic_strength : float
         Ionic strength I of the salt, mol/L (0: none); for a z:z salt of concentration c,
         I = z²c. κ follows from I alone. With ``ions``, derived from them.
-    surface : {"mol", "smol", "vdw"}
+    surface : {"mol", "smol", "vdw", "svdw"}
         Dielectric boundary: the solvent-excluded surface (APBS ``srfm mol``), its smoothed
-        variant, or the union of the atomic spheres.
+        variant, the union of the atomic spheres, or that union with a smooth boundary
+        ("svdw", whose energy is differentiable in the positions: the surface for forces).
     probe_radius : float
-        Solvent probe radius, Å (unused for "vdw"). 0 (APBS ``srad 0``) makes "mol" the vdW
-        surface exactly and "smol" the smoothed vdW surface.
+        Solvent probe radius, Å (unused for "vdw" and "svdw"). 0 (APBS ``srad 0``) makes "mol"
+        the vdW surface exactly and "smol" the smoothed vdW surface.
     ion_radius : float
         Ion exclusion added to the atomic radii for the ion-accessible region and the
         Debye–Hückel boundary values, Å. With ``ions``, derived from them.
@@ -426,6 +430,7 @@ __all__ = [
     "BOUNDARY_KINDS",
     "EPS_WATER",
     "FIELDS",
+    "SPHERE_SURFACES",
     "SURFACES",
     "UNITS",
     "PhysicsOptions",

@@ -165,8 +165,9 @@ class Solvation:
     potentials : ndarray (n,)
         φ_rf at the atoms.
     forces : ndarray (n, 3)
-        Reaction-field forces −q ∇φ_rf (the fixed charges' part; a nonlinear solution's
-        ionic boundary forces are not included).
+        Forces on the atoms: −q ∇φ_rf (``forces_kind == "field"``; the fixed charges' part, a
+        nonlinear solution's ionic boundary forces not included) or the exact −∂G/∂r
+        (``"exact"``, :func:`pbsolver.forces.solvation_forces`).
     problem : Problem
         The (finest) grid's problem.
     result : SolveResult
@@ -181,6 +182,8 @@ class Solvation:
 
     terms : SolvationTerms or None
         A nonlinear solve's energy terms (:func:`solvation_terms`); None for a linearised one.
+    forces_kind : {"field", "exact"}
+        What ``forces`` are (:func:`solvate`'s ``forces``).
 
     Notes
     -----
@@ -201,6 +204,7 @@ class Solvation:
     levels: list = field(default_factory=list)
     atom_levels: np.ndarray | None = None
     terms: object = None
+    forces_kind: str = "field"
 
     @property
     def rf_terms(self) -> np.ndarray:
@@ -335,6 +339,7 @@ def solvate(
     strict=True,
     problem_options=None,
     focus=None,
+    forces="field",
     **options,
 ) -> Solvation:
     """Build the problem for ``atoms``, solve it and evaluate energy, potentials and forces.
@@ -363,6 +368,10 @@ def solvate(
         Further options of :meth:`pbsolver.Problem.from_atoms` (``boundary``, ``box``,
         ``grid``, ``shape``, ``center``, ``ses_step``, ``kappa_subsamples``, ``maps_backend``;
         ``physics`` and physics fields too, below those given as keywords).
+    forces : {"field", "exact"}
+        "field": −q ∇φ_rf at the atoms. "exact": F = −∂G/∂r, the exact gradient of the energy
+        returned (one more, adjoint, solve; :func:`pbsolver.forces.solvation_forces` says which
+        set-ups it covers: the linearised equation, no focusing), in kJ mol⁻¹ Å⁻¹ (or kcal).
     **options
         Fields of :class:`~pbsolver.PhysicsOptions` (``eps_in``, ``eps_out``,
         ``ionic_strength``, ``surface``, ``probe_radius``, ``ion_radius``, ``temperature``,
@@ -381,6 +390,8 @@ def solvate(
     from pbsolver.solving.solver import Solver
 
     unit_factor(units)
+    if forces not in ("field", "exact"):
+        raise InputError(f"forces must be 'field' or 'exact', got {forces!r}")
     physics, solver_options, problem_options = PhysicsOptions.split(
         options, problem_options, physics=physics
     )
@@ -388,6 +399,8 @@ def solvate(
         method=method, backend=backend, rtol=rtol, dtype=dtype, strict=strict, **solver_options
     )
     if focus is not None and focus is not False:
+        if forces == "exact":
+            raise InputError("forces='exact' is not available with focusing (focus=...)")
         return _solvate_focused(atoms, focus, spacing, margin, physics, solver, units,
                                 problem_options)  # fmt: skip
     problem = Problem.from_atoms(
@@ -397,13 +410,36 @@ def solvate(
     phi = to_numpy(result.phi_rf)
     periodic = problem.boundary == "periodic"
     pot = reaction_field_potentials(atoms, problem.grid, phi, units=units, periodic=periodic)
-    forces = reaction_field_forces(atoms, problem.grid, phi, units=units, periodic=periodic)
+    if forces == "exact":
+        force_values = exact_forces(atoms, problem, result, solver, physics, problem_options, units)
+    else:
+        force_values = reaction_field_forces(
+            atoms, problem.grid, phi, units=units, periodic=periodic
+        )
     energy = 0.5 * float(np.dot(atoms.charges, pot))
     terms = None
     if result.newton_steps is not None:  # the nonlinear equation was solved
         terms = solvation_terms(atoms, problem, phi, units=units)
         energy = terms.total
-    return Solvation(energy, pot, forces, problem, result, units, atoms, terms=terms)
+    return Solvation(energy, pot, force_values, problem, result, units, atoms, terms=terms,
+                     forces_kind=forces)  # fmt: skip
+
+
+def exact_forces(atoms, problem, result, solver, physics, problem_options, units):
+    """−∂G/∂r of :func:`solvate`'s energy, (n, 3) NumPy (:func:`pbsolver.forces.solvation_forces`).
+
+    ``problem_options`` are those the problem was built with (its ``box`` and
+    ``kappa_subsamples``); the adjoint is solved by ``solver``, the forward solve's.
+    """
+    from pbsolver.forces import solvation_forces
+
+    opts = problem_options or {}
+    out = solvation_forces(
+        atoms, problem, result.phi_rf, physics=physics, box=opts.get("box"), solver=solver,
+        kappa_subsamples=opts.get("kappa_subsamples", 4), units=units,
+    )  # fmt: skip
+    solver.check(out.result)
+    return to_numpy(out.forces)
 
 
 def _solvate_focused(atoms, focus, spacing, margin, physics, solver, units, problem_options):
