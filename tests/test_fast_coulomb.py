@@ -14,6 +14,7 @@ import itertools
 import numba
 import numpy as np
 import pytest
+from scipy.spatial import cKDTree
 
 import pbsolver as pb
 from pbsolver.backends import get_backend
@@ -33,27 +34,21 @@ def direct(shape, origin, spacing, pos, q):
     return CM.coulomb_sum(shape, origin, spacing, pos, q, 1.0, method="direct")
 
 
-def nodes(shape, origin, spacing):
+def far_nodes(shape, origin, spacing, charged):
+    """Nodes farther than the largest spacing from every charged atom."""
     axes = [o + h * np.arange(n) for n, o, h in zip(shape, origin, spacing, strict=True)]
-    return np.stack(np.meshgrid(*axes, indexing="ij"), -1).reshape(-1, 3)
+    pts = np.stack(np.meshgrid(*axes, indexing="ij"), -1).reshape(-1, 3)
+    dist, _ = cKDTree(charged).query(pts)
+    return dist.reshape(shape) > max(spacing)
 
 
 def compare(shape, origin, spacing, pos, q, **options):
     """Fast vs direct: the far-node error (relative) and the near-node check."""
     ref = direct(shape, origin, spacing, pos, q)
     fast = CF.coulomb_multilevel(shape, origin, spacing, pos, q, 1.0, **options)
-    charged = pos[q != 0]
-    pts = nodes(shape, origin, spacing)
-    # distance to the nearest charged atom, and the condition Σ|q|/r of each node's sum
-    dist = np.full(len(pts), np.inf)
-    cond = np.zeros(len(pts))
-    for p, qa in zip(charged, q[q != 0], strict=True):
-        r = np.linalg.norm(pts - p, axis=1)
-        dist = np.minimum(dist, r)
-        with np.errstate(divide="ignore"):
-            cond += abs(qa) / r
-    dist, cond = dist.reshape(shape), cond.reshape(shape)
-    far = dist > max(spacing)
+    far = far_nodes(shape, origin, spacing, pos[q != 0])
+    # the condition Σ|q|/r of each node's sum (inf on an atom) bounds its rounding
+    cond = direct(shape, origin, spacing, pos, np.abs(q))
     scale = np.abs(ref[far]).max()
     far_err = np.abs(fast[far] - ref[far]).max() / scale
     near = ~far
@@ -171,6 +166,23 @@ def test_single_charge_error_below_estimate():
         assert worst <= ML.pair_error_estimate(p, reach)
 
 
+def test_prolongation_reproduces_polynomials():
+    shape, spacing, origin = (13, 20, 17), (0.5, 0.6, 0.7), (-1.0, 0.5, 2.0)
+    org, sp, shp = ML.coarse_level(origin, spacing, shape, CF.PAD)
+
+    def poly(x, y, z):  # degree ORDER − 1 along each axis
+        d = CF.ORDER - 1
+        return (x - 1.3) ** d * (y + 0.2) ** 2 - 0.5 * z**d + x * y * z
+
+    def values(org, sp, shp):
+        axes = [o + h * np.arange(n) for o, h, n in zip(org, sp, shp, strict=True)]
+        return poly(*np.meshgrid(*axes, indexing="ij"))
+
+    fine = CF.prolong(values(org, sp, shp), shape)
+    exact = values(origin, spacing, shape)
+    np.testing.assert_allclose(fine, exact, rtol=0, atol=1e-9 * np.abs(exact).max())
+
+
 def test_midpoint_weights():
     np.testing.assert_allclose(ML.midpoint_weights(4), np.array([-1, 9, 9, -1]) / 16, rtol=0)
     for p in ML.ORDERS:
@@ -190,13 +202,7 @@ def test_protein_energy_and_map_unchanged():
     m = maps.build_maps(atoms, grid, maps_backend=CPUBackend(coulomb="direct"))
     fast = maps.coulomb_potential(atoms, grid, m.eps_cavity, backend=CPUBackend(coulomb="fast"))
     assert CF.plan_levels(grid.shape, grid.origin, grid.spacing, len(atoms))[0][0].reach > 0
-    keep = atoms.charges != 0
-    charged = atoms.positions[keep]
-    pts = nodes(grid.shape, grid.origin, grid.spacing)
-    dist = np.full(len(pts), np.inf)
-    for p in charged:
-        dist = np.minimum(dist, np.linalg.norm(pts - p, axis=1))
-    far = dist.reshape(grid.shape) > max(grid.spacing)
+    far = far_nodes(grid.shape, grid.origin, grid.spacing, atoms.positions[atoms.charges != 0])
     ref = m.phi_coulomb
     assert np.abs(fast[far] - ref[far]).max() <= FAR_RTOL * np.abs(ref[far]).max()
     # float32 sweeps refined in float64 far below the change looked for

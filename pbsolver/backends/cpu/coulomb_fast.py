@@ -160,21 +160,24 @@ def _mid_rows(src, c, out, k0, k1, odd):
 
 @njit(**_JIT, parallel=True, fastmath=_FM)
 def _prolong(coarse, fine):
-    """fine = the midpoint interpolation of ``coarse`` (z, y and x passes)."""
-    ncx, ncy, _ = coarse.shape
+    """fine = the midpoint interpolation of ``coarse``.
+
+    An x pass into a scratch of a quarter of ``fine``'s size, then per fine x plane a y pass
+    row by row and a z pass straight into ``fine``.
+    """
+    ncx, ncy, ncz = coarse.shape
     nx, ny, nz = fine.shape
-    t1 = np.empty((ncx, ncy, nz))
-    for cx in prange(ncx):
-        tmp = np.empty(nz)
-        for cy in range(ncy):
-            _mid_line(coarse[cx, cy], 0, t1[cx, cy], nz, 0, tmp)
-    t2 = np.empty((ny, ncx, nz))
-    for cx in prange(ncx):
-        for fy in range(ny):
-            _mid_rows(t1[cx], fy >> 1, t2[fy, cx], 0, nz, fy & 1)
+    flat = coarse.reshape(ncx, ncy * ncz)
+    px = np.empty((nx, ncy * ncz))
     for fx in prange(nx):
+        _mid_rows(flat, fx >> 1, px[fx], 0, ncy * ncz, fx & 1)
+    planes = px.reshape(nx, ncy, ncz)
+    for fx in prange(nx):
+        line = np.empty(ncz)
+        tmp = np.empty(nz)
         for fy in range(ny):
-            _mid_rows(t2[fy], fx >> 1, fine[fx, fy], 0, nz, fx & 1)
+            _mid_rows(planes[fx], fy >> 1, line, 0, ncz, fy & 1)
+            _mid_line(line, 0, fine[fx, fy], nz, 0, tmp)
 
 
 @njit(**_JIT, fastmath=_FM)
@@ -249,13 +252,13 @@ def _correct_atom(F, origin, spacing, corg, csp, pos, q, a, reach, tol2, p0, p1,
 
 
 @njit(**_JIT, parallel=True)
-def _correct(F, origin, spacing, corg, csp, pos, q, reach, tol2, planes, first, last, rn):
+def _correct(F, origin, spacing, corg, csp, pos, q, reach, tol2, planes, start, atoms, rn):
     """:func:`_correct_atom` for every atom, the x planes split in blocks run in parallel.
 
     Block b owns the planes ``planes[b]`` to ``planes[b + 1]`` and takes the atoms
-    ``first[b]`` to ``last[b]`` (those whose sphere meets them) in their given order, so that
-    every node sums its corrections in one order whatever the number of threads. ``rn``
-    bounds the reach in nodes along each axis (it sizes the scratch).
+    ``atoms[start[b]:start[b + 1]]`` (those whose sphere meets them) in that order, one order
+    for all blocks, so that every node sums its corrections in one order whatever the number
+    of threads. ``rn`` bounds the reach in nodes along each axis (it sizes the scratch).
     """
     fbz = 2 * rn[2] + 1
     cbx, cby, cbz = rn[0] + ORDER + 2, rn[1] + ORDER + 2, rn[2] + ORDER + 2
@@ -266,8 +269,8 @@ def _correct(F, origin, spacing, corg, csp, pos, q, reach, tol2, planes, first, 
         zs = np.empty(max(cbz, fbz))
         tmp = np.empty(fbz)
         row = np.empty(fbz)
-        for a in range(first[b], last[b]):
-            _correct_atom(F, origin, spacing, corg, csp, pos, q, a, reach, tol2, planes[b],
+        for s in range(start[b], start[b + 1]):
+            _correct_atom(F, origin, spacing, corg, csp, pos, q, atoms[s], reach, tol2, planes[b],
                           planes[b + 1] - 1, kc, ux, sy, zs, tmp, row)  # fmt: skip
 
 
@@ -309,6 +312,18 @@ def _direct_nodes(out, nodes, origin, spacing, px, py, pz, q, scale, tol2):
         for a in range(q.shape[0]):
             acc += _coulomb_pair(x - px[a], y - py[a], z - pz[a], q[a], tol2)
         out[i, j, k] = scale * acc
+
+
+def prolong(coarse, shape):
+    """The midpoint interpolation of a coarse level's values onto the finer grid of ``shape``.
+
+    ``coarse`` lies on :func:`pbsolver.backends.bodies.multilevel.coarse_level` of that grid
+    (padded by :data:`PAD`); exact for polynomials of degree below :data:`ORDER` along each
+    axis.
+    """
+    fine = np.empty(tuple(shape))
+    _prolong(np.ascontiguousarray(coarse, dtype=float), fine)
+    return fine
 
 
 # ---------------------------------------------------------------------- plan and cost
@@ -440,16 +455,19 @@ def use_fast(method, shape, spacing, n_atoms, periodic=False):
     return fast_cost(shape, spacing, n_atoms) < AUTO_GAIN * direct_cost(shape, n_atoms)
 
 
-def _blocks(level, xs, nblocks):
+def _blocks(level, pos, nblocks):
     """Split the level's x planes into ``nblocks`` blocks of about equal correction work.
 
-    ``xs`` are the atoms' x coordinates, sorted. Returns the block edges (planes) and, per
-    block, the range of atoms whose sphere meets it.
+    Returns the block edges (planes) and, per block (CSR ``start``, ``atoms``), the atoms
+    whose sphere meets it. Every block lists its atoms in one order, cell by cell (cells of
+    half the reach, z fastest), so that consecutive atoms share most of their nodes.
     """
     h = level.spacing[0]
     n = level.shape[0]
-    lo = np.clip(np.ceil((xs - level.reach - level.origin[0]) / h), 0, n).astype(np.int64)
-    hi = np.clip(np.floor((xs + level.reach - level.origin[0]) / h) + 1, 0, n).astype(np.int64)
+    r = level.reach
+    xs = pos[:, 0]
+    lo = np.clip(np.ceil((xs - r - level.origin[0]) / h), 0, n).astype(np.int64)
+    hi = np.clip(np.floor((xs + r - level.origin[0]) / h) + 1, 0, n).astype(np.int64)
     work = np.zeros(n + 1)
     np.add.at(work, lo, 1.0)
     np.add.at(work, hi, -1.0)
@@ -457,11 +475,14 @@ def _blocks(level, xs, nblocks):
     total = cum[-1] if n else 0.0
     planes = np.searchsorted(cum, total * np.arange(1, nblocks) / nblocks, side="right")
     planes = np.unique(np.concatenate(([0], planes, [n]))).astype(np.int64)
-    # atoms whose sphere meets [planes[b], planes[b+1]): lo < planes[b+1] and hi > planes[b]
-    x0 = level.origin[0] + planes * h
-    first = np.searchsorted(xs, x0[:-1] - level.reach - h, side="left").astype(np.int64)
-    last = np.searchsorted(xs, x0[1:] + level.reach + h, side="right").astype(np.int64)
-    return planes, first, last
+    cell = np.floor((pos - pos.min(axis=0)) / (0.5 * r)).astype(np.int64)
+    order = np.lexsort((cell[:, 2], cell[:, 1], cell[:, 0]))
+    lo, hi = lo[order], hi[order]
+    lists = [order[(lo < planes[b + 1]) & (hi > planes[b])] for b in range(len(planes) - 1)]
+    start = np.zeros(len(lists) + 1, dtype=np.int64)
+    np.cumsum([len(a) for a in lists], out=start[1:])
+    atoms = np.concatenate(lists).astype(np.int64) if lists else np.zeros(0, dtype=np.int64)
+    return planes, start, atoms
 
 
 def coulomb_multilevel(shape, origin, spacing, pos, q, scale, *, reach=REACH, levels=None):
@@ -472,9 +493,7 @@ def coulomb_multilevel(shape, origin, spacing, pos, q, scale, *, reach=REACH, le
     """
     pos = np.ascontiguousarray(pos, dtype=float).reshape(-1, 3)
     q = np.ascontiguousarray(q, dtype=float).reshape(-1)
-    # charged atoms only, sorted along x (each block of planes takes a range of them)
-    keep = np.flatnonzero(q != 0.0)
-    keep = keep[np.argsort(pos[keep, 0], kind="stable")]
+    keep = q != 0.0
     pos, q = np.ascontiguousarray(pos[keep]), np.ascontiguousarray(q[keep])
     spacing = tuple(float(h) for h in spacing)
     origin = tuple(float(o) for o in origin)
@@ -488,9 +507,9 @@ def coulomb_multilevel(shape, origin, spacing, pos, q, scale, *, reach=REACH, le
         fine = np.empty(g.shape)
         _prolong(field, fine)
         rn = np.array([int(g.reach / h) + 1 for h in g.spacing], dtype=np.int64)
-        planes, first, last = _blocks(g, pos[:, 0], 2 * numba.get_num_threads())
-        _correct(fine, np.asarray(g.origin), np.asarray(g.spacing), np.asarray(c.origin),
-                 np.asarray(c.spacing), pos, q, g.reach, tol2, planes, first, last, rn)  # fmt: skip
+        planes, start, atoms = _blocks(g, pos, 2 * numba.get_num_threads())
+        geometry = [np.asarray(v) for v in (g.origin, g.spacing, c.origin, c.spacing)]
+        _correct(fine, *geometry, pos, q, g.reach, tol2, planes, start, atoms, rn)
         field = fine
     field *= scale
     mark = np.zeros(tuple(shape), dtype=np.bool_)
