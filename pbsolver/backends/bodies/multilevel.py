@@ -91,13 +91,13 @@ def coarse_level(origin, spacing, shape, pad):
 
 
 def finite_pair_body(dx, dy, dz, tol2):
-    """1/|d| (Å⁻¹), or 0 when |d|² ≤ ``tol2``: the kernel inside the hierarchy.
+    """1/|d| (Å⁻¹), or 0 when |d|² ≤ ``tol2`` (> 0): the kernel inside the hierarchy.
 
     A node on an atom gets a finite value inside the hierarchy (the same one wherever it is
     used, so that each correction removes exactly what the interpolation brought); the final
-    map sets such nodes to ±inf by the exact rule of the direct sum.
+    map sets such nodes to ±inf by the exact rule of the direct sum. Written without a branch
+    around the square root, so that loops over it vectorise.
     """
     r2 = dx * dx + dy * dy + dz * dz
-    if r2 <= tol2:
-        return 0.0 * r2
-    return 1.0 / math.sqrt(r2)
+    v = 1.0 / math.sqrt(max(r2, tol2))
+    return v if r2 > tol2 else 0.0 * v

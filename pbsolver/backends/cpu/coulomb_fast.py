@@ -14,7 +14,7 @@ e/Å) on grid l.
 * Top: F_L = Σ_a q_a K(r − r_a) at every node of grid L, summed directly.
 * Down: F_l = I F_{l+1} + Σ_a q_a (K_a − I K_a) over the nodes within ``reach_l`` of atom a,
   where I is the tensor-product Lagrange interpolation at the midpoints (``ORDER`` points a
-  side, separable: a z, a y and an x pass; exact copies at even indices). I F_{l+1} carries
+  side, separable: an x, a y and a z pass; exact copies at even indices). I F_{l+1} carries
   the far field, which is smooth; the sum puts back each atom's own kernel exactly where its
   1/r is too sharp to interpolate.
 * It is exact algebra, not an approximation of the near field: on the corrected nodes the
@@ -58,8 +58,13 @@ per-node and per-pair costs ``COST_*``, measured on this project's CPU) is clear
 direct sum's and the direct sum is not trivially small (``AUTO_MIN_PAIRS``).
 
 Determinism. The x planes of a level are split into blocks of about equal work that run in
-parallel; each block takes the atoms in one fixed order (sorted along x), so every node sums
+parallel; each block takes its atoms in one fixed order (cell by cell), so every node sums
 its terms in the same order whatever the number of threads.
+
+Speed. The hot loops index with unsigned integers (so that numba emits no wrap-around test
+and LLVM vectorises them) and run over whole rows of flat scratch arrays; the per-atom work
+is then bounded by its ~4/3·π·(2·``REACH``)³ square roots and divisions per level, the same
+operation the direct sum does once per node and atom.
 """
 
 from __future__ import annotations
@@ -121,75 +126,87 @@ def _direct_level(out, origin, spacing, pos, q, tol2):
                 out[i, j, k] = acc[k]
 
 
+# Every hot loop below indexes with unsigned integers: numba then drops its check for
+# negative (wrap-around) indices, which otherwise keeps LLVM from vectorising the loop.
 @njit(**_JIT, fastmath=_FM)
-def _mid_line(src, s0, dst, n, lo, tmp):
-    """dst[k] = value at fine index lo + k (k < n) from the coarse line ``src`` (index − s0).
-
-    Even fine indices copy their coarse node, odd ones take the midpoint stencil; each kind
-    in its own contiguous loop so that both vectorise (``tmp`` holds the odd ones).
-    """
-    k0 = lo & 1
-    c0 = ((lo + k0) >> 1) + PAD - s0
-    for j in range((n - k0 + 1) // 2):
-        dst[k0 + 2 * j] = src[c0 + j]
-    k1 = 1 - k0
-    no = (n - k1 + 1) // 2
-    c1 = ((lo + k1) >> 1) + _OFF - s0
-    for j in range(no):
+def _stencil(src, base, step, dst, dbase, n):
+    """dst[dbase + s] = Σ_m w_m · src[base + m·step + s] for s < n: the midpoint stencil."""
+    b, st, d = np.uint64(base), np.uint64(step), np.uint64(dbase)
+    for s in range(n):
+        us = np.uint64(s)
         acc = 0.0
         for m in range(ORDER):
-            acc += _W[m] * src[c1 + m + j]
-        tmp[j] = acc
-    for j in range(no):
-        dst[k1 + 2 * j] = tmp[j]
+            acc += _W[m] * src[b + np.uint64(m) * st + us]
+        dst[d + us] = acc
 
 
 @njit(**_JIT, fastmath=_FM)
-def _mid_rows(src, c, out, k0, k1, odd):
-    """out[k0:k1] = the midpoint (``odd``) or the coarse row ``c`` of the rows ``src[·, k]``."""
-    if odd:
-        for k in range(k0, k1):
-            acc = 0.0
-            for m in range(ORDER):
-                acc += _W[m] * src[c + _OFF + m, k]
-            out[k] = acc
-    else:
-        for k in range(k0, k1):
-            out[k] = src[c + PAD, k]
+def _copy(src, base, dst, dbase, n, step):
+    """dst[dbase + s·step] = src[base + s] for s < n."""
+    b, d, st = np.uint64(base), np.uint64(dbase), np.uint64(step)
+    for s in range(n):
+        us = np.uint64(s)
+        dst[d + us * st] = src[b + us]
 
 
 @njit(**_JIT, parallel=True, fastmath=_FM)
 def _prolong(coarse, fine):
-    """fine = the midpoint interpolation of ``coarse``.
+    """fine = the midpoint interpolation of ``coarse`` (both C-ordered, flat views inside).
 
     An x pass into a scratch of a quarter of ``fine``'s size, then per fine x plane a y pass
-    row by row and a z pass straight into ``fine``.
+    and a z pass, each a flat run over whole rows, and the even and odd z interleaved.
     """
     ncx, ncy, ncz = coarse.shape
     nx, ny, nz = fine.shape
-    flat = coarse.reshape(ncx, ncy * ncz)
-    px = np.empty((nx, ncy * ncz))
+    nyz = ncy * ncz
+    src = coarse.reshape(-1)
+    out = fine.reshape(-1)
+    px = np.empty(nx * nyz + ncz + 2 * ORDER)  # the flat runs read past their last row
     for fx in prange(nx):
-        _mid_rows(flat, fx >> 1, px[fx], 0, ncy * ncz, fx & 1)
-    planes = px.reshape(nx, ncy, ncz)
+        if fx & 1:
+            _stencil(src, ((fx >> 1) + _OFF) * nyz, nyz, px, fx * nyz, nyz)
+        else:
+            _copy(src, ((fx >> 1) + PAD) * nyz, px, fx * nyz, nyz, 1)
+    nyo, nye = ny // 2, (ny + 1) // 2  # odd and even fine y (from 0)
+    nzo, nze = nz // 2, (nz + 1) // 2
     for fx in prange(nx):
-        line = np.empty(ncz)
-        tmp = np.empty(nz)
+        base = fx * nyz
+        syo = np.empty(nyo * ncz + 2 * ORDER)
+        zoe = np.empty(nye * ncz)
+        zoo = np.empty(nyo * ncz)
+        # y pass: odd fine y 2j + 1 from coarse rows j + _OFF …; even 2j is coarse row j + PAD
+        if nyo > 0:
+            _stencil(px, base + _OFF * ncz, ncz, syo, 0, nyo * ncz)
+        # z pass, odd fine z 2j + 1, for the even and the odd rows
+        if nzo > 0:
+            _stencil(px, base + PAD * ncz + _OFF, 1, zoe, 0, nye * ncz)
+            if nyo > 0:
+                _stencil(syo, _OFF, 1, zoo, 0, nyo * ncz)
         for fy in range(ny):
-            _mid_rows(planes[fx], fy >> 1, line, 0, ncz, fy & 1)
-            _mid_line(line, 0, fine[fx, fy], nz, 0, tmp)
+            row = (fx * ny + fy) * nz
+            j = fy >> 1
+            if fy & 1:
+                _copy(syo, j * ncz + PAD, out, row, nze, 2)
+                _copy(zoo, j * ncz, out, row + 1, nzo, 2)
+            else:
+                _copy(px, base + (j + PAD) * ncz + PAD, out, row, nze, 2)
+                _copy(zoe, j * ncz, out, row + 1, nzo, 2)
 
 
 @njit(**_JIT, fastmath=_FM)
-def _correct_atom(F, origin, spacing, corg, csp, pos, q, a, reach, tol2, p0, p1, kc, ux, sy, zs,
-                  tmp, row):  # fmt: skip
+def _correct_atom(F, origin, spacing, corg, csp, pos, q, a, reach, tol2, p0, p1, kc, ux, syo,
+                  zoe, zoo, plane, zs):  # fmt: skip
     """F += q_a (K − I K_a) on the nodes of planes p0…p1 within ``reach`` (Å) of atom a.
 
-    K_a is the atom's kernel on the coarse nodes and I the midpoint interpolation, done as an
-    x pass per fine x plane, a y pass per fine (x, y) row and a z pass along the row, so that
-    the scratch (``kc`` … ``row``) stays in cache and F is walked row after row.
+    ``F`` is the level's flat (C-ordered) view. K_a is the atom's kernel on the coarse nodes
+    (``kc``, flat, x-major) and I the midpoint interpolation. Per fine x plane: an x pass
+    over the coarse (y, z) plane, then on the square around the sphere's disc a y pass (odd
+    fine y) and a z pass (odd fine z), each one flat run over whole rows, the four parities
+    gathered into ``plane`` (fine y, fine z, flat), and F corrected along each row of the
+    disc.
     """
-    _, ny, nz = F.shape
+    nx, ny, nz = F.shape
+    Ff = F.reshape(-1)
     reach2 = reach * reach
     qa = q[a]
     rx, ry, rz = pos[a, 0], pos[a, 1], pos[a, 2]
@@ -204,51 +221,82 @@ def _correct_atom(F, origin, spacing, corg, csp, pos, q, a, reach, tol2, p0, p1,
     hiz = min(nz - 1, int(math.floor(fz + reach / spacing[2])))
     if lox > hix or loy > hiy or loz > hiz:
         return
-    # the atom's kernel on the coarse nodes of every stencil of the box, (y, x, z)
+    # the atom's kernel on the coarse nodes of every stencil of the box
     c0x, c0y, c0z = (lox >> 1) + _OFF, (loy >> 1) + _OFF, (loz >> 1) + _OFF
     ncx = (hix >> 1) + PAD + ORDER // 2 - c0x + 1
     ncy = (hiy >> 1) + PAD + ORDER // 2 - c0y + 1
     ncz = (hiz >> 1) + PAD + ORDER // 2 - c0z + 1
+    nyz = ncy * ncz
     for az in range(ncz):
         zs[az] = corg[2] + (c0z + az) * csp[2] - rz
-    for ay in range(ncy):
-        dy = corg[1] + (c0y + ay) * csp[1] - ry
-        for ax in range(ncx):
-            dx = corg[0] + (c0x + ax) * csp[0] - rx
-            kca = kc[ay, ax]
+    for ax in range(ncx):
+        dx = corg[0] + (c0x + ax) * csp[0] - rx
+        for ay in range(ncy):
+            dy = corg[1] + (c0y + ay) * csp[1] - ry
+            b = np.uint64((ax * ncy + ay) * ncz)
             for az in range(ncz):
-                kca[az] = _pair(dx, dy, zs[az], tol2)
-    for k in range(hiz - loz + 1):
+                kc[b + np.uint64(az)] = _pair(dx, dy, zs[az], tol2)
+    nbz = hiz - loz + 1
+    for k in range(nbz):
         zs[k] = origin[2] + (loz + k) * spacing[2] - rz
     for fxi in range(lox, hix + 1):
         dx = origin[0] + fxi * spacing[0] - rx
         rem_x = reach2 - dx * dx
         if rem_x < 0.0:
             continue
+        # the square around this plane's disc
+        half = math.sqrt(rem_x)
+        ya = max(loy, int(math.ceil((ry - half - origin[1]) / spacing[1])))
+        yb = min(hiy, int(math.floor((ry + half - origin[1]) / spacing[1])))
+        za = max(loz, int(math.ceil((rz - half - origin[2]) / spacing[2])))
+        zb = min(hiz, int(math.floor((rz + half - origin[2]) / spacing[2])))
+        if ya > yb or za > zb:
+            continue
         # x pass: this fine plane on the coarse (y, z) nodes
-        for ay in range(ncy):
-            _mid_rows(kc[ay], (fxi >> 1) - c0x, ux[ay], 0, ncz, fxi & 1)
-        for fyi in range(loy, hiy + 1):
+        if fxi & 1:
+            _stencil(kc, ((fxi >> 1) + _OFF - c0x) * nyz, nyz, ux, 0, nyz)
+        else:
+            _copy(kc, ((fxi >> 1) + PAD - c0x) * nyz, ux, 0, nyz, 1)
+        ye, yo = ya + (ya & 1), ya + 1 - (ya & 1)  # first even and first odd fine y
+        nye, nyo = (yb - ye) // 2 + 1, (yb - yo) // 2 + 1
+        ze, zo = za + (za & 1), za + 1 - (za & 1)
+        nze, nzo = (zb - ze) // 2 + 1, (zb - zo) // 2 + 1
+        cey, coy = (ye >> 1) + PAD - c0y, (yo >> 1) + _OFF - c0y  # coarse row / stencil start
+        cez, coz = (ze >> 1) + PAD - c0z, (zo >> 1) + _OFF - c0z
+        # y pass (odd fine y), then z pass (odd fine z) of the even and the odd y rows
+        if nyo > 0:
+            _stencil(ux, coy * ncz, ncz, syo, 0, nyo * ncz)
+        if nzo > 0:
+            if nye > 0:
+                _stencil(ux, cey * ncz + coz, 1, zoe, 0, nye * ncz)
+            if nyo > 0:
+                _stencil(syo, coz, 1, zoo, 0, nyo * ncz)
+        # the interpolated values on the square, by parity: plane[(y − loy)·nbz + z − loz]
+        for i in range(nye):
+            r = (ye - loy + 2 * i) * nbz
+            _copy(ux, (cey + i) * ncz + cez, plane, r + ze - loz, nze, 2)
+            if nzo > 0:
+                _copy(zoe, i * ncz, plane, r + zo - loz, nzo, 2)
+        for i in range(nyo):
+            r = (yo - loy + 2 * i) * nbz
+            _copy(syo, i * ncz + cez, plane, r + ze - loz, nze, 2)
+            if nzo > 0:
+                _copy(zoo, i * ncz, plane, r + zo - loz, nzo, 2)
+        # the exact kernel minus the interpolated one along each row of the disc
+        for fyi in range(ya, yb + 1):
             dy = origin[1] + fyi * spacing[1] - ry
             rem = rem_x - dy * dy
             if rem < 0.0:
                 continue
-            half = math.sqrt(rem)
-            z0 = max(loz, int(math.ceil((rz - half - origin[2]) / spacing[2])))
-            z1 = min(hiz, int(math.floor((rz + half - origin[2]) / spacing[2])))
-            if z0 > z1:
-                continue
-            # y pass: this fine row on the coarse z nodes its z pass needs
-            a0 = (z0 >> 1) + _OFF - c0z
-            a1 = (z1 >> 1) + PAD + ORDER // 2 - c0z
-            _mid_rows(ux, (fyi >> 1) - c0y, sy, a0, a1 + 1, fyi & 1)
-            # z pass along the row, then the exact kernel minus the interpolated one
-            nk = z1 - z0 + 1
-            _mid_line(sy, c0z, row, nk, z0, tmp)
-            out = F[fxi, fyi]
-            k0 = z0 - loz
-            for k in range(nk):
-                out[z0 + k] += qa * (_pair(dx, dy, zs[k0 + k], tol2) - row[k])
+            hz = math.sqrt(rem)
+            z0 = max(za, int(math.ceil((rz - hz - origin[2]) / spacing[2])))
+            z1 = min(zb, int(math.floor((rz + hz - origin[2]) / spacing[2])))
+            fb = np.uint64((fxi * ny + fyi) * nz + z0)
+            pb = np.uint64((fyi - loy) * nbz + z0 - loz)
+            zb0 = np.uint64(z0 - loz)
+            for k in range(z1 - z0 + 1):
+                uk = np.uint64(k)
+                Ff[fb + uk] += qa * (_pair(dx, dy, zs[zb0 + uk], tol2) - plane[pb + uk])
 
 
 @njit(**_JIT, parallel=True)
@@ -260,18 +308,20 @@ def _correct(F, origin, spacing, corg, csp, pos, q, reach, tol2, planes, start, 
     for all blocks, so that every node sums its corrections in one order whatever the number
     of threads. ``rn`` bounds the reach in nodes along each axis (it sizes the scratch).
     """
-    fbz = 2 * rn[2] + 1
+    fby, fbz = 2 * rn[1] + 1, 2 * rn[2] + 1
     cbx, cby, cbz = rn[0] + ORDER + 2, rn[1] + ORDER + 2, rn[2] + ORDER + 2
+    slack = 2 * cbz + ORDER  # the flat stencil runs read past their last row
     for b in prange(planes.shape[0] - 1):
-        kc = np.empty((cby, cbx, cbz))
-        ux = np.empty((cby, cbz))
-        sy = np.empty(cbz)
+        kc = np.empty(cbx * cby * cbz + slack)
+        ux = np.empty(cby * cbz + slack)
+        syo = np.empty((rn[1] + 2) * cbz + slack)
+        zoe = np.empty((rn[1] + 2) * cbz)
+        zoo = np.empty((rn[1] + 2) * cbz)
+        plane = np.empty(fby * fbz)
         zs = np.empty(max(cbz, fbz))
-        tmp = np.empty(fbz)
-        row = np.empty(fbz)
         for s in range(start[b], start[b + 1]):
             _correct_atom(F, origin, spacing, corg, csp, pos, q, atoms[s], reach, tol2, planes[b],
-                          planes[b + 1] - 1, kc, ux, sy, zs, tmp, row)  # fmt: skip
+                          planes[b + 1] - 1, kc, ux, syo, zoe, zoo, plane, zs)  # fmt: skip
 
 
 @njit(**_JIT)
@@ -330,7 +380,7 @@ def prolong(coarse, shape):
 #: Measured costs on this project's CPU, in nanoseconds of one core (see the module docstring
 #: and benchmarks/coulomb_cpu.py): a pair term of the direct sum, a node of a correction
 #: sphere, an output of a stencil pass over a correction box, a node of a prolongation.
-COST_PAIR = 1.2
+COST_PAIR = 1.15
 COST_SPHERE = 3.0
 COST_PASS = 1.3
 COST_PROLONG = 3.0
