@@ -102,30 +102,6 @@ _OFF = PAD - ORDER // 2 + 1  # first stencil node of odd fine index i: coarse i 
 
 
 # ---------------------------------------------------------------------- kernels
-@njit(**_JIT, parallel=True, fastmath=_FM)
-def _direct_level(out, origin, spacing, pos, q, tol2):
-    """out = Σ_a q_a K(r − r_a) at every node, K the finite kernel (the top level)."""
-    nx, ny, nz = out.shape
-    for i in prange(nx):
-        x = origin[0] + i * spacing[0]
-        zs = np.empty(nz)
-        acc = np.empty(nz)
-        for k in range(nz):
-            zs[k] = origin[2] + k * spacing[2]
-        for j in range(ny):
-            y = origin[1] + j * spacing[1]
-            acc[:] = 0.0
-            for a in range(q.shape[0]):
-                dx = x - pos[a, 0]
-                dy = y - pos[a, 1]
-                qa = q[a]
-                pz = pos[a, 2]
-                for k in range(nz):
-                    acc[k] += qa * _pair(dx, dy, zs[k] - pz, tol2)
-            for k in range(nz):
-                out[i, j, k] = acc[k]
-
-
 # Every hot loop below indexes with unsigned integers: numba then drops its check for
 # negative (wrap-around) indices, which otherwise keeps LLVM from vectorising the loop.
 @njit(**_JIT, fastmath=_FM)
@@ -153,33 +129,31 @@ def _copy(src, base, dst, dbase, n, step):
 def _prolong(coarse, fine):
     """fine = the midpoint interpolation of ``coarse`` (both C-ordered, flat views inside).
 
-    An x pass into a scratch of a quarter of ``fine``'s size, then per fine x plane a y pass
-    and a z pass, each a flat run over whole rows, and the even and odd z interleaved.
+    Per fine x plane: an x pass onto the coarse (y, z) plane, a y pass and a z pass, each a
+    flat run over whole rows, then the even and odd z interleaved into the plane's rows.
     """
     ncx, ncy, ncz = coarse.shape
     nx, ny, nz = fine.shape
     nyz = ncy * ncz
     src = coarse.reshape(-1)
     out = fine.reshape(-1)
-    px = np.empty(nx * nyz + ncz + 2 * ORDER)  # the flat runs read past their last row
-    for fx in prange(nx):
-        if fx & 1:
-            _stencil(src, ((fx >> 1) + _OFF) * nyz, nyz, px, fx * nyz, nyz)
-        else:
-            _copy(src, ((fx >> 1) + PAD) * nyz, px, fx * nyz, nyz, 1)
     nyo, nye = ny // 2, (ny + 1) // 2  # odd and even fine y (from 0)
     nzo, nze = nz // 2, (nz + 1) // 2
     for fx in prange(nx):
-        base = fx * nyz
+        px = np.empty(nyz + ncz + 2 * ORDER)  # the flat runs read past their last row
         syo = np.empty(nyo * ncz + 2 * ORDER)
         zoe = np.empty(nye * ncz)
         zoo = np.empty(nyo * ncz)
+        if fx & 1:
+            _stencil(src, ((fx >> 1) + _OFF) * nyz, nyz, px, 0, nyz)
+        else:
+            _copy(src, ((fx >> 1) + PAD) * nyz, px, 0, nyz, 1)
         # y pass: odd fine y 2j + 1 from coarse rows j + _OFF …; even 2j is coarse row j + PAD
         if nyo > 0:
-            _stencil(px, base + _OFF * ncz, ncz, syo, 0, nyo * ncz)
+            _stencil(px, _OFF * ncz, ncz, syo, 0, nyo * ncz)
         # z pass, odd fine z 2j + 1, for the even and the odd rows
         if nzo > 0:
-            _stencil(px, base + PAD * ncz + _OFF, 1, zoe, 0, nye * ncz)
+            _stencil(px, PAD * ncz + _OFF, 1, zoe, 0, nye * ncz)
             if nyo > 0:
                 _stencil(syo, _OFF, 1, zoo, 0, nyo * ncz)
         for fy in range(ny):
@@ -189,7 +163,7 @@ def _prolong(coarse, fine):
                 _copy(syo, j * ncz + PAD, out, row, nze, 2)
                 _copy(zoo, j * ncz, out, row + 1, nzo, 2)
             else:
-                _copy(px, base + (j + PAD) * ncz + PAD, out, row, nze, 2)
+                _copy(px, (j + PAD) * ncz + PAD, out, row, nze, 2)
                 _copy(zoe, j * ncz, out, row + 1, nzo, 2)
 
 
@@ -347,9 +321,14 @@ def _mark_near(mark, origin, spacing, pos, radius):
 
 
 @njit(**_JIT, parallel=True, fastmath=_FM)
-def _direct_nodes(out, nodes, origin, spacing, px, py, pz, q, scale, tol2):
-    """out[node] = scale · Σ_a q_a / |r − r_a| exactly (±inf on an atom) at the listed nodes."""
+def _direct_nodes(out, nodes, origin, spacing, px, py, pz, q, scale, tol2, finite):
+    """out[node] = scale · Σ_a q_a K(r − r_a) at the listed nodes (flat indices).
+
+    K is 1/r with ±inf on an atom, as the direct sum, or with ``finite`` the hierarchy's
+    finite kernel (the top level).
+    """
     _, ny, nz = out.shape
+    flat = out.reshape(-1)
     for s in prange(nodes.shape[0]):
         n = nodes[s]
         i = n // (ny * nz)
@@ -359,9 +338,13 @@ def _direct_nodes(out, nodes, origin, spacing, px, py, pz, q, scale, tol2):
         y = origin[1] + j * spacing[1]
         z = origin[2] + k * spacing[2]
         acc = 0.0
-        for a in range(q.shape[0]):
-            acc += _coulomb_pair(x - px[a], y - py[a], z - pz[a], q[a], tol2)
-        out[i, j, k] = scale * acc
+        if finite:
+            for a in range(q.shape[0]):
+                acc += q[a] * _pair(x - px[a], y - py[a], z - pz[a], tol2)
+        else:
+            for a in range(q.shape[0]):
+                acc += _coulomb_pair(x - px[a], y - py[a], z - pz[a], q[a], tol2)
+        flat[n] = scale * acc
 
 
 def prolong(coarse, shape):
@@ -549,9 +532,11 @@ def coulomb_multilevel(shape, origin, spacing, pos, q, scale, *, reach=REACH, le
     origin = tuple(float(o) for o in origin)
     tol2 = B.on_node_tol2(spacing)
     grids, _ = plan_levels(shape, origin, spacing, len(q), reach, levels)
+    px, py, pz = (np.ascontiguousarray(pos[:, d]) for d in range(3))
     top = grids[-1]
     field = np.empty(top.shape)
-    _direct_level(field, np.asarray(top.origin), np.asarray(top.spacing), pos, q, tol2)
+    _direct_nodes(field, np.arange(top.size, dtype=np.int64), np.asarray(top.origin),
+                  np.asarray(top.spacing), px, py, pz, q, 1.0, tol2, True)  # fmt: skip
     for lev in range(len(grids) - 2, -1, -1):
         g, c = grids[lev], grids[lev + 1]
         fine = np.empty(g.shape)
@@ -565,6 +550,6 @@ def coulomb_multilevel(shape, origin, spacing, pos, q, scale, *, reach=REACH, le
     mark = np.zeros(tuple(shape), dtype=np.bool_)
     _mark_near(mark, np.asarray(origin), np.asarray(spacing), pos, max(spacing))
     nodes = np.flatnonzero(mark).astype(np.int64)
-    _direct_nodes(field, nodes, np.asarray(origin), np.asarray(spacing), pos[:, 0].copy(),
-                  pos[:, 1].copy(), pos[:, 2].copy(), q, float(scale), tol2)  # fmt: skip
+    _direct_nodes(field, nodes, np.asarray(origin), np.asarray(spacing), px, py, pz, q,
+                  float(scale), tol2, False)  # fmt: skip
     return field
