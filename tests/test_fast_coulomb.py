@@ -77,6 +77,7 @@ def random_molecule(rng, shape, origin, spacing, n_in=60):
         [centre[0], hi[1] + 4.0, centre[2]],
         [hi[0] + 25.0, hi[1] + 3.0, lo[2] - 9.0],  # far away
         [lo[0] - 0.4 * h[0], lo[1] + 2 * h[1], lo[2] + 3 * h[2]],  # just off the first layer
+        [centre[0], centre[1], 1e7],  # out of all reach
     ])  # fmt: skip
     pos = np.vstack([inside, on, hair[:1], nudged, outside])
     q = rng.normal(0.0, 0.5, len(pos))
@@ -227,6 +228,8 @@ def test_auto_choice_and_refusals():
         CF.use_fast("fast", small, (0.5,) * 3, 50, periodic=True)
     with pytest.raises(pb.InputError, match="coulomb method"):
         CPUBackend(coulomb="multipole")
+    with pytest.raises(pb.InputError, match="finite"):
+        CF.coulomb_multilevel(small, (0.0,) * 3, (0.5,) * 3, [[np.nan, 1.0, 1.0]], [1.0], 1.0)
     # the backend option reaches the map kernels; a periodic box keeps the direct sum
     atoms = pb.Atoms([[1.0, 2.0, 1.5], [3.0, 2.5, 2.0]], [0.5, -0.5], [1.5, 1.5])
     grid = pb.Grid((16, 16, 16), spacing=0.5)

@@ -394,7 +394,7 @@ class Level:
         return int(np.prod(self.shape))
 
 
-def _correction_cost(level, coarse_spacing):
+def _correction_cost(level):
     """Estimated ns of one atom's correction on ``level`` (its sphere and its stencil passes)."""
     h = np.asarray(level.spacing)
     r = level.reach
@@ -434,7 +434,7 @@ def plan_levels(shape, origin, spacing, n_atoms, reach=REACH, levels=None):
             r = max(reach * max(c.spacing), below + half_diag * (1 + 1e-9) if top > 1 else 0.0)
             below = r
             grids[top - 1] = dataclasses.replace(g, reach=r)
-            per_atom += _correction_cost(grids[top - 1], c.spacing)
+            per_atom += _correction_cost(grids[top - 1])
             fixed += COST_PROLONG * g.size
         ns = fixed + n_atoms * (per_atom + COST_PAIR * grids[top].size)
         if best is None or ns < best[1] or (levels is not None and top == levels - 1):
@@ -488,17 +488,27 @@ def use_fast(method, shape, spacing, n_atoms, periodic=False):
     return fast_cost(shape, spacing, n_atoms) < AUTO_GAIN * direct_cost(shape, n_atoms)
 
 
+def _near_grid(level, pos, reach):
+    """Indices of the atoms within ``reach`` (Å, per axis) of the level's box."""
+    f = (pos - np.asarray(level.origin)) / np.asarray(level.spacing)
+    r = reach / np.asarray(level.spacing) + 1.0
+    n = np.asarray(level.shape)
+    return np.flatnonzero(np.all((f >= -r) & (f <= n - 1 + r), axis=1))
+
+
 def _blocks(level, pos, nblocks):
     """Split the level's x planes into ``nblocks`` blocks of about equal correction work.
 
     Returns the block edges (planes) and, per block (CSR ``start``, ``atoms``), the atoms
-    whose sphere meets it. Every block lists its atoms in one order, cell by cell (cells of
-    half the reach, z fastest), so that consecutive atoms share most of their nodes.
+    whose sphere meets it; atoms whose box misses the level are in no block (their node
+    indices are never formed). Every block lists its atoms in one order, cell by cell (cells
+    of half the reach, z fastest), so that consecutive atoms share most of their nodes.
     """
     h = level.spacing[0]
     n = level.shape[0]
     r = level.reach
-    xs = pos[:, 0]
+    near = _near_grid(level, pos, r)
+    xs = pos[near, 0]
     lo = np.clip(np.ceil((xs - r - level.origin[0]) / h), 0, n).astype(np.int64)
     hi = np.clip(np.floor((xs + r - level.origin[0]) / h) + 1, 0, n).astype(np.int64)
     work = np.zeros(n + 1)
@@ -508,10 +518,13 @@ def _blocks(level, pos, nblocks):
     total = cum[-1] if n else 0.0
     planes = np.searchsorted(cum, total * np.arange(1, nblocks) / nblocks, side="right")
     planes = np.unique(np.concatenate(([0], planes, [n]))).astype(np.int64)
-    cell = np.floor((pos - pos.min(axis=0)) / (0.5 * r)).astype(np.int64)
-    order = np.lexsort((cell[:, 2], cell[:, 1], cell[:, 0]))
-    lo, hi = lo[order], hi[order]
-    lists = [order[(lo < planes[b + 1]) & (hi > planes[b])] for b in range(len(planes) - 1)]
+    if len(near):
+        cell = np.floor((pos[near] - pos[near].min(axis=0)) / (0.5 * r)).astype(np.int64)
+        order = np.lexsort((cell[:, 2], cell[:, 1], cell[:, 0]))
+    else:
+        order = np.zeros(0, dtype=np.int64)
+    lo, hi, ids = lo[order], hi[order], near[order]
+    lists = [ids[(lo < planes[b + 1]) & (hi > planes[b])] for b in range(len(planes) - 1)]
     start = np.zeros(len(lists) + 1, dtype=np.int64)
     np.cumsum([len(a) for a in lists], out=start[1:])
     atoms = np.concatenate(lists).astype(np.int64) if lists else np.zeros(0, dtype=np.int64)
@@ -526,8 +539,12 @@ def coulomb_multilevel(shape, origin, spacing, pos, q, scale, *, reach=REACH, le
     """
     pos = np.ascontiguousarray(pos, dtype=float).reshape(-1, 3)
     q = np.ascontiguousarray(q, dtype=float).reshape(-1)
+    if not (np.isfinite(pos).all() and np.isfinite(q).all()):
+        raise InputError("atom positions and charges must be finite")
     keep = q != 0.0
     pos, q = np.ascontiguousarray(pos[keep]), np.ascontiguousarray(q[keep])
+    if len(q) == 0:
+        return np.zeros(tuple(shape))
     spacing = tuple(float(h) for h in spacing)
     origin = tuple(float(o) for o in origin)
     tol2 = B.on_node_tol2(spacing)
@@ -548,7 +565,8 @@ def coulomb_multilevel(shape, origin, spacing, pos, q, scale, *, reach=REACH, le
         field = fine
     field *= scale
     mark = np.zeros(tuple(shape), dtype=np.bool_)
-    _mark_near(mark, np.asarray(origin), np.asarray(spacing), pos, max(spacing))
+    near = np.ascontiguousarray(pos[_near_grid(grids[0], pos, max(spacing))])
+    _mark_near(mark, np.asarray(origin), np.asarray(spacing), near, max(spacing))
     nodes = np.flatnonzero(mark).astype(np.int64)
     _direct_nodes(field, nodes, np.asarray(origin), np.asarray(spacing), px, py, pz, q,
                   float(scale), tol2, False)  # fmt: skip
