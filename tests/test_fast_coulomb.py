@@ -69,7 +69,7 @@ def random_molecule(rng, shape, origin, spacing, n_in=60):
     inside = rng.uniform(lo + 0.2 * (hi - lo), hi - 0.2 * (hi - lo), (n_in, 3))
     idx = [rng.integers(1, n - 1, 3) for n in shape]
     on = lo + np.stack(idx, axis=1) * h  # exactly on three nodes
-    hair = on[:2] + 1e-9 * h  # within the on-node tolerance of two of them
+    hair = on[:1] + 1e-9 * h  # within the on-node tolerance of the first
     nudged = on[:1] + np.array([0.3, -0.2, 0.1]) * h
     centre = 0.5 * (lo + hi)
     outside = np.array([
@@ -79,7 +79,7 @@ def random_molecule(rng, shape, origin, spacing, n_in=60):
         [lo[0] - 0.4 * h[0], lo[1] + 2 * h[1], lo[2] + 3 * h[2]],  # just off the first layer
         [centre[0], centre[1], 1e7],  # out of all reach
     ])  # fmt: skip
-    pos = np.vstack([inside, on, hair[:1], nudged, outside])
+    pos = np.vstack([inside, on, hair, nudged, outside])
     q = rng.normal(0.0, 0.5, len(pos))
     q[3] = 25.0  # large
     q[4] = -17.0
