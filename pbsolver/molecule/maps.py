@@ -357,7 +357,12 @@ def kappa2_map(
 
 
 def coulomb_potential(atoms, grid, eps_cavity=2.0, *, box=None, backend="cpu"):
-    """φ_c = Σ_i k q_i / (ε_c |r − r_i|) at every node by exact direct sum (kJ mol⁻¹ e⁻¹).
+    """φ_c = Σ_i k q_i / (ε_c |r − r_i|) at every node (kJ mol⁻¹ e⁻¹).
+
+    The backend's map kernels sum it: directly, or on the CPU for large grids without a
+    periodic box by the multilevel sum of :mod:`pbsolver.backends.cpu.coulomb_fast` (within
+    1e-6 of the largest value on the nodes farther than a spacing from every charged atom, the
+    direct sum on the others; ``CPUBackend(coulomb="direct")`` keeps the direct sum).
 
     A node on a charged atom gets ±inf (allowed by :class:`~pbsolver.Problem` where the node
     is surrounded by ε_c and has no salt); a node within 1e-6 of the smallest spacing of the
