@@ -147,9 +147,17 @@ def solve_line(result) -> str:
     )
 
 
-def calculation_time_line(calc, seconds: float) -> str:
-    """The wall time of a whole ELEC block (maps, solves, energies, writes)."""
-    return f"  pbsolver: ELEC {calc.label} done in {seconds:.2f} s"
+def calculation_time_line(calc, reaction_field: float, coulomb: float, seconds: float) -> str:
+    """A whole ELEC block: its energy's two parts on the finest grid (kJ/mol) and wall time.
+
+    >>> from types import SimpleNamespace
+    >>> calculation_time_line(SimpleNamespace(label="#1 (solv)"), -228.6, 0.0, 1.5)[:60]
+    'pbsolver: ELEC #1 (solv): reaction field -2.286000000000E+02'
+    """
+    return (
+        f"pbsolver: ELEC {calc.label}: reaction field {energy(reaction_field)} kJ/mol, "
+        f"Coulomb pairs {energy(coulomb)} kJ/mol, {seconds:.2f} s"
+    )
 
 
 def energy_lines(calc, total: float, atom_energies=None) -> list[str]:

@@ -218,6 +218,7 @@ def run(
     staging = None
     chain = None  # the focusing levels of the calculation before (for bcfl focus)
     number = 0  # APBS numbers every grid's solve as a calculation
+    pairs: dict = {}  # Coulomb terms by (molecule, pdie, equation): O(n²) once each
     try:
         for calc in plan.calculations:
             if calc.writes and staging is None:
@@ -226,7 +227,11 @@ def run(
             if calc.focus_from is None:
                 chain = None  # nothing focuses from it: free its grids first
             try:
-                res, chain = _run_one(calc, emit, backend, method, dtype, staging, chain, number)
+                key = (calc.molecule, calc.physics.eps_in, calc.equation)
+                if key not in pairs:
+                    pairs[key] = pair_terms(calc.atoms, calc.physics.eps_in, calc.equation)
+                res, chain = _run_one(calc, emit, backend, method, dtype, staging, chain, number,
+                                      pairs[key])  # fmt: skip
             except InputError as exc:  # e.g. a charge on a node in the solvent: say which block
                 label = calc.block.label
                 raise InputError(f"{inp.source}:{calc.block.line}: {label}: {exc}") from exc
@@ -250,11 +255,12 @@ def run(
     return result
 
 
-def _run_one(calc, emit, backend, method, dtype, staging, chain, number):
+def _run_one(calc, emit, backend, method, dtype, staging, chain, number, pairs):
     """Solve one calculation on its grids, print its lines, stage its writes.
 
     ``chain`` holds the focusing levels of the calculation before (``bcfl focus`` continues
-    them); returns the result and this calculation's chain of levels (None without solves).
+    them), ``pairs`` the atoms' Coulomb terms (:func:`~pbsolver.apbs.energy.pair_terms`);
+    returns the result and this calculation's chain of levels (None without solves).
     """
     from pbsolver.molecule.focusing import FocusLevel, solve_focused
     from pbsolver.molecule.maps import coulomb_potential
@@ -279,7 +285,6 @@ def _run_one(calc, emit, backend, method, dtype, staging, chain, number):
         rf_rows = level_rf_terms(atoms, levels)[-own:]
     solves = [] if levels is None else [lv.result for lv in levels[-own:]]
     energies = []
-    pairs = pair_terms(atoms, calc.physics.eps_in, calc.equation)
     for k, plan in enumerate(calc.grids):
         emit(*report.calculation_lines(calc, plan, number + k + 1, first=k == 0))
         per_atom = pairs + rf_rows[k]
@@ -309,8 +314,8 @@ def _run_one(calc, emit, backend, method, dtype, staging, chain, number):
             )
         _stage(staging, target, values, grid, w.kind == "pot", calc.physics.temperature)
     seconds = time.perf_counter() - t0
-    emit(report.calculation_time_line(calc, seconds))
     rf = float(rf_rows[-1].sum())
+    emit("  " + report.calculation_time_line(calc, rf, float(pairs.sum()), seconds))
     result = CalculationResult(
         index=calc.index,
         name=calc.name,
