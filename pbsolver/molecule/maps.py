@@ -405,6 +405,7 @@ def boundary_values(
     eps_cavity=None,
     ion_radius=0.0,
     backend="cpu",
+    phi_coulomb=None,
 ):
     """Dirichlet values of φ_rf = φ − φ_c on the grid's outer layer (inner nodes zero).
 
@@ -424,6 +425,10 @@ def boundary_values(
         on the boundary.
     ``"zero"``
         φ_rf = 0.
+
+    ``phi_coulomb``, the grid's φ_c from :func:`coulomb_potential` with the same ε_c when the
+    caller has it, gives the exact sum on the outer layer instead of summing it again over
+    every atom (without salt the "mdh" values are then (ε_c/ε_out − 1) φ_c, no sum at all).
     """
     if kind not in BOUNDARY_KINDS:
         raise InputError(f"boundary kind must be one of {BOUNDARY_KINDS}, got {kind!r}")
@@ -441,9 +446,16 @@ def boundary_values(
     points = np.asarray(grid.origin) + np.argwhere(mask) * np.asarray(grid.spacing)
     sums = backend.map_kernels().debye_huckel_points
     pos, q = atoms.positions, np.asarray(atoms.charges, dtype=float)
+    # Σ k q_i / (ε_c r_i) on the outer layer: from the caller's φ_c map, or summed below
+    exact = None if phi_coulomb is None else np.asarray(phi_coulomb, dtype=float)[mask]
     if kind == "mdh":
-        vals = sums(points, pos, q, atoms.radii + float(ion_radius), kappa, COULOMB_KJ, eps_out,
-                    eps_cavity)  # fmt: skip
+        radii = atoms.radii + float(ion_radius)
+        if exact is None:
+            vals = sums(points, pos, q, radii, kappa, COULOMB_KJ, eps_out, eps_cavity)
+        elif kappa == 0.0:  # the unscreened sum in ε_out is the same sum scaled
+            vals = (eps_cavity / eps_out - 1.0) * exact
+        else:
+            vals = sums(points, pos, q, radii, kappa, COULOMB_KJ, eps_out, math.inf) - exact
     else:
         lo, hi = atoms.bounds(with_radii=False)
         c = 0.5 * (lo + hi)
@@ -451,7 +463,10 @@ def boundary_values(
         # screened sphere (1/ε_c → 0) plus the unscreened exact sum (1/ε_out → 0)
         vals = sums(points, c[None, :], np.array([q.sum()]), np.array([a]), kappa, COULOMB_KJ,
                     eps_out, math.inf)  # fmt: skip
-        vals += sums(points, pos, q, atoms.radii, kappa, COULOMB_KJ, math.inf, eps_cavity)
+        if exact is None:
+            vals += sums(points, pos, q, atoms.radii, kappa, COULOMB_KJ, math.inf, eps_cavity)
+        else:
+            vals -= exact
     out[mask] = vals
     return out
 
@@ -680,6 +695,7 @@ def _build(
             kind=ph.boundary_kind,
             ion_radius=ph.ion_radius,
             backend=be,
+            phi_coulomb=phi_c,
         )
         bar.update()
     _check_charges_on_nodes(atoms, grid, phi_c, faces, kappa2, eps_in)
