@@ -23,7 +23,21 @@ method work buffers               SOR 0; Jacobi s; multigrid 2·s + 5 (fine resi
                                   set-up); MG-CG multigrid + 6·s (r, z, p, q, zero b, pool)
 molecule maps (from_atoms)        12·8 (face fractions and face ε, κ̄², φ_c, boundary
                                   values, the surface's distance fields), plus 64 per atom
+nonlinear (Newton) steady state   the float64 stencil 5·8 (its diag and b are the
+                                  steps' own), the steps' stencil in the storage
+                                  precision 5·s (none in float64), their iterate 8 and
+                                  the refinement's r, e 2·s, the method's buffers, and
+                                  :data:`NONLINEAR_ARRAYS` float64 arrays: the
+                                  equation's seven (κ̄², κ̄² on the unknowns, φ_c,
+                                  A_ε's diagonal, b_ε, a zero right-hand side, a work
+                                  array), the steps' κ̄² g'(x), the iterate u, x =
+                                  zφ/kT, the line search's weights and the Boltzmann
+                                  terms' temporaries
 ================================  =====================================================
+
+Measured peak resident growth of nonlinear CPU solves at 129³ (a charged solute, 10–12
+Newton steps): float32 with refinement SOR / multigrid / MG-CG 214 / 219 / 244 bytes per
+node (estimated 212 / 225 / 249), float64 173 / 198 / 239 (estimated 184 / 205 / 253).
 
 ``$PBSOLVER_MEMORY_LIMIT`` (bytes; suffixes K, M, G, T accepted) replaces the available memory
 that the estimates are compared with (host and GPU alike): tests and shared machines set it to
@@ -44,6 +58,8 @@ from pbsolver.exceptions import InputError
 ENV = "PBSOLVER_MEMORY_LIMIT"
 #: Transient float64 arrays while a stencil is built (see the module docstring).
 _BUILD = 10 * 8
+#: float64 arrays a nonlinear solve adds beyond its stencils, iterate and method (docstring).
+NONLINEAR_ARRAYS = 17
 #: Bytes per node of the molecule maps, and per atom.
 _MAPS_PER_NODE = 12 * 8
 _MAPS_PER_ATOM = 64
@@ -74,6 +90,7 @@ def bytes_per_node(
     refine: bool = True,
     *,
     molecule: bool = False,
+    nonlinear: bool = False,
 ) -> float:
     """Estimated peak bytes per grid node of a solve (see the module docstring's table).
 
@@ -89,12 +106,20 @@ def bytes_per_node(
         float64 iterative refinement (only with float32 storage).
     molecule : bool
         Add the maps that :meth:`pbsolver.Problem.from_atoms` builds.
+    nonlinear : bool
+        A nonlinear solve (Newton; :mod:`pbsolver.nonlinear`) instead of a linear one.
     """
     s = np.dtype(dtype).itemsize
     refine = bool(refine) and s == 4
-    stencils = 5 * s + (5 * 8 if refine else 0)
-    build = stencils + _BUILD  # the last stencil's float64 temporaries, the others kept
-    steady = stencils + (3 * 8 + 2 * s if refine else 3 * s)
+    if nonlinear:
+        # the float64 equation first (its build's temporaries), then the Newton steps
+        build = 5 * 8 + _BUILD
+        steady = 5 * 8 + (5 * s if s < 8 else 0) + 8 + (2 * s if refine else 0)
+        steady += NONLINEAR_ARRAYS * 8
+    else:
+        stencils = 5 * s + (5 * 8 if refine else 0)
+        build = stencils + _BUILD  # the last stencil's float64 temporaries, the others kept
+        steady = stencils + (3 * 8 + 2 * s if refine else 3 * s)
     steady += _method_bytes(_resolve(method, backend), s)
     total = max(build, steady)
     if molecule:
@@ -111,8 +136,11 @@ def estimate_bytes(
     *,
     molecule: bool = False,
     n_atoms: int = 0,
+    nonlinear: bool = False,
 ) -> int:
     """Estimated peak bytes of solving on a grid of ``shape`` (maps included with ``molecule``).
+
+    ``nonlinear``: a Newton solve of the nonlinear equation (:func:`bytes_per_node`).
 
     Examples
     --------
@@ -120,7 +148,7 @@ def estimate_bytes(
     286
     """
     nodes = math.prod(int(n) for n in shape)
-    per = bytes_per_node(method, backend, dtype, refine, molecule=molecule)
+    per = bytes_per_node(method, backend, dtype, refine, molecule=molecule, nonlinear=nonlinear)
     return int(nodes * per + (_MAPS_PER_ATOM * int(n_atoms) if molecule else 0))
 
 
@@ -236,18 +264,21 @@ def check_memory(
     molecule: bool = False,
     n_atoms: int = 0,
     what: str | None = None,
+    nonlinear: bool = False,
 ) -> int:
     """Refuse a solve on ``shape`` that would not fit in memory; return the estimate (bytes).
 
-    The estimate (:func:`estimate_bytes`) is compared with the host's available memory, and for
-    ``backend="cuda"`` with the GPU's free memory (CuPy is imported only then).
+    The estimate (:func:`estimate_bytes`; ``nonlinear`` for a Newton solve of the nonlinear
+    equation) is compared with the host's available memory, and for ``backend="cuda"`` with
+    the GPU's free memory (CuPy is imported only then).
 
     Raises
     ------
     InputError
         Naming the estimate and the memory available, with a suggestion.
     """
-    need = estimate_bytes(shape, method, backend, dtype, refine, molecule=molecule, n_atoms=n_atoms)
+    need = estimate_bytes(shape, method, backend, dtype, refine, molecule=molecule,
+                          n_atoms=n_atoms, nonlinear=nonlinear)  # fmt: skip
     shape_text = "×".join(str(int(n)) for n in shape)
     what = what or f"a {shape_text} grid"
     name = _resolve(method, backend)

@@ -1064,7 +1064,7 @@ def _hdf5_grids(path, selected, max_points, solve=None):
                     opts = solve.solver_kwargs()
                     check_memory(
                         info.shape, opts["method"], opts["backend"], opts["dtype"],
-                        what=f"{path}: grid {name!r}",
+                        what=f"{path}: grid {name!r}", nonlinear=info.nonlinear,
                     )  # fmt: skip
             except InputError as exc:
                 checked[name] = str(exc)

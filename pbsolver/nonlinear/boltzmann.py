@@ -32,35 +32,59 @@ _COSH_CAP = math.cosh(CAP)
 
 
 def term(x, xp):
-    """g(x): sinh(x) for |x| ≤ CAP, its linear continuation beyond."""
+    """g(x): sinh(x) for |x| ≤ CAP, its linear continuation beyond (a new array)."""
     c = xp.clip(x, -CAP, CAP)
-    return xp.sinh(c) + _COSH_CAP * (x - c)
+    g = x - c  # in place from here on: two grid arrays at most (memory of large grids)
+    g *= _COSH_CAP
+    g += xp.sinh(c, out=c)
+    return g
 
 
 def derivative(x, xp):
-    """g'(x): cosh(min(|x|, CAP))."""
-    return xp.cosh(xp.clip(x, -CAP, CAP))
+    """g'(x): cosh(min(|x|, CAP)) (a new array)."""
+    c = xp.clip(x, -CAP, CAP)
+    return xp.cosh(c, out=c)
 
 
 def _beyond(x, xp):
     """The continuation's part of G(x): sinh(CAP) t + ½ cosh(CAP) t², t = (|x| − CAP)₊."""
-    t = xp.maximum(xp.abs(x) - CAP, 0.0)
-    return t * (_SINH_CAP + 0.5 * _COSH_CAP * t)
+    t = xp.abs(x)
+    t -= CAP
+    xp.maximum(t, 0.0, out=t)
+    v = t * (0.5 * _COSH_CAP)
+    v += _SINH_CAP
+    v *= t
+    return v
 
 
 def energy_increment(x, y, xp):
     """G(y) − G(x), accurate for close x and y: 2 sinh((a+b)/2) sinh((b−a)/2) inside the cap."""
     a = xp.clip(x, -CAP, CAP)
     b = xp.clip(y, -CAP, CAP)
-    inside = 2.0 * xp.sinh(0.5 * (a + b)) * xp.sinh(0.5 * (b - a))
-    return inside + (_beyond(y, xp) - _beyond(x, xp))
+    mid = a + b
+    mid *= 0.5
+    xp.sinh(mid, out=mid)
+    b -= a
+    b *= 0.5
+    xp.sinh(b, out=b)
+    del a
+    mid *= b
+    mid *= 2.0
+    del b
+    mid += _beyond(y, xp)
+    mid -= _beyond(x, xp)
+    return mid
 
 
 def excess_energy(x, xp):
     """G(x) − 1 = cosh(x) − 1 (= 2 sinh²(x/2), accurate at small x), continued beyond the cap."""
-    c = xp.clip(x, -CAP, CAP)
-    s = xp.sinh(0.5 * c)
-    return 2.0 * s * s + _beyond(x, xp)
+    s = xp.clip(x, -CAP, CAP)
+    s *= 0.5
+    xp.sinh(s, out=s)
+    s *= s
+    s *= 2.0
+    s += _beyond(x, xp)
+    return s
 
 
 __all__ = ["CAP", "derivative", "energy_increment", "excess_energy", "term"]

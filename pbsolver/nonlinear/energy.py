@@ -50,7 +50,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pbsolver.arrays import array_module
+from pbsolver.arrays import array_module, to_numpy
 from pbsolver.exceptions import InputError
 from pbsolver.io.units import kT_kj_per_mol
 from pbsolver.molecule.maps import COULOMB_KJ
@@ -103,7 +103,8 @@ def ion_terms(problem, phi_rf) -> tuple[float, float]:
     problem : Problem
         Its κ̄², φ_c, ion valence and temperature are used (zero without salt).
     phi_rf : array (nx, ny, nz)
-        The reaction-field potential, kJ mol⁻¹ e⁻¹ (NumPy or CuPy).
+        The reaction-field potential, kJ mol⁻¹ e⁻¹ (NumPy or CuPy; the sums run where it is,
+        whichever library the problem's maps are in).
     """
     if problem.kappa2 is None:
         return 0.0, 0.0
@@ -112,9 +113,14 @@ def ion_terms(problem, phi_rf) -> tuple[float, float]:
         raise InputError(f"phi_rf has shape {tuple(phi_rf.shape)}, the grid {problem.grid.shape}")
     kT = kT_kj_per_mol(problem.temperature)
     z = float(problem.ion_valence)
-    k2 = xp.asarray(problem.kappa2, dtype=np.float64)
+
+    def here(a):
+        """A map of the problem in φ_rf's library (a device problem may meet a host φ_rf)."""
+        return xp.asarray(to_numpy(a) if xp is np else a, dtype=np.float64)
+
+    k2 = here(problem.kappa2)
     salty = k2 > 0
-    phic = xp.where(salty, xp.asarray(problem.phi_coulomb, dtype=np.float64), 0.0)
+    phic = xp.where(salty, here(problem.phi_coulomb), 0.0)
     x = (z / kT) * (phic + xp.asarray(phi_rf, dtype=np.float64))
     weight = k2 * node_volumes(problem.grid, problem.boundary == "periodic", xp)
     weight *= (kT / z) ** 2 / (4.0 * np.pi * COULOMB_KJ)

@@ -158,6 +158,8 @@ class NewtonStepSystem(LinearSystem):
                          kept=False)  # fmt: skip
         self.problem = problem
         self.kappa2 = kappa2
+        # float64 faces to build coarse operators from (the refinement's, or float64 storage)
+        self._faces = (checked.cx, checked.cy, checked.cz) if checked.dtype == np.float64 else None
         self._hierarchies = {}
 
     def hierarchy(self, given: dict, default_cycle: str):
@@ -167,7 +169,10 @@ class NewtonStepSystem(LinearSystem):
         h = self._hierarchies.get(key)
         if h is None:
             h = grid_hierarchy(self.backend, self.st, self.spacing, self.kappa2, **options)
-            h.inputs = (*h.inputs[:3], self.kappa2)  # the array rewritten in place each step
+            # the coarse operators' sources: κ̄² is rewritten in place each step, and the
+            # float64 faces are the checked stencil's (the hierarchy's own float64 copies of
+            # the float32 faces are let go: three grid arrays fewer for the whole solve)
+            h.inputs = (*(self._faces or h.inputs[:3]), self.kappa2)
             self._hierarchies[key] = h
         else:
             h.rebuild()
@@ -207,13 +212,20 @@ class _Equation:
 
     def scaled(self, u):
         """x = z (φ_c + u)/kT on every node (meaningful where κ̄² > 0)."""
-        return self.scale * (self.phic + u)
+        x = self.phic + u
+        x *= self.scale
+        return x
 
     def gradient(self, u, x):
-        """(F, r_ε) at u: F over the unknowns and r_ε = b_ε − A_ε u (zero on fixed nodes)."""
-        r = self.backend.zeros(u.shape, np.float64)
-        self.backend.residual(self.eps_st, u, r)
-        return self.k2u * (self.unit * boltzmann.term(x, self.xp)) - r, r
+        """F at u over the unknowns (zero on fixed nodes): κ̄² (kT/z) g(x) − (b_ε − A_ε u)."""
+        F = self.backend.zeros(u.shape, np.float64)
+        self.backend.residual(self.eps_st, u, F)
+        F *= -1.0
+        ions = boltzmann.term(x, self.xp)
+        ions *= self.unit
+        ions *= self.k2u
+        F += ions
+        return F
 
     def norm(self, a) -> float:
         """‖a‖₂ (synchronises)."""
@@ -224,28 +236,36 @@ class _Equation:
         xp = self.xp
         gp = boltzmann.derivative(x, xp)
         xp.multiply(self.k2, gp, out=kappa2)
-        xp.add(self.diag_eps, self.k2u * gp, out=diag)
+        gp *= self.k2u
+        xp.add(self.diag_eps, gp, out=diag)
 
-    def line(self, u, x, r, delta):
-        """Δ'(α) and Δ(α) = J(u + αδ) − J(u) along δ from u (x = scaled(u), r = r_ε(u)).
+    def line(self, x, delta, d0):
+        """Δ'(α) and Δ(α) = J(u + αδ) − J(u) along δ from u (x = scaled(u), d0 = F(u)ᵀδ).
 
         Returns ``(slope, value)``, two functions of α; Δ(α) is computed with the cancellation-
         free increment of G (only where the line search needs it).
         """
         xp, be = self.xp, self.backend
         be.residual(self.apply_st, delta, self.work)  # −A_ε δ
-        c0 = -float(xp.vdot(r, delta))  # (A_ε u − b_ε)ᵀδ
         c1 = -float(xp.vdot(self.work, delta))  # δᵀ A_ε δ ≥ 0
-        s = self.scale * delta
-        wd = self.k2u * (self.unit * delta)
+        wd = self.k2u * delta
+        wd *= self.unit
+        # (A_ε u − b_ε)ᵀδ = F(u)ᵀδ − (κ̄² (kT/z) g(x))ᵀδ: no residual array kept for it
+        c0 = d0 - float(xp.vdot(wd, boltzmann.term(x, xp)))
+
+        def trial(alpha):
+            """x + α z δ/kT, in the work array (free once c1 is known)."""
+            y = self.work
+            xp.multiply(delta, alpha * self.scale, out=y)
+            y += x
+            return y
 
         def slope(alpha):
-            y = x + alpha * s
-            return c0 + alpha * c1 + float(xp.vdot(wd, boltzmann.term(y, xp)))
+            return c0 + alpha * c1 + float(xp.vdot(wd, boltzmann.term(trial(alpha), xp)))
 
         def value(alpha):
-            y = x + alpha * s
-            change = float(xp.vdot(self.k2u, boltzmann.energy_increment(x, y, xp)))
+            change = boltzmann.energy_increment(x, trial(alpha), xp)
+            change = float(xp.vdot(self.k2u, change))
             return alpha * c0 + 0.5 * alpha * alpha * c1 + self.unit**2 * change
 
         return slope, value
@@ -338,8 +358,8 @@ def _guess(backend, problem, x0):
         g = backend.asarray(fixed_values(problem), np.float64)
         inner = (slice(1, -1),) * 3
         g[inner] = u[inner]
-        u = g
-    return u
+        return g
+    return backend.copy(u)  # the iterate is updated in place: never the caller's array
 
 
 def _forcing(fnorm, previous, eta_previous, target):
@@ -392,9 +412,10 @@ def _solve(solver, backend, problem, method_name, x0):
     budget = solver.maxiter  # linear iterations of all solves together (None: no cap)
     iterations = 0
 
-    # the Newton steps' system: the problem's faces; diag, b and κ̄²_eff rewritten each step
+    # the Newton steps' system: the problem's faces; diag, b and κ̄²_eff rewritten each step,
+    # in the linearised stencil's own diag and b (kept nowhere else: one grid array each less)
     lin = eq.lin
-    diag64, b64, kappa2 = be.copy(lin.diag), be.copy(lin.b), be.copy(eq.k2)
+    diag64, b64, kappa2 = lin.diag, lin.b, be.copy(eq.k2)
     checked = Stencil(lin.cx, lin.cy, lin.cz, diag64, b64, eq.periodic, False)
     st = checked
     if dtype != f64:
@@ -436,14 +457,15 @@ def _solve(solver, backend, problem, method_name, x0):
             return outcome(u_lin, out.reason, [math.nan])
         u0 = be.asarray(fixed_values(problem), f64) - xp.where(eq.k2u > 0, eq.phic, 0.0)
         x = eq.scaled(u0)
-        F, r = eq.gradient(u0, x)
+        F = eq.gradient(u0, x)
         delta = u_lin - u0
         d0 = float(xp.vdot(F, delta))
+        del F
         alpha = None
         if d0 < 0.0:
-            alpha, _ = line_search(*eq.line(u0, x, r, delta), d0)
+            alpha, _ = line_search(*eq.line(x, delta, d0), d0)
         u = u_lin if alpha is None or alpha == 1.0 else u0 + alpha * delta
-        del u0, delta, F, r, x
+        del u0, delta, x
         system.x = be.zeros(shape, checked.dtype)
 
     # ---- the Newton steps
@@ -452,7 +474,7 @@ def _solve(solver, backend, problem, method_name, x0):
     reason = None
     while True:
         x = eq.scaled(u)
-        F, r = eq.gradient(u, x)
+        F = eq.gradient(u, x)
         fnorm = eq.norm(F)
         history.append(fnorm / eq.bnorm if eq.bnorm > 0 else fnorm)
         if solver.callback is not None and steps:
@@ -470,6 +492,7 @@ def _solve(solver, backend, problem, method_name, x0):
         previous = fnorm
         eq.jacobian(x, diag64, kappa2)
         xp.negative(F, out=b64)
+        del F  # −F lives on in b64, which the linear solves only read
         if st is not checked or st.dtype != f64:  # the float32 stencil the method sweeps
             xp.copyto(st.diag, diag64, casting="unsafe")
             xp.copyto(st.b, b64, casting="unsafe")
@@ -484,12 +507,12 @@ def _solve(solver, backend, problem, method_name, x0):
             if out.reason in ("nan", "diverged"):
                 reason = out.reason
                 break
-            d0 = float(xp.vdot(F, delta))
+            d0 = -float(xp.vdot(b64, delta))
             if not math.isfinite(d0):
                 reason = "nan"
                 break
             if d0 < 0.0:
-                alpha, evals = line_search(*eq.line(u, x, r, delta), d0)
+                alpha, evals = line_search(*eq.line(x, delta, d0), d0)
                 info.update(alpha=alpha, line_search_evaluations=evals)
                 if alpha is not None:
                     break
@@ -501,7 +524,11 @@ def _solve(solver, backend, problem, method_name, x0):
             info["retries"] += 1
         if alpha is None:
             break
-        u = u + alpha * delta
+        # in place (u is the solve's own array, never the caller's x0), through the work
+        # array the line search is done with: no temporary grid array
+        xp.multiply(delta, alpha, out=eq.work)
+        u += eq.work
+        del x  # the next step's x is made from u: never two at once
     capped = eq.beyond_cap(x) if reason == "converged" else 0
     return outcome(u, "capped" if capped else reason, history, steps, capped)
 

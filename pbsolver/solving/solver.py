@@ -260,8 +260,10 @@ class Solver:
         backend = get_backend(self.backend_name, like=problem.phi_coulomb)
         name = self.method_for(backend, problem)
         # refuse what cannot fit before any array is allocated
-        check_memory(problem.grid.shape, name, backend.name, self.dtype, self.refine)
-        if nonlinear and problem.has_salt:  # without salt the two equations are one
+        newton = nonlinear and problem.has_salt  # without salt the two equations are one
+        check_memory(problem.grid.shape, name, backend.name, self.dtype, self.refine,
+                     nonlinear=newton)  # fmt: skip
+        if newton:
             return self._solve_nonlinear(backend, problem, name, x0)
         method = self.make_method(name)
         # With refinement, the system is defined by float64 coefficients (``checked``): the
