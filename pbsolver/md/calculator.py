@@ -29,6 +29,9 @@ when the node counts do not change.
 What a frame returns
 --------------------
 ``energy`` = ½ Σ_i q_i φ_rf(r_i), the polar solvation energy (ε_c = ε_in; README, *The equation*);
+with ``nonlinear=True`` (and salt) the nonlinear equation's ΔG, which adds the mobile ions' terms
+(:mod:`pbsolver.nonlinear.energy`; ``FrameResult.terms``), each frame a Newton solve on the general
+engine warm-started from the previous frame's φ_rf (the stacked engine solves linear systems only);
 ``potentials`` = φ_rf(r_i); ``forces`` = −q_i ∇φ_rf(r_i). Values at atoms are trilinear
 interpolations of the grid field and of its central-difference gradient, exactly as in
 :mod:`pbsolver.molecule.energy`.
@@ -65,6 +68,7 @@ from pbsolver.molecule import maps
 from pbsolver.molecule.atoms import Atoms
 from pbsolver.molecule.build import build_problem
 from pbsolver.molecule.energy import sample_field
+from pbsolver.nonlinear.energy import SolvationTerms, ion_terms
 from pbsolver.options import PhysicsOptions, check_box, nonnegative, positive, unit_factor
 from pbsolver.problem import Problem
 
@@ -81,7 +85,8 @@ class FrameResult:
     Attributes
     ----------
     energy : float
-        Polar solvation energy ½ Σ q φ_rf (kJ/mol, or the calculator's ``units``).
+        Polar solvation energy ½ Σ q φ_rf (kJ/mol, or the calculator's ``units``); a nonlinear
+        frame's adds the mobile ions' terms (:mod:`pbsolver.nonlinear.energy`).
     forces : array (n, 3)
         Forces on the atoms (kJ mol⁻¹ Å⁻¹), NumPy or CuPy like the positions given: the exact
         −∂G/∂r (``forces_kind == "exact"``) or −q ∇φ_rf (``"field"``).
@@ -106,6 +111,9 @@ class FrameResult:
     units : str
     forces_kind : {"exact", "field"}
         What ``forces`` are (see :attr:`ReactionFieldCalculator.force_kind`).
+    terms : SolvationTerms or None
+        A nonlinear frame's energy term by term (fixed charges, mobile ions, osmotic; in
+        ``units``), whose total is ``energy``; None for the linearised equation.
     """
 
     energy: float
@@ -121,6 +129,7 @@ class FrameResult:
     solve: object = field(repr=False)
     units: str = "kJ/mol"
     forces_kind: str = "field"
+    terms: object = field(default=None, repr=False)
 
     def __repr__(self) -> str:
         return (
@@ -176,7 +185,9 @@ class ReactionFieldCalculator:
         ``method="sor"``) on buffers kept across calls (vdW surface, following grid; the
         fastest way on a GPU, and what :meth:`compute_batch` uses to run B frames in one
         launch). ``"auto"``: stacked on CUDA (with CuPy) where the set-up allows it and
-        ``method`` is "auto", "multigrid" or "sor", else general.
+        ``method`` is "auto", "multigrid" or "sor", else general. ``nonlinear=True`` (with
+        salt) runs on the general engine ("stacked" is refused): one Newton solve per frame,
+        warm-started from the previous frame's φ_rf like a linear solve.
     forces : {"auto", "exact", "field"}
         "exact": the exact gradient of the energy (:mod:`pbsolver.forces`; general engine,
         surfaces "vdw" and "svdw"; anything else is refused). "field": −q ∇φ_rf. "auto": exact
@@ -242,8 +253,6 @@ class ReactionFieldCalculator:
         self.physics, options, self.map_options = PhysicsOptions.split(
             options, self.map_options, physics=physics
         )
-        # its energies, forces and warm starts are the linearised equation's
-        self.physics.require_linear("ReactionFieldCalculator")
         self.spacing = positive(spacing, "spacing")
         self.margin = nonnegative(margin, "margin")
         self.skin = nonnegative(skin, "skin")
@@ -401,6 +410,14 @@ class ReactionFieldCalculator:
             return "general"  # the stacked engine returns field forces only
         kind = self.physics.boundary_kind
         ok = supports(self.surface, self.box is not None, kind)
+        nonlinear = self.physics.nonlinear and self.physics.has_salt
+        if engine == "stacked" and nonlinear:
+            raise InputError(
+                "engine='stacked' solves the linearised equation only; nonlinear=True runs on "
+                "engine='general' (or 'auto'), one Newton solve per frame"
+            )
+        if nonlinear:  # Newton solves one problem at a time: the general path
+            return "general"
         if engine == "stacked":
             if not ok:
                 raise InputError(
@@ -713,6 +730,12 @@ class ReactionFieldCalculator:
         fxp = array_module(phi_at)
         q = fxp.asarray(atoms.charges)
         energy = 0.5 * self._factor * float(fxp.sum(q * phi_at))
+        terms = None
+        if result.newton_steps is not None:  # a nonlinear solve: ΔG adds the ions' terms
+            mobile, osmotic = ion_terms(problem, result.phi_rf)
+            f = self._factor
+            terms = SolvationTerms(energy, f * mobile, f * osmotic, self.units)
+            energy = terms.total
         potentials = self._factor * phi_at
         forces = -self._factor * q[:, None] * grad_at
         timings = {"maps": t_maps, "solve": t_solve}
@@ -744,6 +767,7 @@ class ReactionFieldCalculator:
             solve=result,
             units=self.units,
             forces_kind=self.force_kind,
+            terms=terms,
         )
         if self.strict and not result.converged:
             raise ConvergenceError(
