@@ -320,6 +320,70 @@ def test_newton_step_limit_is_reported(rng):
 
 
 # ---------------------------------------------------------------------- (e) the keyword's paths
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_memory_estimate_covers_what_a_newton_solve_allocates(dtype, monkeypatch):
+    """Traced peak of NumPy arrays during a nonlinear solve against the estimate per node."""
+    import tracemalloc
+
+    from pbsolver import resources
+
+    atoms = pb.Atoms([[0.1, 0.05, -0.02], [2.0, 0.3, 0.2]], [-8.0, -6.0], [2.0, 1.8])
+    problem = pb.Problem.from_atoms(atoms, spacing=0.4, shape=(33, 33, 33), surface="vdw",
+                                    ionic_strength=0.1, nonlinear=True)  # fmt: skip
+    nodes = 33**3
+    for method in ("sor", "multigrid", "mgcg"):
+        linear = resources.bytes_per_node(method, "cpu", dtype)
+        estimate = resources.bytes_per_node(method, "cpu", dtype, nonlinear=True)
+        assert estimate > linear
+        pb.solve(problem, backend="cpu", method=method, dtype=dtype)  # compiled, planned
+        tracemalloc.start()
+        try:
+            res = pb.solve(problem, backend="cpu", method=method, dtype=dtype)
+            peak = tracemalloc.get_traced_memory()[1] / nodes
+        finally:
+            tracemalloc.stop()
+        assert res.converged and res.newton_steps >= 3
+        assert 0.8 * estimate <= peak <= estimate, (method, peak, estimate)
+    # a memory limit between the two estimates refuses the nonlinear solve only
+    need = resources.estimate_bytes(problem.grid.shape, "sor", "cpu", dtype, nonlinear=True)
+    monkeypatch.setenv(resources.ENV, str(need - 1))
+    assert pb.solve(problem, backend="cpu", method="sor", dtype=dtype, nonlinear=False).converged
+    with pytest.raises(pb.InputError, match="needs about"):
+        pb.solve(problem, backend="cpu", method="sor", dtype=dtype)
+
+
+def test_calculator_warm_starts_newton_from_the_previous_frame(rng):
+    """A nonlinear frame warm-started from the last φ_rf: fewer Newton steps, the same ΔG."""
+    positions = np.array([[0.0, 0.0, 0.0], [2.6, 0.4, -0.3], [-0.5, 2.4, 0.8]])
+    atoms = pb.Atoms(positions, [-6.0, -5.0, -5.0], [2.0, 1.9, 1.8])
+    common = {"spacing": 0.6, "margin": 4.0, "skin": 1.0, "surface": "vdw", "backend": "cpu",
+              "method": "multigrid", "ionic_strength": 0.05, "nonlinear": True, "rtol": 1e-9,
+              "dtype": np.float64}  # fmt: skip
+    warm = pb.ReactionFieldCalculator(atoms, **common)
+    cold = pb.ReactionFieldCalculator(atoms, warm_start=False, **common)
+    assert warm.engine == cold.engine == "general"
+    first = warm.compute()
+    assert cold.compute().energy == pytest.approx(first.energy, rel=1e-12)
+    assert not first.warm_start and first.solve.newton_steps >= 3
+    assert first.terms.total == first.energy and first.terms.mobile > 0 > first.terms.osmotic
+    frames = [positions + rng.normal(scale=0.03, size=positions.shape) for _ in range(3)]
+    # one frame at a time, then a batch of the other two (each from the frame before the batch)
+    w, c = warm.compute(frames[0]), cold.compute(frames[0])
+    assert w.warm_start and not w.regridded and not c.warm_start and w.grid == c.grid
+    assert w.solve.newton_steps < c.solve.newton_steps
+    assert w.energy == pytest.approx(c.energy, rel=1e-7)
+    batch = warm.compute_batch(frames[1:])
+    for k, fr in enumerate(batch, start=1):
+        ref = cold.compute(frames[k])
+        assert fr.warm_start and fr.converged and fr.grid == ref.grid
+        assert fr.solve.newton_steps < ref.solve.newton_steps
+        assert fr.energy == pytest.approx(ref.energy, rel=1e-7)
+        assert fr.terms.fixed == pytest.approx(ref.terms.fixed, rel=1e-7)
+    # the nonlinear frame is no linear one (the ion terms and the stronger screening)
+    linear = pb.ReactionFieldCalculator(atoms, **{**common, "nonlinear": False}).compute()
+    assert linear.terms is None and abs(linear.energy - first.energy) > 10.0  # kJ/mol
+
+
 def test_from_atoms_hdf5_and_batch_carry_the_keyword(tmp_path):
     atoms, problem = ion(-4.0, ionic_strength=0.1, nonlinear=True, ion_valence=2,
                          temperature=300.0)  # fmt: skip
@@ -420,9 +484,99 @@ def test_bad_input_is_refused():
     with pytest.raises(pb.InputError, match="x0 has shape"):
         pb.solve(problem, backend="cpu", x0=np.zeros((4, 4, 4)))
     atoms = pb.Atoms([[0.0, 0.0, 0.0]], [1.0], [2.0])
-    with pytest.raises(pb.InputError, match="ReactionFieldCalculator solves the linearised"):
-        pb.ReactionFieldCalculator(atoms, backend="cpu", nonlinear=True, ionic_strength=0.1)
+    with pytest.raises(pb.InputError, match="engine='stacked' solves the linearised"):
+        pb.ReactionFieldCalculator(atoms, backend="cpu", nonlinear=True, ionic_strength=0.1,
+                                   surface="vdw", engine="stacked")  # fmt: skip
     from pbsolver.md.engine import StackedFrames
 
     with pytest.raises(pb.InputError, match="stacked MD engine"):
         StackedFrames([1.0], [2.0], (9, 9, 9), 0.5, pb.Solver(backend="cpu"), nonlinear=True)
+
+
+# ---------------------------------------------------------------------- (f) CUDA (marker gpu)
+@pytest.mark.gpu
+@pytest.mark.parametrize("method", ["sor", "multigrid", "mgcg"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_cuda_matches_the_float64_reference(rng, method, dtype):
+    """The Newton method on the GPU: the float64 reference, NumPy in/out and CuPy in/out."""
+    cp = pytest.importorskip("cupy")
+    base = random_problem(rng, shape=(11, 14, 9), spacing=0.55, salt=True,
+                          boundary_values=True, face_rule="harmonic")  # fmt: skip
+    problem = as_nonlinear(base, ion_valence=2, temperature=310.0)
+    ref = reference_newton(problem)
+    tol = 1e-7 * np.abs(ref).max()
+    res = pb.solve(problem, method=method, backend="cuda", rtol=1e-10, dtype=dtype)
+    assert res.converged and res.backend == "cuda" and res.newton_steps >= 2
+    assert isinstance(res.phi_rf, np.ndarray)
+    assert nonlinear_residual(problem, res.phi_rf) <= 2e-10
+    np.testing.assert_allclose(res.phi_rf, ref, rtol=0, atol=tol)
+    cpu = pb.solve(problem, method=method, backend="cpu", rtol=1e-10, dtype=dtype)
+    np.testing.assert_allclose(res.phi_rf, cpu.phi_rf, rtol=0, atol=tol)
+    dev = pb.solve(problem.to("cupy"), method=method, backend="cuda", rtol=1e-10, dtype=dtype)
+    assert isinstance(dev.phi_rf, cp.ndarray) and dev.converged
+    np.testing.assert_allclose(cp.asnumpy(dev.phi_rf), ref, rtol=0, atol=tol)
+    # a warm start from the device solution: nothing left to do
+    again = pb.solve(problem.to("cupy"), x0=dev.phi_rf, method=method, backend="cuda",
+                     rtol=1e-10, dtype=dtype)  # fmt: skip
+    assert again.converged and again.newton_steps == 0
+
+
+@pytest.mark.gpu
+def test_cuda_periodic_matches_the_float64_reference(rng):
+    pytest.importorskip("cupy")
+    base = random_problem(rng, shape=(10, 8, 12), spacing=0.6, boundary="periodic", salt=True)
+    problem = as_nonlinear(base)
+    ref = reference_newton(problem)
+    for method in ("sor", "mgcg"):
+        res = pb.solve(problem, method=method, backend="cuda", rtol=1e-9, dtype=np.float64)
+        assert res.converged, (method, res.reason)
+        np.testing.assert_allclose(res.phi_rf, ref, rtol=0, atol=1e-6 * np.abs(ref).max())
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("method", ["sor", "multigrid", "mgcg"])
+def test_cuda_protein_equals_the_cpu(method):
+    """Colipase (−2 e) in 0.05 M salt on a 65³-class grid: φ_rf and ΔG as on the CPU."""
+    cp = pytest.importorskip("cupy")
+    atoms = pb.read_pqr(pb.data.path("1lpb_chainA.pqr"))
+    problem = pb.Problem.from_atoms(atoms, spacing=0.9, margin=6.0, ionic_strength=0.05,
+                                    nonlinear=True)  # fmt: skip
+    cpu = pb.solve(problem, backend="cpu", method=method, rtol=1e-8)
+    gpu = pb.solve(problem, backend="cuda", method=method, rtol=1e-8)
+    assert cpu.converged and gpu.converged and gpu.backend == "cuda"
+    assert abs(gpu.newton_steps - cpu.newton_steps) <= 1
+    scale = np.abs(cpu.phi_rf).max()
+    np.testing.assert_allclose(gpu.phi_rf, cpu.phi_rf, rtol=0, atol=1e-5 * scale)
+    e_cpu = solvation_terms(atoms, problem, cpu.phi_rf)
+    e_gpu = solvation_terms(atoms, problem, gpu.phi_rf)
+    assert e_gpu.total == pytest.approx(e_cpu.total, rel=1e-6)
+    assert e_gpu.mobile == pytest.approx(e_cpu.mobile, rel=1e-4)
+    # the ion terms summed on the device, from a device problem and a device φ_rf, or a host one
+    on_device = problem.to("cupy")
+    dev = pb.solve(on_device, backend="cuda", method=method, rtol=1e-8)
+    assert isinstance(dev.phi_rf, cp.ndarray)
+    for phi in (dev.phi_rf, cp.asnumpy(dev.phi_rf)):
+        mobile, osmotic = ion_terms(on_device, phi)
+        assert mobile == pytest.approx(e_cpu.mobile, rel=1e-4)
+        assert osmotic == pytest.approx(e_cpu.osmotic, rel=1e-4)
+
+
+@pytest.mark.gpu
+def test_cuda_calculator_warm_starts_newton():
+    pytest.importorskip("cupy")
+    positions = np.array([[0.0, 0.0, 0.0], [2.6, 0.4, -0.3], [-0.5, 2.4, 0.8]])
+    atoms = pb.Atoms(positions, [-6.0, -5.0, -5.0], [2.0, 1.9, 1.8])
+    common = {"spacing": 0.5, "margin": 4.0, "skin": 1.0, "surface": "vdw",
+              "ionic_strength": 0.05, "nonlinear": True, "rtol": 1e-8}  # fmt: skip
+    gpu = pb.ReactionFieldCalculator(atoms, backend="cuda", **common)
+    cpu = pb.ReactionFieldCalculator(atoms, backend="cpu", **common)
+    assert gpu.engine == "general"
+    moved = positions + np.array([0.04, -0.02, 0.03])
+    frames = [gpu.compute(), gpu.compute(moved), *gpu.compute_batch([positions, moved])]
+    refs = [cpu.compute(), cpu.compute(moved), *cpu.compute_batch([positions, moved])]
+    assert frames[1].solve.newton_steps < frames[0].solve.newton_steps
+    for fr, ref in zip(frames, refs, strict=True):
+        assert fr.converged and fr.terms is not None
+        assert fr.energy == pytest.approx(ref.energy, rel=1e-6)
+        np.testing.assert_allclose(fr.forces, ref.forces, rtol=0,
+                                   atol=1e-4 * np.abs(ref.forces).max())  # fmt: skip
