@@ -35,9 +35,11 @@ nonlinear (Newton) steady state   the float64 stencil 5·8 (its diag and b are t
                                   terms' temporaries
 ================================  =====================================================
 
-Measured peak resident growth of nonlinear CPU solves at 129³ (a charged solute, 10–12
-Newton steps): float32 with refinement SOR / multigrid / MG-CG 214 / 219 / 244 bytes per
-node (estimated 212 / 225 / 249), float64 173 / 198 / 239 (estimated 184 / 205 / 253).
+Measured peak resident growth of nonlinear CPU solves on 129³ (the RNA of
+``benchmarks/nonlinear_robust.py --n 129 --salts 0.15 --method M --dtype D``, 4–5 Newton
+steps): float32 with refinement SOR / multigrid / MG-CG 214 / 218 / 227 bytes per node
+(estimated 212 / 225 / 249), float64 174 / 190 / 222 (estimated 184 / 205 / 253); a solute
+needing 10–12 Newton steps measured 214 / 219 / 244 and 173 / 198 / 239.
 
 ``$PBSOLVER_MEMORY_LIMIT`` (bytes; suffixes K, M, G, T accepted) replaces the available memory
 that the estimates are compared with (host and GPU alike): tests and shared machines set it to
