@@ -54,6 +54,13 @@ elif [ "${1:-single}" = "s6" ]; then  # sixth session: frames in batches of 32, 
       --pqr "$PWD/data/1lpb_chainA.pqr" --backend cuda --batch 32 --batches 2 --timed 30 --top 60
   done; done
   RESULTS=$R/frames PARTS=frames LIMIT=150 step compare 460 bash benchmarks/redesign_compare.sh 3 "old new"
+elif [ "${1:-single}" = "s6gpu" ]; then  # sixth session: every GPU test, nonlinear and forces cost
+  step gpu_tests 330 python3 -m pytest -m gpu -q -p no:cacheprovider -W ignore::Warning -rs
+  step nonlinear_cost 120 python3 benchmarks/nonlinear_cost.py --backend cuda --n 129 257 \
+    --repeat 3 --json "$R/nonlinear_cost.json"
+  step forces_cost 100 python3 benchmarks/forces_cost.py --backend cuda --json "$R/forces_cost.json"
+elif [ "${1:-single}" = "s6compare" ]; then  # sixth session: issue 16's comparison at the last commit
+  RESULTS=$R/compare LIMIT=150 step compare 560 bash benchmarks/redesign_compare.sh ${ROUNDS:-2} "old new"
 elif [ "${1:-single}" = "multi" ]; then
   step frames_profile 100 python3 benchmarks/frames_profile.py --batches 1 32 \
     --json "$R/frames_profile.json"

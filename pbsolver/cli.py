@@ -304,9 +304,20 @@ _MOLECULE_OPTIONS = {
     "margin": (_NONNEGATIVE, 8.0, "space between the molecule and the box, Å."),
     "eps_in": (_POSITIVE, PhysicsOptions.eps_in, "solute ε."),
     "eps_out": (_POSITIVE, PhysicsOptions.eps_out, "solvent ε."),
-    "ionic_strength": (_NONNEGATIVE, PhysicsOptions.ionic_strength, "1:1 salt, mol/L."),
+    "ionic_strength": (_NONNEGATIVE, PhysicsOptions.ionic_strength, "ionic strength, mol/L."),
     "surface": (click.Choice(list(SURFACES)), PhysicsOptions.surface, "dielectric boundary."),
     "probe_radius": (_NONNEGATIVE, PhysicsOptions.probe_radius, "solvent probe radius, Å."),
+    "nonlinear": (
+        bool,
+        PhysicsOptions.nonlinear,
+        "solve the nonlinear Poisson–Boltzmann equation (APBS npbe); the energy adds the ions' "
+        "terms.",
+    ),
+    "ion_valence": (
+        click.IntRange(min=1),
+        PhysicsOptions.ion_valence,
+        "z of the z:z salt (--nonlinear; --ionic-strength is I = z²c).",
+    ),
 }
 _MOLECULE_PARAMS = tuple(_MOLECULE_OPTIONS)
 
@@ -318,6 +329,10 @@ def _option_name(param: str) -> str:
 def _molecule_options(f):
     opts = [
         click.option(
+            _option_name(param), is_flag=True, default=default, help=f"PQR input: {text}"
+        )
+        if kind is bool
+        else click.option(
             _option_name(param), type=kind, default=default, show_default=True,
             help=f"PQR input: {text}",
         )
@@ -827,6 +842,9 @@ def _info_hdf5(file, as_json, max_points):
                 "solver": {k: _plain(v) for k, v in gi.solver.items()},
             }
         )
+        if gi.nonlinear:  # linear grids' entries stay as they were
+            grids[-1]["nonlinear"] = {"ion_valence": gi.ion_valence,
+                                      "temperature_K": gi.temperature}  # fmt: skip
     data = {"file": str(file), "format": "pbsolver HDF5", "attrs": root, "grids": grids}
     if as_json:
         click.echo(json.dumps(data, indent=2))
@@ -849,6 +867,9 @@ def _info_hdf5(file, as_json, max_points):
             )
             if "kappa2" in g["datasets"]:
                 line += ", salt"
+            if "nonlinear" in g:
+                nl = g["nonlinear"]
+                line += f", nonlinear (z={nl['ion_valence']}, {nl['temperature_K']:g} K)"
             s = g["solver"]
             if g["solved"]:
                 line += (

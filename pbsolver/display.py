@@ -121,6 +121,8 @@ def problem_html(problem) -> str:
         salt = "none (κ̄² = 0)"
     else:
         salt = _range(problem.kappa2, "Å⁻²")
+    if problem.nonlinear:
+        salt += _esc(f"; nonlinear (sinh), z = {problem.ion_valence}, {problem.temperature:g} K")
     if problem.boundary == "dirichlet":
         bc = "dirichlet, φ_rf on the outer layer = " + (
             "0" if problem.boundary_values is None else "given values"

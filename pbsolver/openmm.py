@@ -14,7 +14,7 @@ implicit-solvent force.
 
     system = forcefield.createSystem(topology, nonbondedMethod=app.NoCutoff)
     rf = ReactionFieldForce.from_system(system, topology, positions, spacing=0.5,
-                                        eps_in=1.0, surface="vdw", skin=4.0)
+                                        eps_in=1.0, surface="svdw", skin=4.0)
     system.addForce(rf.openmm_force())
     simulation = app.Simulation(topology, system, integrator)   # any platform
 
@@ -23,6 +23,9 @@ Where the energy is smooth
 The energy is a function of the positions only while the grid holds still: the calculator's
 following grid is kept until an atomic sphere comes within ``margin`` Å of its outer layer, and
 is then shifted by whole nodes, which changes the discretisation (a small jump of the energy).
+The forces are the exact gradient of the energy only where the calculator computes them so
+(``forces="auto"`` on the smooth vdW surface ``surface="svdw"``; :mod:`pbsolver.forces`); on
+other surfaces they are −q∇φ_rf, and an MD run with them does not conserve energy.
 Give a ``skin`` that covers the motion of the run (``regrids`` counts the moves), or a periodic
 ``box``, whose grid never moves. The forces are the calculator's (see its *What a frame returns*).
 

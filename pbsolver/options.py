@@ -21,8 +21,11 @@ from pbsolver.exceptions import InputError
 
 #: Relative permittivity of water at 298 K: the default solvent.
 EPS_WATER = 78.54
-#: Dielectric surfaces: solvent-excluded (APBS ``srfm mol``), its smoothed variant, vdW spheres.
-SURFACES = ("mol", "smol", "vdw")
+#: Dielectric surfaces: solvent-excluded (APBS ``srfm mol``), its smoothed variant, vdW spheres,
+#: and vdW spheres with a smooth boundary (differentiable: :mod:`pbsolver.molecule.smooth_surface`).
+SURFACES = ("mol", "smol", "vdw", "svdw")
+#: Surfaces made of the atomic spheres alone (no probe).
+SPHERE_SURFACES = ("vdw", "svdw")
 #: Dirichlet values of the outer layer: multiple or single Debye–Hückel spheres, or zero.
 BOUNDARY_KINDS = ("mdh", "sdh", "zero")
 #: kJ per kcal.
@@ -82,6 +85,27 @@ def check_box(box) -> np.ndarray:
     return b
 
 
+def valence(value, name: str = "ion_valence") -> int:
+    """``value`` as the valence z ≥ 1 of a z:z salt (an integer), or InputError."""
+    if isinstance(value, bool | str) or not isinstance(value, int | np.integer | float):
+        raise InputError(f"{name} must be a positive integer, got {value!r}")
+    if isinstance(value, float) and not (math.isfinite(value) and value.is_integer()):
+        raise InputError(f"{name} must be a positive integer, got {value!r}")
+    z = int(value)
+    if z < 1:
+        raise InputError(f"{name} must be a positive integer, got {value!r}")
+    return z
+
+
+def flag(value, name: str) -> bool:
+    """``value`` as a bool (True/False, NumPy booleans, 0 or 1), or InputError naming ``name``."""
+    if isinstance(value, bool | np.bool_):
+        return bool(value)
+    if isinstance(value, int | np.integer) and int(value) in (0, 1):
+        return bool(value)
+    raise InputError(f"{name} must be True or False, got {value!r}")
+
+
 def unit_factor(units: str) -> float:
     """Factor from kJ/mol to ``units`` ("kJ/mol" or "kcal/mol")."""
     try:
@@ -101,13 +125,15 @@ class PhysicsOptions:
         Relative permittivities of the solute (also ε_c, the permittivity φ_c is computed in)
         and of the solvent (water, :data:`EPS_WATER`, by default).
     ionic_strength : float
-        1:1 salt, mol/L (0: none). With ``ions``, derived from them.
-    surface : {"mol", "smol", "vdw"}
+        Ionic strength I of the salt, mol/L (0: none); for a z:z salt of concentration c,
+        I = z²c. κ follows from I alone. With ``ions``, derived from them.
+    surface : {"mol", "smol", "vdw", "svdw"}
         Dielectric boundary: the solvent-excluded surface (APBS ``srfm mol``), its smoothed
-        variant, or the union of the atomic spheres.
+        variant, the union of the atomic spheres, or that union with a smooth boundary
+        ("svdw", whose energy is differentiable in the positions: the surface for forces).
     probe_radius : float
-        Solvent probe radius, Å (unused for "vdw"). 0 (APBS ``srad 0``) makes "mol" the vdW
-        surface exactly and "smol" the smoothed vdW surface.
+        Solvent probe radius, Å (unused for "vdw" and "svdw"). 0 (APBS ``srad 0``) makes "mol"
+        the vdW surface exactly and "smol" the smoothed vdW surface.
     ion_radius : float
         Ion exclusion added to the atomic radii for the ion-accessible region and the
         Debye–Hückel boundary values, Å. With ``ions``, derived from them.
@@ -126,6 +152,13 @@ class PhysicsOptions:
         ``ion_radius``, which are then one source of truth with ``ions``. A value given
         beside ``ions`` must agree with them (``ionic_strength`` 0 and ``ion_radius`` 2, the
         defaults, count as not given); :meth:`replace` with new ``ions`` derives both again.
+    ion_valence : int
+        z of the symmetric z:z salt (1: NaCl); used by the nonlinear equation only (the
+        linearised one depends on the ionic strength alone). With ``ions`` (which must then be
+        one symmetric z:z pair for the nonlinear equation), derived from them.
+    nonlinear : bool
+        Solve the nonlinear Poisson–Boltzmann equation (the salt term κ̄² (kT/z)
+        sinh(zφ/kT); APBS ``npbe``) instead of the linearised one (:mod:`pbsolver.nonlinear`).
 
     Raises
     ------
@@ -154,6 +187,10 @@ class PhysicsOptions:
     temperature: float = 298.15
     boundary_kind: str = "mdh"
     ions: tuple = ()
+    # appended after the older fields (not beside ionic_strength) so that positional
+    # construction keeps its meaning
+    ion_valence: int = 1
+    nonlinear: bool = False
 
     def __post_init__(self):
         checked = {
@@ -166,6 +203,8 @@ class PhysicsOptions:
             "temperature": positive(self.temperature, "temperature"),
             "boundary_kind": choice(self.boundary_kind, "boundary_kind", BOUNDARY_KINDS),
             "ions": check_ions(self.ions),
+            "ion_valence": valence(self.ion_valence),
+            "nonlinear": flag(self.nonlinear, "nonlinear"),
         }
         if checked["ions"]:
             checked.update(_derived_from_ions(checked))
@@ -240,9 +279,9 @@ class PhysicsOptions:
     def replace(self, **changes) -> PhysicsOptions:
         """A copy with ``changes`` (validated again).
 
-        New ``ions`` give a new ionic strength and ion radius (the old derived values are not
-        carried over); a new ``ionic_strength`` or ``ion_radius`` alone on options with ions
-        must agree with them.
+        New ``ions`` give a new ionic strength, ion radius and valence (the old derived values
+        are not carried over); a new ``ionic_strength`` or ``ion_radius`` alone on options with
+        ions must agree with them.
         """
         if "ions" in changes:
             for name in _FROM_IONS:
@@ -282,12 +321,27 @@ class PhysicsOptions:
         """True when the ionic strength is above zero."""
         return self.ionic_strength > 0
 
+    def require_linear(self, where: str) -> None:
+        """Refuse the nonlinear equation where only the linearised one is solved.
+
+        Raises
+        ------
+        InputError
+            When :attr:`nonlinear` is set, naming ``where``.
+        """
+        if self.nonlinear:
+            raise InputError(
+                f"{where} solves the linearised Poisson–Boltzmann equation only; "
+                "nonlinear=True is not supported there (use pbsolver.solve, Solver.solve or "
+                "solvate on one problem at a time)"
+            )
+
 
 #: Names of the fields of :class:`PhysicsOptions`, in order.
 FIELDS = tuple(f.name for f in dataclasses.fields(PhysicsOptions))
 _DEFAULTS = {f.name: f.default for f in dataclasses.fields(PhysicsOptions)}
 #: The fields ``ions`` determine.
-_FROM_IONS = ("ionic_strength", "ion_radius")
+_FROM_IONS = ("ionic_strength", "ion_radius", "ion_valence")
 
 
 def ionic_strength_of(ions) -> float:
@@ -350,6 +404,18 @@ def _derived_from_ions(checked: dict) -> dict:
                 f"{name}={given:g} conflicts with ions, which give {value:g} {unit}; give "
                 f"ions or {name}, not both"
             )
+    valences = {abs(z) for z, c, _ in ions if c > 0}
+    if checked["nonlinear"] and valences:
+        # the nonlinear term (pbsolver.nonlinear) is that of one symmetric z:z salt
+        if len(valences) != 1 or int(max(valences)) != max(valences):
+            raise InputError(
+                f"the nonlinear equation takes one symmetric z:z salt; ions {list(ions)} mix "
+                "valences (use the linearised equation, or one salt)"
+            )
+        z = int(max(valences))
+        if checked["ion_valence"] not in (_DEFAULTS["ion_valence"], z):
+            raise InputError(f"ion_valence={checked['ion_valence']} conflicts with ions (z = {z})")
+        derived["ion_valence"] = z
     return derived
 
 
@@ -364,15 +430,18 @@ __all__ = [
     "BOUNDARY_KINDS",
     "EPS_WATER",
     "FIELDS",
+    "SPHERE_SURFACES",
     "SURFACES",
     "UNITS",
     "PhysicsOptions",
     "check_box",
     "check_ions",
     "choice",
+    "flag",
     "ionic_strength_of",
     "nonnegative",
     "number",
     "positive",
     "unit_factor",
+    "valence",
 ]

@@ -5,7 +5,8 @@ potential φ_rf (kJ mol⁻¹ e⁻¹) of
 
     -∇·(ε ∇φ_rf) + κ̄² φ_rf = ∇·((ε − ε_c) ∇φ_c) − κ̄² φ_c
 
-discretised with the 7-point stencil on face permittivities.
+discretised with the 7-point stencil on face permittivities; with ``nonlinear=True`` the salt
+term κ̄² (φ_c + φ_rf) becomes κ̄² (kT/z) sinh(z (φ_c + φ_rf)/kT) (:mod:`pbsolver.nonlinear`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pbsolver import display as _display
 from pbsolver.arrays import array_module, as_real_array, first_bad_index, to_numpy
 from pbsolver.exceptions import InputError
 from pbsolver.grid import Grid
+from pbsolver.options import PhysicsOptions, flag, positive, valence
 
 BOUNDARIES = ("dirichlet", "periodic")
 FACE_RULES = ("arithmetic", "harmonic")
@@ -55,12 +57,21 @@ class Problem:
     face_rule : {"arithmetic", "harmonic"}
         How a node map becomes face values: ½(ε_s + ε_n) (the seed's rule) or the harmonic mean
         2 ε_s ε_n / (ε_s + ε_n) (about 4× more accurate on a Born ion).
+    nonlinear : bool
+        The nonlinear Poisson–Boltzmann equation: the salt term κ̄² φ becomes
+        κ̄² (kT/z) sinh(zφ/kT) with φ = φ_c + φ_rf (:mod:`pbsolver.nonlinear`). Without salt
+        the two equations are one.
+    ion_valence : int
+        z of the z:z salt (the nonlinear term only).
+    temperature : float
+        K; sets kT of the nonlinear term (κ̄² itself is given, already made with it).
 
     Raises
     ------
     InputError
         Naming the field and the bad value: wrong rank or shape, non-real dtype, NaN/inf,
-        ε ≤ 0, κ̄² < 0, unknown boundary or face rule.
+        ε ≤ 0, κ̄² < 0, unknown boundary or face rule, a valence that is not a positive
+        integer, a temperature that is not > 0 K.
 
     Notes
     -----
@@ -80,6 +91,9 @@ class Problem:
         boundary: Literal["dirichlet", "periodic"] = "dirichlet",
         boundary_values=None,
         face_rule: Literal["arithmetic", "harmonic"] = "arithmetic",
+        nonlinear: bool = False,
+        ion_valence: int = 1,
+        temperature: float = PhysicsOptions.temperature,
     ):
         if not isinstance(grid, Grid):
             raise InputError(f"grid must be a pbsolver.Grid, got {type(grid).__name__}")
@@ -91,6 +105,9 @@ class Problem:
             raise InputError(f"face_rule must be one of {FACE_RULES}, got {face_rule!r}")
         self.boundary = boundary
         self.face_rule = face_rule
+        self.nonlinear = flag(nonlinear, "nonlinear")
+        self.ion_valence = valence(ion_valence)
+        self.temperature = positive(temperature, "temperature")
         try:
             self.eps_cavity = float(eps_cavity)
         except (TypeError, ValueError) as exc:
@@ -206,6 +223,8 @@ class Problem:
     def __repr__(self) -> str:
         eps = "faces" if self.epsilon_faces is not None else f"node map ({self.face_rule})"
         salt = "with salt" if self.has_salt else "no salt"
+        if self.nonlinear:
+            salt += f", nonlinear (z={self.ion_valence}, {self.temperature:g} K)"
         return (
             f"Problem({self.grid!r}, epsilon={eps}, eps_cavity={self.eps_cavity:g}, "
             f"{salt}, boundary={self.boundary!r})"
@@ -265,8 +284,9 @@ class Problem:
         **options
             Fields of :class:`~pbsolver.PhysicsOptions` (``eps_in``, ``eps_out``,
             ``ionic_strength``, ``surface``, ``probe_radius``, ``ion_radius``, ``temperature``,
-            ``boundary_kind``; by default ε_in 2, ε_out of water, no salt, "mol", 1.4 Å, 2 Å,
-            298.15 K, "mdh"; None: the default or ``physics``' value), ``boundary``
+            ``boundary_kind``, ``ion_valence``, ``nonlinear``; by default ε_in 2, ε_out of
+            water, no salt, "mol", 1.4 Å, 2 Å, 298.15 K, "mdh", 1, linear; None: the default
+            or ``physics``' value), ``boundary``
             ({"dirichlet", "periodic"}: Debye–Hückel values on the outer layer, or periodic,
             which needs ``box=(Lx, Ly, Lz)``), and ``box``, ``grid``, ``shape``, ``center``,
             ``ses_step``, ``kappa_subsamples``, ``maps_backend``

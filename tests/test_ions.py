@@ -124,3 +124,15 @@ def test_maps_from_ions_are_those_of_the_equivalent_1to1_options(rng):
     np.testing.assert_array_equal(m_ions.kappa2, m_one.kappa2)
     np.testing.assert_array_equal(m_ions.boundary_values, m_one.boundary_values)
     assert np.count_nonzero(m_ions.kappa2) > 0
+
+
+def test_nonlinear_takes_one_symmetric_salt_from_ions():
+    """nonlinear=True with ions: their valence is the salt's; mixed valences are refused."""
+    two = pb.PhysicsOptions(ions=[(2, 0.05, 2.0), (-2, 0.05, 1.5)], nonlinear=True)
+    assert two.ion_valence == 2 and two.ionic_strength == pytest.approx(0.2)
+    assert two.replace(ions=[(1, 0.1, 2.0), (-1, 0.1, 2.0)]).ion_valence == 1
+    assert pb.PhysicsOptions(ions=[(2, 0.05, 2.0), (-1, 0.1, 1.8)]).ion_valence == 1  # linear
+    with pytest.raises(pb.InputError, match="symmetric z:z"):
+        pb.PhysicsOptions(ions=[(2, 0.05, 2.0), (-1, 0.1, 1.8)], nonlinear=True)
+    with pytest.raises(pb.InputError, match="ion_valence=3 conflicts"):
+        pb.PhysicsOptions(ions=[(2, 0.05, 2.0), (-2, 0.05, 1.5)], nonlinear=True, ion_valence=3)

@@ -25,6 +25,8 @@ def test_defaults_are_pbsolvers():
         "temperature": 298.15,
         "boundary_kind": "mdh",
         "ions": (),
+        "ion_valence": 1,
+        "nonlinear": False,
     }
     assert options.FIELDS == tuple(ph.asdict())
     assert ph.kappa == 0.0 and ph.debye_length == math.inf and not ph.has_salt
@@ -45,6 +47,11 @@ def test_defaults_are_pbsolvers():
         ({"temperature": 0.0}, "temperature"),
         ({"boundary_kind": "focus"}, "boundary_kind must be one of"),
         ({"eps_in": True}, "eps_in must be a number"),
+        ({"ion_valence": 0}, "ion_valence must be a positive integer, got 0"),
+        ({"ion_valence": 1.5}, "ion_valence must be a positive integer"),
+        ({"ion_valence": True}, "ion_valence must be a positive integer"),
+        ({"nonlinear": "yes"}, "nonlinear must be True or False"),
+        ({"nonlinear": 2}, "nonlinear must be True or False"),
     ],
 )
 def test_every_field_is_validated(kwargs, match):
@@ -213,7 +220,10 @@ def test_molecule_options_keep_their_resume_key_fields():
     old = {"spacing": 0.5, "margin": 8.0, "eps_in": 2.0, "eps_out": 78.54,
            "ionic_strength": 0.0, "surface": "mol", "probe_radius": 1.4}  # fmt: skip
     mol = MoleculeOptions()
-    assert json.dumps(dataclasses.asdict(mol), sort_keys=True) == json.dumps(old, sort_keys=True)
+    assert json.dumps(mol.key_fields(), sort_keys=True) == json.dumps(old, sort_keys=True)
+    # the later fields enter the key only when set, so linear runs keep their keys
+    assert MoleculeOptions(nonlinear=True).key_fields() == {**old, "nonlinear": True}
+    assert MoleculeOptions(nonlinear=True).physics.nonlinear
     assert mol.physics == pb.PhysicsOptions()
     with pytest.raises(pb.InputError, match="eps_out"):
         MoleculeOptions(eps_out=-1.0)

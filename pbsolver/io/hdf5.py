@@ -6,6 +6,9 @@ Layout (version "1")::
     /grids/<name>/          @origin f8[3] Å (centre of node [0,0,0])  @spacing f8[3] Å
                             @axis_order="xyz"  @eps_cavity f8  @boundary "dirichlet" | "periodic"
                             @face_rule "arithmetic" | "harmonic" (optional, node maps only)
+                            @nonlinear 1 (optional: the nonlinear equation; absent or 0:
+                            linearised) with @ion_valence i8 (z of the z:z salt, default 1)
+                            and @temperature_K f8 (kT of the sinh term, default 298.15)
         epsilon             f4[nx,ny,nz] relative permittivity at nodes, or
         epsilon_x/_y/_z     f4[nx,ny,nz] face permittivities (ex[i,j,k]: face (i,j,k)-(i+1,j,k))
         phi_coulomb         f4[nx,ny,nz] @units="kJ/mol/e" (or "kT/e" with @temperature_K)
@@ -13,7 +16,7 @@ Layout (version "1")::
         boundary_values     f4[nx,ny,nz] optional, φ_rf on the outer layer (absent: zero)
         reaction_field      f4[nx,ny,nz] @units="kJ/mol/e" (output; f8 when solved in float64)
         solver/             @method @backend @iterations @residual @converged @seconds @version
-                            @reason @rtol @atol @dtype [@omega] [@input_key]
+                            @reason @rtol @atol @dtype [@omega] [@newton_steps] [@input_key]
             residual_norms  f8[n] relative residual at each check
 
 Arrays are indexed ``[i, j, k]`` ↔ ``origin + (i, j, k)·spacing`` (x slowest, z fastest; the
@@ -101,6 +104,12 @@ class GridInfo:
         ε_c of ``phi_coulomb`` (None in a results-only group without it).
     boundary, face_rule : str
         Boundary kind and node-map face rule.
+    nonlinear : bool
+        The nonlinear equation (``@nonlinear``; False when absent).
+    ion_valence : int
+        z of the salt (``@ion_valence``, default 1).
+    temperature : float
+        K (``@temperature_K``, default 298.15): kT of the nonlinear term.
     datasets : dict
         Known datasets present: name → (shape, dtype string).
     solver : dict
@@ -116,6 +125,9 @@ class GridInfo:
     face_rule: str
     datasets: dict = field(default_factory=dict)
     solver: dict = field(default_factory=dict)
+    nonlinear: bool = False
+    ion_valence: int = 1
+    temperature: float = DEFAULT_TEMPERATURE
 
     @property
     def grid(self) -> Grid:
@@ -359,6 +371,8 @@ def inspect_grid(
         if not (math.isfinite(eps_cavity) and eps_cavity > 0):
             raise InputError(f"{where}: @eps_cavity must be finite and > 0, got {eps_cavity}")
 
+    nonlinear, ion_valence, temperature = _nonlinear_attrs(group, where)
+
     if need_inputs:
         if "phi_coulomb" not in datasets:
             raise InputError(f"{where}: missing dataset phi_coulomb")
@@ -404,7 +418,38 @@ def inspect_grid(
         face_rule=face_rule,
         datasets=datasets,
         solver=solver,
+        nonlinear=nonlinear,
+        ion_valence=ion_valence,
+        temperature=temperature,
     )
+
+
+def _nonlinear_attrs(group, where):
+    """(nonlinear, ion_valence, temperature) of a grid group, checked; linear when absent."""
+    raw = _attr(group, "nonlinear", where, 0)
+    try:
+        value = np.asarray(raw).reshape(())
+        if value.dtype.kind not in "biu" or int(value) not in (0, 1):
+            raise ValueError
+        nonlinear = bool(value)
+    except (TypeError, ValueError):
+        raise InputError(f"{where}: @nonlinear must be 0 or 1, got {raw!r}") from None
+    raw = _attr(group, "ion_valence", where, 1)
+    try:
+        value = np.asarray(raw).reshape(())
+        if value.dtype.kind not in "iu" or int(value) < 1:
+            raise ValueError
+        valence = int(value)
+    except (TypeError, ValueError):
+        raise InputError(f"{where}: @ion_valence must be an integer >= 1, got {raw!r}") from None
+    raw = _attr(group, "temperature_K", where, DEFAULT_TEMPERATURE)
+    try:
+        temperature = float(np.asarray(raw, dtype=np.float64).reshape(()))
+    except (TypeError, ValueError):
+        temperature = math.nan
+    if not (math.isfinite(temperature) and temperature > 0):
+        raise InputError(f"{where}: @temperature_K must be finite and > 0 K, got {raw!r}")
+    return nonlinear, valence, temperature
 
 
 def inspect_hdf5(path, *, max_points: int | None = None):
@@ -525,6 +570,9 @@ def read_problem(source, name: str, *, max_points: int | None = None) -> Problem
             boundary=info.boundary,
             boundary_values=bv,
             face_rule=info.face_rule,
+            nonlinear=info.nonlinear,
+            ion_valence=info.ion_valence,
+            temperature=info.temperature,
             **eps,
         )
     except InputError as exc:
@@ -660,8 +708,21 @@ def write_array(group, key, data, *, dtype=np.float32, level=COMPRESSION_LEVEL, 
     return dset
 
 
-def grid_attrs(grid: Grid, eps_cavity=None, boundary="dirichlet", face_rule=None) -> dict:
-    """The attributes of a ``/grids/<name>`` group for ``grid``."""
+def grid_attrs(
+    grid: Grid,
+    eps_cavity=None,
+    boundary="dirichlet",
+    face_rule=None,
+    *,
+    nonlinear=False,
+    ion_valence=1,
+    temperature=DEFAULT_TEMPERATURE,
+) -> dict:
+    """The attributes of a ``/grids/<name>`` group for ``grid``.
+
+    ``nonlinear``: also ``@nonlinear``, ``@ion_valence`` and ``@temperature_K`` (a linear
+    problem writes none of them, as files did before the nonlinear equation).
+    """
     attrs = {
         "origin": np.asarray(grid.origin, dtype=np.float64),
         "spacing": np.asarray(grid.spacing, dtype=np.float64),
@@ -672,6 +733,10 @@ def grid_attrs(grid: Grid, eps_cavity=None, boundary="dirichlet", face_rule=None
         attrs["eps_cavity"] = float(eps_cavity)
     if face_rule is not None and face_rule != "arithmetic":
         attrs["face_rule"] = face_rule
+    if nonlinear:
+        attrs["nonlinear"] = np.int8(1)
+        attrs["ion_valence"] = np.int64(ion_valence)
+        attrs["temperature_K"] = float(temperature)
     return attrs
 
 
@@ -696,7 +761,9 @@ def problem_arrays(problem: Problem) -> dict:
 def problem_attrs(problem: Problem) -> dict:
     """The group attributes describing ``problem``."""
     rule = problem.face_rule if problem.epsilon is not None else None
-    return grid_attrs(problem.grid, problem.eps_cavity, problem.boundary, rule)
+    return grid_attrs(problem.grid, problem.eps_cavity, problem.boundary, rule,
+                      nonlinear=problem.nonlinear, ion_valence=problem.ion_valence,
+                      temperature=problem.temperature)  # fmt: skip
 
 
 def solver_attrs(result, **extra) -> dict:
@@ -713,6 +780,8 @@ def solver_attrs(result, **extra) -> dict:
     }
     if getattr(result, "omega", None) is not None:
         attrs["omega"] = float(result.omega)
+    if getattr(result, "newton_steps", None) is not None:
+        attrs["newton_steps"] = int(result.newton_steps)
     attrs.update({k: v for k, v in extra.items() if v is not None})
     return attrs
 

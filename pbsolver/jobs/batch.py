@@ -106,7 +106,8 @@ class MoleculeOptions:
     """How a PQR file becomes a problem: grid placement and the physics (picklable).
 
     The physics fields are those of :class:`~pbsolver.PhysicsOptions` (same defaults), which
-    validates them on construction; the fields themselves form the resume key, unchanged.
+    validates them on construction; the fields themselves form the resume key
+    (:meth:`key_fields`), unchanged for linear runs.
     """
 
     spacing: float = 0.5
@@ -116,6 +117,8 @@ class MoleculeOptions:
     ionic_strength: float = PhysicsOptions.ionic_strength
     surface: str = PhysicsOptions.surface
     probe_radius: float = PhysicsOptions.probe_radius
+    nonlinear: bool = PhysicsOptions.nonlinear
+    ion_valence: int = PhysicsOptions.ion_valence
 
     def __post_init__(self):
         positive(self.spacing, "spacing")
@@ -131,7 +134,20 @@ class MoleculeOptions:
             ionic_strength=self.ionic_strength,
             surface=self.surface,
             probe_radius=self.probe_radius,
+            nonlinear=self.nonlinear,
+            ion_valence=self.ion_valence,
         )
+
+    def key_fields(self) -> dict:
+        """The fields that form the resume key: the later ones only where not the default.
+
+        Runs made before ``nonlinear`` and ``ion_valence`` existed keep their keys.
+        """
+        out = asdict(self)
+        for name in _LATER_FIELDS:
+            if out[name] == getattr(MoleculeOptions, name):
+                del out[name]
+        return out
 
     def problem(self, atoms):
         """Build the :class:`~pbsolver.Problem` of ``atoms``."""
@@ -140,6 +156,10 @@ class MoleculeOptions:
         return Problem.from_atoms(
             atoms, spacing=self.spacing, margin=self.margin, physics=self.physics
         )
+
+
+#: MoleculeOptions fields added after resume keys were first written (in keys only when set).
+_LATER_FIELDS = ("nonlinear", "ion_valence")
 
 
 @dataclass(frozen=True)
@@ -202,7 +222,7 @@ def input_key(source, grid: str, solve: SolveOptions, molecule=None, extra=None)
         "mtime_ns": st.st_mtime_ns,
         "grid": grid,
         "solve": solve.key_fields(),
-        "molecule": asdict(molecule) if molecule is not None else None,
+        "molecule": molecule.key_fields() if molecule is not None else None,
         "extra": extra,
     }
     text = json.dumps(payload, sort_keys=True, default=str)
@@ -406,15 +426,22 @@ def _write_part(path, grid: str, outcome: Outcome, dtype: str) -> str | None:
 
 
 def _energy(atoms, problem, result) -> dict:
-    """Polar solvation energy ½ Σ q φ_rf(r_i) of a molecule (ε_c = ε_in), kJ/mol."""
-    from pbsolver.molecule.energy import reaction_field_energy
+    """Polar solvation energy of a molecule (ε_c = ε_in), kJ/mol.
+
+    ½ Σ q φ_rf(r_i); a nonlinear solve's adds the mobile ions' terms
+    (:mod:`pbsolver.nonlinear.energy`).
+    """
+    from pbsolver.molecule.energy import reaction_field_energy, solvation_terms
 
     if not result.converged:
         return {}
     try:
-        value = reaction_field_energy(
-            atoms, problem.grid, result.phi_rf, periodic=problem.boundary == "periodic"
-        )
+        if result.newton_steps is not None:
+            value = solvation_terms(atoms, problem, result.phi_rf).total
+        else:
+            value = reaction_field_energy(
+                atoms, problem.grid, result.phi_rf, periodic=problem.boundary == "periodic"
+            )
     except PBSolverError as exc:  # the energy is a bonus: never fail a solved grid for it
         log.warning("no solvation energy: %s", exc)
         return {}

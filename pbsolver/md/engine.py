@@ -140,6 +140,7 @@ class StackedFrames:
             raise InputError(f"the stacked path solves with {STACKED_METHODS}, got {method!r}")
         self.method = method
         self.physics = PhysicsOptions.build(physics, **physics_fields)
+        self.physics.require_linear("the stacked MD engine (StackedFrames)")
         boundary_kind = self.physics.boundary_kind
         if boundary_kind not in STACKED_BOUNDARY_KINDS:
             raise InputError(

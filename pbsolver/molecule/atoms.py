@@ -222,16 +222,8 @@ class Atoms:
         )
 
     @classmethod
-    def from_structure(
-        cls,
-        path,
-        forcefield: str = "AMBER",
-        ph: float | None = 7.0,
-        *,
-        altloc: str = "first",
-        keep_water: bool = False,
-        allow_unknown: bool = False,
-    ) -> Atoms:
+    def from_structure(cls, path, forcefield: str = "AMBER", ph: float | None = 7.0,
+                       **options) -> Atoms:  # fmt: skip
         """Atoms of a PDB or mmCIF file, with charges and radii from pdb2pqr (and PROPKA).
 
         The same records as ``pdb2pqr --ff=FORCEFIELD [--titration-state-method=propka
@@ -247,12 +239,10 @@ class Atoms:
             pdb2pqr's force field for charges (e) and radii (Å).
         ph : float or None
             pH for PROPKA's protonation states (0–14); None: pdb2pqr's default states.
-        altloc : str
-            ``"first"`` (per residue, the first alternate location listed) or one letter.
-        keep_water : bool
-            Keep crystal waters (dropped by default).
-        allow_unknown : bool
-            Leave out residues without parameters instead of raising.
+        **options
+            ``altloc``, ``keep_water``, ``allow_unknown`` of
+            :func:`~pbsolver.molecule.prepare.prepare_structure` (alternate locations,
+            crystal waters, residues without parameters).
 
         Returns
         -------
@@ -270,14 +260,7 @@ class Atoms:
         """
         from pbsolver.molecule.prepare import prepare_structure, warn_changes
 
-        prep = prepare_structure(
-            path,
-            forcefield,
-            ph,
-            altloc=altloc,
-            keep_water=keep_water,
-            allow_unknown=allow_unknown,
-        )
+        prep = prepare_structure(path, forcefield, ph, **options)
         atoms = parse_pqr(prep.pqr_lines, source=f"pdb2pqr output for {os.fspath(path)}")
         warn_changes(prep, path)
         return atoms
@@ -433,12 +416,12 @@ def read_pqr(path) -> Atoms:
     Returns
     -------
     Atoms
+        Read by :func:`parse_pqr`, whose :class:`~pbsolver.InputError` messages start with the
+        file name and line number (a record that fits neither form, a non-finite value, a
+        negative radius; or a file with no atoms).
 
     Raises
     ------
-    InputError
-        With the file name and line number, for a record that fits neither form (see
-        :func:`parse_pqr`), a non-finite value, a negative radius; or a file with no atoms.
     FileNotFoundError
         When the file does not exist.
 

@@ -1,7 +1,8 @@
 """Energies, potentials and forces at atoms from a reaction-field solution.
 
 With ε_c = ε_in and a reference state of homogeneous ε_in without salt (README), the polar
-solvation energy is G = ½ Σ_i q_i φ_rf(r_i), the reaction-field potential at atom i is
+solvation energy is G = ½ Σ_i q_i φ_rf(r_i) (the nonlinear equation adds the mobile ions'
+terms of :mod:`pbsolver.nonlinear.energy`), the reaction-field potential at atom i is
 φ_rf(r_i), and the reaction-field force on it is −q_i ∇φ_rf(r_i). Values at atoms come from
 trilinear interpolation of the grid field; gradients are central differences at the nodes,
 interpolated the same way (continuous across cells, second-order accurate for smooth fields).
@@ -21,6 +22,7 @@ from pbsolver.arrays import to_numpy
 from pbsolver.exceptions import InputError
 from pbsolver.grid import Grid
 from pbsolver.molecule.maps import COULOMB_KJ
+from pbsolver.nonlinear.energy import SolvationTerms, ion_terms
 from pbsolver.options import KCAL, UNITS, PhysicsOptions, positive, unit_factor  # noqa: F401
 
 #: Pairs whose distances :func:`coulomb_energy` holds at once (float64: 32 MiB a block).
@@ -124,6 +126,34 @@ def reaction_field_forces(atoms, grid, phi_rf, *, units="kJ/mol", periodic=False
     return -unit_factor(units) * atoms.charges[:, None] * grad
 
 
+def solvation_terms(atoms, problem, phi_rf, *, units="kJ/mol") -> SolvationTerms:
+    """The polar solvation energy of ``atoms`` at a nonlinear solution, term by term.
+
+    The fixed charges' ½ Σ q_i φ_rf(r_i) (:func:`reaction_field_energy`) and the mobile ions'
+    terms (:func:`pbsolver.nonlinear.energy.ion_terms`, whose module docstring derives ΔG and
+    names what it includes).
+
+    Parameters
+    ----------
+    atoms : Atoms
+        The charges whose φ_c the problem holds.
+    problem : Problem
+    phi_rf : array (nx, ny, nz)
+        φ_rf of the nonlinear equation, kJ mol⁻¹ e⁻¹ (NumPy or CuPy).
+    units : {"kJ/mol", "kcal/mol"}
+
+    Returns
+    -------
+    SolvationTerms
+        ``total`` is ΔG; for a linearised solution use the fixed term alone.
+    """
+    factor = unit_factor(units)
+    periodic = problem.boundary == "periodic"
+    fixed = reaction_field_energy(atoms, problem.grid, phi_rf, units=units, periodic=periodic)
+    mobile, osmotic = ion_terms(problem, phi_rf)
+    return SolvationTerms(fixed, factor * mobile, factor * osmotic, units)
+
+
 @dataclass
 class Solvation:
     """Everything :func:`solvate` computed, and the energy terms formed from it.
@@ -135,7 +165,9 @@ class Solvation:
     potentials : ndarray (n,)
         φ_rf at the atoms.
     forces : ndarray (n, 3)
-        Reaction-field forces −q ∇φ_rf.
+        Forces on the atoms: −q ∇φ_rf (``forces_kind == "field"``; the fixed charges' part, a
+        nonlinear solution's ionic boundary forces not included) or the exact −∂G/∂r
+        (``"exact"``, :func:`pbsolver.forces.solvation_forces`).
     problem : Problem
         The (finest) grid's problem.
     result : SolveResult
@@ -147,6 +179,11 @@ class Solvation:
         empty otherwise.
     atom_levels : ndarray of int (n,), optional
         With focusing: the level each atom's φ_rf came from (the finest that holds it).
+
+    terms : SolvationTerms or None
+        A nonlinear solve's energy terms (:func:`solvation_terms`); None for a linearised one.
+    forces_kind : {"field", "exact"}
+        What ``forces`` are (:func:`solvate`'s ``forces``).
 
     Notes
     -----
@@ -166,6 +203,8 @@ class Solvation:
     atoms: object = None
     levels: list = field(default_factory=list)
     atom_levels: np.ndarray | None = None
+    terms: object = None
+    forces_kind: str = "field"
 
     @property
     def rf_terms(self) -> np.ndarray:
@@ -300,6 +339,7 @@ def solvate(
     strict=True,
     problem_options=None,
     focus=None,
+    forces="field",
     **options,
 ) -> Solvation:
     """Build the problem for ``atoms``, solve it and evaluate energy, potentials and forces.
@@ -328,16 +368,30 @@ def solvate(
         Further options of :meth:`pbsolver.Problem.from_atoms` (``boundary``, ``box``,
         ``grid``, ``shape``, ``center``, ``ses_step``, ``kappa_subsamples``, ``maps_backend``;
         ``physics`` and physics fields too, below those given as keywords).
+    forces : {"field", "exact"}
+        "field": −q ∇φ_rf at the atoms. "exact": F = −∂G/∂r, the exact gradient of the energy
+        returned (one more, adjoint, solve; :func:`pbsolver.forces.solvation_forces` says which
+        set-ups it covers: the linearised equation, no focusing), in kJ mol⁻¹ Å⁻¹ (or kcal).
     **options
         Fields of :class:`~pbsolver.PhysicsOptions` (``eps_in``, ``eps_out``,
         ``ionic_strength``, ``surface``, ``probe_radius``, ``ion_radius``, ``temperature``,
-        ``boundary_kind``, ``ions``; None: its default, or ``physics``' value), and further
-        options of :class:`pbsolver.Solver` (``maxiter``, ``omega``, ``check_every``, ...).
+        ``boundary_kind``, ``ions``, ``ion_valence``, ``nonlinear``; None: its default, or
+        ``physics``' value), and further options of :class:`pbsolver.Solver` (``maxiter``,
+        ``omega``, ``check_every``, ``newton_maxiter``, ...).
+
+    Notes
+    -----
+    With ``nonlinear=True`` (and salt) the energy is the nonlinear polar solvation energy
+    ½ Σ q_i φ_rf(r_i) plus the mobile ions' terms (:mod:`pbsolver.nonlinear.energy`, whose
+    docstring derives it and names the terms), held in :attr:`Solvation.terms`. Focusing
+    solves the linearised equation only.
     """
     from pbsolver.problem import Problem
     from pbsolver.solving.solver import Solver
 
     unit_factor(units)
+    if forces not in ("field", "exact"):
+        raise InputError(f"forces must be 'field' or 'exact', got {forces!r}")
     physics, solver_options, problem_options = PhysicsOptions.split(
         options, problem_options, physics=physics
     )
@@ -345,6 +399,8 @@ def solvate(
         method=method, backend=backend, rtol=rtol, dtype=dtype, strict=strict, **solver_options
     )
     if focus is not None and focus is not False:
+        if forces == "exact":
+            raise InputError("forces='exact' is not available with focusing (focus=...)")
         return _solvate_focused(atoms, focus, spacing, margin, physics, solver, units,
                                 problem_options)  # fmt: skip
     problem = Problem.from_atoms(
@@ -354,9 +410,36 @@ def solvate(
     phi = to_numpy(result.phi_rf)
     periodic = problem.boundary == "periodic"
     pot = reaction_field_potentials(atoms, problem.grid, phi, units=units, periodic=periodic)
-    forces = reaction_field_forces(atoms, problem.grid, phi, units=units, periodic=periodic)
+    if forces == "exact":
+        force_values = exact_forces(atoms, problem, result, solver, physics, problem_options, units)
+    else:
+        force_values = reaction_field_forces(
+            atoms, problem.grid, phi, units=units, periodic=periodic
+        )
     energy = 0.5 * float(np.dot(atoms.charges, pot))
-    return Solvation(energy, pot, forces, problem, result, units, atoms)
+    terms = None
+    if result.newton_steps is not None:  # the nonlinear equation was solved
+        terms = solvation_terms(atoms, problem, phi, units=units)
+        energy = terms.total
+    return Solvation(energy, pot, force_values, problem, result, units, atoms, terms=terms,
+                     forces_kind=forces)  # fmt: skip
+
+
+def exact_forces(atoms, problem, result, solver, physics, problem_options, units):
+    """−∂G/∂r of :func:`solvate`'s energy, (n, 3) NumPy (:func:`pbsolver.forces.solvation_forces`).
+
+    ``problem_options`` are those the problem was built with (its ``box`` and
+    ``kappa_subsamples``); the adjoint is solved by ``solver``, the forward solve's.
+    """
+    from pbsolver.forces import solvation_forces
+
+    opts = problem_options or {}
+    out = solvation_forces(
+        atoms, problem, result.phi_rf, physics=physics, box=opts.get("box"), solver=solver,
+        kappa_subsamples=opts.get("kappa_subsamples", 4), units=units,
+    )  # fmt: skip
+    solver.check(out.result)
+    return to_numpy(out.forces)
 
 
 def _solvate_focused(atoms, focus, spacing, margin, physics, solver, units, problem_options):
@@ -365,6 +448,11 @@ def _solvate_focused(atoms, focus, spacing, margin, physics, solver, units, prob
 
     from pbsolver.molecule import focusing
 
+    if physics.nonlinear and physics.has_salt:
+        raise InputError(
+            "focusing solves the linearised equation only: nonlinear=True with focus= is not "
+            "available"
+        )
     grids = focusing.focus_grids(atoms, spacing, margin=margin) if focus is True else focus
     levels = focusing.solve_focused(atoms, grids, physics=physics, solver=solver, **problem_options)
     which = focusing.finest_level([lv.grid for lv in levels], atoms.positions)
@@ -394,7 +482,8 @@ def solvation_energy(atoms, **options) -> float:
     ½ Σ q_i φ_rf(r_i): :func:`solvate`'s energy, with the same keywords (``spacing=0.5``,
     ``margin=8.0``, ``physics=`` and the fields of :class:`~pbsolver.PhysicsOptions`:
     ``eps_in``, ``eps_out``, ``ionic_strength``, ``surface``, ``probe_radius``, ``ion_radius``,
-    ``temperature``, ``boundary_kind``, ``ions``; ``backend="auto"``, ``method="auto"``,
+    ``temperature``, ``boundary_kind``, ``ions``, ``ion_valence``, ``nonlinear``;
+    ``backend="auto"``, ``method="auto"``,
     ``units="kJ/mol"``, ``rtol``, ``dtype``, ``strict``, ``problem_options`` and further
     options of :class:`pbsolver.Solver`).
 

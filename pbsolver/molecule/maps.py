@@ -18,6 +18,10 @@ Surfaces (what is "solute", permittivity ε_in; the rest is solvent, ε_out):
 ``"smol"``
     ``"mol"`` followed by APBS' 9-point harmonic smoothing: each face's 1/ε (equivalently its
     edge fraction) averaged with the 8 nearest faces of the other two orientations.
+``"svdw"``
+    The union of the atomic spheres with a smooth boundary of half-width 0.1 Å, its edge
+    fractions averaged over Gauss points (:mod:`pbsolver.molecule.smooth_surface`): the energy
+    is differentiable in the positions, the surface for forces.
 
 Face permittivities come from the exact fraction f of each grid edge inside the solute:
 ε_face = 1 / (f/ε_in + (1 − f)/ε_out), exactly ε_in at f = 1 and ε_out at f = 0 (fractions
@@ -38,9 +42,11 @@ import numpy as np
 from pbsolver.backends.bodies.maps import FRACTION_SNAP, LineCapacityError, plane_bins
 from pbsolver.exceptions import InputError
 from pbsolver.grid import Grid
+from pbsolver.molecule.smooth_surface import union_fractions
 from pbsolver.options import (
     BOUNDARY_KINDS,
     EPS_WATER,
+    SPHERE_SURFACES,
     SURFACES,
     PhysicsOptions,
     check_box,
@@ -172,7 +178,7 @@ def face_fractions(
     ----------
     atoms : Atoms
     grid : Grid
-    surface : {"mol", "smol", "vdw"}
+    surface : {"mol", "smol", "vdw", "svdw"}
     probe_radius : float
         Solvent probe radius, Å (mol and smol). 0 (APBS ``srad 0``): a point probe reaches every
         point outside the spheres, so "mol" is the vdW surface (the same fractions as "vdw",
@@ -190,14 +196,16 @@ def face_fractions(
     surface = _surface(surface)
     probe = nonnegative(probe_radius, "probe_radius")
     # a zero-radius probe leaves no reentrant zone: the SES is the union of the spheres
-    spheres_only = surface == "vdw" or probe == 0
+    spheres_only = surface in SPHERE_SURFACES or probe == 0
     pos, rad = atoms.positions, atoms.radii
     reach_extra = 0.0 if spheres_only else 2.0 * probe
     if box is not None:
         pos, rad = periodic_images(pos, rad, box, grid.origin, rad.max() + reach_extra + 1.0)
     out = [np.zeros(grid.shape) for _ in range(3)]
     axes = grid.axes()
-    if spheres_only:
+    if surface == "svdw":
+        out = list(union_fractions(pos, rad, grid))
+    elif spheres_only:
         for axis in range(3):
             a1, a2 = [a for a in range(3) if a != axis]
             bins = _plane_bins(pos, rad, axis, axes[a1], axes[a2])
@@ -295,7 +303,8 @@ def ion_accessibility(atoms, grid, ion_radius=2.0, *, subsamples=4, box=None, ba
 
     A point is accessible when it is farther than R_i + ``ion_radius`` from every atom centre
     (APBS' inflated-vdW ion exclusion; zero-radius atoms exclude a sphere of ``ion_radius``).
-    The fraction is exact along z and sampled at ``subsamples``² lines across each cell.
+    The fraction is exact along z and sampled at ``subsamples``² lines across each cell;
+    fractions within 1e-12 of 0 or 1 are snapped to it (:func:`snap_fractions`).
     """
     backend = map_backend(backend)
     ion_radius = float(ion_radius)
@@ -320,7 +329,9 @@ def ion_accessibility(atoms, grid, ion_radius=2.0, *, subsamples=4, box=None, ba
                 pos, rad, bins,
             )  # fmt: skip
     covered /= s * s
-    return np.clip(1.0 - covered, 0.0, 1.0)
+    # a covered cell sums its pieces to 1 ± a rounding error: snapped, its κ̄² is exactly zero
+    # (the nonlinear equation multiplies κ̄² by sinh of the potential deep inside the solute)
+    return snap_fractions(1.0 - covered)
 
 
 def kappa2_map(
@@ -346,7 +357,12 @@ def kappa2_map(
 
 
 def coulomb_potential(atoms, grid, eps_cavity=2.0, *, box=None, backend="cpu"):
-    """φ_c = Σ_i k q_i / (ε_c |r − r_i|) at every node by exact direct sum (kJ mol⁻¹ e⁻¹).
+    """φ_c = Σ_i k q_i / (ε_c |r − r_i|) at every node (kJ mol⁻¹ e⁻¹).
+
+    The backend's map kernels sum it: directly, or on the CPU for large grids without a
+    periodic box by the multilevel sum of :mod:`pbsolver.backends.cpu.coulomb_fast` (within
+    1e-6 of the largest value on the nodes farther than a spacing from every charged atom, the
+    direct sum on the others; ``CPUBackend(coulomb="direct")`` keeps the direct sum).
 
     A node on a charged atom gets ±inf (allowed by :class:`~pbsolver.Problem` where the node
     is surrounded by ε_c and has no salt); a node within 1e-6 of the smallest spacing of the
@@ -533,6 +549,9 @@ class Maps:
     kappa2: np.ndarray | None
     boundary: str
     boundary_values: np.ndarray | None
+    nonlinear: bool = False
+    ion_valence: int = 1
+    temperature: float = PhysicsOptions.temperature
 
 
 def build_maps(
@@ -585,7 +604,8 @@ def build_maps(
     **physics_fields
         Fields of :class:`~pbsolver.PhysicsOptions` (``eps_in``, ``eps_out``,
         ``ionic_strength``, ``surface``, ``probe_radius``, ``ion_radius``, ``temperature``,
-        ``boundary_kind``, ``ions``); they override those of ``physics``.
+        ``boundary_kind``, ``ions``, ``ion_valence``, ``nonlinear``); they override those of
+        ``physics``.
     """
     from pbsolver.molecule.atoms import Atoms
 
@@ -599,7 +619,7 @@ def build_maps(
             raise InputError("boundary='periodic' needs box=(Lx, Ly, Lz) in Å")
         if dirichlet_values is not None:
             raise InputError("dirichlet_values only apply to boundary='dirichlet'")
-        clearance = 0.0 if ph.surface == "vdw" else 2.0 * ph.probe_radius
+        clearance = 0.0 if ph.surface in SPHERE_SURFACES else 2.0 * ph.probe_radius
         check_periodic_box(atoms, box, clearance)
         if grid is None:
             grid = grid_for_box(box, spacing)
@@ -687,6 +707,9 @@ def _build(
         kappa2=kappa2,
         boundary=boundary,
         boundary_values=bvals,
+        nonlinear=ph.nonlinear,
+        ion_valence=ph.ion_valence,
+        temperature=ph.temperature,
     )
 
 

@@ -7,7 +7,7 @@ traffic but tens of microseconds of launch and synchronisation. Three ways to ru
     One :meth:`Solver.solve` after the other (the reference; the CPU default, where a stacked
     kernel gains nothing: every core is already busy on one grid).
 ``"stacked"``
-    The B problems become one block-diagonal system
+    The B (linear) problems become one block-diagonal system
     (:meth:`pbsolver.solving.system.LinearSystem.stack`, layout in
     :mod:`pbsolver.backends.stacking`) solved by one loop, so each kernel launch (and each
     CUDA-graph replay) serves all B problems, and every block is swept exactly as its problem
@@ -19,6 +19,9 @@ traffic but tens of microseconds of launch and synchronisation. Three ways to ru
     thread, each solving its share of the problems with the ordinary solver, so the GPU overlaps
     the streams' kernels. On the CPU this is the loop (numba's parallel kernels are not called
     from several threads).
+
+Nonlinear problems (``Problem(nonlinear=True)`` with salt) are never stacked: every mode solves
+them one at a time with :meth:`Solver.solve` (the Newton method of :mod:`pbsolver.nonlinear`).
 
 Stopping rule of a stack: every problem meets its own threshold ``max(rtol‖b_k‖, atol)``
 (see :mod:`pbsolver.solving.system`); each problem's own final residual is reported in its
@@ -59,8 +62,9 @@ def solve_batch(
     mode : {"auto", "loop", "stacked", "streams"}
         See the module docstring. ``"auto"``: on the CPU ``"loop"``; on CUDA ``"stacked"`` for
         groups of two or more stackable problems (method "auto", "multigrid", "sor" or
-        "jacobi"), else ``"streams"``. ``"stacked"`` stacks what can be stacked and loops
-        over the rest; ``"streams"`` on the CPU is the loop run through one worker.
+        "jacobi"), else ``"streams"``. ``"stacked"`` stacks what can be stacked (linear
+        problems) and loops over the rest; ``"streams"`` on the CPU is the loop run through
+        one worker.
     max_stack : int, optional
         Most problems in one stack (memory: about 100 bytes a node per stacked problem in
         float32 with refinement, 130 with multigrid). Default: all of a group.
@@ -176,11 +180,14 @@ def solve_batch(
 
 # ---------------------------------------------------------------------- grouping
 def _stack_groups(problems) -> list[list[int]]:
-    """Indices of problems that can share a stack: Dirichlet, same shape and spacing."""
+    """Indices of problems that can share a stack: Dirichlet, linear, same shape and spacing.
+
+    A nonlinear problem (with salt) is solved alone: a stack solves linear systems only.
+    """
     groups: dict = {}
     singles = []
     for i, p in enumerate(problems):
-        if p.boundary != "dirichlet":
+        if p.boundary != "dirichlet" or (p.nonlinear and p.has_salt):
             singles.append([i])
             continue
         key = (p.grid.shape, p.grid.spacing)

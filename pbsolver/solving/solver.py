@@ -17,6 +17,9 @@ import numpy as np
 from pbsolver import display as _display
 from pbsolver.backends import get_backend
 from pbsolver.exceptions import ConvergenceError, InputError
+from pbsolver.nonlinear.boltzmann import CAP
+from pbsolver.nonlinear.newton import solve_newton
+from pbsolver.options import flag
 from pbsolver.problem import Problem
 from pbsolver.resources import check_memory
 from pbsolver.solving.methods import METHODS, make_method, method_options
@@ -32,20 +35,25 @@ class SolveResult:
     phi_rf : array (nx, ny, nz)
         Reaction-field potential, kJ mol⁻¹ e⁻¹, in the caller's array library (NumPy or CuPy).
     converged : bool
-        Whether ``‖b − Aφ‖₂ ≤ max(rtol‖b‖₂, atol)`` was reached.
+        Whether ``‖b − Aφ‖₂ ≤ max(rtol‖b‖₂, atol)`` was reached (nonlinear: ``‖F(φ)‖₂``).
     iterations : int
-        Sweeps (SOR, Jacobi) or cycles (multigrid) done.
+        Sweeps (SOR, Jacobi) or cycles (multigrid) done (nonlinear: of all linear solves).
     residual_norms : list of float
-        Relative residual ‖b − Aφ‖₂/‖b‖₂ at each check, starting with the initial guess.
+        Relative residual ‖b − Aφ‖₂/‖b‖₂ at each check, starting with the initial guess
+        (nonlinear: ‖F‖₂/‖b‖₂ at the start and after each Newton step).
     seconds : float
         Wall time of the solve, set-up included.
     method, backend : str
         What ran.
     reason : str
         Why the loop stopped: "converged", "maxiter", "diverged", "nan", "stagnated",
-        or "zero rhs".
+        or "zero rhs"; nonlinear solves also "capped" (:mod:`pbsolver.nonlinear.newton`).
     omega : float or None
         Relaxation factor used (SOR, Jacobi).
+    newton_steps : int or None
+        Newton steps of a nonlinear solve (None: a linear solve); ``extra["newton"]`` holds
+        each step's forcing term ``eta``, linear ``iterations``, ``linear_reason`` and line
+        search step ``alpha``.
     """
 
     phi_rf: object
@@ -58,6 +66,7 @@ class SolveResult:
     reason: str = "converged"
     omega: float | None = None
     extra: dict = field(default_factory=dict)
+    newton_steps: int | None = None
 
     @property
     def residual(self) -> float:
@@ -106,6 +115,17 @@ class Solver:
         float32 iteration solves for corrections, each cutting the residual about 1000-fold, so
         ``rtol`` far below float32's floor (about 1e-5 for these operators) is reached and holds
         when the returned φ_rf (then float64) is checked in float64. ``False``: plain float32.
+    newton_maxiter : int, optional
+        Most Newton steps of a nonlinear problem (default
+        :data:`pbsolver.nonlinear.newton.NEWTON_MAXITER`); ``maxiter`` then caps the linear
+        iterations of all its steps together.
+
+    Notes
+    -----
+    A problem made with ``nonlinear=True`` (and salt) is solved by the globalised inexact
+    Newton method of :mod:`pbsolver.nonlinear.newton`, whose linear steps run this solver's
+    method, precision and refinement; it stops when ‖F(φ)‖₂ ≤ max(rtol‖b‖₂, atol), ‖b‖ the
+    right-hand side norm of the linearised equation.
 
     Examples
     --------
@@ -133,6 +153,7 @@ class Solver:
         dtype=np.float32,
         strict: bool = False,
         refine: bool = True,
+        newton_maxiter: int | None = None,
         **method_options,
     ):
         if method != "auto" and method not in METHODS:
@@ -157,6 +178,15 @@ class Solver:
             raise InputError(f"dtype must be float32 or float64, got {self.dtype}")
         self.strict = bool(strict)
         self.refine = bool(refine) and self.dtype == np.float32
+        if newton_maxiter is not None and (
+            isinstance(newton_maxiter, bool)
+            or not isinstance(newton_maxiter, int | np.integer)
+            or newton_maxiter < 0
+        ):
+            raise InputError(
+                f"newton_maxiter must be a non-negative integer, got {newton_maxiter!r}"
+            )
+        self.newton_maxiter = None if newton_maxiter is None else int(newton_maxiter)
         self.method_options = method_options
         _check_method_options(method, method_options)
 
@@ -197,10 +227,11 @@ class Solver:
             "dtype": self.dtype,
             "strict": self.strict,
             "refine": self.refine,
+            "newton_maxiter": self.newton_maxiter,
             **self.method_options,
         }
 
-    def solve(self, problem: Problem, x0=None) -> SolveResult:
+    def solve(self, problem: Problem, x0=None, *, nonlinear=None) -> SolveResult:
         """Solve ``problem`` for φ_rf.
 
         Parameters
@@ -209,6 +240,9 @@ class Solver:
         x0 : array (nx, ny, nz), optional
             Initial guess (never modified). Its outer layer is replaced by the boundary values
             for Dirichlet problems.
+        nonlinear : bool, optional
+            Solve the nonlinear equation (True; with the problem's ``ion_valence`` and
+            ``temperature``) or the linearised one (False); default: ``problem.nonlinear``.
 
         Returns
         -------
@@ -222,10 +256,13 @@ class Solver:
         """
         if not isinstance(problem, Problem):
             raise InputError(f"solve() needs a pbsolver.Problem, got {type(problem).__name__}")
+        nonlinear = problem.nonlinear if nonlinear is None else flag(nonlinear, "nonlinear")
         backend = get_backend(self.backend_name, like=problem.phi_coulomb)
         name = self.method_for(backend, problem)
         # refuse what cannot fit before any array is allocated
         check_memory(problem.grid.shape, name, backend.name, self.dtype, self.refine)
+        if nonlinear and problem.has_salt:  # without salt the two equations are one
+            return self._solve_nonlinear(backend, problem, name, x0)
         method = self.make_method(name)
         # With refinement, the system is defined by float64 coefficients (``checked``): the
         # float32 stencil only drives the correction phases, and every residual that decides
@@ -234,22 +271,34 @@ class Solver:
         out = system.solve(method, rtol=self.rtol, atol=self.atol, maxiter=self.maxiter,
                            check_every=self.check_every, callback=self.callback)  # fmt: skip
         backend.synchronize()
-        result = SolveResult(
-            phi_rf=system.solution(problem.phi_coulomb),
-            converged=bool(out.converged[0]),
-            iterations=out.iterations,
-            residual_norms=out.history,
-            seconds=out.seconds,
-            method=out.method,
-            backend=backend.name,
-            reason=out.reason,
-            omega=out.omega,
-        )
+        return self._result(backend, system.solution(problem.phi_coulomb),
+                            bool(out.converged[0]), out)  # fmt: skip
+
+    def _solve_nonlinear(self, backend, problem, name, x0) -> SolveResult:
+        out = solve_newton(self, backend, problem, name, x0)
+        return self._result(backend, backend.to_caller(out.phi_rf, problem.phi_coulomb),
+                            out.converged, out, extra={"newton": out.steps, "capped": out.capped},
+                            newton_steps=out.newton_steps)  # fmt: skip
+
+    def _result(self, backend, phi_rf, converged, out, **more) -> SolveResult:
+        """The SolveResult of a loop's (or Newton's) outcome ``out``, checked (``strict``)."""
+        result = SolveResult(phi_rf=phi_rf, converged=converged, iterations=out.iterations,
+                             residual_norms=out.history, seconds=out.seconds, method=out.method,
+                             backend=backend.name, reason=out.reason, omega=out.omega,
+                             **more)  # fmt: skip
         self.check(result)
         return result
 
     def check(self, result: SolveResult) -> None:
         """With ``strict=True``, raise :class:`~pbsolver.ConvergenceError` for ``result``."""
+        if self.strict and result.reason == "capped":
+            raise ConvergenceError(
+                f"{result.method} on {result.backend}: the nonlinear solve stopped (capped): "
+                f"|zφ/kT| exceeds {CAP:g} at {result.extra.get('capped')} ion-accessible "
+                "node(s), where the Boltzmann term is continued linearly: not a Poisson–"
+                "Boltzmann solution",
+                result,
+            )
         if self.strict and not result.converged:
             raise ConvergenceError(
                 f"{result.method} on {result.backend} did not converge ({result.reason}) after "
@@ -265,9 +314,12 @@ class Solver:
         )
 
 
-def solve(problem: Problem, x0=None, **options) -> SolveResult:
-    """Solve ``problem`` with ``Solver(**options)``; see :class:`Solver` for the options."""
-    return Solver(**options).solve(problem, x0=x0)
+def solve(problem: Problem, x0=None, *, nonlinear=None, **options) -> SolveResult:
+    """Solve ``problem`` with ``Solver(**options)``; see :class:`Solver` for the options.
+
+    ``nonlinear``: see :meth:`Solver.solve` (default: ``problem.nonlinear``).
+    """
+    return Solver(**options).solve(problem, x0=x0, nonlinear=nonlinear)
 
 
 def _nonnegative(value, name):
@@ -292,7 +344,7 @@ def _check_method_options(method: str, options: dict) -> None:
         raise InputError(
             f"Solver: unknown keyword {', '.join(map(repr, unknown))} for {where}; valid "
             f"keywords: method, backend, rtol, atol, maxiter, callback, omega, check_every, "
-            f"dtype, strict, refine, {', '.join(sorted(accepted - {'omega'}))}"
+            f"dtype, strict, refine, newton_maxiter, {', '.join(sorted(accepted - {'omega'}))}"
         )
 
 

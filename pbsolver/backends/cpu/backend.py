@@ -11,9 +11,24 @@ from pbsolver.backends.cpu import mg_kernels as MG
 
 
 class CPUBackend(Backend):
-    """Numba ``@njit(parallel=True)`` kernels on NumPy arrays."""
+    """Numba ``@njit(parallel=True)`` kernels on NumPy arrays.
+
+    Parameters
+    ----------
+    coulomb : {"auto", "direct", "fast"}
+        How its map kernels sum φ_c (:func:`pbsolver.backends.cpu.maps.coulomb_sum`): the
+        direct sum, the multilevel sum of :mod:`pbsolver.backends.cpu.coulomb_fast`, or the
+        latter where it pays (without a periodic box).
+    """
 
     name = "cpu"
+    #: How φ_c is summed (a class default too, for subclasses that keep their own __init__).
+    coulomb = "auto"
+
+    def __init__(self, coulomb: str = "auto"):
+        from pbsolver.backends.cpu.coulomb_fast import check_method
+
+        self.coulomb = check_method(coulomb)
 
     # --- data movement -----------------------------------------------------------------
     def asarray(self, a, dtype):
@@ -35,9 +50,9 @@ class CPUBackend(Backend):
         return np.empty(shape, dtype=dtype)
 
     def map_kernels(self):
-        from pbsolver.backends.cpu.maps import KERNELS
+        from pbsolver.backends.cpu.maps import kernels
 
-        return KERNELS
+        return kernels(self.coulomb)
 
     # --- setup -------------------------------------------------------------------------
     def stencil(self, problem, dtype) -> Stencil:

@@ -24,6 +24,7 @@ overflows. :data:`KERNELS` is what :meth:`CPUBackend.map_kernels` returns.
 
 from __future__ import annotations
 
+import functools
 import math
 import sys
 
@@ -32,6 +33,7 @@ from numba import njit, prange
 
 from pbsolver.backends.bodies import maps as B
 from pbsolver.backends.bodies.lines import compile_lines
+from pbsolver.backends.cpu import coulomb_fast as CF
 
 #: The "numpy" error model: a charge on a node divides by zero into ±inf, as on the GPU.
 _JIT = {"cache": True, "nogil": True, "boundscheck": False, "error_model": "numpy"}
@@ -291,14 +293,21 @@ def _coulomb_sum(out, origin, spacing, pos, q, scale, periodic, box, tol2):
                 out[i, j, k] = scale * acc[k]
 
 
-def coulomb_sum(shape, origin, spacing, pos, q, scale, box=None):
+def coulomb_sum(shape, origin, spacing, pos, q, scale, box=None, *, method="auto"):
     """scale · Σ_a q_a / |r_ijk − r_a| at every node (nearest image with a periodic ``box``).
 
     A node on a charged atom, or closer to it than :data:`~pbsolver.backends.bodies.maps.ON_NODE`
     of the smallest spacing, gets ±inf; charges of opposite sign there give NaN.
+
+    ``method`` is "direct" (every pair term), "fast" (the multilevel sum of
+    :mod:`pbsolver.backends.cpu.coulomb_fast`: within 1e-6 of the largest value on the nodes
+    farther than a spacing from every atom, the direct sum on the others; no periodic box) or
+    "auto" (the fast sum where it pays, :func:`~pbsolver.backends.cpu.coulomb_fast.use_fast`).
     """
-    out = np.empty(tuple(shape))
     periodic = box is not None
+    if CF.use_fast(method, shape, spacing, len(q), periodic):
+        return CF.coulomb_multilevel(shape, origin, spacing, pos, q, scale)
+    out = np.empty(tuple(shape))
     _coulomb_sum(
         out, np.asarray(origin, float), np.asarray(spacing, float),
         np.ascontiguousarray(pos, dtype=float), np.ascontiguousarray(q, dtype=float),
@@ -333,5 +342,16 @@ def debye_huckel_points(points, pos, q, radii, kappa, coulomb, eps_out, eps_cavi
     return out
 
 
-#: The CPU map kernels (:meth:`pbsolver.backends.cpu.CPUBackend.map_kernels`).
+#: The CPU map kernels (:meth:`pbsolver.backends.cpu.CPUBackend.map_kernels`), φ_c by "auto".
 KERNELS = B.MapKernels(sys.modules[__name__])
+_BY_METHOD = {"auto": KERNELS}
+
+
+def kernels(coulomb="auto"):
+    """The CPU map kernels whose ``coulomb_sum`` uses ``coulomb`` ("auto", "direct", "fast")."""
+    CF.check_method(coulomb)
+    if coulomb not in _BY_METHOD:
+        k = B.MapKernels(sys.modules[__name__])
+        k.coulomb_sum = functools.partial(coulomb_sum, method=coulomb)
+        _BY_METHOD[coulomb] = k
+    return _BY_METHOD[coulomb]

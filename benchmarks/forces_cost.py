@@ -1,0 +1,140 @@
+"""Cost of exact forces: a calculator frame with forces (−∂G/∂r) against one with energies only.
+
+Two :class:`pbsolver.ReactionFieldCalculator` run the same trajectory (``trajectory.frames_of``:
+a slow drift plus a per-atom wiggle) on the smooth vdW surface "svdw" (general engine, warm
+starts): one with ``forces="exact"`` (maps, solve, adjoint solve, the force terms), one with
+``forces="field"`` (maps, solve, −q ∇φ_rf: what an energy-only frame costs). The first
+``--warmup`` frames (compilation, cold starts) are left out of the medians. Also times each force
+term once on the last frame (:func:`pbsolver.forces.solvation_forces` parts), and checks that the
+two calculators report the same energies.
+
+    python benchmarks/forces_cost.py --backend cpu
+    python benchmarks/forces_cost.py --backend cuda --pqr data/1lpb_chainA.pqr --spacing 0.5 \
+        --json benchmarks/forces_cost_h200.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from md_pipeline import device_info  # noqa: E402
+from trajectory import frames_of  # noqa: E402
+
+import pbsolver as pb  # noqa: E402
+
+
+def run(calc, frames, warmup):
+    """Per-frame wall times and timings of ``calc`` over ``frames`` (after ``warmup`` frames)."""
+    out = []
+    for k, pos in enumerate(frames):
+        start = time.perf_counter()
+        fr = calc.compute(pos)
+        seconds = time.perf_counter() - start
+        if k >= warmup:
+            out.append((seconds, fr))
+    return out
+
+
+def term_times(calc, positions):
+    """Seconds of each force term on one frame (the calculator's last problem and solution)."""
+    from pbsolver.forces import adjoint, coulomb, dielectric, interpolation, ionic
+
+    atoms = calc.atoms_at(positions)
+    problem, phi = calc.problem, calc.phi_rf
+    xp = problem.xp
+    phi = xp.asarray(phi, dtype=xp.float64)
+    times = {}
+    t = time.perf_counter()
+    spread = interpolation.interpolation_transpose(
+        problem.grid, 0.5 * atoms.charges, atoms.positions, xp=xp
+    )
+    lam, res = adjoint.adjoint_solve(problem, spread, calc.solver)
+    lam = xp.asarray(lam, dtype=xp.float64)
+    times["adjoint solve (cold)"] = time.perf_counter() - t
+    t = time.perf_counter()
+    dielectric.dielectric_gradient(atoms, problem, phi, lam, calc.physics, box=calc.box)
+    times["dielectric"] = time.perf_counter() - t
+    if problem.kappa2 is not None:
+        t = time.perf_counter()
+        sens = ionic.kappa_sensitivity(problem, phi, lam)
+        ionic.ionic_gradient(atoms, problem.grid, sens, calc.physics.kappa2,
+                             calc.physics.ion_radius)  # fmt: skip
+        times["ionic"] = time.perf_counter() - t
+    t = time.perf_counter()
+    mu = coulomb.coulomb_sensitivity(problem, lam)
+    coulomb.coulomb_gradient(atoms, problem.grid, mu, problem.eps_cavity)
+    times["coulomb"] = time.perf_counter() - t
+    t = time.perf_counter()
+    nu = coulomb.boundary_sensitivity(problem, lam, spread)
+    coulomb.boundary_gradient(atoms, problem.grid, nu, calc.physics, calc.physics.boundary_kind)
+    times["boundary"] = time.perf_counter() - t
+    return times, res.iterations
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--backend", choices=["cpu", "cuda"], default="cpu")
+    p.add_argument("--pqr", default=str(pb.data.path("peptide.pqr")))
+    p.add_argument("--spacing", type=float, default=0.5)
+    p.add_argument("--salt", type=float, default=0.15)
+    p.add_argument("--frames", type=int, default=8)
+    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--rtol", type=float, default=1e-6)
+    p.add_argument("--json", default=None)
+    args = p.parse_args(argv)
+
+    atoms = pb.read_pqr(args.pqr)
+    frames = frames_of(atoms, args.frames + args.warmup, drift=0.005, wiggle=0.01)
+    common = {
+        "spacing": args.spacing, "surface": "svdw", "ionic_strength": args.salt,
+        "backend": args.backend, "engine": "general", "rtol": args.rtol, "margin": 8.0,
+        "skin": 2.0,
+    }  # fmt: skip
+    results = {}
+    for kind in ("field", "exact"):
+        calc = pb.ReactionFieldCalculator(atoms, forces=kind, **common)
+        rows = run(calc, frames, args.warmup)
+        results[kind] = {
+            "seconds": float(np.median([s for s, _ in rows])),
+            "solve": float(np.median([fr.timings["solve"] for _, fr in rows])),
+            "maps": float(np.median([fr.timings["maps"] for _, fr in rows])),
+            "forces": float(np.median([fr.timings.get("forces", 0.0) for _, fr in rows])),
+            "iterations": float(np.median([fr.iterations for _, fr in rows])),
+            "energies": [fr.energy for _, fr in rows],
+            "grid": list(rows[-1][1].grid.shape),
+        }
+        if kind == "exact":
+            results["terms"], results["adjoint_cold_iterations"] = term_times(calc, frames[-1])
+    e_field, e_exact = (np.array(results[k]["energies"]) for k in ("field", "exact"))
+    ratio = results["exact"]["seconds"] / results["field"]["seconds"]
+    where = f"h {args.spacing} Å, {args.salt} M, backend {args.backend}, rtol {args.rtol:g}"
+    print(f"{Path(args.pqr).name}: {len(atoms)} atoms, grid {results['exact']['grid']}, {where}")
+    print("| frame | seconds | maps | solve | forces |")
+    print("|---|---|---|---|---|")
+    for kind in ("field", "exact"):
+        r = results[kind]
+        print(f"| {kind} | {r['seconds']:.3f} | {r['maps']:.3f} | {r['solve']:.3f} | "
+              f"{r['forces']:.3f} |")  # fmt: skip
+    print(f"exact / energy-only: {ratio:.2f}x; energies agree to "
+          f"{np.abs(e_exact / e_field - 1).max():.1e}")  # fmt: skip
+    print("force terms on one frame (s):",
+          ", ".join(f"{k} {v:.3f}" for k, v in results["terms"].items()))  # fmt: skip
+    if args.json:
+        results["ratio"] = ratio
+        results["args"] = vars(args)
+        results["device"] = device_info(args.backend)
+        Path(args.json).write_text(json.dumps(results, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

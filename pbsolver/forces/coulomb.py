@@ -1,0 +1,193 @@
+"""Derivatives through φ_c: the right-hand side and the Dirichlet boundary values.
+
+**φ_c in b.** b_s = Σ_n w_sn (φc_n − φc_s) − κ̄²_s φc_s with w = (ε_face − ε_c)/h_a² (rows of the
+unknowns only), so μ = ∂G/∂φ_c = (∂b/∂φ_c)ᵀ λ is the same flux formula applied to λ:
+
+    μ_s = Σ_n w_sn (λ_n − λ_s) − κ̄²_s λ_s                                       (1)
+
+on every node (fixed nodes included: their φ_c enters their neighbours' rows; λ = 0 on them).
+With φc_s = (k/ε_c) Σ_i q_i / |r_s − r_i| (nearest image when periodic),
+
+    ∂G/∂r_i = (k q_i / ε_c) Σ_s μ_s (r_s − r_i) / |r_s − r_i|³                   (2)
+
+a direct sum over the nodes where μ ≠ 0 (in practice every solvent node: faces there differ
+from ε_c), the cost of one φ_c map. A node on a charge (φ_c = ±inf) has μ = 0: every face
+around it is ε_c and κ̄² is zero there (the problem refuses anything else).
+
+**Boundary values.** A fixed node n holds g_n, which enters the rows of its unknown neighbours
+s as +c_sn g_n (c = ε_face/h_a²) and the energy through the interpolation (½ Iᵀq on n):
+
+    ν_n = ∂G/∂g_n = Σ_s λ_s c_sn + ½ (Iᵀq)_n.                                   (3)
+
+"mdh": g_n = k Σ_i q_i T_i(|r_n − r_i|), T_i(r) = e^{−κ(r−a_i)}/(ε_out (1+κa_i) r) − 1/(ε_c r),
+so ∂g_n/∂r_i = −k q_i T_i'(r) (r_n − r_i)/r. "sdh": a screened sphere S(R) of the total charge
+Q at the centre c of the atoms' bounding box (centres only), radius a = max_j |r_j − c| + R_j,
+minus the exact unscreened sum: c moves with the atoms at the box's extremes (½ each per axis)
+and a with the atom of the maximum, through ∂S/∂R = −S (κ + 1/R) and ∂S/∂a = S κ² a/(1 + κa).
+Both are exact almost everywhere (they change which atom is extreme only at ties).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pbsolver.arrays import array_module
+from pbsolver.exceptions import InputError
+from pbsolver.molecule.maps import COULOMB_KJ
+
+#: Elements of one node × atom block of the direct sums (about eight arrays of it are alive).
+BLOCK = 1 << 20
+
+
+def coulomb_sensitivity(problem, lam):
+    """μ = ∂G/∂φ_c at every node, equation (1) of the module (``lam`` zero on fixed nodes)."""
+    xp = array_module(lam)
+    eps_c = problem.eps_cavity
+    mu = xp.zeros(problem.grid.shape)
+    faces = problem.face_permittivities(xp.float64)
+    for axis, (face, h) in enumerate(zip(faces, problem.grid.spacing, strict=True)):
+        term = (face - eps_c) / (h * h) * (xp.roll(lam, -1, axis=axis) - lam)
+        mu += term
+        mu -= xp.roll(term, 1, axis=axis)
+    if problem.kappa2 is not None:
+        mu -= xp.asarray(problem.kappa2, dtype=xp.float64) * lam
+    return mu
+
+
+def boundary_sensitivity(problem, lam, spread):
+    """ν = ∂G/∂g on the outer layer (zero inside), equation (3); ``spread`` is ½ Iᵀq."""
+    xp = array_module(lam)
+    nu = xp.zeros(problem.grid.shape)
+    faces = problem.face_permittivities(xp.float64)
+    for axis, (face, h) in enumerate(zip(faces, problem.grid.spacing, strict=True)):
+        c = face / (h * h)
+        nu += c * xp.roll(lam, -1, axis=axis) + xp.roll(c * lam, 1, axis=axis)
+    nu += spread
+    nu[1:-1, 1:-1, 1:-1] = 0.0
+    return nu
+
+
+def node_points(grid, field, xp):
+    """Coordinates (m, 3) and values (m,) of the nodes where ``field`` is nonzero."""
+    flat = field.reshape(-1)
+    idx = xp.flatnonzero(flat)
+    ijk = xp.stack(xp.unravel_index(idx, grid.shape), axis=1)
+    pts = xp.asarray(grid.origin) + ijk * xp.asarray(grid.spacing)
+    return pts, flat[idx]
+
+
+def pair_sum(points, weights, centres, radial, box=None):
+    """Σ_p w_p f(r_pi) (p − c_i) for every centre i: an (n, 3) array.
+
+    ``radial(r2)`` returns f on an (m, n) block of squared distances (its columns are the
+    centres, all of them in every block). With ``box`` the nearest image of each pair is used.
+    """
+    xp = array_module(points)
+    n = centres.shape[0]
+    out = xp.zeros((n, 3))
+    if n == 0 or points.shape[0] == 0:
+        return out
+    step = max(1, BLOCK // n)
+    boxa = None if box is None else xp.asarray(box, dtype=xp.float64)
+    for lo in range(0, points.shape[0], step):
+        p, w = points[lo : lo + step], weights[lo : lo + step]
+        d = []
+        for a in range(3):
+            da = p[:, a, None] - centres[None, :, a]
+            if boxa is not None:
+                da -= boxa[a] * xp.floor(da / boxa[a] + 0.5)
+            d.append(da)
+        f = w[:, None] * radial(d[0] * d[0] + d[1] * d[1] + d[2] * d[2])
+        for a in range(3):
+            out[:, a] += (f * d[a]).sum(axis=0)
+    return out
+
+
+def coulomb_gradient(atoms, grid, mu, eps_cavity, *, box=None):
+    """∂G/∂r_i through φ_c in b, equation (2): (n, 3) in the library of ``mu``."""
+    xp = array_module(mu)
+    pts, w = node_points(grid, mu, xp)
+    charged = np.flatnonzero(atoms.charges != 0)
+    pos = xp.asarray(atoms.positions[charged], dtype=xp.float64)
+    q = xp.asarray(atoms.charges[charged], dtype=xp.float64)
+    out = xp.zeros((len(atoms), 3))
+    if xp is np:  # a compiled loop; the same sum in array code on CuPy
+        from pbsolver.backends.cpu.forces import coulomb_sums
+
+        g = coulomb_sums(pts, w, pos, box)
+    else:
+        g = pair_sum(pts, w, pos, lambda r2: 1.0 / (r2 * xp.sqrt(r2)), box)
+    out[xp.asarray(charged)] = (COULOMB_KJ / eps_cavity) * q[:, None] * g
+    return out
+
+
+def boundary_gradient(atoms, grid, nu, physics, kind):
+    """∂G/∂r_i through the Dirichlet values of kind "mdh", "sdh" or "zero": (n, 3).
+
+    ``physics`` gives ε_in (= ε_c), ε_out, κ and the ion radius, as
+    :func:`pbsolver.molecule.maps.boundary_values` used them.
+    """
+    xp = array_module(nu)
+    pos = xp.asarray(atoms.positions, dtype=xp.float64)
+    q = xp.asarray(atoms.charges, dtype=xp.float64)
+    grad = xp.zeros(pos.shape)
+    if kind == "zero":
+        return grad
+    if kind not in ("mdh", "sdh"):
+        raise InputError(f"boundary kind must be 'mdh', 'sdh' or 'zero', got {kind!r}")
+    pts, w = node_points(grid, nu, xp)
+    kappa, eps_out, eps_c = physics.kappa, physics.eps_out, physics.eps_in
+    if kind == "mdh" and xp is np:
+        from pbsolver.backends.cpu.forces import debye_huckel_sums
+
+        radii = atoms.radii + physics.ion_radius
+        return COULOMB_KJ * q[:, None] * debye_huckel_sums(pts, w, pos, radii, kappa, eps_out,
+                                                           eps_c)  # fmt: skip
+    if kind == "mdh":
+        a = xp.asarray(atoms.radii + physics.ion_radius, dtype=xp.float64)[None, :]
+
+        def radial(r2):  # −T'(r)/r; (p − c_i) = r_n − r_i carries the sign
+            r = xp.sqrt(r2)
+            screened = xp.exp(-kappa * (r - a)) * (1.0 + kappa * r) / (eps_out * (1.0 + kappa * a))
+            return (screened - 1.0 / eps_c) / (r2 * r)
+
+        # ∂g/∂r_i = −k q_i T'(r)(r_n − r_i)/r and T' = −(screened − 1/ε_c)/r²
+        return COULOMB_KJ * q[:, None] * pair_sum(pts, w, pos, radial)
+    # sdh: the exact unscreened sum ...
+    unscreened = pair_sum(pts, w, pos, lambda r2: -1.0 / (r2 * xp.sqrt(r2)))
+    grad += (COULOMB_KJ / eps_c) * q[:, None] * unscreened
+    # ... and the screened sphere at c of radius a
+    host = np.asarray(atoms.positions, dtype=np.float64)
+    lo_i, hi_i = host.argmin(axis=0), host.argmax(axis=0)
+    c = 0.5 * (host.min(axis=0) + host.max(axis=0))
+    reach = np.linalg.norm(host - c, axis=1) + atoms.radii
+    top = int(np.argmax(reach))
+    radius = float(reach[top])
+    total = float(np.sum(atoms.charges))
+    ca = xp.asarray(c)[None, :]
+    rel = pts - ca
+    big_r = xp.sqrt((rel * rel).sum(axis=1))
+    s = xp.exp(-kappa * (big_r - radius)) / (eps_out * (1.0 + kappa * radius) * big_r)
+    kq = COULOMB_KJ * total
+    g_c = kq * ((w * s * (kappa + 1.0 / big_r) / big_r)[:, None] * rel).sum(axis=0)
+    g_a = kq * float((w * s).sum()) * kappa * kappa * radius / (1.0 + kappa * radius)
+    g_c = np.asarray(g_c.get() if hasattr(g_c, "get") else g_c, dtype=np.float64)
+    dist = np.linalg.norm(host[top] - c)
+    unit = (host[top] - c) / dist if dist > 0 else np.zeros(3)
+    extra = np.zeros(host.shape)
+    extra[top] += g_a * unit
+    dc = g_c - g_a * unit
+    for a in range(3):
+        extra[lo_i[a], a] += 0.5 * dc[a]
+        extra[hi_i[a], a] += 0.5 * dc[a]
+    return grad + xp.asarray(extra)
+
+
+__all__ = [
+    "boundary_gradient",
+    "boundary_sensitivity",
+    "coulomb_gradient",
+    "coulomb_sensitivity",
+    "node_points",
+    "pair_sum",
+]

@@ -1,0 +1,124 @@
+"""The dielectric-boundary term: derivatives through the face permittivities.
+
+A face between nodes s and s' = s + e_a (spacing h_a) with permittivity ε enters the residual
+R = b − A φ of both nodes: b_s += (ε − ε_c)(φc_s' − φc_s)/h_a², (Aφ)_s += ε (φ_s − φ_s')/h_a², and
+the opposite at s'. With Φ = φ_c + φ_rf the total potential,
+
+    ∂G/∂ε = λᵀ ∂R/∂ε = (λ_s − λ_s')(Φ_s' − Φ_s) / h_a²                          (1)
+
+(λ = 0 on fixed nodes, so faces of the outer layer contribute nothing on a Dirichlet grid).
+Faces come from the edge fraction f inside the solute, ε = 1 / (f/ε_in + (1 − f)/ε_out), so
+
+    ∂ε/∂f = ε² (1/ε_out − 1/ε_in)                                               (2)
+
+(a function of ε alone). Faces snapped to ε_in or ε_out (f within 1e-12 of 1 or 0) are flat in f;
+no chord end lies strictly inside a fully covered or empty edge, so (2) is never used there
+except on a set of measure zero. "smol" averages each raw fraction with 8 neighbours
+(:func:`pbsolver.molecule.maps.smooth_fractions`, linear): its transpose
+(:func:`smoothing_transpose`) carries ∂G/∂f_smooth back to the raw fractions. The raw fractions'
+dependence on the atoms is that of the union of vdW spheres (:mod:`pbsolver.forces.lines`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pbsolver.arrays import array_module
+from pbsolver.forces.lines import periodic_owners, union_gradient
+from pbsolver.forces.smooth import smooth_gradient
+
+
+def face_sensitivities(problem, phi, lam):
+    """∂G/∂ε_face of every face, ``(sx, sy, sz)`` in (kJ mol⁻¹) per unit permittivity.
+
+    Equation (1) of the module; zero where Φ is not finite (a charge on a node, inside faces of
+    ε_c whose fraction cannot move).
+    """
+    xp = array_module(phi)
+    total = xp.asarray(problem.phi_coulomb, dtype=xp.float64) + phi
+    out = []
+    for axis, h in enumerate(problem.grid.spacing):
+        dlam = lam - xp.roll(lam, -1, axis=axis)
+        with _quiet(xp):
+            dphi = xp.roll(total, -1, axis=axis) - total
+            s = dlam * dphi / (h * h)
+        out.append(xp.where(xp.isfinite(s), s, 0.0))
+    return tuple(out)
+
+
+def fraction_sensitivities(problem, phi, lam, eps_in, eps_out):
+    """∂G/∂f of every face's edge fraction (the fraction the faces were made from)."""
+    xp = array_module(phi)
+    slope = 1.0 / eps_out - 1.0 / eps_in
+    faces = problem.face_permittivities(xp.float64)
+    return tuple(
+        s * f * f * slope for s, f in zip(face_sensitivities(problem, phi, lam), faces, strict=True)
+    )
+
+
+def smoothing_transpose(gx, gy, gz):
+    """The transpose of :func:`pbsolver.molecule.maps.smooth_fractions` applied to ``(gx, gy, gz)``.
+
+    The smoothing adds to face a (orientation a) the faces b at offsets 0, +e_b, −e_a and
+    −e_a + e_b, over 9; its transpose adds them back at the opposite offsets.
+    """
+    xp = array_module(gx)
+    g = (gx, gy, gz)
+    out = [gi / 9.0 for gi in g]
+    for a in range(3):
+        for b in (b for b in range(3) if b != a):
+            s = g[a] / 9.0
+            # face a at m read face b at m, m − e_b, m + e_a and m + e_a − e_b: face b at n
+            # gets back from face a at n, n + e_b, n − e_a and n − e_a + e_b
+            down = xp.roll(s, 1, axis=a)
+            out[b] = out[b] + s + xp.roll(s, -1, axis=b) + down + xp.roll(down, -1, axis=b)
+    return tuple(out)
+
+
+def dielectric_gradient(atoms, problem, phi, lam, physics, *, box=None):
+    """∂G/∂r_i through the face fractions of ``physics.surface``: (n, 3).
+
+    "svdw": the smooth union (:mod:`pbsolver.forces.smooth`); "vdw" and, with a zero probe,
+    "mol" and "smol" (after :func:`smoothing_transpose`): the chord ends of the sphere union
+    (:mod:`pbsolver.forces.lines`). ``box``: the periodic images the maps used.
+    """
+    grid = problem.grid
+    sens = fraction_sensitivities(problem, phi, lam, physics.eps_in, physics.eps_out)
+    if physics.surface == "smol":
+        sens = smoothing_transpose(*sens)
+    pos, rad, owners = atoms.positions, atoms.radii, np.arange(len(atoms))
+    if box is not None:  # the images face_fractions makes for a sphere surface
+        pos, rad, owners = periodic_owners(pos, rad, box, grid.origin, rad.max() + 1.0)
+    if physics.surface == "svdw":
+        return smooth_gradient(pos, rad, owners, grid, sens, len(atoms))
+    axes = grid.axes()
+    grad = 0.0
+    for axis in range(3):
+        a1, a2 = [a for a in range(3) if a != axis]
+        grad = grad + union_gradient(pos, rad, owners, axis, axes[a1], axes[a2],
+                                     grid.origin[axis], grid.spacing[axis], grid.shape[axis],
+                                     sens[axis], len(atoms))  # fmt: skip
+    return grad
+
+
+class _quiet:
+    """``numpy.errstate(invalid="ignore")`` around inf − inf where a charge sits on a node."""
+
+    def __init__(self, xp):
+        self._ctx = np.errstate(invalid="ignore", over="ignore") if xp is np else None
+
+    def __enter__(self):
+        if self._ctx is not None:
+            self._ctx.__enter__()
+
+    def __exit__(self, *exc):
+        if self._ctx is not None:
+            self._ctx.__exit__(*exc)
+
+
+__all__ = [
+    "dielectric_gradient",
+    "face_sensitivities",
+    "fraction_sensitivities",
+    "smoothing_transpose",
+]

@@ -1,0 +1,201 @@
+"""The exact gradient of the discrete solvation energy: every term, assembled.
+
+G = ½ Σ_i q_i I(φ)(r_i) with A φ = b. With λ from the adjoint solve A λ = ½ Iᵀq
+(:mod:`pbsolver.forces.adjoint`),
+
+    ∂G/∂r_i = ½ q_i ∂I/∂r_i · φ                                  charge   (interpolation)
+            + Σ_faces ∂G/∂f · ∂f/∂r_i                            dielectric boundary
+            + Σ_nodes ∂G/∂κ̄² · ∂κ̄²/∂r_i                           ionic boundary
+            + Σ_nodes μ · ∂φ_c/∂r_i                              φ_c in b
+            + Σ_fixed ν · ∂g/∂r_i                                Dirichlet values
+
+(:mod:`~pbsolver.forces.interpolation`, :mod:`~pbsolver.forces.dielectric` with
+:mod:`~pbsolver.forces.lines`, :mod:`~pbsolver.forces.ionic`, :mod:`~pbsolver.forces.coulomb`).
+The forces are F_i = −∂G/∂r_i at a fixed grid: a grid that moves with the atoms (the
+calculator's following grid, re-placed by whole nodes) makes G jump, and no force sees that.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from pbsolver.arrays import array_module
+from pbsolver.exceptions import InputError
+from pbsolver.forces.adjoint import adjoint_solve
+from pbsolver.forces.coulomb import (
+    boundary_gradient,
+    boundary_sensitivity,
+    coulomb_gradient,
+    coulomb_sensitivity,
+)
+from pbsolver.forces.dielectric import dielectric_gradient
+from pbsolver.forces.interpolation import interpolation_gradient, interpolation_transpose
+from pbsolver.forces.ionic import ionic_gradient, kappa_sensitivity
+from pbsolver.options import PhysicsOptions, unit_factor
+
+#: Surfaces whose energy :func:`solvation_forces` differentiates exactly ("mol" and "smol" too
+#: with ``probe_radius=0``, where they are the vdW surface and its 9-point smoothing).
+EXACT_SURFACES = ("vdw", "svdw")
+#: Of those, the surfaces whose energy is differentiable (smooth in the positions): "vdw" has
+#: kinks and unbounded slopes where grid lines graze spheres (see :mod:`pbsolver.forces.lines`).
+SMOOTH_SURFACES = ("svdw",)
+
+
+def supports(physics, *, smooth=False) -> bool:
+    """Whether :func:`solvation_forces` gives the exact gradient for ``physics``.
+
+    Both boundaries (periodic or Dirichlet) and every boundary kind are covered; the surfaces of
+    :data:`EXACT_SURFACES` (``smooth=True``: of :data:`SMOOTH_SURFACES`, whose energy is also
+    differentiable), "mol" and "smol" with a zero probe radius (not smooth); the linearised
+    equation only (``nonlinear=True`` with salt is not covered).
+    """
+    if physics.nonlinear and physics.has_salt:
+        return False
+    if smooth:
+        return physics.surface in SMOOTH_SURFACES
+    return physics.surface in EXACT_SURFACES or (
+        physics.surface in ("mol", "smol") and physics.probe_radius == 0
+    )
+
+
+@dataclass
+class Forces:
+    """What :func:`solvation_forces` returns.
+
+    Attributes
+    ----------
+    forces : array (n, 3)
+        F = −∂G/∂r, kJ mol⁻¹ Å⁻¹ (or kcal with ``units="kcal/mol"``), in the problem's array
+        library.
+    parts : dict of arrays (n, 3)
+        The same, term by term: ``"charge"``, ``"dielectric"``, ``"ionic"``, ``"coulomb"``,
+        ``"boundary"`` (they sum to ``forces``).
+    adjoint : array (nx, ny, nz)
+        λ, the adjoint field (kJ mol⁻¹ per unit of the right-hand side; a warm start for the
+        next frame's adjoint solve).
+    result : SolveResult
+        The adjoint solve's report.
+    units : str
+    """
+
+    forces: object
+    parts: dict = field(repr=False)
+    adjoint: object = field(repr=False)
+    result: object = field(repr=False)
+    units: str = "kJ/mol"
+
+
+def solvation_forces(
+    atoms,
+    problem,
+    phi_rf,
+    *,
+    physics=None,
+    box=None,
+    kappa_subsamples=4,
+    solver=None,
+    units="kJ/mol",
+    adjoint_guess=None,
+    **physics_fields,
+) -> Forces:
+    """F_i = −∂G/∂r_i of G = ½ Σ q_i φ_rf(r_i), the exact gradient of the discrete energy.
+
+    Parameters
+    ----------
+    atoms : Atoms
+        The atoms the problem was built from (same positions, charges, radii).
+    problem : Problem
+        Built by :func:`pbsolver.molecule.maps.build_maps` (or
+        :meth:`pbsolver.Problem.from_atoms`) for ``atoms`` with ``physics``: face maps from the
+        geometry, ε_c = ε_in, Dirichlet values of ``physics.boundary_kind`` (not focusing's
+        ``dirichlet_values``, whose dependence on the atoms goes through a coarser solve).
+    phi_rf : array (nx, ny, nz)
+        Its solution (rtol well below the accuracy wanted of the forces).
+    physics : PhysicsOptions, optional
+        The physics the maps were built with (fields may be given as keywords).
+    box : 3 floats, optional
+        The periodic box of a periodic problem.
+    kappa_subsamples : int
+        The maps' lines per cell side of the ion-accessible fraction.
+    solver : Solver, optional
+        Solves the adjoint equation (default: ``Solver(rtol=1e-8, dtype=float64)`` where the
+        problem's arrays are); give the forward solve's solver for its method and precision.
+    units : {"kJ/mol", "kcal/mol"}
+    adjoint_guess : array, optional
+        Initial guess of λ (the previous frame's :attr:`Forces.adjoint`).
+    **physics_fields
+        Fields of :class:`~pbsolver.PhysicsOptions`.
+
+    Returns
+    -------
+    Forces
+
+    Raises
+    ------
+    InputError
+        A surface without exact forces (:data:`EXACT_SURFACES`), a node-map problem, or a
+        problem that does not match ``atoms``, ``physics`` or ``box``.
+    """
+    from pbsolver.solving.solver import Solver
+
+    ph = PhysicsOptions.build(physics, **physics_fields)
+    factor = unit_factor(units)
+    periodic = problem.boundary == "periodic"
+    _check(atoms, problem, ph, box, periodic)
+    if solver is None:
+        solver = Solver(rtol=1e-8, dtype=np.float64, backend="cpu" if problem.xp is np else "cuda")
+    grid = problem.grid
+    xp = problem.xp
+    phi = xp.asarray(phi_rf, dtype=xp.float64)
+    half_q = 0.5 * np.asarray(atoms.charges, dtype=np.float64)
+    spread = interpolation_transpose(grid, half_q, atoms.positions, periodic=periodic, xp=xp)
+    lam, result = adjoint_solve(problem, spread, solver, adjoint_guess)
+    lam = xp.asarray(lam, dtype=xp.float64)
+
+    hq = xp.asarray(half_q)[:, None]
+    grads = {"charge": hq * interpolation_gradient(grid, phi, atoms.positions, periodic=periodic)}
+    grads["dielectric"] = dielectric_gradient(atoms, problem, phi, lam, ph, box=box)
+    grads["ionic"] = xp.zeros((len(atoms), 3))
+    if problem.kappa2 is not None:
+        sens = kappa_sensitivity(problem, phi, lam)
+        grads["ionic"] = ionic_gradient(atoms, grid, sens, ph.kappa2, ph.ion_radius,
+                                        subsamples=kappa_subsamples, box=box)  # fmt: skip
+    mu = coulomb_sensitivity(problem, lam)
+    grads["coulomb"] = coulomb_gradient(atoms, grid, mu, problem.eps_cavity, box=box)
+    grads["boundary"] = xp.zeros((len(atoms), 3))
+    if not periodic:
+        nu = boundary_sensitivity(problem, lam, spread)
+        grads["boundary"] = boundary_gradient(atoms, grid, nu, ph, ph.boundary_kind)
+    parts = {k: -factor * v for k, v in grads.items()}
+    total = sum(parts.values())
+    return Forces(forces=total, parts=parts, adjoint=lam, result=result, units=units)
+
+
+def _check(atoms, problem, ph, box, periodic):
+    if getattr(problem, "nonlinear", False) and problem.kappa2 is not None:
+        raise InputError("exact forces cover the linearised equation; this problem is nonlinear")
+    if not supports(ph):
+        raise InputError(
+            f"exact forces cover the linearised equation on the surfaces {EXACT_SURFACES} (and "
+            f"'mol'/'smol' with probe_radius=0); got surface={ph.surface!r}, probe_radius="
+            f"{ph.probe_radius:g}, nonlinear={ph.nonlinear}"
+        )
+    if problem.epsilon_faces is None:
+        raise InputError("exact forces need a problem with face maps built from the atoms")
+    if problem.eps_cavity != ph.eps_in:
+        raise InputError(
+            f"the problem's eps_cavity {problem.eps_cavity:g} is not physics.eps_in {ph.eps_in:g}"
+        )
+    if periodic and box is None:
+        raise InputError("a periodic problem's forces need its box=(Lx, Ly, Lz)")
+    if not periodic and box is not None:
+        raise InputError("box is only used with a periodic problem")
+    if (problem.kappa2 is not None) != ph.has_salt:
+        raise InputError("the problem's κ̄² map does not match physics.ionic_strength")
+    if array_module(atoms.positions) is not np:
+        raise InputError("atoms must hold host (NumPy) positions")
+
+
+__all__ = ["EXACT_SURFACES", "SMOOTH_SURFACES", "Forces", "solvation_forces", "supports"]

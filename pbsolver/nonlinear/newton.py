@@ -1,0 +1,516 @@
+"""A globalised inexact Newton method for the nonlinear Poisson–Boltzmann equation.
+
+The equation over the unknowns (README *The equation*, with the salt term made nonlinear) is
+
+    F(u) = A_ε u + κ̄² (kT/z) g(z (φ_c + u)/kT) − b_ε = 0
+
+with u = φ_rf, A_ε the operator without κ̄², b_ε its right-hand side without −κ̄² φ_c (the
+flux terms of φ_c and the fixed boundary values' coupling) and g the overflow-safe sinh of
+:mod:`pbsolver.nonlinear.boltzmann` (κ̄² is zero wherever φ_c is singular). F is the gradient
+of the strictly convex functional (with salt somewhere)
+
+    J(u) = ½ uᵀ A_ε u − b_εᵀ u + Σ κ̄² (kT/z)² G(z (φ_c + u)/kT)
+
+(the discrete free energy of :mod:`pbsolver.nonlinear.energy` up to sign and the factor
+h³/4πk), so the solution is J's unique minimiser, and Newton's method globalised by a line
+search on J converges from any start.
+
+The iteration
+    1. Start: ``x0`` when given; otherwise from φ = 0 in the ion-accessible region, where sinh
+       equals its linearisation, so the first Newton step is the linearised equation's solve
+       (to :data:`START_RTOL`), followed by a line search along that step.
+    2. Each Newton step solves (A_ε + diag(κ̄² g'(x))) δ = −F with the problem's linear method
+       (SOR, Jacobi, multigrid or MG-CG: the solver's "auto" choice), inexactly: to the
+       relative residual η_k of Eisenstat and Walker's second choice, η_k = 0.9 (‖F_k‖ /
+       ‖F_k−1‖)², between what the target still needs and :data:`ETA_MAX`, in float32 with
+       float64 refinement as linear solves are. One :class:`NewtonStepSystem` serves every
+       step (and the start): its diagonal and right-hand side are rewritten in place, its
+       multigrid hierarchy is built once and its coarse operators rebuilt for each diagonal.
+    3. A line search along δ on J (:func:`line_search`): Δ'(α) = F(u + αδ)ᵀδ costs one pass
+       over the grid (the quadratic part is two dot products) and Δ(α) = J(u + αδ) − J(u)
+       another, needed only beyond the minimiser (convexity bounds it elsewhere). The full
+       step is taken when it removes 90 % of the slope; otherwise the minimiser along δ is
+       bracketed — expanding while still downhill, so that steps longer than Newton's are
+       taken where the exponential makes Newton's short (a potential coming down from far
+       above its value moves about one kT a step otherwise) — and Δ' driven to within 1 % of
+       its start (strong Wolfe conditions). A step that is no descent direction (too inexact)
+       is solved again with a tighter η.
+    4. Stop when ‖F‖₂ ≤ max(rtol·‖b‖₂, atol) over the unknowns, ‖b‖ the right-hand side norm of
+       the linearised system (the linear solve's denominator: at low potential the two
+       relative residuals are the same number).
+
+Outcomes: "converged"; "maxiter" (Newton steps, or the linear iterations of all steps together,
+``maxiter``); "stagnated" (no descent direction even after tighter solves, or no step along it
+that decreases J); "nan" (a non-finite residual or linear step); "capped" (converged, but the
+potential of an ion-accessible unknown lies beyond the Boltzmann term's cap: the solution of
+the continued equation, not of the Poisson–Boltzmann one; never with physical input).
+
+Every array operation is the backend's (residuals, the linear methods) or array code on its
+array module (NumPy or CuPy), so the same code runs on the CPU and on CUDA.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from pbsolver.arrays import array_module, as_real_array
+from pbsolver.backends import Stencil
+from pbsolver.exceptions import InputError
+from pbsolver.io.units import kT_kj_per_mol
+from pbsolver.multigrid.builders import grid_hierarchy
+from pbsolver.nonlinear import boltzmann
+from pbsolver.operator import fixed_values, interior_mask
+from pbsolver.solving.system import LinearSystem
+
+#: Loosest relative residual of a Newton step's linear solve (a multigrid cycle or two).
+ETA_MAX = 0.1
+#: Relative residual of the linearised solve that starts an iteration without x0.
+START_RTOL = 1e-2
+#: A step that is no descent direction, or along which J cannot decrease, is solved again to a
+#: hundredfold tighter η, at most RETRIES times and not below ETA_MIN.
+RETRIES = 2
+ETA_MIN = 1e-10
+#: Eisenstat–Walker choice 2: η_k = GAMMA (‖F_k‖/‖F_k−1‖)^2.
+EW_GAMMA = 0.9
+#: Default most Newton steps.
+NEWTON_MAXITER = 100
+#: Line search: Armijo constant, strong-Wolfe slope fraction, the fraction of the initial
+#: slope the full step must remove to be taken at once, expansion factor and largest step,
+#: and most evaluations of Δ(α).
+ARMIJO = 1e-4
+WOLFE = 0.01
+FULL_STEP = 0.1
+EXPAND = 4.0
+ALPHA_MAX = 1e6
+LINE_SEARCH_EVALS = 40
+
+
+@dataclass
+class NewtonOutcome:
+    """What :func:`solve_newton` returns.
+
+    Attributes
+    ----------
+    phi_rf : array
+        φ_rf on the whole grid (boundary values on the fixed layer), float64, on the backend.
+    reason : str
+        See the module docstring.
+    converged : bool
+    newton_steps : int
+        Newton steps taken (the linear start not counted).
+    iterations : int
+        Linear iterations (sweeps or cycles) of all linear solves, the start's included.
+    history : list of float
+        ‖F‖/‖b‖ at the start and after every Newton step.
+    steps : list of dict
+        Per Newton step: ``eta`` (the last tried), linear ``iterations``, ``linear_reason``,
+        ``retries`` (tighter solves of a step that was no descent direction), ``alpha`` and
+        ``line_search_evaluations``.
+    capped : int
+        Ion-accessible unknowns where |zφ/kT| exceeds the cap at the end.
+    method : str
+    omega : float or None
+    seconds : float
+    """
+
+    phi_rf: object
+    reason: str
+    converged: bool
+    newton_steps: int
+    iterations: int
+    history: list
+    steps: list = field(default_factory=list)
+    capped: int = 0
+    method: str = ""
+    omega: float | None = None
+    seconds: float = 0.0
+
+
+class NewtonStepSystem(LinearSystem):
+    """The linear system of a Newton step: the problem's faces, diagonal A_ε + κ̄² g'(x).
+
+    The stencils' ``diag`` and ``b`` are rewritten in place before each step's solve, and
+    ``kappa2`` (κ̄² g'(x) on every node, float64) with them; the multigrid hierarchy is built
+    on the first solve and its coarse operators rebuilt from ``kappa2`` on every later one, so
+    its levels and buffers are made once.
+
+    Parameters
+    ----------
+    backend : Backend
+    problem : Problem
+        The nonlinear problem (its grid and boundary; SOR's ω).
+    st, checked : Stencil
+        The stencil the method iterates on and the float64 one deciding convergence (the same
+        object without refinement).
+    kappa2 : array
+        The effective κ̄² the coarse levels are built from.
+    """
+
+    def __init__(self, backend, problem, st, checked, kappa2):
+        shape = problem.grid.shape
+        x = backend.zeros(shape, checked.dtype)
+        super().__init__(backend, st, checked, x, block_shape=shape,
+                         spacing=problem.grid.spacing, n_blocks=1, stride=shape[0],
+                         kept=False)  # fmt: skip
+        self.problem = problem
+        self.kappa2 = kappa2
+        self._hierarchies = {}
+
+    def hierarchy(self, given: dict, default_cycle: str):
+        """The grid hierarchy (made once per set of options), rebuilt for the current κ̄²."""
+        options = {"cycle": default_cycle, **given}
+        key = tuple(sorted(options.items()))
+        h = self._hierarchies.get(key)
+        if h is None:
+            h = grid_hierarchy(self.backend, self.st, self.spacing, self.kappa2, **options)
+            h.inputs = (*h.inputs[:3], self.kappa2)  # the array rewritten in place each step
+            self._hierarchies[key] = h
+        else:
+            h.rebuild()
+        return h
+
+
+class _Equation:
+    """F, J along a line, and the Jacobian of one problem, as array code on the backend."""
+
+    def __init__(self, backend, problem):
+        be = self.backend = backend
+        xp = self.xp = backend.array_module()
+        f64 = np.float64
+        shape = problem.grid.shape
+        self.periodic = problem.boundary == "periodic"
+        kT = kT_kj_per_mol(problem.temperature)
+        z = float(problem.ion_valence)
+        self.scale = z / kT  # x = zφ/kT
+        lin = be.stencil(problem, f64)
+        self.lin = lin
+        self.k2 = be.asarray(problem.kappa2, f64)
+        inner = be.asarray(interior_mask(shape, self.periodic).astype(f64), f64)
+        self.k2u = self.k2 * inner  # κ̄² on the unknowns
+        salty = self.k2 > 0
+        # φ_c where ions may be (finite there); zero elsewhere, where it may be infinite
+        self.phic = xp.where(salty, be.asarray(problem.phi_coulomb, f64), 0.0)
+        self.unit = kT / z  # F's Boltzmann term is κ̄² (kT/z) g(x); J's κ̄² (kT/z)² G(x)
+        self.diag_eps = lin.diag - self.k2u  # 1 on fixed nodes, as in the stencil
+        self.b_eps = lin.b + self.k2u * self.phic
+        self.eps_st = Stencil(lin.cx, lin.cy, lin.cz, self.diag_eps, self.b_eps, self.periodic,
+                              False)  # fmt: skip
+        self.apply_st = Stencil(lin.cx, lin.cy, lin.cz, self.diag_eps, be.zeros(shape, f64),
+                                self.periodic, False)  # fmt: skip
+        self.work = be.zeros(shape, f64)
+        # ‖b‖ of the linearised system (boundary coupling included): the stopping scale
+        self.bnorm = be.residual_norm(lin, be.asarray(fixed_values(problem), f64))
+
+    def scaled(self, u):
+        """x = z (φ_c + u)/kT on every node (meaningful where κ̄² > 0)."""
+        return self.scale * (self.phic + u)
+
+    def gradient(self, u, x):
+        """(F, r_ε) at u: F over the unknowns and r_ε = b_ε − A_ε u (zero on fixed nodes)."""
+        r = self.backend.zeros(u.shape, np.float64)
+        self.backend.residual(self.eps_st, u, r)
+        return self.k2u * (self.unit * boltzmann.term(x, self.xp)) - r, r
+
+    def norm(self, a) -> float:
+        """‖a‖₂ (synchronises)."""
+        return float(self.xp.linalg.norm(a))
+
+    def jacobian(self, x, diag, kappa2) -> None:
+        """Write the Newton diagonal A_ε's + κ̄² g'(x) and the effective κ̄² in place."""
+        xp = self.xp
+        gp = boltzmann.derivative(x, xp)
+        xp.multiply(self.k2, gp, out=kappa2)
+        xp.add(self.diag_eps, self.k2u * gp, out=diag)
+
+    def line(self, u, x, r, delta):
+        """Δ'(α) and Δ(α) = J(u + αδ) − J(u) along δ from u (x = scaled(u), r = r_ε(u)).
+
+        Returns ``(slope, value)``, two functions of α; Δ(α) is computed with the cancellation-
+        free increment of G (only where the line search needs it).
+        """
+        xp, be = self.xp, self.backend
+        be.residual(self.apply_st, delta, self.work)  # −A_ε δ
+        c0 = -float(xp.vdot(r, delta))  # (A_ε u − b_ε)ᵀδ
+        c1 = -float(xp.vdot(self.work, delta))  # δᵀ A_ε δ ≥ 0
+        s = self.scale * delta
+        wd = self.k2u * (self.unit * delta)
+
+        def slope(alpha):
+            y = x + alpha * s
+            return c0 + alpha * c1 + float(xp.vdot(wd, boltzmann.term(y, xp)))
+
+        def value(alpha):
+            y = x + alpha * s
+            change = float(xp.vdot(self.k2u, boltzmann.energy_increment(x, y, xp)))
+            return alpha * c0 + 0.5 * alpha * alpha * c1 + self.unit**2 * change
+
+        return slope, value
+
+    def beyond_cap(self, x) -> int:
+        """Ion-accessible unknowns where |x| > CAP."""
+        xp = self.xp
+        return int(xp.count_nonzero((self.k2u > 0) & (xp.abs(x) > boltzmann.CAP)))
+
+
+def line_search(slope, value, d0):
+    """A step along a descent direction of the convex J: (alpha or None, evaluations).
+
+    ``slope(α)`` is Δ'(α) = F(u + αδ)ᵀδ, increasing in α since J is convex, ``value(α)`` is
+    Δ(α) = J(u + αδ) − J(u) and ``d0 = Δ'(0) < 0``. Convexity gives Δ(α) ≤ α Δ'(α), so a step
+    left of the minimiser (Δ'(α) ≤ 0) decreases J without Δ being computed; Δ is computed
+    only for a step beyond the minimiser (Armijo's condition). The full step is taken when
+    its slope lies within FULL_STEP·|d0| of zero (and, beyond the minimiser, J decreased
+    enough); otherwise the minimiser is bracketed (expanding by EXPAND while still downhill)
+    and Δ' driven to within WOLFE·|d0| of zero by geometric bisection across decades and
+    Illinois regula falsi within one. None: no step decreases J (a stagnated search).
+    """
+    evals = 0
+    tol = WOLFE * abs(d0)
+
+    def ev(alpha):
+        nonlocal evals
+        evals += 1
+        d = slope(alpha)
+        return d if math.isfinite(d) else math.inf
+
+    def decreases(alpha, d):
+        """Armijo's condition at a step whose slope is within tolerance."""
+        return d <= 0.0 or value(alpha) <= ARMIJO * alpha * d0
+
+    d1 = ev(1.0)
+    if abs(d1) <= FULL_STEP * abs(d0) and decreases(1.0, d1):
+        return 1.0, evals
+    lo, hi = [0.0, d0], [1.0, d1]
+    if d1 < 0.0:  # still steeply downhill at the full step: expand
+        lo, alpha = [1.0, d1], EXPAND
+        while True:
+            if alpha > ALPHA_MAX or evals >= LINE_SEARCH_EVALS:
+                return lo[0], evals
+            d = ev(alpha)
+            if d >= 0.0:
+                hi = [alpha, d]
+                break
+            if d >= -tol:
+                return alpha, evals
+            lo, alpha = [alpha, d], alpha * EXPAND
+    kept = 0  # which end regula falsi kept last (Illinois: halve the other's slope)
+    while evals < LINE_SEARCH_EVALS:
+        a, b = lo[0], hi[0]
+        w = b - a
+        if w <= 1e-12 * b:
+            break
+        if a > 0.0 and b > 10.0 * a:
+            cand = math.sqrt(a * b)  # decades apart: bisect the logarithm
+        else:
+            rf = a - lo[1] * w / (hi[1] - lo[1]) if math.isfinite(hi[1]) else math.nan
+            if not math.isfinite(rf):
+                rf = a + 0.5 * w
+            low = 1e-3 * b if a == 0.0 else a + 0.01 * w
+            high = 0.5 * b if a == 0.0 else b - 0.01 * w
+            cand = min(max(rf, low), high)
+        d = ev(cand)
+        if abs(d) <= tol and decreases(cand, d):
+            return cand, evals
+        if d < 0.0:
+            lo = [cand, d]
+            if kept == 1:
+                hi[1] *= 0.5
+            kept = 1
+        else:
+            hi = [cand, d]
+            if kept == -1:
+                lo[1] *= 0.5
+            kept = -1
+    return (lo[0], evals) if lo[0] > 0.0 else (None, evals)
+
+
+def _guess(backend, problem, x0):
+    """x0 as a new float64 iterate on the backend, its outer layer the boundary values."""
+    x0 = as_real_array(x0, "x0", problem.grid.shape)
+    if not bool(array_module(x0).isfinite(x0).all()):
+        raise InputError("x0 must be finite")
+    u = backend.asarray(x0, np.float64)
+    if problem.boundary == "dirichlet":
+        g = backend.asarray(fixed_values(problem), np.float64)
+        inner = (slice(1, -1),) * 3
+        g[inner] = u[inner]
+        u = g
+    return u
+
+
+def _forcing(fnorm, previous, eta_previous, target):
+    """Eisenstat–Walker choice 2 with its safeguard, within [target/2‖F‖, ETA_MAX]."""
+    if previous is None:
+        eta = ETA_MAX
+    else:
+        eta = EW_GAMMA * (fnorm / previous) ** 2
+        floor = EW_GAMMA * eta_previous**2
+        if floor > 0.1:
+            eta = max(eta, floor)
+    eta = min(eta, ETA_MAX)
+    return max(eta, 0.5 * target / fnorm, ETA_MIN)
+
+
+def solve_newton(solver, backend, problem, method_name: str, x0=None) -> NewtonOutcome:
+    """Solve the nonlinear problem by the globalised inexact Newton method (module docstring).
+
+    Parameters
+    ----------
+    solver : Solver
+        Supplies ``rtol``, ``atol``, ``maxiter`` (linear iterations of all steps together),
+        ``newton_maxiter``, ``dtype``, ``refine``, ``check_every``, ``callback`` (called as
+        ``callback(newton_step, ‖F‖/‖b‖)`` after every step) and ``make_method``.
+    backend : Backend
+    problem : Problem
+        Nonlinear, with salt.
+    method_name : str
+        The linear method of the steps.
+    x0 : array, optional
+        Initial φ_rf (never modified; its outer layer replaced by the boundary values).
+    """
+    # the array code below runs on the backend's stream (CuPy), ordered with its kernels
+    with backend.stream_context():
+        return _solve(solver, backend, problem, method_name, x0)
+
+
+def _solve(solver, backend, problem, method_name, x0):
+    start = time.perf_counter()
+    be = backend
+    eq = _Equation(be, problem)
+    xp = eq.xp
+    f64 = np.float64
+    shape = problem.grid.shape
+    dtype = np.dtype(solver.dtype)
+    refine = bool(solver.refine) and dtype == np.float32
+    target = max(solver.rtol * eq.bnorm, solver.atol)
+    newton_maxiter = NEWTON_MAXITER if solver.newton_maxiter is None else solver.newton_maxiter
+    method = solver.make_method(method_name)
+    budget = solver.maxiter  # linear iterations of all solves together (None: no cap)
+    iterations = 0
+
+    # the Newton steps' system: the problem's faces; diag, b and κ̄²_eff rewritten each step
+    lin = eq.lin
+    diag64, b64, kappa2 = be.copy(lin.diag), be.copy(lin.b), be.copy(eq.k2)
+    checked = Stencil(lin.cx, lin.cy, lin.cz, diag64, b64, eq.periodic, False)
+    st = checked
+    if dtype != f64:
+        st = Stencil(*(be.asarray(a, dtype) for a in (lin.cx, lin.cy, lin.cz, diag64, b64)),
+                     eq.periodic, False)  # fmt: skip
+        if not refine:
+            checked = st
+    system = NewtonStepSystem(be, problem, st, checked, kappa2)
+
+    def linear_solve(rtol, bnorm):
+        nonlocal iterations
+        system.bnorms = np.array([bnorm])
+        system.guessed = [False]
+        remaining = None if budget is None else budget - iterations
+        out = system.solve(method, rtol=rtol, atol=0.0, maxiter=remaining,
+                           check_every=solver.check_every)  # fmt: skip
+        iterations += out.iterations
+        return out, (system.x if system.x.dtype == f64 else be.asarray(system.x, f64))
+
+    def outcome(u, reason, history, steps=(), capped=0):
+        be.synchronize()
+        return NewtonOutcome(u, reason, reason == "converged", len(steps), iterations,
+                             history, list(steps), capped, method.name,
+                             getattr(method, "omega", None),
+                             time.perf_counter() - start)  # fmt: skip
+
+    # ---- the start
+    if x0 is not None:
+        u = _guess(be, problem, x0)
+    elif eq.bnorm == 0.0:  # no charges, zero boundary values: φ = 0 solves it
+        u = be.asarray(fixed_values(problem), f64)
+    else:
+        # the linearised equation (the system holds it now) is the Newton step from φ = 0 in
+        # the ion-accessible region, where sinh is its own linearisation
+        system.x = be.asarray(fixed_values(problem), checked.dtype)
+        out, u_lin = linear_solve(max(START_RTOL, solver.rtol), eq.bnorm)
+        u_lin = be.copy(u_lin)
+        if out.reason in ("nan", "diverged"):
+            return outcome(u_lin, out.reason, [math.nan])
+        u0 = be.asarray(fixed_values(problem), f64) - xp.where(eq.k2u > 0, eq.phic, 0.0)
+        x = eq.scaled(u0)
+        F, r = eq.gradient(u0, x)
+        delta = u_lin - u0
+        d0 = float(xp.vdot(F, delta))
+        alpha = None
+        if d0 < 0.0:
+            alpha, _ = line_search(*eq.line(u0, x, r, delta), d0)
+        u = u_lin if alpha is None or alpha == 1.0 else u0 + alpha * delta
+        del u0, delta, F, r, x
+        system.x = be.zeros(shape, checked.dtype)
+
+    # ---- the Newton steps
+    history, steps = [], []
+    previous = eta = None
+    reason = None
+    while True:
+        x = eq.scaled(u)
+        F, r = eq.gradient(u, x)
+        fnorm = eq.norm(F)
+        history.append(fnorm / eq.bnorm if eq.bnorm > 0 else fnorm)
+        if solver.callback is not None and steps:
+            solver.callback(len(steps), history[-1])
+        if not math.isfinite(fnorm):
+            reason = "nan"
+            break
+        if fnorm <= target:
+            reason = "converged"
+            break
+        if len(steps) >= newton_maxiter or (budget is not None and iterations >= budget):
+            reason = "maxiter"
+            break
+        eta = _forcing(fnorm, previous, eta, target)
+        previous = fnorm
+        eq.jacobian(x, diag64, kappa2)
+        xp.negative(F, out=b64)
+        if st is not checked or st.dtype != f64:  # the float32 stencil the method sweeps
+            xp.copyto(st.diag, diag64, casting="unsafe")
+            xp.copyto(st.b, b64, casting="unsafe")
+        info = {"eta": eta, "iterations": 0, "retries": 0}
+        steps.append(info)
+        alpha = None
+        while True:  # an inexact step that is no descent direction is solved again, tighter
+            be.fill(system.x, 0.0)
+            out, delta = linear_solve(info["eta"], fnorm)
+            info["iterations"] += out.iterations
+            info["linear_reason"] = out.reason
+            if out.reason in ("nan", "diverged"):
+                reason = out.reason
+                break
+            d0 = float(xp.vdot(F, delta))
+            if not math.isfinite(d0):
+                reason = "nan"
+                break
+            if d0 < 0.0:
+                alpha, evals = line_search(*eq.line(u, x, r, delta), d0)
+                info.update(alpha=alpha, line_search_evaluations=evals)
+                if alpha is not None:
+                    break
+            out_of_budget = budget is not None and iterations >= budget
+            if info["eta"] <= ETA_MIN or info["retries"] >= RETRIES or out_of_budget:
+                reason = "stagnated"
+                break
+            info["eta"] = max(info["eta"] * 1e-2, ETA_MIN)
+            info["retries"] += 1
+        if alpha is None:
+            break
+        u = u + alpha * delta
+    capped = eq.beyond_cap(x) if reason == "converged" else 0
+    return outcome(u, "capped" if capped else reason, history, steps, capped)
+
+
+__all__ = [
+    "ETA_MAX",
+    "NEWTON_MAXITER",
+    "NewtonOutcome",
+    "NewtonStepSystem",
+    "line_search",
+    "solve_newton",
+]

@@ -1,0 +1,354 @@
+"""Exact forces (pbsolver.forces): every derivative against the map it differentiates, and the
+forces against central differences of the energy at a fixed grid."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pytest
+from analytic import born, kirkwood
+
+import pbsolver as pb
+import pbsolver.forces
+from pbsolver.forces import solvation_forces
+from pbsolver.forces.coulomb import coulomb_sensitivity
+from pbsolver.forces.dielectric import smoothing_transpose
+from pbsolver.forces.interpolation import interpolation_gradient, interpolation_transpose
+from pbsolver.forces.ionic import ionic_gradient
+from pbsolver.forces.lines import periodic_owners, union_gradient
+from pbsolver.forces.smooth import smooth_gradient
+from pbsolver.molecule import maps as M
+from pbsolver.molecule.energy import interpolate, reaction_field_energy, sample_field, solvate
+from pbsolver.operator import rhs
+
+#: Float64 multigrid well below the finite differences' resolution.
+SOLVER = {"method": "multigrid", "backend": "cpu", "rtol": 1e-10, "dtype": np.float64}
+DELTA = 1e-3  # Å
+HIGH_CONTRAST = {"eps_in": 2.0, "eps_out": 78.54}
+
+
+def _molecule(seed, n=16, spread=1.8):
+    """Random overlapping atoms (radii 1.2–2.0 Å, charges ±1 e): most lie near the surface."""
+    rng = np.random.default_rng(seed)
+    pos = rng.normal(0.0, spread, (n, 3))
+    return pb.Atoms(pos, rng.uniform(-1.0, 1.0, n), rng.uniform(1.2, 2.0, n))
+
+
+def _outermost(atoms, k):
+    """The k atoms farthest from the centroid (on the surface)."""
+    d = np.linalg.norm(atoms.positions - atoms.positions.mean(axis=0), axis=1)
+    return np.argsort(d)[::-1][:k]
+
+
+def _energy(atoms, grid, physics, solver, x0=None, **options):
+    problem = pb.Problem.from_maps(M.build_maps(atoms, grid, physics=physics, **options))
+    res = solver.solve(problem, x0=x0)
+    periodic = problem.boundary == "periodic"
+    return reaction_field_energy(atoms, grid, res.phi_rf, periodic=periodic), problem, res
+
+
+def _check_against_differences(atoms, grid, physics, idx, *, tol=1e-3, method="multigrid",
+                               **options):  # fmt: skip
+    """Exact forces of ``idx`` vs central differences; returns (relative error, exact, fd)."""
+    solver = pb.Solver(**{**SOLVER, "method": method})
+    _, problem, res = _energy(atoms, grid, physics, solver, **options)
+    exact = solvation_forces(atoms, problem, res.phi_rf, physics=physics, solver=solver,
+                             box=options.get("box"),
+                             kappa_subsamples=options.get("kappa_subsamples", 4))  # fmt: skip
+    assert exact.result.converged
+    fd = np.zeros((len(idx), 3))
+    for n, i in enumerate(idx):
+        for a in range(3):
+            e = []
+            for sign in (1.0, -1.0):
+                pos = atoms.positions.copy()
+                pos[i, a] += sign * DELTA
+                moved = atoms.with_positions(pos)
+                e.append(_energy(moved, grid, physics, solver, res.phi_rf, **options)[0])
+            fd[n, a] = -(e[0] - e[1]) / (2 * DELTA)
+    f = exact.forces[idx]
+    rel = np.linalg.norm(f - fd) / np.linalg.norm(fd)
+    assert rel <= tol, (rel, f, fd)
+    np.testing.assert_allclose(sum(exact.parts.values()), exact.forces, rtol=1e-12, atol=1e-12)
+    return rel, exact, fd, res
+
+
+# ---------------------------------------------------------------------- each derivative
+def _moved(atoms, i, a, d):
+    pos = atoms.positions.copy()
+    pos[i, a] += d
+    return atoms.with_positions(pos)
+
+
+@pytest.mark.parametrize("surface", ["vdw", "svdw", "smol"])
+@pytest.mark.parametrize("periodic", [False, True])
+def test_fraction_derivatives_match_the_map_kernels(surface, periodic):
+    """d/dr of Σ S·f (random S) from the chord ends / smooth union vs the maps' own fractions.
+
+    "smol" with a zero probe: the vdW fractions smoothed (the transpose of the smoothing).
+    """
+    atoms = _molecule(1, n=8, spread=1.2)
+    rng = np.random.default_rng(2)
+    box = (14.0, 13.0, 15.0) if periodic else None
+    if periodic:
+        grid = M.grid_for_box(box, 0.5, origin=(-7.1, -6.4, -7.3))
+    else:
+        grid = M.grid_for_atoms(atoms, 0.5, 1.5)
+    sens = tuple(rng.normal(size=grid.shape) for _ in range(3))
+    pos, rad, owners = atoms.positions, atoms.radii, np.arange(len(atoms))
+    if periodic:
+        pos, rad, owners = periodic_owners(pos, rad, box, grid.origin, rad.max() + 1.0)
+    if surface == "svdw":
+        grad = smooth_gradient(pos, rad, owners, grid, sens, len(atoms))
+    else:
+        axes = grid.axes()
+        raw = smoothing_transpose(*sens) if surface == "smol" else sens
+        grad = sum(
+            union_gradient(pos, rad, owners, a, *[axes[b] for b in range(3) if b != a],
+                           grid.origin[a], grid.spacing[a], grid.shape[a], raw[a], len(atoms))
+            for a in range(3)
+        )  # fmt: skip
+
+    def total(at):
+        f = M.face_fractions(at, grid, surface, probe_radius=0.0, box=box)
+        return sum(float((s * fi).sum()) for s, fi in zip(sens, f, strict=True))
+
+    d = 1e-6
+    for i in (0, 3, 6):
+        for a in range(3):
+            fd = (total(_moved(atoms, i, a, d)) - total(_moved(atoms, i, a, -d))) / (2 * d)
+            assert fd == pytest.approx(grad[i, a], rel=1e-4, abs=1e-4 * np.abs(grad).max())
+
+
+def test_ion_accessibility_derivative_matches_the_map():
+    atoms = _molecule(3, n=8, spread=1.2)
+    grid = M.grid_for_atoms(atoms, 0.5, 3.0)
+    sens = np.random.default_rng(4).normal(size=grid.shape)
+    physics = pb.PhysicsOptions(ionic_strength=0.15)
+    grad = ionic_gradient(atoms, grid, sens, physics.kappa2, physics.ion_radius)
+
+    def total(at):
+        return float((sens * M.kappa2_map(at, grid, 0.15, ion_radius=physics.ion_radius)).sum())
+
+    d = 1e-6
+    for a in range(3):
+        fd = (total(_moved(atoms, 5, a, d)) - total(_moved(atoms, 5, a, -d))) / (2 * d)
+        assert fd == pytest.approx(grad[5, a], rel=1e-4, abs=1e-4 * np.abs(grad).max())
+
+
+def test_adjoint_pieces_are_transposes():
+    rng = np.random.default_rng(5)
+    atoms = _molecule(6, n=10)
+    grid = M.grid_for_atoms(atoms, 0.5, 2.0)
+    # the interpolation and its transpose; its exact slope inside a cell
+    phi = rng.normal(size=grid.shape)
+    c = rng.normal(size=len(atoms))
+    spread = interpolation_transpose(grid, c, atoms.positions)
+    assert float((spread * phi).sum()) == pytest.approx(
+        float(c @ interpolate(grid, phi, atoms.positions)), rel=1e-12
+    )
+    smooth = np.sin(grid.coordinates()[0] * 0.7) * np.cos(grid.coordinates()[2] * 0.4) + 0.0 * phi
+    slope = interpolation_gradient(grid, smooth, atoms.positions)
+    for a in range(3):
+        step = np.zeros(3)
+        step[a] = 1e-6
+        fd = (interpolate(grid, smooth, atoms.positions + step)
+              - interpolate(grid, smooth, atoms.positions - step)) / 2e-6  # fmt: skip
+        np.testing.assert_allclose(slope[:, a], fd, atol=1e-7)
+    # μ = (∂b/∂φ_c)ᵀ λ: b is linear in φ_c
+    problem = pb.Problem.from_maps(M.build_maps(atoms, grid, surface="svdw", ionic_strength=0.1))
+    lam = rng.normal(size=grid.shape)
+    lam[[0, -1]] = lam[:, [0, -1]] = lam[:, :, [0, -1]] = 0.0
+    dphi = rng.normal(size=grid.shape)
+    shifted = pb.Problem(grid, None, problem.phi_coulomb + dphi, problem.eps_cavity,
+                         epsilon_faces=problem.epsilon_faces, kappa2=problem.kappa2)  # fmt: skip
+    db = rhs(shifted) - rhs(problem)
+    mu = coulomb_sensitivity(problem, lam)
+    assert float((mu * dphi).sum()) == pytest.approx(float((lam * db).sum()), rel=1e-9)
+    # the smol smoothing and its transpose
+    f = [rng.normal(size=(5, 6, 7)) for _ in range(3)]
+    g = [rng.normal(size=(5, 6, 7)) for _ in range(3)]
+    lhs = sum(float((x * y).sum()) for x, y in zip(M.smooth_fractions(*f), g, strict=True))
+    rhs_ = sum(float((x * y).sum()) for x, y in zip(f, smoothing_transpose(*g), strict=True))
+    assert lhs == pytest.approx(rhs_, rel=1e-12)
+
+
+# ---------------------------------------------------------------------- forces vs differences
+@pytest.mark.parametrize("salt", [0.0, 0.15])
+def test_forces_of_a_random_molecule_match_central_differences(salt):
+    atoms = _molecule(7, n=20)
+    physics = pb.PhysicsOptions(surface="svdw", ionic_strength=salt, **HIGH_CONTRAST)
+    grid = M.grid_for_atoms(atoms, 0.5, 2.5)
+    idx = _outermost(atoms, 3 if salt == 0 else 2)
+    # two lines per cell side for κ̄² (the map's cost; the default four: test above)
+    rel, exact, fd, res = _check_against_differences(atoms, grid, physics, idx,
+                                                     kappa_subsamples=2)  # fmt: skip
+    # the field force −q∇φ_rf alone is far from the gradient: the test can tell them apart
+    _, grad = sample_field(grid, res.phi_rf, atoms.positions[idx])
+    field = -atoms.charges[idx, None] * grad
+    assert np.linalg.norm(field - fd) / np.linalg.norm(fd) > 50 * max(rel, 1e-4)
+    assert np.abs(exact.parts["dielectric"]).max() > 0.05 * np.abs(exact.forces).max()
+    if salt:
+        assert np.abs(exact.parts["ionic"]).max() > 0.0
+
+
+@pytest.mark.parametrize("salt", [0.0, 0.15])
+def test_forces_of_a_peptide_match_central_differences(salt):
+    atoms = pb.read_pqr(pb.data.path("peptide.pqr"))
+    physics = pb.PhysicsOptions(surface="svdw", ionic_strength=salt, **HIGH_CONTRAST)
+    grid = M.grid_for_atoms(atoms, 0.7, 2.5)
+    charged = np.flatnonzero(np.abs(atoms.charges) > 0.3)
+    idx = charged[_outermost(atoms[charged], 2)]
+    _check_against_differences(atoms, grid, physics, idx, kappa_subsamples=2)
+
+
+@pytest.mark.parametrize("salt", [0.0, 0.15])
+def test_forces_in_a_periodic_box_match_central_differences(salt):
+    """With salt and without (a singular system: b and λ of zero mean)."""
+    atoms = _molecule(8, n=10, spread=1.4)
+    box = (13.0, 13.0, 13.0)
+    grid = M.grid_for_box(box, 0.65, origin=(-6.3, -6.6, -6.1))
+    physics = pb.PhysicsOptions(surface="svdw", ionic_strength=salt, **HIGH_CONTRAST)
+    # SOR: on this small grid faster than multigrid's dense coarsest (singular) level
+    _check_against_differences(atoms, grid, physics, _outermost(atoms, 2), boundary="periodic",
+                               box=box, kappa_subsamples=2, method="sor")  # fmt: skip
+
+
+def test_sdh_boundary_forces_move_the_extreme_atoms():
+    atoms = _molecule(9, n=12, spread=1.6)
+    physics = pb.PhysicsOptions(surface="svdw", ionic_strength=0.15, boundary_kind="sdh",
+                                **HIGH_CONTRAST)  # fmt: skip
+    grid = M.grid_for_atoms(atoms, 0.6, 1.5)
+    reach = np.linalg.norm(atoms.positions - atoms.center(), axis=1) + atoms.radii
+    idx = np.unique([atoms.positions[:, 0].argmin(), int(np.argmax(reach))])
+    _, exact, _, _ = _check_against_differences(atoms, grid, physics, idx, kappa_subsamples=2)
+    assert np.abs(exact.parts["boundary"][idx]).max() > 1e-3
+
+
+def test_vdw_forces_are_the_gradient_up_to_the_energys_kinks():
+    """The exact-geometry surface: the gradient holds between kinks of the energy itself.
+
+    Its fractions have kinks (chord ends crossing nodes, chords meeting) and slope
+    singularities (lines grazing spheres) every ~10⁻³ Å, so central differences at 10⁻³ Å
+    agree only to ~10⁻²; the fraction derivatives themselves are exact
+    (:func:`test_fraction_derivatives_match_the_map_kernels`).
+    """
+    atoms = _molecule(7, n=20)
+    physics = pb.PhysicsOptions(surface="vdw", **HIGH_CONTRAST)
+    grid = M.grid_for_atoms(atoms, 0.5, 2.5)
+    _check_against_differences(atoms, grid, physics, _outermost(atoms, 2), tol=3e-2)
+
+
+def test_lines_tangent_up_to_rounding_give_no_force():
+    """A Born ion on a node with a radius of whole spacings: tangent lines, no spurious force.
+
+    Not exactly zero: chord ends then sit exactly on nodes, where the "vdw" energy has kinks
+    and rounding picks one side's slope.
+    """
+    ion = pb.Atoms([[0.1, -0.2, 0.05]], [1.0], [3.0])
+    grid = M.grid_for_atoms(ion, 0.5, 2.0)
+    assert np.allclose((ion.positions - grid.origin) / 0.5 % 1.0, 0.0)
+    physics = pb.PhysicsOptions(surface="vdw", eps_in=1.0)
+    solver = pb.Solver(**SOLVER)
+    _, problem, res = _energy(ion, grid, physics, solver)
+    f = solvation_forces(ion, problem, res.phi_rf, physics=physics, solver=solver).forces
+    assert np.abs(f).max() < 0.5  # it was 3e5 with the rounding-level chords
+
+
+# ---------------------------------------------------------------------- the smooth surface
+def test_smooth_surface_is_as_accurate_as_the_exact_fractions():
+    solver = pb.Solver(**SOLVER)
+    ion = pb.Atoms([[0.1, -0.05, 0.13]], [1.0], [3.0])
+    grid = M.grid_for_atoms(ion, 0.5, 5.0)
+    ref = born(1.0, 3.0, 1.0, 78.54)
+    for surface in ("vdw", "svdw"):
+        e, _, _ = _energy(ion, grid, pb.PhysicsOptions(surface=surface, eps_in=1.0), solver)
+        assert abs(e / ref - 1) < 4e-3, surface
+    sphere = pb.Atoms([[0.0, 0.0, 0.0], [0.3, -0.2, 2.5]], [0.0, 1.0], [5.0, 0.0])
+    grid = M.grid_for_atoms(sphere, 0.5, 4.0)
+    ref = kirkwood(sphere.positions[1:], [1.0], 5.0, 1.0, 78.54)
+    e, _, _ = _energy(sphere, grid, pb.PhysicsOptions(surface="svdw", eps_in=1.0), solver)
+    assert abs(e / ref - 1) < 2e-3
+    # a molecule: the smooth union differs from the sharp one by less than the grid's error
+    atoms = _molecule(7, n=20)
+    grid = M.grid_for_atoms(atoms, 0.5, 2.5)
+    sharp, smooth = (_energy(atoms, grid, pb.PhysicsOptions(surface=s, **HIGH_CONTRAST),
+                             solver)[0] for s in ("vdw", "svdw"))  # fmt: skip
+    assert abs(smooth / sharp - 1) < 5e-3
+
+
+# ---------------------------------------------------------------------- entry points
+def test_calculator_returns_exact_forces_and_says_so(caplog):
+    atoms = _molecule(10, n=10)
+    kw = {"spacing": 0.5, "margin": 2.0, "skin": 1.0, "backend": "cpu", "method": "multigrid",
+          "rtol": 1e-10, "dtype": np.float64, **HIGH_CONTRAST}  # fmt: skip
+    calc = pb.ReactionFieldCalculator(atoms, surface="svdw", **kw)
+    assert calc.force_kind == "exact"
+    first = calc.compute()
+    assert first.forces_kind == "exact" and first.converged and "forces" in first.timings
+    ref = solvation_forces(atoms, calc.problem, first.solve.phi_rf, physics=calc.physics,
+                           solver=pb.Solver(**SOLVER))  # fmt: skip
+    np.testing.assert_allclose(first.forces, ref.forces, atol=1e-6 * np.abs(ref.forces).max())
+    i = int(_outermost(atoms, 1)[0])
+    e = [calc.compute(_moved(atoms, i, 1, s * DELTA).positions) for s in (1, -1)]
+    assert not any(fr.regridded for fr in e)
+    fd = -(e[0].energy - e[1].energy) / (2 * DELTA)
+    assert first.forces[i, 1] == pytest.approx(fd, rel=1e-3, abs=1e-3)
+    assert e[1].warm_start
+    # where exact forces are not available: field forces, said aloud, or refused
+    with caplog.at_level(logging.WARNING, logger="pbsolver"):
+        mol = pb.ReactionFieldCalculator(atoms, surface="mol", **kw)
+    assert mol.force_kind == "field" and "force_kind='field'" in caplog.text
+    with pytest.raises(pb.InputError, match="forces='exact'"):
+        pb.ReactionFieldCalculator(atoms, surface="mol", forces="exact", **kw)
+    vdw = pb.ReactionFieldCalculator(atoms, surface="vdw", **kw)
+    assert vdw.force_kind == "field"  # exact but unbounded where lines graze spheres: asked for
+    assert pb.ReactionFieldCalculator(atoms, surface="vdw", forces="exact", **kw).force_kind == (
+        "exact"
+    )
+    field = pb.ReactionFieldCalculator(atoms, surface="svdw", forces="field", **kw).compute()
+    assert field.forces_kind == "field"
+    stacked = pb.ReactionFieldCalculator(atoms, surface="vdw", engine="stacked", **kw)
+    assert stacked.force_kind == "field"
+    with pytest.raises(pb.InputError, match="forces must be"):
+        pb.ReactionFieldCalculator(atoms, surface="svdw", forces="yes", **kw)
+
+
+def test_solvate_returns_exact_forces():
+    atoms = _molecule(11, n=8)
+    opts = {"spacing": 0.6, "margin": 2.0, "surface": "svdw", "ionic_strength": 0.1,
+            "backend": "cpu", "method": "multigrid", "rtol": 1e-9, "dtype": np.float64}  # fmt: skip
+    s = solvate(atoms, forces="exact", **opts)
+    assert s.forces_kind == "exact" and isinstance(s.forces, np.ndarray)
+    ref = solvation_forces(atoms, s.problem, s.result.phi_rf, surface="svdw", ionic_strength=0.1,
+                           solver=pb.Solver(**SOLVER))  # fmt: skip
+    np.testing.assert_allclose(s.forces, ref.forces, atol=1e-5 * np.abs(ref.forces).max())
+    kcal = solvate(atoms, forces="exact", units="kcal/mol", **opts)
+    np.testing.assert_allclose(kcal.forces * 4.184, s.forces, rtol=1e-6, atol=1e-6)
+    assert solvate(atoms, **opts).forces_kind == "field"
+    with pytest.raises(pb.InputError, match="forces must be"):
+        solvate(atoms, forces="all", **opts)
+
+
+def test_bad_input():
+    atoms = _molecule(12, n=6)
+    grid = M.grid_for_atoms(atoms, 0.6, 2.0)
+    mol = pb.Problem.from_maps(M.build_maps(atoms, grid, surface="vdw"))
+    phi = np.zeros(grid.shape)
+    with pytest.raises(pb.InputError, match="surface"):
+        solvation_forces(atoms, mol, phi, surface="mol")
+    nodes = pb.Problem(grid, np.full(grid.shape, 2.0), mol.phi_coulomb, 2.0)
+    with pytest.raises(pb.InputError, match="face maps"):
+        solvation_forces(atoms, nodes, phi, surface="vdw")
+    with pytest.raises(pb.InputError, match="eps_cavity"):
+        solvation_forces(atoms, mol, phi, surface="vdw", eps_in=4.0)
+    with pytest.raises(pb.InputError, match="box"):
+        solvation_forces(atoms, mol, phi, surface="vdw", box=(20.0, 20.0, 20.0))
+    with pytest.raises(pb.InputError, match="ionic_strength"):
+        solvation_forces(atoms, mol, phi, surface="vdw", ionic_strength=0.1)
+    with pytest.raises(pb.InputError, match="linearised"):
+        solvation_forces(atoms, mol, phi, surface="vdw", ionic_strength=0.1, nonlinear=True)
+    assert pb.forces.supports(pb.PhysicsOptions(surface="smol", probe_radius=0.0))
+    assert not pb.forces.supports(pb.PhysicsOptions(surface="smol"))
+    assert not pb.forces.supports(pb.PhysicsOptions(surface="vdw"), smooth=True)
