@@ -287,6 +287,16 @@ def finest_spacing(text: str) -> float:
     return best
 
 
+def _commit() -> str | None:
+    """The commit of the pbsolver tree this script runs (None outside a git checkout)."""
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                             text=True, cwd=Path(__file__).parent, timeout=30)  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
 def merge(args) -> int:
     """Join the JSON of several runs (e.g. small inputs, then the largest, then refinements)."""
     parts = [json.loads(path.read_text()) for path in args.merge]
@@ -302,7 +312,12 @@ def merge(args) -> int:
     entries.sort(key=lambda e: e["input"])
     report = {
         "parts": [
-            {"file": path.name, "date": part["date"], "repeat": part["repeat"]}
+            {
+                "file": path.name,
+                "date": part["date"],
+                "repeat": part["repeat"],
+                "commit": part.get("commit"),
+            }
             for path, part in zip(args.merge, parts, strict=True)
         ],
         "machine": parts[0]["machine"],
@@ -392,6 +407,7 @@ def main(argv=None) -> int:
         },  # fmt: skip
         "backend": args.backend,
         "repeat": args.repeat,
+        "commit": _commit(),
         "inputs": entries,
         "refinement": refinement,
     }
