@@ -3,8 +3,9 @@
 Usage::
 
     python benchmarks/apbs_suite.py FOLDER [--json out.json] [--markdown out.md] [--only GLOB]
-                                           [--backend cpu] [--skip-unsupported] [--repeat N]
-                                           [--refine F [F ...]]
+                                           [--skip GLOB] [--backend cpu] [--skip-unsupported]
+                                           [--repeat N] [--refine F [F ...]] [--no-suite]
+    python benchmarks/apbs_suite.py FOLDER --merge A.json B.json … --json out.json --markdown out.md
 
 Every ``*.in`` file under FOLDER (e.g. ``benchmarks/apbs_inputs`` or a checkout of APBS'
 ``examples/``) runs, unchanged, in a temporary copy of its folder: once with the APBS binary
@@ -83,17 +84,23 @@ def models(path: Path) -> dict:
 
     inp = parse_file(path)
     surfaces, charges, bcfl, methods = set(), set(), set(), set()
+    homogeneous = 0
     for b in inp.elecs:
         srad = b.srad or 0.0
+        charges.add(b.chgm or "spl2")
+        bcfl.add(b.bcfl)
+        methods.add(b.method)
+        if b.pdie == b.sdie and not any(ion.conc > 0 for ion in b.ions):
+            homogeneous += 1  # ε_in everywhere, no salt: the surface plays no part
+            continue
         if b.srfm in ("mol", "smol"):
             kind = "vdW" if srad == 0 else f"SES (probe {srad:g} Å)"
             surfaces.add(("smoothed " if b.srfm == "smol" else "") + kind)
         else:
             surfaces.add(f"{b.srfm} spline (pbsolver: sharp vdW)")
-        charges.add(b.chgm or "spl2")
-        bcfl.add(b.bcfl)
-        methods.add(b.method)
-    same = all(b.srfm in ("mol", "smol") for b in inp.elecs)
+    same = all(b.srfm in ("mol", "smol") or b.pdie == b.sdie for b in inp.elecs)
+    if homogeneous:
+        surfaces.add(f"{homogeneous} homogeneous (pdie = sdie, no salt)")
     return {
         "surface": ", ".join(sorted(surfaces)),
         "surface_match": same,
@@ -114,7 +121,7 @@ def refine_text(text: str, factor: float) -> str | None:
         new = []
         for n in m["n"].split():
             k = (int(n) - 1) * factor
-            if abs(k - round(k)) > 1e-9 or apbs_dime(int(round(k)) + 1) != int(round(k)) + 1:
+            if abs(k - round(k)) > 1e-6 or apbs_dime(int(round(k)) + 1) != int(round(k)) + 1:
                 raise ValueError(n)
             new.append(str(int(round(k)) + 1))
         return m["head"] + " ".join(new)
@@ -280,10 +287,58 @@ def finest_spacing(text: str) -> float:
     return best
 
 
+def _commit() -> str | None:
+    """The commit of the pbsolver tree this script runs (None outside a git checkout)."""
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                             text=True, cwd=Path(__file__).parent, timeout=30)  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def merge(args) -> int:
+    """Join the JSON of several runs (e.g. small inputs, then the largest, then refinements)."""
+    parts = [json.loads(path.read_text()) for path in args.merge]
+    entries = []
+    for e in (e for part in parts for e in part["inputs"]):
+        if e["input"] not in {x["input"] for x in entries}:  # the first run of an input counts
+            entries.append(e)
+    refinement = [r for part in parts for r in part.get("refinement", [])]
+    for e in entries:  # the models, as this script reads them now
+        path = args.folder / e["input"]
+        if path.exists():
+            e["models"] = models(path)
+    entries.sort(key=lambda e: e["input"])
+    report = {
+        "parts": [
+            {
+                "file": path.name,
+                "date": part["date"],
+                "repeat": part["repeat"],
+                "commit": part.get("commit"),
+            }
+            for path, part in zip(args.merge, parts, strict=True)
+        ],
+        "machine": parts[0]["machine"],
+        "backend": parts[0]["backend"],
+        "inputs": entries,
+        "refinement": refinement,
+    }
+    table = markdown(entries, refinement)
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=1) + "\n")
+    if args.markdown:
+        args.markdown.write_text(table)
+    print(table)
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("folder", type=Path, help="folder searched for *.in files")
     ap.add_argument("--only", default=None, help="glob on the input's path (e.g. '*born*')")
+    ap.add_argument("--skip", default=None, help="glob of inputs left out (e.g. '*actin*')")
     ap.add_argument("--json", type=Path, default=None, help="write the results here")
     ap.add_argument("--markdown", type=Path, default=None, help="write the table here")
     ap.add_argument("--backend", default="cpu", choices=("auto", "cpu", "cuda"))
@@ -296,10 +351,17 @@ def main(argv=None) -> int:
                     help="grid-refinement study: also run every input F times finer")  # fmt: skip
     ap.add_argument("--no-suite", action="store_true",
                     help="with --refine: only the refined runs")  # fmt: skip
+    ap.add_argument("--merge", type=Path, nargs="+", default=None, metavar="JSON",
+                    help="run nothing: join these results (runs made in parts) into --json and "
+                    "--markdown")  # fmt: skip
     args = ap.parse_args(argv)
+    if args.merge:
+        return merge(args)
     inputs = sorted(p for p in args.folder.rglob("*.in") if p.is_file())
     if args.only:
         inputs = [p for p in inputs if fnmatch.fnmatch(str(p), args.only)]
+    if args.skip:
+        inputs = [p for p in inputs if not fnmatch.fnmatch(str(p), args.skip)]
     if not inputs:
         print(f"no *.in files under {args.folder}", file=sys.stderr)
         return 2
@@ -345,6 +407,7 @@ def main(argv=None) -> int:
         },  # fmt: skip
         "backend": args.backend,
         "repeat": args.repeat,
+        "commit": _commit(),
         "inputs": entries,
         "refinement": refinement,
     }

@@ -359,6 +359,16 @@ def test_bcfl_zero_is_a_zero_total_potential(tmp_path):
     # box's inscribed radius and more than one of its circumscribed radius would
     g = run(path).calculations[0].energy
     assert -0.5 * K / 6.0 < g < -0.5 * K / (6.0 * np.sqrt(3))
+    # mg-auto: APBS' bcfl applies to its coarsest grid, which is the mg-manual grid above;
+    # the finer level sees the grounded box through the coarse solution
+    path.write_text(text + elec("f", sdie=1.0, bcfl="zero", glen=6.0, dime=25,
+                                method="mg-auto", center="0 0 0"))  # fmt: skip
+    res = run(path)
+    auto = res.calculations[1]
+    assert auto.grids[0] == res.calculations[0].grid
+    assert auto.level_energies[0] == pytest.approx(g, rel=1e-10)
+    assert auto.energy == pytest.approx(g, rel=0.01)
+    assert res.text.count("Zero boundary conditions") == 2
 
 
 # ---------------------------------------------------------------------- focusing
