@@ -61,6 +61,18 @@ elif [ "${1:-single}" = "s6gpu" ]; then  # sixth session: every GPU test, nonlin
   step forces_cost 100 python3 benchmarks/forces_cost.py --backend cuda --json "$R/forces_cost.json"
 elif [ "${1:-single}" = "s6compare" ]; then  # sixth session: issue 16's comparison at the last commit
   RESULTS=$R/compare LIMIT=150 step compare 560 bash benchmarks/redesign_compare.sh ${ROUNDS:-2} "old new"
+elif [ "${1:-single}" = "s7" ]; then  # seventh session: every GPU test (nonlinear merged), 385³ Newton
+  step gpu_tests 360 python3 -m pytest -m gpu -q -p no:cacheprovider -W ignore::Warning -rs
+  step robust_385 200 python3 benchmarks/nonlinear_robust.py --n 385 --backend cuda \
+    --json "$R/robust_385.json"
+elif [ "${1:-single}" = "s7b" ]; then  # seventh session: strongly nonlinear 385³, NVE drift
+  step gpu_fixed 120 python3 -m pytest -m gpu -q -p no:cacheprovider -W ignore::Warning \
+    tests/test_cuda_maps.py tests/test_nonlinear.py
+  step robust_385_r0 200 python3 benchmarks/nonlinear_robust.py --n 385 --backend cuda \
+    --ion-radius 0 --json "$R/robust_385_r0.json"
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .gpu/omm/*.whl
+  step nve_drift 330 python3 benchmarks/nve_drift.py --steps 2000 --surface svdw --spacing 0.7 \
+    --backend cuda --json "$R/nve_drift.json"
 elif [ "${1:-single}" = "multi" ]; then
   step frames_profile 100 python3 benchmarks/frames_profile.py --batches 1 32 \
     --json "$R/frames_profile.json"

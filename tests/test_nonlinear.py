@@ -576,7 +576,9 @@ def test_cuda_calculator_warm_starts_newton():
     moved = positions + np.array([0.04, -0.02, 0.03])
     frames = [gpu.compute(), gpu.compute(moved), *gpu.compute_batch([positions, moved])]
     refs = [cpu.compute(), cpu.compute(moved), *cpu.compute_batch([positions, moved])]
-    assert frames[1].solve.newton_steps < frames[0].solve.newton_steps
+    # the warm start saves linear work; on the device "auto" picks SOR, whose inexact Newton
+    # steps each cut the residual by a fixed factor, so the step count need not drop
+    assert frames[1].warm_start and frames[1].iterations < frames[0].iterations
     for fr, ref in zip(frames, refs, strict=True):
         assert fr.converged and fr.terms is not None
         assert fr.energy == pytest.approx(ref.energy, rel=1e-6)
