@@ -20,7 +20,12 @@ _image = njit(**_JIT, fastmath=_FM, inline="always")(B.minimum_image_body)
 
 
 @njit(**_JIT, parallel=True, fastmath=_FM)
-def _coulomb_sums(points, weights, centres, box, periodic, out):
+def _radial_sums(points, weights, centres, box, periodic, mdh, radii, kappa, eps_out, inv_c, out):
+    """Σ_p w_p g(|p − c_i|)(p − c_i) per centre; g the Coulomb or (``mdh``) the Debye–Hückel slope.
+
+    One loop for both sums: ``periodic`` and ``mdh`` are loop-invariant, so the branches cost
+    nothing in the inner loop.
+    """
     for i in prange(centres.shape[0]):
         gx = 0.0
         gy = 0.0
@@ -33,7 +38,11 @@ def _coulomb_sums(points, weights, centres, box, periodic, out):
                 dx = _image(dx, box[0])
                 dy = _image(dy, box[1])
                 dz = _image(dz, box[2])
-            f = weights[p] * _inverse_cube(dx * dx + dy * dy + dz * dz)
+            r2 = dx * dx + dy * dy + dz * dz
+            if mdh:
+                f = weights[p] * _dh_slope(r2, radii[i], kappa, eps_out, inv_c)
+            else:
+                f = weights[p] * _inverse_cube(r2)
             gx += f * dx
             gy += f * dy
             gz += f * dz
@@ -42,44 +51,24 @@ def _coulomb_sums(points, weights, centres, box, periodic, out):
         out[i, 2] = gz
 
 
-@njit(**_JIT, parallel=True, fastmath=_FM)
-def _debye_huckel_sums(points, weights, centres, radii, kappa, eps_out, inv_c, out):
-    for i in prange(centres.shape[0]):
-        gx = 0.0
-        gy = 0.0
-        gz = 0.0
-        for p in range(points.shape[0]):
-            dx = points[p, 0] - centres[i, 0]
-            dy = points[p, 1] - centres[i, 1]
-            dz = points[p, 2] - centres[i, 2]
-            f = weights[p] * _dh_slope(dx * dx + dy * dy + dz * dz, radii[i], kappa, eps_out,
-                                       inv_c)  # fmt: skip
-            gx += f * dx
-            gy += f * dy
-            gz += f * dz
-        out[i, 0] = gx
-        out[i, 1] = gy
-        out[i, 2] = gz
+def _sums(points, weights, centres, box=None, radii=None, kappa=0.0, eps_out=1.0, inv_c=1.0):
+    out = np.zeros((len(centres), 3))
+    periodic = box is not None
+    mdh = radii is not None
+    _radial_sums(np.ascontiguousarray(points, dtype=np.float64),
+                 np.ascontiguousarray(weights, dtype=np.float64),
+                 np.ascontiguousarray(centres, dtype=np.float64),
+                 np.asarray(box if periodic else (1.0, 1.0, 1.0), dtype=np.float64), periodic, mdh,
+                 np.ascontiguousarray(radii if mdh else np.zeros(len(centres)), dtype=np.float64),
+                 float(kappa), float(eps_out), float(inv_c), out)  # fmt: skip
+    return out
 
 
 def coulomb_sums(points, weights, centres, box=None):
     """Σ_p w_p (p − c_i)/|p − c_i|³ for every centre (nearest image with ``box``): (n, 3)."""
-    out = np.zeros((len(centres), 3))
-    periodic = box is not None
-    _coulomb_sums(np.ascontiguousarray(points, dtype=np.float64),
-                  np.ascontiguousarray(weights, dtype=np.float64),
-                  np.ascontiguousarray(centres, dtype=np.float64),
-                  np.asarray(box if periodic else (1.0, 1.0, 1.0), dtype=np.float64), periodic,
-                  out)  # fmt: skip
-    return out
+    return _sums(points, weights, centres, box)
 
 
 def debye_huckel_sums(points, weights, centres, radii, kappa, eps_out, eps_cavity):
     """Σ_p w_p (−T_i'(r)/r)(p − c_i) of the "mdh" terms for every centre: (n, 3)."""
-    out = np.zeros((len(centres), 3))
-    _debye_huckel_sums(np.ascontiguousarray(points, dtype=np.float64),
-                       np.ascontiguousarray(weights, dtype=np.float64),
-                       np.ascontiguousarray(centres, dtype=np.float64),
-                       np.ascontiguousarray(radii, dtype=np.float64), float(kappa),
-                       float(eps_out), 1.0 / float(eps_cavity), out)  # fmt: skip
-    return out
+    return _sums(points, weights, centres, None, radii, kappa, eps_out, 1.0 / float(eps_cavity))
