@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pbsolver.arrays import array_module
 from pbsolver.backends import CoarseLevel, Stencil, Transfer
 
 #: Cycle shapes: the number of coarse-grid visits per level (F: one F-cycle then one V-cycle).
@@ -126,8 +127,12 @@ class Hierarchy:
         coarsest = self.backend.coarse_operators(self.inputs, self.coarse)
         if self.dense:
             periodic = self.levels[-1].stencil.periodic
-            inverse = dense_inverse(*coarsest, periodic, self.singular)
-            self.coarse_inverse = self.backend.asarray(inverse, self.dtype)
+            with self.backend.stream_context():  # array code ordered with the kernels
+                inverse = dense_inverse(*coarsest, periodic, self.singular)
+                if self.coarse_inverse is None:
+                    self.coarse_inverse = self.backend.asarray(inverse, self.dtype)
+                else:  # in place: a cycle captured on its address stays valid
+                    self.backend.set_values(self.coarse_inverse, inverse)
 
     # ------------------------------------------------------------------ the cycle
     def bind(self, st: Stencil, x) -> None:
@@ -279,17 +284,25 @@ def add_level(backend, levels: list, plan, coarse: Stencil) -> CoarseLevel:
 
 
 def dense_inverse(cx, cy, cz, kappa2, periodic, singular):
-    """The coarsest operator's inverse as a dense (N, N) NumPy matrix over all N nodes.
+    """The coarsest operator's inverse as a dense (N, N) matrix over all N nodes.
 
     Rows and columns of fixed (Dirichlet) nodes are zero, so ``x = M b`` leaves them at zero;
     a singular (periodic, salt-free) operator gets its pseudo-inverse, whose solution has zero
-    mean. Float64, from float64 coefficients.
+    mean. Float64, from float64 coefficients, assembled and inverted in the coefficients' own
+    array library (on the device for CuPy arrays: a nonlinear solve rebuilds it every Newton
+    step, and a round trip through the host would cost more than the inversion), except the
+    pseudo-inverse, which NumPy computes.
     """
-    cx, cy, cz = (np.asarray(_host(c), dtype=np.float64) for c in (cx, cy, cz))
+    xp = array_module(cx) if not singular else np
+    if xp is np:
+        cx, cy, cz = (_host(c) for c in (cx, cy, cz))
+        kappa2 = None if kappa2 is None else _host(kappa2)
+    cx, cy, cz = (xp.asarray(c, dtype=np.float64) for c in (cx, cy, cz))
     shape = cx.shape
     n = math.prod(shape)
     index = np.arange(n).reshape(shape)
-    A = np.zeros((n, n))
+    A = xp.zeros((n, n))
+    flat = A.reshape(-1)
     for axis, c in enumerate((cx, cy, cz)):
         nxt = np.roll(index, -1, axis=axis)
         keep = np.ones(shape, dtype=bool)
@@ -297,23 +310,26 @@ def dense_inverse(cx, cy, cz, kappa2, periodic, singular):
             sl = [slice(None)] * 3
             sl[axis] = -1
             keep[tuple(sl)] = False
-        s, t, w = index[keep], nxt[keep], c[keep]
-        np.add.at(A, (s, s), w)
-        np.add.at(A, (t, t), w)
-        np.add.at(A, (s, t), -w)
-        np.add.at(A, (t, s), -w)
+        s, t = index[keep], nxt[keep]
+        w = c[xp.asarray(keep)]
+        # each of the four index sets is free of repeats, so a plain indexed add is exact
+        for rows, cols, sign in ((s, s, 1.0), (t, t, 1.0), (s, t, -1.0), (t, s, -1.0)):
+            flat[xp.asarray(rows * n + cols)] += sign * w
     if kappa2 is not None:
-        A[np.diag_indices(n)] += np.asarray(_host(kappa2), dtype=np.float64).ravel()
+        diag = xp.arange(n) * (n + 1)
+        flat[diag] += xp.asarray(kappa2, dtype=np.float64).ravel()
     unknowns = np.zeros(shape, dtype=bool)
     if periodic:
         unknowns[...] = True
     else:
         unknowns[1:-1, 1:-1, 1:-1] = True
-    u = unknowns.ravel()
-    Au = A[np.ix_(u, u)]
-    M = np.zeros((n, n))
-    if u.any():
-        M[np.ix_(u, u)] = np.linalg.pinv(Au, hermitian=True) if singular else np.linalg.inv(Au)
+    u = xp.asarray(np.flatnonzero(unknowns))
+    M = xp.zeros((n, n))
+    if u.size:
+        Au = A[u[:, None], u[None, :]]
+        M[u[:, None], u[None, :]] = (
+            np.linalg.pinv(Au, hermitian=True) if singular else xp.linalg.inv(Au)
+        )
     return M
 
 
