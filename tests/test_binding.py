@@ -151,11 +151,23 @@ def test_a_far_ligand_has_no_binding_energy():
     assert abs(b.delta_electrostatic) < 0.05 * abs(bn.delta_electrostatic)
 
 
-def test_binding_energies_equal_binding_energy_frame_by_frame():
+def test_binding_energies_equal_binding_energy_frame_by_frame(monkeypatch):
+    import pbsolver.solving.batched as batched
+
     atoms, lig = random_complex(5, n_rec=10, n_lig=5)
     rng = np.random.default_rng(2)
     frames = atoms.positions[None] + rng.normal(0.0, 0.3, (3, len(atoms), 3))
+    calls = []
+    solve_batch = batched.solve_batch
+
+    def counting(problems, **kw):
+        calls.append(len(problems))
+        return solve_batch(problems, **kw)
+
+    monkeypatch.setattr(batched, "solve_batch", counting)
     out = pb.binding_energies(atoms, frames, lig, decompose="atom", chunk=2, **FAST)
+    monkeypatch.undo()
+    assert calls == [6, 3]  # one solve_batch call per chunk of frames, three problems a frame
     assert len(out) == 3
     assert len({o.grid.shape for o in out}) == 1
     for f, o in enumerate(out):
