@@ -224,5 +224,10 @@ def test_bad_options_are_refused():
         pb.binding_energies(atoms, np.zeros((2, 3, 3)), lig, **FAST)
     with pytest.raises(pb.InputError, match="chunk"):
         pb.binding_energies(atoms, atoms.positions[None], lig, chunk=0, **FAST)
+    with pytest.raises(pb.InputError, match="solver"):
+        pb.binding_energy(atoms, lig, solver="sor", **FAST)
+    with pytest.raises(pb.InputError, match="give grid"):
+        pb.binding_energies(atoms, atoms.positions[None], lig, shape=(9, 9, 9),
+                            grid=pb.Grid((9, 9, 9), 0.5), **FAST)  # fmt: skip
     with pytest.raises(pb.InputError, match="outside"):
         pb.binding_energy(atoms, lig, grid=pb.Grid((9, 9, 9), 0.5), **FAST)
