@@ -15,8 +15,13 @@ where the models differ):
   ``chgm`` are not used: pbsolver's surface is exact and its charges are point charges with an
   analytic Coulomb potential φ_c (no charge spreading).
 * ``lpbe`` → the linear equation; ``lrpbe`` (APBS' regularised equation, whose solution is the
-  reaction field) → the same solve, reporting the reaction-field energy alone. ``npbe``,
-  ``nrpbe`` and ``smpbe`` are refused (the nonlinear equation is not in this build).
+  reaction field) → the same solve, reporting the reaction-field energy alone. ``npbe`` → the
+  nonlinear equation (``PhysicsOptions(nonlinear=True)``, :mod:`pbsolver.nonlinear`), on one
+  grid or through focusing; its ions must be one symmetric z:z salt (species of one |z|:
+  pbsolver's nonlinear term), otherwise the block is refused naming the ion's line (APBS solves
+  mixed salts; pbsolver's ``lpbe`` takes them). Its energy is APBS' ``npbe`` free energy
+  (:mod:`pbsolver.apbs.energy`), which has no per-atom split: ``calcenergy comps`` with salt is
+  refused. ``nrpbe`` and ``smpbe`` are refused.
 * ``bcfl mdh`` → pbsolver's "mdh" values; ``sdh`` → pbsolver's "sdh" (the total charge on one
   sphere; APBS adds the dipole and quadrupole of the charges); ``zero`` → APBS' meaning, a
   total potential of zero on the outer layer (φ_rf = −φ_c there), not pbsolver's "zero"
@@ -97,7 +102,7 @@ class Calculation:
     physics : PhysicsOptions
         ``boundary_kind`` is that of the first grid of the focusing chain ("mdh" or "sdh";
         APBS' ``zero`` is applied by :func:`build_problem`).
-    equation : {"lpbe", "lrpbe"}
+    equation : {"lpbe", "lrpbe", "npbe"}
     energy : {"no", "total", "comps"}
     ions : list of IonSpec
     rtol : float
@@ -241,8 +246,8 @@ def calculation(
     """
     src = inp.source
 
-    def fail(key, message):
-        line = block.lines.get(key, block.line)
+    def fail(key, message, line=None):
+        line = block.lines.get(key, block.line) if line is None else line
         return InputError(f"{src}:{line}: {block.label}: {message}")
 
     if block.method == "mg-para":
@@ -255,8 +260,10 @@ def calculation(
         raise fail("method", "mg-dummy (maps without a solve) is not supported")
     _require(block, src)
     equation = block.equation
-    if equation in ("npbe", "nrpbe"):
-        raise fail("equation", f"{equation}: the nonlinear equation is not available in this build")
+    if equation == "nrpbe":
+        raise fail(
+            "equation", "nrpbe (the regularised nonlinear equation) is not supported; npbe is"
+        )
     if equation == "smpbe":
         raise fail("equation", "smpbe (size-modified PB) is not supported")
     if block.usemaps:
@@ -287,8 +294,14 @@ def calculation(
         raise fail(
             "bcfl",
             f"bcfl focus: calculation {previous.label} has other physics (pdie, sdie, ions, "
-            "srfm, srad, temp); pbsolver focuses the reaction field of one molecule with one "
-            "physics",
+            "srfm, srad, temp, lpbe/npbe); pbsolver focuses the reaction field of one molecule "
+            "with one physics",
+        )
+    if physics.nonlinear and physics.has_salt and block.calcenergy == "comps":
+        raise fail(
+            "calcenergy",
+            "calcenergy comps with npbe: the nonlinear free energy's ion terms are integrals "
+            "over the solvent with no per-atom split; use calcenergy total",
         )
     if root == "sdh":
         notes.append(
@@ -414,6 +427,15 @@ def _physics(block, root, fail, notes) -> PhysicsOptions:
         ions = PhysicsOptions(ions=[(i.charge, i.conc, i.radius) for i in block.ions])
     except InputError as exc:
         raise fail("ion", f"{exc}; APBS refuses this too") from None
+    nonlinear = block.equation == "npbe"
+    if nonlinear:
+        _check_symmetric_salt(block, fail)
+        ions = ions.replace(nonlinear=True)
+        if ions.has_salt:
+            notes.append(
+                "npbe: the energy is the nonlinear free energy without self energies: Coulomb "
+                "pairs + reaction field + the mobile ions' terms (APBS' qf - diel - qm)"
+            )
     return ions.replace(
         eps_in=block.pdie,
         eps_out=block.sdie,
@@ -422,6 +444,26 @@ def _physics(block, root, fail, notes) -> PhysicsOptions:
         temperature=block.temp,
         boundary_kind=root if root in ("mdh", "sdh") else "mdh",  # zero: build_problem's
     )
+
+
+def _check_symmetric_salt(block, fail):
+    """``npbe``: the ions must be one symmetric z:z salt (pbsolver's nonlinear term)."""
+    present = [i for i in block.ions if i.conc > 0]
+    if not present:
+        return
+    z0 = abs(present[0].charge)
+    for ion in present:
+        z = abs(ion.charge)
+        if z != z0 or z != int(z):
+            what = f"mix valences {z0:g} and {z:g}" if z != z0 else f"have valence {z:g}"
+            raise fail(
+                "ion",
+                f"npbe (line {block.lines['equation']}): pbsolver's nonlinear equation takes one "
+                f"symmetric z:z salt (one integer |z|), but the ions {what} (ion charge "
+                f"{ion.charge:g} conc {ion.conc:g}); APBS solves such salts nonlinearly, "
+                "pbsolver only with lpbe",
+                line=ion.line,
+            )
 
 
 # ---------------------------------------------------------------------- grids
