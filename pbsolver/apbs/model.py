@@ -28,7 +28,9 @@ where the models differ):
   reaction field; ``focus`` → focusing from the calculation before (below).
 * ``mg-manual``: ``dime`` nodes of spacing ``glen/(dime−1)`` (or ``grid``) centred on ``gcent``
   (a point or ``mol N``: the middle of molecule N's bounding box, as APBS). ``dime`` above 65
-  without 4 multigrid levels is reset as APBS resets it (100 → 97).
+  without 4 multigrid levels is lowered as APBS lowers it (100 → 97, 113 → 97), ``glen`` kept
+  — so the spacing grows — with a warning (APBS says nothing; refusing would stop inputs
+  that APBS runs): :func:`dime_warning`.
 * ``mg-auto``: APBS' focusing (:func:`pbsolver.molecule.focusing.apbs_focus_grids`): from
   ``cglen`` around ``cgcent`` (with ``bcfl``'s boundary values) to ``fglen`` around
   ``fgcent``, at most 4× finer per level, every level of ``dime`` nodes; each finer level
@@ -160,10 +162,11 @@ class Unsupported:
 
 @dataclass
 class Plan:
-    """Every calculation of an input, and what pbsolver would skip."""
+    """Every calculation of an input, what pbsolver would skip, and warnings (Unsupported)."""
 
     calculations: list
     skipped: list = field(default_factory=list)
+    warnings: list = field(default_factory=list)
 
     @property
     def solves(self) -> int:
@@ -215,10 +218,13 @@ def plan_input(inp, molecules, *, skip_unsupported=False, output_dir=None, allow
     if not inp.elecs:
         raise InputError(f"{src}: no ELEC calculation to run")
     calcs: list = []
+    warnings: list = []
     for b in inp.elecs:
         previous = calcs[-1] if calcs else None
         calcs.append(
-            calculation(b, inp, molecules, unsupported, output_dir, allow_outside, previous)
+            calculation(
+                b, inp, molecules, unsupported, output_dir, allow_outside, previous, warnings
+            )  # fmt: skip
         )
     for stmt in inp.prints:
         if stmt.what != "elecEnergy":
@@ -231,18 +237,21 @@ def plan_input(inp, molecules, *, skip_unsupported=False, output_dir=None, allow
                     f"{src}:{term.line}: PRINT uses calculation {c.label}, which has no energy "
                     f"(calcenergy no, line {c.block.lines.get('calcenergy', c.block.line)})"
                 )
-    return Plan(calcs, skipped)
+    return Plan(calcs, skipped, warnings)
 
 
 # ---------------------------------------------------------------------- one ELEC block
 def calculation(
-    block, inp, molecules, unsupported, output_dir=None, allow_outside=False, previous=None
-):
+    block, inp, molecules, unsupported, output_dir=None, allow_outside=False, previous=None,
+    warnings=None,
+):  # fmt: skip
     """The :class:`Calculation` of one ELEC block (see the module docstring for the mapping).
 
     ``unsupported(line, message)`` is called for outputs pbsolver cannot produce; it raises or
     records them. Everything else pbsolver cannot run raises :class:`~pbsolver.InputError`.
-    ``previous`` is the calculation before this one (for ``bcfl focus``).
+    ``previous`` is the calculation before this one (for ``bcfl focus``); ``warnings`` (a
+    list) receives what runs as APBS runs it but is likely not what was meant (a ``dime``
+    APBS lowers).
     """
     src = inp.source
 
@@ -281,7 +290,7 @@ def calculation(
             raise fail(key, f"{key} must be > 0, got {getattr(block, key)}")
     if block.etol is not None and not 0 < block.etol < 1:
         raise fail("etol", f"etol must be between 0 and 1, got {block.etol}")
-    grids = plan_grids(block, molecules, fail, notes)
+    grids = plan_grids(block, molecules, fail, notes, warnings)
     focus_from = None
     if block.bcfl == "focus":
         root = _check_focus_chain(block, molecule, grids[0].grid, previous, fail)
@@ -488,13 +497,56 @@ def apbs_dime(n: int) -> int:
     return n
 
 
+def valid_dime(n: int) -> int:
+    """The smallest node count ≥ ``n`` that APBS keeps (:func:`apbs_dime` leaves it as it is).
+
+    >>> [valid_dime(n) for n in (33, 81, 97, 113, 129)]
+    [33, 97, 97, 129, 129]
+    """
+    n = max(3, int(n))
+    while apbs_dime(n) != n:
+        n += 1
+    return n
+
+
+def dime_warning(block, dime) -> str:
+    """What a ``dime`` APBS lowers does to the grid, and what to write instead.
+
+    APBS (MGparm_check) lowers a count it cannot coarsen four times without a word and keeps
+    ``glen``/``cglen``/``fglen``, so the spacing along that axis grows; pbsolver does the same
+    (so that the two programs' energies compare) and says so.
+    """
+    given = np.asarray(block.dime, dtype=float)
+    lowered = np.asarray(dime, dtype=float)
+    axes = [a for a in range(3) if dime[a] != block.dime[a]]
+    what = "dime {} is not an APBS multigrid size (c·2^(nlev+1)+1 with 4 levels above 65 nodes)"
+    text = what.format(" ".join(str(n) for n in block.dime))
+    text += f"; APBS lowers it to {' '.join(str(n) for n in dime)} silently, and so does pbsolver"
+    lengths = block.glen if block.method == "mg-manual" else block.fglen
+    if block.method == "mg-manual" and block.grid is not None:
+        grid = np.asarray(block.grid, dtype=float)
+        change = ", ".join(
+            f"{'xyz'[a]} length {grid[a] * (given[a] - 1):.3f} → {grid[a] * (lowered[a] - 1):.3f} Å"
+            for a in axes
+        )
+    else:
+        length = np.asarray(lengths, dtype=float)
+        change = ", ".join(
+            f"{'xyz'[a]} spacing {length[a] / (given[a] - 1):.3f} → "
+            f"{length[a] / (lowered[a] - 1):.3f} Å"
+            for a in axes
+        )
+    better = " ".join(str(valid_dime(n)) for n in block.dime)
+    return f"{text} ({change}); dime {better} keeps the spacing"
+
+
 def molecule_center(atoms) -> np.ndarray:
     """APBS' centre of a molecule: the middle of the bounding box of the atom centres (Å)."""
     lo, hi = atoms.bounds(with_radii=False)
     return 0.5 * (lo + hi)
 
 
-def plan_grids(block, molecules, fail=None, notes=None) -> list:
+def plan_grids(block, molecules, fail=None, notes=None, warnings=None) -> list:
     """The grids of an ELEC block, coarse to fine, with each one's boundary values.
 
     ``mg-manual`` gives its one grid; ``mg-auto`` APBS' focusing levels
@@ -510,6 +562,9 @@ def plan_grids(block, molecules, fail=None, notes=None) -> list:
         ``fail(keyword, message)`` → InputError naming the line.
     notes : list, optional
         Receives what differs from APBS.
+    warnings : list, optional
+        Receives an :class:`Unsupported` (line, message) for a ``dime`` that is not an APBS
+        multigrid size (:func:`dime_warning`).
 
     Returns
     -------
@@ -527,7 +582,10 @@ def plan_grids(block, molecules, fail=None, notes=None) -> list:
         raise fail("dime", f"dime must be at least 3 nodes a side, got {block.dime}")
     dime = tuple(apbs_dime(d) for d in block.dime)
     if dime != tuple(block.dime):
-        notes.append(f"dime {block.dime} reset to {dime}, as APBS resets it")
+        message = dime_warning(block, dime)
+        notes.append(message)
+        if warnings is not None:
+            warnings.append(Unsupported(block.lines.get("dime", block.line), message))
     shape = np.asarray(dime)
     if block.method == "mg-manual":
         if block.grid is not None:
@@ -644,10 +702,12 @@ __all__ = [
     "Plan",
     "Unsupported",
     "apbs_dime",
+    "dime_warning",
     "build_problem",
     "calculation",
     "molecule_center",
     "outer_layer",
     "plan_grids",
     "plan_input",
+    "valid_dime",
 ]

@@ -110,6 +110,9 @@ class ApbsRun:
         Files written by ``write`` statements.
     skipped : list of str
         Statements skipped (``skip_unsupported``), with their lines.
+    warnings : list of str
+        ``file:line: message`` of what runs as APBS runs it but is likely not what was meant
+        (a ``dime`` APBS lowers, stretching the spacing).
     text : str
         The output, as printed.
     """
@@ -118,6 +121,7 @@ class ApbsRun:
     prints: list = field(default_factory=list)
     written: list = field(default_factory=list)
     skipped: list = field(default_factory=list)
+    warnings: list = field(default_factory=list)
     text: str = ""
 
     def energy(self, calc) -> float | None:
@@ -214,12 +218,17 @@ def run(
         output_dir=outdir,
         allow_outside=allow_outside,
     )
-    result = ApbsRun(skipped=[f"{inp.source}:{s.line}: {s.message}" for s in plan.skipped])
+    result = ApbsRun(
+        skipped=[f"{inp.source}:{s.line}: {s.message}" for s in plan.skipped],
+        warnings=[f"{inp.source}:{w.line}: {w.message}" for w in plan.warnings],
+    )
     emit(f"Got paths for {len(inp.molecules)} molecules")
     for spec, atoms in zip(inp.molecules, molecules, strict=True):
         emit(*report.molecule_lines(spec.path, spec.format, atoms))
     for s in result.skipped:
         emit(f"warning: skipped {s}")
+    for w in result.warnings:
+        emit(f"warning: {w}")
     emit(report.ENERGY_NOTE, report.MODEL_NOTE)
     emit(f"Preparing to run {plan.solves} PBE calculations.")
     staging = None
