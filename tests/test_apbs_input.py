@@ -661,6 +661,29 @@ def test_npbe_refuses_mixed_salts_and_comps_with_their_lines(tmp_path):
     assert res.calculations[0].atom_energies.sum() == pytest.approx(res.calculations[0].energy)
 
 
+def test_a_dime_apbs_lowers_is_lowered_with_a_warning_naming_the_line():
+    # APBS lowers 113 to 97 without a word and keeps glen: the y spacing grows 0.5 → 0.583 Å
+    ion = pb.Atoms([[0.0, 0.0, 0.0]], [1.0], [2.0])
+    body = elec("s", dime=129, glen=64.0).replace("dime 129 129 129", "dime 129 113 129")
+    body = body.replace("glen 64.0 64.0 64.0", "glen 64.0 56.0 64.0")
+    inp = parser.parse_text(read_section("ion.pqr") + body, source="case.in")
+    plan = model.plan_input(inp, [ion])
+    grid = plan.calculations[0].grid.grid
+    assert grid.shape == (129, 97, 129)
+    assert grid.spacing == pytest.approx((0.5, 56.0 / 96, 0.5))
+    (warning,) = plan.warnings
+    assert warning.line == 6  # the dime line
+    assert "dime 129 113 129 is not an APBS multigrid size" in warning.message
+    assert "y spacing 0.500 → 0.583 Å" in warning.message
+    assert "dime 129 129 129 keeps the spacing" in warning.message
+    # valid sizes give no warning; model.valid_dime is the smallest size APBS keeps
+    good = parser.parse_text(read_section("ion.pqr") + elec("s", dime=97), source="case.in")
+    assert model.plan_input(good, [ion]).warnings == []
+    sizes = [n for n in range(3, 300) if model.apbs_dime(n) == n]
+    assert all(model.valid_dime(n) == min(m for m in sizes if m >= n) for n in range(3, 290))
+    assert [n for n in sizes if n > 65] == list(range(97, 300, 32))
+
+
 def test_an_error_while_running_names_the_calculation(tmp_path):
     # a bare charge exactly on a node, in the solvent: its Coulomb potential is infinite there
     text = read_section("ion.pqr") + elec("bare", glen=8.0, dime=9, center="0 0 0")
