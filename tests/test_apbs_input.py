@@ -236,8 +236,7 @@ def test_missing_and_escaping_files_are_refused(tmp_path):
 def test_unsupported_statements_name_their_line(tmp_path):
     atoms = {"a.pqr": [(0, 0, 0, 1.0, 2.0), (0, 0, 4, -1.0, 2.0)]}
     cases = [
-        (elec("s").replace("lpbe", "npbe"), 10,
-         "npbe: the nonlinear equation is not available in this build"),
+        (elec("s").replace("lpbe", "nrpbe"), 10, "nrpbe (the regularised nonlinear"),
         (elec("s").replace("mg-manual", "mg-para"), 5, "mg-para"),
         (elec("s", extra="    usemap diel 1\n"), 22, "usemap diel"),
         (elec("s").replace("calcforce no", "calcforce comps"), 21, "forces are not available"),
@@ -565,6 +564,124 @@ def test_apbs_differences_are_coulomb_pairs_in_a_homogeneous_medium(tmp_path, rn
     assert float(apbs_value) == pytest.approx(exact, rel=1e-3)  # APBS: ~3e-5 here
     apbs_totals = [float(v) for v in TOTAL.findall(proc.stdout)]
     assert min(apbs_totals) > 10 * abs(exact)  # APBS' totals are mostly self energy
+
+
+# ---------------------------------------------------------------------- npbe
+SALT = "    ion charge {z} conc {c} radius 2.0\n    ion charge -{z} conc {c} radius 2.0\n"
+
+
+def charged_molecule(rng, n=10, spread=1.3):
+    """A compact molecule with a large net charge: |φ| of several kT in the salt."""
+    pos = rng.normal(0.0, spread, (n, 3))
+    q = rng.uniform(0.6, 1.0, n)
+    return [(*p, c, r) for p, c, r in zip(pos, q, rng.uniform(1.2, 1.8, n), strict=True)]
+
+
+def test_npbe_matches_solvate_nonlinear_on_the_same_grid(tmp_path, rng):
+    rows = charged_molecule(rng)
+    salt = SALT.format(z=1, c=0.15)
+    kw = {"pdie": 2.0, "srad": 1.4, "dime": 33, "glen": 19.2}
+    text = read_section("m.pqr") + elec("npbe", ions=salt, **kw).replace("lpbe", "npbe")
+    text += elec("lpbe", ions=salt, **kw) + elec("ref", **{**kw, "sdie": 2.0}) + elec("plain", **kw)
+    text += "print elecEnergy npbe - ref end\nprint elecEnergy lpbe - ref end\n"
+    text += "print elecEnergy npbe - lpbe end\nprint elecEnergy lpbe - plain end\n"
+    res = run(write_case(tmp_path, text, {"m.pqr": rows}))
+    nl = res.calculations[0]
+    assert "Nonlinear traditional PBE" in res.text and nl.solve.newton_steps >= 2
+    # the same grid and physics through the Python API
+    atoms = pb.read_pqr(tmp_path / "m.pqr")
+    sol = pb.solvate(
+        atoms, eps_in=2.0, eps_out=78.54, surface="mol", probe_radius=1.4, nonlinear=True,
+        ions=[(1, 0.15, 2.0), (-1, 0.15, 2.0)], backend="cpu", dtype=np.float64,
+        problem_options={"grid": nl.grid},
+    )  # fmt: skip
+    assert sol.terms is not None and sol.problem.grid == nl.grid
+    assert res.prints[0].value == pytest.approx(sol.energy, rel=1e-5)
+    assert nl.reaction_field == pytest.approx(sol.terms.fixed, rel=1e-5)
+    assert nl.mobile == pytest.approx(sol.terms.mobile, rel=1e-4)
+    assert nl.osmotic == pytest.approx(sol.terms.osmotic, rel=1e-4)
+    assert nl.energy == pytest.approx(nl.coulomb + sol.energy, rel=1e-5)
+    # the ion terms are reported, and the molecule is charged enough that the nonlinear
+    # equation changes the salt's part of the energy by more than 10 %
+    assert f"mobile ions {nl.mobile:1.12E} kJ/mol" in res.text
+    assert abs(res.prints[2].value) > 0.1 * abs(res.prints[3].value)
+
+
+def test_npbe_focusing_matches_one_fine_grid(tmp_path, rng):
+    # mg-auto npbe (1 Å over 24 Å, then 0.5 Å over 12 Å) against mg-manual npbe at the fine
+    # spacing over the coarse box. The ion terms add the coarse level outside the fine box, as
+    # APBS composes them (17 % and 21 % of mobile and osmotic here); the fine box's salt
+    # boundary comes from the coarse total potential (interpolating φ_rf ≈ −φ_c put it a kT
+    # off and the ion terms 20 % off). Measured on 4 molecules: ion terms 0.8–1.6 % apart (the
+    # coarse level's 1 Å discretisation), reaction field 2e-5, total 2e-4.
+    kw = {"pdie": 2.0, "srad": 1.4, "ions": SALT.format(z=1, c=0.5)}
+    text = read_section("m.pqr")
+    text += elec("focused", method="mg-auto", dime=25, glen=12.0, **kw).replace("lpbe", "npbe")
+    text += elec("single", dime=49, glen=24.0, **kw).replace("lpbe", "npbe")
+    res = run(write_case(tmp_path, text, {"m.pqr": charged_molecule(rng, n=6, spread=0.8)}))
+    focused, single = res.calculations
+    assert [g.spacing[0] for g in focused.grids] == pytest.approx([1.0, 0.5])
+    assert all(s.converged and s.newton_steps for s in focused.solves)
+    assert focused.reaction_field == pytest.approx(single.reaction_field, rel=1e-3)
+    for attr in ("mobile", "osmotic"):
+        assert getattr(focused, attr) == pytest.approx(getattr(single, attr), rel=0.025), attr
+    assert focused.energy == pytest.approx(single.energy, rel=1e-3)
+
+
+def test_outside_volumes_complete_the_finer_box(rng):
+    from pbsolver.apbs.energy import outside_volumes
+    from pbsolver.nonlinear.energy import node_volumes
+
+    coarse = pb.Grid((17, 13, 15), spacing=(1.0, 1.3, 0.9), origin=(-8.0, -7.0, -6.0))
+    fine = pb.Grid((11, 9, 12), spacing=(0.7, 0.6, 0.45), origin=tuple(rng.uniform(-4, -2, 3)))
+    out = outside_volumes(coarse, fine)
+    assert out.min() >= -1e-12
+    total = out.sum() + node_volumes(fine, False).sum()
+    assert total == pytest.approx(np.prod(coarse.lengths), rel=1e-12)
+
+
+def test_npbe_refuses_mixed_salts_and_comps_with_their_lines(tmp_path):
+    atoms = {"a.pqr": [(0, 0, 0, 1.0, 2.0), (0, 0, 4, -1.0, 2.0)]}
+    mixed = "    ion charge 2 conc 0.05 radius 2.0\n    ion charge -1 conc 0.1 radius 2.0\n"
+    cases = [
+        (elec("s", ions=mixed).replace("lpbe", "npbe"), 13, "mix valences 2 and 1"),
+        (elec("s", ions=SALT.format(z=1, c=0.1), energy="comps").replace("lpbe", "npbe"), 22,
+         "calcenergy comps with npbe"),
+    ]  # fmt: skip
+    for body, line, words in cases:
+        path = write_case(tmp_path, read_section("a.pqr") + body, atoms)
+        with pytest.raises(pb.InputError) as err:
+            pb.apbs.run(path)
+        assert f"case.in:{line}:" in str(err.value), (words, str(err.value))
+        assert words in str(err.value) and "npbe" in str(err.value)
+    # the same mixed salt runs with lpbe, and comps runs with npbe without salt
+    run(write_case(tmp_path, read_section("a.pqr") + elec("s", ions=mixed, dime=21), atoms))
+    body = elec("s", energy="comps", dime=21).replace("lpbe", "npbe")
+    res = run(write_case(tmp_path, read_section("a.pqr") + body, atoms))
+    assert res.calculations[0].atom_energies.sum() == pytest.approx(res.calculations[0].energy)
+
+
+def test_a_dime_apbs_lowers_is_lowered_with_a_warning_naming_the_line():
+    # APBS lowers 113 to 97 without a word and keeps glen: the y spacing grows 0.5 → 0.583 Å
+    ion = pb.Atoms([[0.0, 0.0, 0.0]], [1.0], [2.0])
+    body = elec("s", dime=129, glen=64.0).replace("dime 129 129 129", "dime 129 113 129")
+    body = body.replace("glen 64.0 64.0 64.0", "glen 64.0 56.0 64.0")
+    inp = parser.parse_text(read_section("ion.pqr") + body, source="case.in")
+    plan = model.plan_input(inp, [ion])
+    grid = plan.calculations[0].grid.grid
+    assert grid.shape == (129, 97, 129)
+    assert grid.spacing == pytest.approx((0.5, 56.0 / 96, 0.5))
+    (warning,) = plan.warnings
+    assert warning.line == 6  # the dime line
+    assert "dime 129 113 129 is not an APBS multigrid size" in warning.message
+    assert "y spacing 0.500 → 0.583 Å" in warning.message
+    assert "dime 129 129 129 keeps the spacing" in warning.message
+    # valid sizes give no warning; model.valid_dime is the smallest size APBS keeps
+    good = parser.parse_text(read_section("ion.pqr") + elec("s", dime=97), source="case.in")
+    assert model.plan_input(good, [ion]).warnings == []
+    sizes = [n for n in range(3, 300) if model.apbs_dime(n) == n]
+    assert all(model.valid_dime(n) == min(m for m in sizes if m >= n) for n in range(3, 290))
+    assert [n for n in sizes if n > 65] == list(range(97, 300, 32))
 
 
 def test_an_error_while_running_names_the_calculation(tmp_path):

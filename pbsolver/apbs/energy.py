@@ -16,8 +16,16 @@ calculations on the same grid (solvation, binding) are differences of these numb
 two models' discretisation. For APBS' regularised equation (``lrpbe``), whose solution is the
 reaction field, E_i = ½ q_i φ_rf(r_i).
 
+For the nonlinear equation (``npbe`` with salt) APBS' total is the free energy
+qf − diel − qm (``Vpmg_energy``), and its difference from the reference state is pbsolver's
+nonlinear polar solvation energy (:mod:`pbsolver.nonlinear.energy`): the energy reported is
+Σ_i E_i plus the mobile ions' two terms (``mobile`` + ``osmotic``, :func:`level_ion_terms`),
+volume integrals over the solvent with no per-atom split.
+
 With focusing, φ_rf(r_i) comes from the finest level that holds atom i; APBS' total energy
-takes the charges outside its finest grid from the coarser levels too (its "external energy").
+takes the charges outside its finest grid from the coarser levels too (its "external energy"),
+and so do its ion integrals: a level's energy integrates each coarser level over the part of
+its box outside the next finer one (APBS' ``extEnergy``), then its own box.
 
 Units: kJ/mol.
 """
@@ -29,6 +37,7 @@ import numpy as np
 from pbsolver.arrays import to_numpy
 from pbsolver.molecule.energy import coulomb_energy, reaction_field_terms
 from pbsolver.molecule.focusing import finest_level
+from pbsolver.nonlinear.energy import ion_terms, node_volumes
 
 
 def level_rf_terms(atoms, levels) -> np.ndarray:
@@ -58,6 +67,51 @@ def level_rf_terms(atoms, levels) -> np.ndarray:
     return rows
 
 
+def level_ion_terms(levels) -> np.ndarray:
+    """The nonlinear free energy's ion terms (mobile, osmotic) after each level, kJ/mol.
+
+    Parameters
+    ----------
+    levels : list of FocusLevel
+        Coarsest first, each inside the one before it, nonlinear solutions
+        (:func:`pbsolver.nonlinear.energy.ion_terms`; zeros without salt).
+
+    Returns
+    -------
+    ndarray (len(levels), 2)
+        Row k: levels 0…k−1 integrated outside the box of the level after each (their nodes'
+        volumes less their overlap with that box), plus level k over its whole box, as APBS
+        composes its energy after level k.
+    """
+    rows = np.zeros((len(levels), 2))
+    outside = np.zeros(2)  # the coarser levels' share, outside the finer boxes
+    for k, level in enumerate(levels):
+        phi = to_numpy(level.result.phi_rf)
+        rows[k] = outside + ion_terms(level.problem, phi)
+        if k + 1 < len(levels):
+            vol = outside_volumes(level.grid, levels[k + 1].grid)
+            outside = outside + ion_terms(level.problem, phi, volumes=vol)
+    return rows
+
+
+def outside_volumes(grid, inner) -> np.ndarray:
+    """Each node's volume (Å³) outside the box of ``inner``, a grid inside ``grid``.
+
+    A node's volume is its cell of half a spacing either side, clipped to ``grid``'s box (the
+    trapezoidal weights of :func:`pbsolver.nonlinear.energy.node_volumes`); the part of it
+    inside ``inner``'s box is removed, so that the two grids' volumes add up to ``grid``'s box.
+    """
+    whole = node_volumes(grid, False)
+    overlap = []
+    for x, h, o, n, ilo, ilen in zip(grid.axes(), grid.spacing, grid.origin, grid.shape,
+                                     inner.origin, inner.lengths, strict=True):  # fmt: skip
+        lo = np.maximum(x - 0.5 * h, o)
+        hi = np.minimum(x + 0.5 * h, o + (n - 1) * h)
+        overlap.append(np.clip(np.minimum(hi, ilo + ilen) - np.maximum(lo, ilo), 0.0, None))
+    inside = overlap[0][:, None, None] * overlap[1][None, :, None] * overlap[2][None, None, :]
+    return whole - inside
+
+
 def pair_terms(atoms, eps_in: float, equation: str = "lpbe") -> np.ndarray:
     """Per-atom Coulomb terms ½ q_i Σ_{j≠i} k q_j / (ε_in r_ij) of APBS' energy, kJ/mol.
 
@@ -85,4 +139,4 @@ def pair_terms(atoms, eps_in: float, equation: str = "lpbe") -> np.ndarray:
     return coulomb_energy(atoms, eps_in, per_atom=True)
 
 
-__all__ = ["level_rf_terms", "pair_terms"]
+__all__ = ["level_ion_terms", "level_rf_terms", "outside_volumes", "pair_terms"]

@@ -15,15 +15,22 @@ where the models differ):
   ``chgm`` are not used: pbsolver's surface is exact and its charges are point charges with an
   analytic Coulomb potential φ_c (no charge spreading).
 * ``lpbe`` → the linear equation; ``lrpbe`` (APBS' regularised equation, whose solution is the
-  reaction field) → the same solve, reporting the reaction-field energy alone. ``npbe``,
-  ``nrpbe`` and ``smpbe`` are refused (the nonlinear equation is not in this build).
+  reaction field) → the same solve, reporting the reaction-field energy alone. ``npbe`` → the
+  nonlinear equation (``PhysicsOptions(nonlinear=True)``, :mod:`pbsolver.nonlinear`), on one
+  grid or through focusing; its ions must be one symmetric z:z salt (species of one |z|:
+  pbsolver's nonlinear term), otherwise the block is refused naming the ion's line (APBS solves
+  mixed salts; pbsolver's ``lpbe`` takes them). Its energy is APBS' ``npbe`` free energy
+  (:mod:`pbsolver.apbs.energy`), which has no per-atom split: ``calcenergy comps`` with salt is
+  refused. ``nrpbe`` and ``smpbe`` are refused.
 * ``bcfl mdh`` → pbsolver's "mdh" values; ``sdh`` → pbsolver's "sdh" (the total charge on one
   sphere; APBS adds the dipole and quadrupole of the charges); ``zero`` → APBS' meaning, a
   total potential of zero on the outer layer (φ_rf = −φ_c there), not pbsolver's "zero"
   reaction field; ``focus`` → focusing from the calculation before (below).
 * ``mg-manual``: ``dime`` nodes of spacing ``glen/(dime−1)`` (or ``grid``) centred on ``gcent``
   (a point or ``mol N``: the middle of molecule N's bounding box, as APBS). ``dime`` above 65
-  without 4 multigrid levels is reset as APBS resets it (100 → 97).
+  without 4 multigrid levels is lowered as APBS lowers it (100 → 97, 113 → 97), ``glen`` kept
+  — so the spacing grows — with a warning (APBS says nothing; refusing would stop inputs
+  that APBS runs): :func:`dime_warning`.
 * ``mg-auto``: APBS' focusing (:func:`pbsolver.molecule.focusing.apbs_focus_grids`): from
   ``cglen`` around ``cgcent`` (with ``bcfl``'s boundary values) to ``fglen`` around
   ``fgcent``, at most 4× finer per level, every level of ``dime`` nodes; each finer level
@@ -97,7 +104,7 @@ class Calculation:
     physics : PhysicsOptions
         ``boundary_kind`` is that of the first grid of the focusing chain ("mdh" or "sdh";
         APBS' ``zero`` is applied by :func:`build_problem`).
-    equation : {"lpbe", "lrpbe"}
+    equation : {"lpbe", "lrpbe", "npbe"}
     energy : {"no", "total", "comps"}
     ions : list of IonSpec
     rtol : float
@@ -155,10 +162,11 @@ class Unsupported:
 
 @dataclass
 class Plan:
-    """Every calculation of an input, and what pbsolver would skip."""
+    """Every calculation of an input, what pbsolver would skip, and warnings (Unsupported)."""
 
     calculations: list
     skipped: list = field(default_factory=list)
+    warnings: list = field(default_factory=list)
 
     @property
     def solves(self) -> int:
@@ -210,10 +218,13 @@ def plan_input(inp, molecules, *, skip_unsupported=False, output_dir=None, allow
     if not inp.elecs:
         raise InputError(f"{src}: no ELEC calculation to run")
     calcs: list = []
+    warnings: list = []
     for b in inp.elecs:
         previous = calcs[-1] if calcs else None
         calcs.append(
-            calculation(b, inp, molecules, unsupported, output_dir, allow_outside, previous)
+            calculation(
+                b, inp, molecules, unsupported, output_dir, allow_outside, previous, warnings
+            )  # fmt: skip
         )
     for stmt in inp.prints:
         if stmt.what != "elecEnergy":
@@ -226,23 +237,26 @@ def plan_input(inp, molecules, *, skip_unsupported=False, output_dir=None, allow
                     f"{src}:{term.line}: PRINT uses calculation {c.label}, which has no energy "
                     f"(calcenergy no, line {c.block.lines.get('calcenergy', c.block.line)})"
                 )
-    return Plan(calcs, skipped)
+    return Plan(calcs, skipped, warnings)
 
 
 # ---------------------------------------------------------------------- one ELEC block
 def calculation(
-    block, inp, molecules, unsupported, output_dir=None, allow_outside=False, previous=None
-):
+    block, inp, molecules, unsupported, output_dir=None, allow_outside=False, previous=None,
+    warnings=None,
+):  # fmt: skip
     """The :class:`Calculation` of one ELEC block (see the module docstring for the mapping).
 
     ``unsupported(line, message)`` is called for outputs pbsolver cannot produce; it raises or
     records them. Everything else pbsolver cannot run raises :class:`~pbsolver.InputError`.
-    ``previous`` is the calculation before this one (for ``bcfl focus``).
+    ``previous`` is the calculation before this one (for ``bcfl focus``); ``warnings`` (a
+    list) receives what runs as APBS runs it but is likely not what was meant (a ``dime``
+    APBS lowers).
     """
     src = inp.source
 
-    def fail(key, message):
-        line = block.lines.get(key, block.line)
+    def fail(key, message, line=None):
+        line = block.lines.get(key, block.line) if line is None else line
         return InputError(f"{src}:{line}: {block.label}: {message}")
 
     if block.method == "mg-para":
@@ -255,8 +269,10 @@ def calculation(
         raise fail("method", "mg-dummy (maps without a solve) is not supported")
     _require(block, src)
     equation = block.equation
-    if equation in ("npbe", "nrpbe"):
-        raise fail("equation", f"{equation}: the nonlinear equation is not available in this build")
+    if equation == "nrpbe":
+        raise fail(
+            "equation", "nrpbe (the regularised nonlinear equation) is not supported; npbe is"
+        )
     if equation == "smpbe":
         raise fail("equation", "smpbe (size-modified PB) is not supported")
     if block.usemaps:
@@ -274,7 +290,7 @@ def calculation(
             raise fail(key, f"{key} must be > 0, got {getattr(block, key)}")
     if block.etol is not None and not 0 < block.etol < 1:
         raise fail("etol", f"etol must be between 0 and 1, got {block.etol}")
-    grids = plan_grids(block, molecules, fail, notes)
+    grids = plan_grids(block, molecules, fail, notes, warnings)
     focus_from = None
     if block.bcfl == "focus":
         root = _check_focus_chain(block, molecule, grids[0].grid, previous, fail)
@@ -287,8 +303,14 @@ def calculation(
         raise fail(
             "bcfl",
             f"bcfl focus: calculation {previous.label} has other physics (pdie, sdie, ions, "
-            "srfm, srad, temp); pbsolver focuses the reaction field of one molecule with one "
-            "physics",
+            "srfm, srad, temp, lpbe/npbe); pbsolver focuses the reaction field of one molecule "
+            "with one physics",
+        )
+    if physics.nonlinear and physics.has_salt and block.calcenergy == "comps":
+        raise fail(
+            "calcenergy",
+            "calcenergy comps with npbe: the nonlinear free energy's ion terms are integrals "
+            "over the solvent with no per-atom split; use calcenergy total",
         )
     if root == "sdh":
         notes.append(
@@ -414,6 +436,15 @@ def _physics(block, root, fail, notes) -> PhysicsOptions:
         ions = PhysicsOptions(ions=[(i.charge, i.conc, i.radius) for i in block.ions])
     except InputError as exc:
         raise fail("ion", f"{exc}; APBS refuses this too") from None
+    nonlinear = block.equation == "npbe"
+    if nonlinear:
+        _check_symmetric_salt(block, fail)
+        ions = ions.replace(nonlinear=True)
+        if ions.has_salt:
+            notes.append(
+                "npbe: the energy is the nonlinear free energy without self energies: Coulomb "
+                "pairs + reaction field + the mobile ions' terms (APBS' qf - diel - qm)"
+            )
     return ions.replace(
         eps_in=block.pdie,
         eps_out=block.sdie,
@@ -422,6 +453,26 @@ def _physics(block, root, fail, notes) -> PhysicsOptions:
         temperature=block.temp,
         boundary_kind=root if root in ("mdh", "sdh") else "mdh",  # zero: build_problem's
     )
+
+
+def _check_symmetric_salt(block, fail):
+    """``npbe``: the ions must be one symmetric z:z salt (pbsolver's nonlinear term)."""
+    present = [i for i in block.ions if i.conc > 0]
+    if not present:
+        return
+    z0 = abs(present[0].charge)
+    for ion in present:
+        z = abs(ion.charge)
+        if z != z0 or z != int(z):
+            what = f"mix valences {z0:g} and {z:g}" if z != z0 else f"have valence {z:g}"
+            raise fail(
+                "ion",
+                f"npbe (line {block.lines['equation']}): pbsolver's nonlinear equation takes one "
+                f"symmetric z:z salt (one integer |z|), but the ions {what} (ion charge "
+                f"{ion.charge:g} conc {ion.conc:g}); APBS solves such salts nonlinearly, "
+                "pbsolver only with lpbe",
+                line=ion.line,
+            )
 
 
 # ---------------------------------------------------------------------- grids
@@ -446,13 +497,56 @@ def apbs_dime(n: int) -> int:
     return n
 
 
+def valid_dime(n: int) -> int:
+    """The smallest node count ≥ ``n`` that APBS keeps (:func:`apbs_dime` leaves it as it is).
+
+    >>> [valid_dime(n) for n in (33, 81, 97, 113, 129)]
+    [33, 97, 97, 129, 129]
+    """
+    n = max(3, int(n))
+    while apbs_dime(n) != n:
+        n += 1
+    return n
+
+
+def dime_warning(block, dime) -> str:
+    """What a ``dime`` APBS lowers does to the grid, and what to write instead.
+
+    APBS (MGparm_check) lowers a count it cannot coarsen four times without a word and keeps
+    ``glen``/``cglen``/``fglen``, so the spacing along that axis grows; pbsolver does the same
+    (so that the two programs' energies compare) and says so.
+    """
+    given = np.asarray(block.dime, dtype=float)
+    lowered = np.asarray(dime, dtype=float)
+    axes = [a for a in range(3) if dime[a] != block.dime[a]]
+    what = "dime {} is not an APBS multigrid size (c·2^(nlev+1)+1 with 4 levels above 65 nodes)"
+    text = what.format(" ".join(str(n) for n in block.dime))
+    text += f"; APBS lowers it to {' '.join(str(n) for n in dime)} silently, and so does pbsolver"
+    lengths = block.glen if block.method == "mg-manual" else block.fglen
+    if block.method == "mg-manual" and block.grid is not None:
+        grid = np.asarray(block.grid, dtype=float)
+        change = ", ".join(
+            f"{'xyz'[a]} length {grid[a] * (given[a] - 1):.3f} → {grid[a] * (lowered[a] - 1):.3f} Å"
+            for a in axes
+        )
+    else:
+        length = np.asarray(lengths, dtype=float)
+        change = ", ".join(
+            f"{'xyz'[a]} spacing {length[a] / (given[a] - 1):.3f} → "
+            f"{length[a] / (lowered[a] - 1):.3f} Å"
+            for a in axes
+        )
+    better = " ".join(str(valid_dime(n)) for n in block.dime)
+    return f"{text} ({change}); dime {better} keeps the spacing"
+
+
 def molecule_center(atoms) -> np.ndarray:
     """APBS' centre of a molecule: the middle of the bounding box of the atom centres (Å)."""
     lo, hi = atoms.bounds(with_radii=False)
     return 0.5 * (lo + hi)
 
 
-def plan_grids(block, molecules, fail=None, notes=None) -> list:
+def plan_grids(block, molecules, fail=None, notes=None, warnings=None) -> list:
     """The grids of an ELEC block, coarse to fine, with each one's boundary values.
 
     ``mg-manual`` gives its one grid; ``mg-auto`` APBS' focusing levels
@@ -468,6 +562,9 @@ def plan_grids(block, molecules, fail=None, notes=None) -> list:
         ``fail(keyword, message)`` → InputError naming the line.
     notes : list, optional
         Receives what differs from APBS.
+    warnings : list, optional
+        Receives an :class:`Unsupported` (line, message) for a ``dime`` that is not an APBS
+        multigrid size (:func:`dime_warning`).
 
     Returns
     -------
@@ -485,7 +582,10 @@ def plan_grids(block, molecules, fail=None, notes=None) -> list:
         raise fail("dime", f"dime must be at least 3 nodes a side, got {block.dime}")
     dime = tuple(apbs_dime(d) for d in block.dime)
     if dime != tuple(block.dime):
-        notes.append(f"dime {block.dime} reset to {dime}, as APBS resets it")
+        message = dime_warning(block, dime)
+        notes.append(message)
+        if warnings is not None:
+            warnings.append(Unsupported(block.lines.get("dime", block.line), message))
     shape = np.asarray(dime)
     if block.method == "mg-manual":
         if block.grid is not None:
@@ -602,10 +702,12 @@ __all__ = [
     "Plan",
     "Unsupported",
     "apbs_dime",
+    "dime_warning",
     "build_problem",
     "calculation",
     "molecule_center",
     "outer_layer",
     "plan_grids",
     "plan_input",
+    "valid_dime",
 ]

@@ -28,7 +28,11 @@ MODEL_NOTE = (
     "Coulomb potential (no charge spreading, chgm unused); APBS spreads charges onto the grid"
 )
 
-_EQUATION = {"lpbe": "Linearized traditional PBE", "lrpbe": "Linearized regularized PBE"}
+_EQUATION = {
+    "lpbe": "Linearized traditional PBE",
+    "lrpbe": "Linearized regularized PBE",
+    "npbe": "Nonlinear traditional PBE",
+}
 _VALUES = {
     "zero": "zero total potential on the boundary (phi_rf = -phi_c)",
     "sdh": "sdh boundary values",
@@ -160,6 +164,20 @@ def calculation_time_line(calc, reaction_field: float, coulomb: float, seconds: 
     )
 
 
+def ion_terms_line(calc, mobile: float, osmotic: float) -> str:
+    """``npbe``: the mobile ions' terms of the finest grid's free energy (kJ/mol).
+
+    >>> from types import SimpleNamespace
+    >>> ion_terms_line(SimpleNamespace(label="#2"), 1.5, -2.0)[:56]
+    'pbsolver: ELEC #2: mobile ions 1.500000000000E+00 kJ/mol'
+    """
+    return (
+        f"pbsolver: ELEC {calc.label}: mobile ions {energy(mobile)} kJ/mol, osmotic "
+        f"{energy(osmotic)} kJ/mol (in the total energy beside the Coulomb pairs and the "
+        "reaction field)"
+    )
+
+
 def energy_lines(calc, total: float, atom_energies=None) -> list[str]:
     """APBS' energy lines of one calculation (``calcenergy total`` or ``comps``)."""
     lines = [f"  Total electrostatic energy = {energy(total)} kJ/mol"]
@@ -194,6 +212,7 @@ __all__ = [
     "calculation_time_line",
     "energy",
     "energy_lines",
+    "ion_terms_line",
     "molecule_lines",
     "print_lines",
     "solve_line",

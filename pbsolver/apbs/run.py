@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from pbsolver.apbs import model, report
-from pbsolver.apbs.energy import level_rf_terms, pair_terms
+from pbsolver.apbs.energy import level_ion_terms, level_rf_terms, pair_terms
 from pbsolver.apbs.files import read_molecule
 from pbsolver.apbs.parser import parse_file
 from pbsolver.arrays import to_numpy
@@ -44,7 +44,8 @@ class CalculationResult:
         APBS' number of the ELEC block (1-based) and the block's name.
     energy : float or None
         The energy reported as "Total electrostatic energy" on the finest grid, kJ/mol,
-        without self energies (None with ``calcenergy no``).
+        without self energies (None with ``calcenergy no``): ``coulomb + reaction_field``, plus
+        ``mobile + osmotic`` for ``npbe``.
     level_energies : list of float
         The same on each grid, coarse to fine (the last is ``energy``; empty with
         ``calcenergy no``).
@@ -53,7 +54,8 @@ class CalculationResult:
     coulomb : float
         Σ_{i<j} k q_i q_j / (pdie r_ij), kJ/mol (0 for ``lrpbe``).
     atom_energies : ndarray
-        Per-atom energies summing to ``energy`` (kJ/mol).
+        Per-atom energies, kJ/mol: Coulomb pairs and reaction field, summing to ``energy``
+        less the ion terms.
     grid : Grid
         The finest grid.
     solve : SolveResult or None
@@ -65,6 +67,9 @@ class CalculationResult:
         Every grid of the calculation, coarse to fine.
     solves : list of SolveResult
         Their solves (empty where φ_rf ≡ 0).
+    mobile, osmotic : float
+        ``npbe``: the mobile ions' terms of the nonlinear free energy on the finest grid
+        (:mod:`pbsolver.nonlinear.energy`), kJ/mol; 0 for the linear equations.
     """
 
     index: int
@@ -80,6 +85,8 @@ class CalculationResult:
     level_energies: list = field(default_factory=list)
     grids: list = field(default_factory=list)
     solves: list = field(default_factory=list)
+    mobile: float = 0.0
+    osmotic: float = 0.0
 
 
 @dataclass
@@ -103,6 +110,9 @@ class ApbsRun:
         Files written by ``write`` statements.
     skipped : list of str
         Statements skipped (``skip_unsupported``), with their lines.
+    warnings : list of str
+        ``file:line: message`` of what runs as APBS runs it but is likely not what was meant
+        (a ``dime`` APBS lowers, stretching the spacing).
     text : str
         The output, as printed.
     """
@@ -111,6 +121,7 @@ class ApbsRun:
     prints: list = field(default_factory=list)
     written: list = field(default_factory=list)
     skipped: list = field(default_factory=list)
+    warnings: list = field(default_factory=list)
     text: str = ""
 
     def energy(self, calc) -> float | None:
@@ -207,12 +218,17 @@ def run(
         output_dir=outdir,
         allow_outside=allow_outside,
     )
-    result = ApbsRun(skipped=[f"{inp.source}:{s.line}: {s.message}" for s in plan.skipped])
+    result = ApbsRun(
+        skipped=[f"{inp.source}:{s.line}: {s.message}" for s in plan.skipped],
+        warnings=[f"{inp.source}:{w.line}: {w.message}" for w in plan.warnings],
+    )
     emit(f"Got paths for {len(inp.molecules)} molecules")
     for spec, atoms in zip(inp.molecules, molecules, strict=True):
         emit(*report.molecule_lines(spec.path, spec.format, atoms))
     for s in result.skipped:
         emit(f"warning: skipped {s}")
+    for w in result.warnings:
+        emit(f"warning: {w}")
     emit(report.ENERGY_NOTE, report.MODEL_NOTE)
     emit(f"Preparing to run {plan.solves} PBE calculations.")
     staging = None
@@ -270,6 +286,7 @@ def _run_one(calc, emit, backend, method, dtype, staging, chain, number, pairs):
     atoms = calc.atoms
     own = len(calc.grids)
     levels = None
+    ion_rows = np.zeros((own, 2))  # npbe: (mobile, osmotic) of each grid
     if calc.homogeneous:
         rf_rows = np.zeros((own, len(atoms)))
     else:
@@ -283,12 +300,14 @@ def _run_one(calc, emit, backend, method, dtype, staging, chain, number, pairs):
             start = [FocusLevel(todo.pop(0), problem, solver.solve(problem))]
         levels = solve_focused(atoms, start + todo, physics=calc.physics, solver=solver)
         rf_rows = level_rf_terms(atoms, levels)[-own:]
+        if calc.physics.nonlinear and calc.physics.has_salt:
+            ion_rows = level_ion_terms(levels)[-own:]
     solves = [] if levels is None else [lv.result for lv in levels[-own:]]
     energies = []
     for k, plan in enumerate(calc.grids):
         emit(*report.calculation_lines(calc, plan, number + k + 1, first=k == 0))
         per_atom = pairs + rf_rows[k]
-        energies.append(float(per_atom.sum()))
+        energies.append(float(per_atom.sum() + ion_rows[k].sum()))
         if calc.energy != "no":
             emit(*report.energy_lines(calc, energies[-1], per_atom))
         emit(report.solve_line(solves[k] if solves else None))
@@ -316,6 +335,8 @@ def _run_one(calc, emit, backend, method, dtype, staging, chain, number, pairs):
     seconds = time.perf_counter() - t0
     rf = float(rf_rows[-1].sum())
     emit("  " + report.calculation_time_line(calc, rf, float(pairs.sum()), seconds))
+    if calc.physics.nonlinear and calc.physics.has_salt:
+        emit("  " + report.ion_terms_line(calc, *ion_rows[-1]))
     result = CalculationResult(
         index=calc.index,
         name=calc.name,
@@ -330,6 +351,8 @@ def _run_one(calc, emit, backend, method, dtype, staging, chain, number, pairs):
         level_energies=energies if calc.energy != "no" else [],
         grids=[plan.grid for plan in calc.grids],
         solves=solves,
+        mobile=float(ion_rows[-1, 0]),
+        osmotic=float(ion_rows[-1, 1]),
     )
     return result, levels
 

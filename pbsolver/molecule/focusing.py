@@ -5,7 +5,10 @@ boundary values (``boundary_kind``: Debye–Hückel or zero) and is solved; each
 inside the one before it, and its outer layer takes that coarser solution, trilinearly
 interpolated. pbsolver interpolates the reaction field φ_rf, not the total potential: φ_rf is
 smooth wherever the charges are (φ_c, the singular part, is analytic on every grid), so a
-boundary that cuts through the solute interpolates as well as one in the solvent.
+boundary that cuts through the solute interpolates as well as one in the solvent. Where ions
+reach the outer layer (κ̄² > 0) the total potential is the smooth one (screened, while φ_rf
+≈ −φ_c there carries φ_c's interpolation error): those nodes take the coarse total potential
+less the fine φ_c (:func:`screened_values`).
 
 Grids (:func:`apbs_focus_grids`, :func:`focus_grids`) follow APBS' rules
 (``NOsh_setupCalcMGAUTO``): every level has the same node counts (``dime``); the spacing
@@ -296,6 +299,55 @@ def focus_values(fine: Grid, coarse: Grid, coarse_phi_rf) -> np.ndarray:
     return out
 
 
+def screened_values(values, fine: Grid, coarse_level, fine_phi_c, fine_kappa2) -> np.ndarray:
+    """``values`` with the ion-accessible nodes of ``fine``'s outer layer from the total potential.
+
+    In the salt φ_rf is close to −φ_c (the total potential is screened), so interpolating φ_rf
+    carries the interpolation error of φ_c, about h²/8 · ∂²φ_c: a kT or more at a few Å from a
+    charged molecule on a 1 Å grid, where the total potential is nearly flat. There the outer
+    layer takes the coarse *total* potential interpolated, less the fine grid's exact φ_c (as
+    APBS interpolates its total potential); elsewhere (the solute, where φ_rf is the smooth
+    part) it keeps ``values``. Nodes whose coarse total is not finite (a charge on a coarse
+    node of the cell) keep ``values`` too.
+
+    Parameters
+    ----------
+    values : ndarray (fine.shape)
+        The coarse φ_rf interpolated (:func:`focus_values`), kJ mol⁻¹ e⁻¹.
+    fine : Grid
+    coarse_level : FocusLevel
+    fine_phi_c, fine_kappa2 : arrays (fine.shape)
+        The fine grid's φ_c (kJ mol⁻¹ e⁻¹) and κ̄² (Å⁻²; > 0 where ions reach).
+
+    Returns
+    -------
+    ndarray (fine.shape), float64
+        A new array: the interior is ``values``' (a starting guess), the outer layer the
+        Dirichlet values.
+    """
+    from pbsolver.backends.cpu.sampling import sample_points
+
+    coarse = coarse_level.grid
+    check_nested([coarse, fine])
+    total = to_numpy(coarse_level.problem.phi_coulomb) + to_numpy(coarse_level.result.phi_rf)
+    total = np.ascontiguousarray(np.where(np.isfinite(total), total, np.nan), dtype=np.float64)
+    outer = np.zeros(fine.shape, dtype=bool)
+    outer[[0, -1], :, :] = outer[:, [0, -1], :] = outer[:, :, [0, -1]] = True
+    idx = np.nonzero(outer & (to_numpy(fine_kappa2) > 0))
+    out = np.array(values, dtype=np.float64)
+    if idx[0].size == 0:
+        return out
+    # the nodes in the coarse grid's node units, clipped onto it as in focus_values
+    pts = np.stack([o + h * i for o, h, i in zip(fine.origin, fine.spacing, idx, strict=True)], 1)
+    node = (pts - np.asarray(coarse.origin)) / np.asarray(coarse.spacing)
+    node = np.clip(node, 0.0, np.asarray(coarse.shape, dtype=float) - 1.0)
+    screened = sample_points(total, coarse.spacing, node, False)[:, 0]
+    screened = screened - to_numpy(fine_phi_c)[idx]
+    ok = np.isfinite(screened)
+    out[tuple(i[ok] for i in idx)] = screened[ok]
+    return out
+
+
 # ---------------------------------------------------------------------- the solves
 @dataclass
 class FocusLevel:
@@ -380,6 +432,9 @@ def solve_focused(atoms, grids, *, physics=None, solver=None, warm_start=True, *
             prev = levels[-1]
             values = focus_values(grid, prev.grid, prev.result.phi_rf)
         maps = build_maps(atoms, grid, physics=physics, dirichlet_values=values, **map_options)
+        if levels and maps.kappa2 is not None:
+            values = screened_values(values, grid, prev, maps.phi_coulomb, maps.kappa2)
+            maps.boundary_values = values
         problem = Problem.from_maps(maps)
         result = solver.solve(problem, x0=values if warm_start else None)
         levels.append(FocusLevel(grid, problem, result))
@@ -428,5 +483,6 @@ __all__ = [
     "finest_level",
     "focus_grids",
     "focus_values",
+    "screened_values",
     "solve_focused",
 ]

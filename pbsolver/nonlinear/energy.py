@@ -95,7 +95,7 @@ def node_volumes(grid, periodic: bool, xp=np):
     return weights[0][:, None, None] * weights[1][None, :, None] * weights[2][None, None, :]
 
 
-def ion_terms(problem, phi_rf) -> tuple[float, float]:
+def ion_terms(problem, phi_rf, volumes=None) -> tuple[float, float]:
     """The ion terms (mobile, osmotic) of ``problem`` at ``phi_rf``, kJ/mol.
 
     Parameters
@@ -105,6 +105,9 @@ def ion_terms(problem, phi_rf) -> tuple[float, float]:
     phi_rf : array (nx, ny, nz)
         The reaction-field potential, kJ mol⁻¹ e⁻¹ (NumPy or CuPy; the sums run where it is,
         whichever library the problem's maps are in).
+    volumes : array (nx, ny, nz), optional
+        Each node's volume in the integrals, Å³ (default :func:`node_volumes`): e.g. a focusing
+        level's nodes outside a finer level (:mod:`pbsolver.apbs.energy`).
     """
     if problem.kappa2 is None:
         return 0.0, 0.0
@@ -122,7 +125,11 @@ def ion_terms(problem, phi_rf) -> tuple[float, float]:
     salty = k2 > 0
     phic = xp.where(salty, here(problem.phi_coulomb), 0.0)
     x = (z / kT) * (phic + xp.asarray(phi_rf, dtype=np.float64))
-    weight = k2 * node_volumes(problem.grid, problem.boundary == "periodic", xp)
+    if volumes is None:
+        volumes = node_volumes(problem.grid, problem.boundary == "periodic", xp)
+    elif tuple(volumes.shape) != problem.grid.shape:
+        raise InputError(f"volumes has shape {tuple(volumes.shape)}, the grid {problem.grid.shape}")
+    weight = k2 * here(volumes)
     weight *= (kT / z) ** 2 / (4.0 * np.pi * COULOMB_KJ)
     mobile = 0.5 * float(xp.vdot(weight, xp.where(salty, x * boltzmann.term(x, xp), 0.0)))
     osmotic = -float(xp.vdot(weight, xp.where(salty, boltzmann.excess_energy(x, xp), 0.0)))
