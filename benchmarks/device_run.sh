@@ -16,7 +16,7 @@ step() {  # step NAME SECONDS CMD...: run with a time limit, log to $R/NAME.log,
   tail -n 25 "$R/$name.log"
 }
 if [ "${1:-single}" = "frames" ]; then
-  step gpu_tests 300 python3 -m pytest -m gpu -q -p no:cacheprovider -W ignore::Warning -rs
+  step gpu_tests 300 python3 -m pytest -n 0 -m gpu -q -p no:cacheprovider -W ignore::Warning -rs
   step md_batch 150 python3 benchmarks/md_pipeline.py --backend cuda --skip-pipeline \
     --skip-stacked --batch 16 --json "$R/md_batch.json"
   step md_stacked 150 python3 benchmarks/md_pipeline.py --backend cuda --skip-pipeline \
@@ -25,7 +25,7 @@ if [ "${1:-single}" = "frames" ]; then
   step frames_profile_mg 100 python3 benchmarks/frames_profile.py --batches 1 32 64 \
     --method multigrid --json "$R/frames_profile_mg.json"
 elif [ "${1:-single}" = "s4" ]; then  # fourth session: device stacks, branch-free φ_c
-  step gpu_tests 200 python3 -m pytest -m gpu -q -p no:cacheprovider -W ignore::Warning -rs
+  step gpu_tests 200 python3 -m pytest -n 0 -m gpu -q -p no:cacheprovider -W ignore::Warning -rs
   step coulomb 60 python3 benchmarks/coulomb_kernel.py --frames 1 8 64 --nodes 4 8 16 --json "$R/coulomb.json"
   step md_stacked 150 python3 benchmarks/md_pipeline.py --backend cuda --skip-pipeline \
     --skip-throughput --frames 32 --stacked-batches 32 64 --maps-backend cuda \
@@ -42,10 +42,10 @@ elif [ "${1:-single}" = "s4final" ]; then  # the same measurements again, and ba
   step batch_stack 90 python3 benchmarks/batch_stack.py --files 2 --grids-per-file 16 --n 65 \
     --stacks 1 16 --json "$R/batch_stack.json"
 elif [ "${1:-single}" = "s5" ]; then  # fifth session: the one-pipeline redesign (issue 16)
-  step gpu_tests 330 python3 -m pytest -m gpu -q -p no:cacheprovider -W ignore::Warning -rs
+  step gpu_tests 330 python3 -m pytest -n 0 -m gpu -q -p no:cacheprovider -W ignore::Warning -rs
   RESULTS=$R/compare LIMIT=150 step compare 460 bash benchmarks/redesign_compare.sh ${ROUNDS:-2} "old new"
 elif [ "${1:-single}" = "s6" ]; then  # sixth session: frames in batches of 32, old and new
-  step gpu_tests 250 python3 -m pytest -m gpu -q -p no:cacheprovider -W ignore::Warning \
+  step gpu_tests 250 python3 -m pytest -n 0 -m gpu -q -p no:cacheprovider -W ignore::Warning \
     tests/test_frames.py tests/test_calculator.py tests/test_cuda_maps.py
   for r in 1 2 3; do for t in old new; do  # per call: maps / solve / evaluate, then cProfile
     dir=$PWD; [ "$t" = old ] && dir=$PWD/.gpu/old  # (a copy of the script: not this tree's path)
@@ -55,18 +55,18 @@ elif [ "${1:-single}" = "s6" ]; then  # sixth session: frames in batches of 32, 
   done; done
   RESULTS=$R/frames PARTS=frames LIMIT=150 step compare 460 bash benchmarks/redesign_compare.sh 3 "old new"
 elif [ "${1:-single}" = "s6gpu" ]; then  # sixth session: every GPU test, nonlinear and forces cost
-  step gpu_tests 330 python3 -m pytest -m gpu -q -p no:cacheprovider -W ignore::Warning -rs
+  step gpu_tests 330 python3 -m pytest -n 0 -m gpu -q -p no:cacheprovider -W ignore::Warning -rs
   step nonlinear_cost 120 python3 benchmarks/nonlinear_cost.py --backend cuda --n 129 257 \
     --repeat 3 --json "$R/nonlinear_cost.json"
   step forces_cost 100 python3 benchmarks/forces_cost.py --backend cuda --json "$R/forces_cost.json"
 elif [ "${1:-single}" = "s6compare" ]; then  # sixth session: issue 16's comparison at the last commit
   RESULTS=$R/compare LIMIT=150 step compare 560 bash benchmarks/redesign_compare.sh ${ROUNDS:-2} "old new"
 elif [ "${1:-single}" = "s7" ]; then  # seventh session: every GPU test (nonlinear merged), 385³ Newton
-  step gpu_tests 360 python3 -m pytest -m gpu -q -p no:cacheprovider -W ignore::Warning -rs
+  step gpu_tests 360 python3 -m pytest -n 0 -m gpu -q -p no:cacheprovider -W ignore::Warning -rs
   step robust_385 200 python3 benchmarks/nonlinear_robust.py --n 385 --backend cuda \
     --json "$R/robust_385.json"
 elif [ "${1:-single}" = "s7b" ]; then  # seventh session: strongly nonlinear 385³, NVE drift
-  step gpu_fixed 120 python3 -m pytest -m gpu -q -p no:cacheprovider -W ignore::Warning \
+  step gpu_fixed 120 python3 -m pytest -n 0 -m gpu -q -p no:cacheprovider -W ignore::Warning \
     tests/test_cuda_maps.py tests/test_nonlinear.py
   step robust_385_r0 200 python3 benchmarks/nonlinear_robust.py --n 385 --backend cuda \
     --ion-radius 0 --json "$R/robust_385_r0.json"
@@ -79,7 +79,7 @@ elif [ "${1:-single}" = "multi" ]; then
   step multi_gpu 540 python3 benchmarks/multi_gpu_batch.py --files 20 --grids-per-file 10 --n 129 \
     --gpus 2 --json "$R/multi_gpu.json" --workdir /tmp/mgpu
 else
-  step gpu_tests 240 python3 -m pytest -m gpu -q -p no:cacheprovider -W ignore::Warning -rs
+  step gpu_tests 240 python3 -m pytest -n 0 -m gpu -q -p no:cacheprovider -W ignore::Warning -rs
   step gpu_solvers 150 python3 benchmarks/gpu_solvers.py --sizes 129 257 --json "$R/gpu_solvers.json"
   step md_batch 100 python3 benchmarks/md_pipeline.py --backend cuda --skip-pipeline --batch 16 \
     --json "$R/md_batch.json"

@@ -201,7 +201,7 @@ def test_cuda_frame_kernels_equal_the_cpu_ones_under_the_simulator():
         env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
         test = f"{__file__}::test_cuda_frame_kernels_equal_the_cpu_ones_under_the_simulator"
         proc = subprocess.run(
-            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", test],
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0", test],
             env=env, capture_output=True, text=True, timeout=900,
         )  # fmt: skip
         assert proc.returncode == 0 and " passed" in proc.stdout, proc.stdout[-3000:]
