@@ -55,32 +55,44 @@ def _take64(a, idx, axis, xp):
 def aggregate(a, ax, axis: int, xp=np):
     """``Pᵀ`` along one axis: ``out[I] = Σ_d w_d[I] a[pos[I] + d]``, ``d ∈ {-1, 0, 1}``.
 
-    ``a`` may be float32 or float64; the result is float64.
+    ``a`` may be float32 or float64; the result is float64. Computed in place on the taken
+    planes (at most two arrays of the result's size at a time).
     """
     w = ax.weights
     n = ax.n_fine
     out = _take64(a, ax.pos, axis, xp)
     for col, d in ((0, -1), (2, 1)):
         if w[:, col].any():
-            out = out + _expand(w[:, col], axis, xp) * _take64(a, (ax.pos + d) % n, axis, xp)
+            term = _take64(a, (ax.pos + d) % n, axis, xp)
+            term *= _expand(w[:, col], axis, xp)
+            out += term
+            del term
     return out
 
 
 def series(c, ax, axis: int, xp=np):
     """Fine faces between consecutive coarse nodes along ``axis`` combined in series.
 
-    ``c`` may be float32 or float64; the sum of inverses is formed in float64 (from the planes
-    it needs only, so no whole-grid temporary).
+    ``c`` may be float32 or float64; the sum of inverses is formed in float64 from the planes
+    it needs, in place (at most two arrays of the result's size at a time).
     """
     n = ax.n_fine
-    s = 1.0 / _take64(c, ax.pos, axis, xp)
+    s = _take64(c, ax.pos, axis, xp)
+    xp.divide(1.0, s, out=s)
     two = ax.gap == 2
     if two.any():
-        # where, not a 0/1 weight: a zero face (inv = inf) beyond a one-interval gap must not
-        # turn into 0·inf = nan (stacked blocks have zero faces between them)
-        second = 1.0 / _take64(c, (ax.pos + 1) % n, axis, xp)
-        s = s + xp.where(_expand(two, axis, xp), second, 0.0)
-    return 1.0 / s
+        second = _take64(c, (ax.pos + 1) % n, axis, xp)
+        xp.divide(1.0, second, out=second)
+        if not two.all():
+            # zeroed, not weighted by 0/1: a zero face (inverse inf) beyond a one-interval gap
+            # must not turn into 0·inf = nan (stacked blocks have zero faces between them)
+            planes = [slice(None)] * 3
+            planes[axis] = xp.asarray(np.flatnonzero(~two))
+            second[tuple(planes)] = 0.0
+        s += second
+        del second
+    xp.divide(1.0, s, out=s)
+    return s
 
 
 def restrict_field(a, axes, xp=np):

@@ -87,8 +87,10 @@ class LinearSystem:
     backend : Backend
     st : Stencil
         The system the methods iterate on (the solve's dtype).
-    checked : Stencil
-        The float64 system that decides convergence (``st`` itself without refinement).
+    checked : Stencil or ProblemOperator
+        The float64 system that decides convergence (``st`` itself without refinement; one
+        problem's :class:`~pbsolver.backends.ProblemOperator` under refinement, a stack's
+        float64 stencil).
     x : array
         The iterate (``checked``'s dtype).
     block_shape, spacing : tuple
@@ -137,14 +139,21 @@ class LinearSystem:
         dtype = np.dtype(dtype)
         st = backend.stencil(problem, dtype)
         refine = bool(refine) and dtype == np.float32
-        checked = backend.stencil(problem, np.float64) if refine else st
+        # the float64 operator read from the problem's own maps: one float64 array (b), not a
+        # second, float64 stencil (see pbsolver.backends.ProblemOperator)
+        checked = backend.operator64(problem) if refine else st
         fixed = fixed_values(problem, checked.dtype)
         zero_inside = backend.asarray(fixed, checked.dtype)
         x = zero_inside if x0 is None else _guess(backend, problem, x0, fixed, checked.dtype)
+        del fixed  # the host copy is not needed past here
         system = cls(backend, st, checked, x, block_shape=problem.grid.shape,
                      spacing=problem.grid.spacing, n_blocks=1, stride=problem.grid.shape[0],
                      kept=False)  # fmt: skip
         system.problem = problem
+        if refine:
+            # the refinement phases' r and e, made once: every phase's right-hand side is its
+            # r, so the sweep stencil's own b (never read under refinement) is that buffer
+            system.work = (st.b, backend.empty(st.shape, dtype))
         # ‖b‖ of the system over the unknowns: the residual with zero inside
         system.bnorms = np.array([backend.residual_norm(checked, zero_inside)])
         system.guessed = [x0 is not None]

@@ -39,7 +39,7 @@ import functools
 import numpy as np
 from numba import cuda, float64, int64, uint64
 
-from pbsolver.backends.bodies.operator import compile_bodies
+from pbsolver.backends.bodies.operator import FACE_MAPS, compile_bodies
 
 #: The operator's bodies as device functions (also used by the stack and coarse kernels).
 B = compile_bodies(cuda.jit(device=True))
@@ -503,6 +503,108 @@ def diagonal(ex, ey, ez, hx2, hy2, hz2, k2, has_k2, out, nx, ny, nz, periodic):
         if has_k2:
             v += k2[p]
         out[p] = v
+
+
+# ---------------------------------------------------------------------- a problem's operator
+# (pbsolver.backends.ProblemOperator: faces formed from the problem's own maps, in float64)
+@cuda.jit(device=True)
+def _faces_at(e0, e1, e2, mode, p, im, ip, jm, jp, km, kp):
+    """The six face permittivities (−x, +x, −y, +y, −z, +z) at ``p``, in float64.
+
+    ``mode`` FACE_MAPS: ``e0, e1, e2`` are the face maps; else ``e0`` is the node map and
+    ``mode`` its face rule (``B.face_rule``, the lower-index node first).
+    """
+    if mode == FACE_MAPS:
+        return (float64(e0[im]), float64(e0[p]), float64(e1[jm]), float64(e1[p]),
+                float64(e2[km]), float64(e2[p]))  # fmt: skip
+    s = float64(e0[p])
+    return (
+        B.face_rule(float64(e0[im]), s, mode),
+        B.face_rule(s, float64(e0[ip]), mode),
+        B.face_rule(float64(e0[jm]), s, mode),
+        B.face_rule(s, float64(e0[jp]), mode),
+        B.face_rule(float64(e0[km]), s, mode),
+        B.face_rule(s, float64(e0[kp]), mode),
+    )
+
+
+@cuda.jit(device=True)
+def _operator_residual(x, b, e0, e1, e2, mode, k2, has_k2, hx2, hy2, hz2, p, im, ip, jm, jp, km,
+                       kp):  # fmt: skip
+    """``b − A x`` at unknown ``p`` in float64, A's coefficients formed here."""
+    fxm, fxp, fym, fyp, fzm, fzp = _faces_at(e0, e1, e2, mode, p, im, ip, jm, jp, km, kp)
+    cxm = fxm / hx2
+    cxp = fxp / hx2
+    cym = fym / hy2
+    cyp = fyp / hy2
+    czm = fzm / hz2
+    czp = fzp / hz2
+    s = B.stencil_sum(float64(b[p]), cxm, float64(x[im]), cxp, float64(x[ip]), cym,
+                      float64(x[jm]), cyp, float64(x[jp]), czm, float64(x[km]), czp,
+                      float64(x[kp]))  # fmt: skip
+    d = B.diagonal_sum(cxm, cxp, cym, cyp, czm, czp)
+    if has_k2:
+        d += float64(k2[p])
+    return B.residual(s, d, float64(x[p]))
+
+
+@cuda.jit
+def operator_residual_point(x, b, e0, e1, e2, mode, k2, has_k2, hx2, hy2, hz2, nx, ny, nz, out,
+                            periodic):  # fmt: skip
+    """``out = b − A x`` of a problem's operator on the unknowns, zero on fixed nodes."""
+    where, p, im, ip, jm, jp, km, kp = _stencil_node(nx, ny, nz, periodic)
+    if where == FIXED:
+        out[p] = 0
+    elif where == UNKNOWN:
+        out[p] = _operator_residual(x, b, e0, e1, e2, mode, k2, has_k2, hx2, hy2, hz2, p, im, ip,
+                                    jm, jp, km, kp)  # fmt: skip
+
+
+@cuda.jit
+def operator_rhs(phi_c, e0, e1, e2, mode, k2, has_k2, eps_c, hx2, hy2, hz2, out, nx, ny, nz,
+                 periodic):  # fmt: skip
+    """The float64 right-hand side (``B.rhs_node``) from the problem's own maps; 0 if fixed."""
+    where, p, im, ip, jm, jp, km, kp = _stencil_node(nx, ny, nz, periodic)
+    if where == FIXED:
+        out[p] = 0.0
+    elif where == UNKNOWN:
+        fxm, fxp, fym, fyp, fzm, fzp = _faces_at(e0, e1, e2, mode, p, im, ip, jm, jp, km, kp)
+        kk = float64(k2[p]) if has_k2 else 0.0
+        out[p] = B.rhs_node(
+            float64(phi_c[p]), eps_c, fxm, float64(phi_c[im]), fxp, float64(phi_c[ip]), fym,
+            float64(phi_c[jm]), fyp, float64(phi_c[jp]), fzm, float64(phi_c[km]), fzp,
+            float64(phi_c[kp]), hx2, hy2, hz2, kk,
+        )  # fmt: skip
+
+
+@functools.cache
+def operator_reduction(bk: int, bj: int):
+    """The residual-sum kernel of :func:`reductions` for a problem's operator.
+
+    ``operator_sumsq(x, b, e0, e1, e2, mode, k2, has_k2, hx2, hy2, hz2, nx, ny, nz, periodic,
+    chunk, partials)``, launched and finished as ``residual_sumsq``.
+    """
+    nthreads = bk * bj
+    if nthreads & (nthreads - 1):
+        raise ValueError(f"reduction block {bk}x{bj} is not a power of two")
+
+    @cuda.jit
+    def operator_sumsq(x, b, e0, e1, e2, mode, k2, has_k2, hx2, hy2, hz2, nx, ny, nz, periodic,
+                       chunk, partials):  # fmt: skip
+        sm = cuda.shared.array(nthreads, dtype=float64)
+        j, k, i, i1, unx, uny, unz = _column(nx, ny, nz, chunk)
+        acc = float64(0.0)
+        while i < i1:
+            if _inside(i, j, k, unx, uny, unz, periodic):
+                p = (i * uny + j) * unz + k
+                im, ip, jm, jp, km, kp = _neighbours(i, j, k, unx, uny, unz, p)
+                r = _operator_residual(x, b, e0, e1, e2, mode, k2, has_k2, hx2, hy2, hz2, p, im,
+                                       ip, jm, jp, km, kp)  # fmt: skip
+                acc += r * r
+            i += ONE
+        _store_partial(sm, acc, nthreads, partials)
+
+    return operator_sumsq
 
 
 # ---------------------------------------------------------------------- multigrid transfers
