@@ -152,8 +152,9 @@ class LinearSystem:
         system.problem = problem
         if refine:
             # the refinement phases' r and e, made once: every phase's right-hand side is its
-            # r, so the sweep stencil's own b (never read under refinement) is that buffer
-            system.work = (st.b, backend.empty(st.shape, dtype))
+            # r, so the sweep stencil's own b (never read under refinement) is that buffer;
+            # e is made by solve() after the method's set-up (not beside its temporaries)
+            system.work = (st.b, None)
         # ‖b‖ of the system over the unknowns: the residual with zero inside
         system.bnorms = np.array([backend.residual_norm(checked, zero_inside)])
         system.guessed = [x0 is not None]
@@ -305,6 +306,8 @@ class LinearSystem:
             be.set_values(self.weights, np.where(thresholds > 0.0, threshold / safe, 0.0))
             norm = self._block_measure
         method.setup(self)
+        if self.work is not None and self.work[1] is None:
+            self.work = (self.work[0], be.empty(self.st.shape, self.st.dtype))
         if maxiter is None:
             maxiter = method.default_maxiter(self.st.shape)
         check_every = check_every or method.check_every
