@@ -215,61 +215,35 @@ class CUDABackend(Backend):
         shape = problem.grid.shape
         nx, ny, nz = shape
         periodic = problem.boundary == "periodic"
-        f64 = np.float64
+        eps, mode, k2 = self._maps(problem)
+        h2 = tuple(h * h for h in problem.grid.spacing)
         dev = self.dev
-        grid, block = self._full_grid(shape), self.config.jacobi_block
         with dev.io():
-            if problem.epsilon is not None:
-                eps = dev.asarray(problem.epsilon, f64)
-                faces = [dev.empty(shape, f64) for _ in range(3)]
-                harmonic = problem.face_rule == "harmonic"
-                dev.launch(
-                    K.faces_from_nodes, grid, block, self._v(eps), *map(self._v, faces),
-                    nx, ny, nz, harmonic,
-                )  # fmt: skip
-                del eps
-            else:
-                faces = [dev.asarray(f, f64) for f in problem.epsilon_faces]
-            phi_c = dev.asarray(problem.phi_coulomb, f64)
-            has_k2 = problem.kappa2 is not None
-            k2 = dev.asarray(problem.kappa2, f64) if has_k2 else self._dummy(f64)
-            hx2, hy2, hz2 = (h * h for h in problem.grid.spacing)
-            fv = [self._v(f) for f in faces]
-            b64 = dev.empty(shape, f64)
+            phi_c = self._resident(problem.phi_coulomb)
+            b64 = dev.empty(shape, np.float64)
+            coef = [dev.empty(shape, dtype) for _ in range(3)]
+            # the full diagonal, for the interface (multigrid, users); sweeps recompute it
+            diag = dev.empty(shape, dtype)
+            shift = dev.empty(shape, dtype) if k2 is not None else None
+            k2v = self._v(k2 if k2 is not None else self._dummy(np.float64))
             dev.launch(
-                K.assemble_rhs, grid, block, self._v(phi_c), *fv, self._v(k2), has_k2,
-                problem.eps_cavity, hx2, hy2, hz2, self._v(b64), nx, ny, nz, periodic,
+                K.operator_stencil, self._full_grid(shape), self.config.jacobi_block,
+                self._v(phi_c), *(self._v(a) for a in eps), mode, k2v, k2 is not None,
+                problem.eps_cavity, *h2, self._v(b64), *(self._v(c) for c in coef),
+                self._v(diag), self._v(shift if shift is not None else self._dummy(dtype)),
+                nx, ny, nz, periodic,
             )  # fmt: skip
             del phi_c
             if problem.is_singular:
                 self._subtract_mean(b64)
-            coef = []
-            for f, h2 in zip(faces, (hx2, hy2, hz2), strict=True):
-                c = dev.empty(shape, dtype)
-                self._flat(K.divide, c, f, h2)
-                coef.append(c)
-            # the full diagonal, for the interface (multigrid, users); sweeps recompute it
-            diag = dev.empty(shape, dtype)
-            dev.launch(
-                K.diagonal, grid, block, *fv, hx2, hy2, hz2, self._v(k2), has_k2,
-                self._v(diag), nx, ny, nz, periodic,
-            )  # fmt: skip
-            b = dev.empty(shape, dtype)
-            self._flat(K.copy, b, b64)
-            shift = None
-            if has_k2:
-                shift = dev.empty(shape, dtype)
-                self._flat(K.copy, shift, k2)
-            return CUDAStencil(
-                cx=coef[0],
-                cy=coef[1],
-                cz=coef[2],
-                diag=diag,
-                b=b,
-                periodic=periodic,
-                singular=problem.is_singular,
-                shift=shift,
-            )
+            b = b64
+            if dtype != np.float64:
+                b = dev.empty(shape, dtype)
+                self._flat(K.copy, b, b64)
+                del b64
+            return CUDAStencil(cx=coef[0], cy=coef[1], cz=coef[2], diag=diag, b=b,
+                               periodic=periodic, singular=problem.is_singular,
+                               shift=shift)  # fmt: skip
 
     def operator64(self, problem) -> ProblemOperator:
         """The problem's maps on the device, and b from :func:`~.kernels.operator_rhs`.
@@ -280,14 +254,7 @@ class CUDABackend(Backend):
         shape = problem.grid.shape
         nx, ny, nz = shape
         periodic = problem.boundary == "periodic"
-        if problem.epsilon_faces is not None:
-            eps = tuple(self._resident(f) for f in problem.epsilon_faces)
-            mode = FACE_MAPS
-        else:
-            e = self._resident(problem.epsilon)
-            eps = (e, e, e)
-            mode = HARMONIC if problem.face_rule == "harmonic" else ARITHMETIC
-        k2 = None if problem.kappa2 is None else self._resident(problem.kappa2)
+        eps, mode, k2 = self._maps(problem)
         h2 = tuple(h * h for h in problem.grid.spacing)
         with self.dev.io():
             phi_c = self._resident(problem.phi_coulomb)
@@ -302,6 +269,18 @@ class CUDABackend(Backend):
             if problem.is_singular:
                 self._subtract_mean(b)
         return ProblemOperator(eps, mode, k2, h2, b, periodic, problem.is_singular)
+
+    def _maps(self, problem):
+        """((e0, e1, e2), mode, κ̄² or None) of ``problem`` on the device (see operator64)."""
+        if problem.epsilon_faces is not None:
+            eps = tuple(self._resident(f) for f in problem.epsilon_faces)
+            mode = FACE_MAPS
+        else:
+            e = self._resident(problem.epsilon)
+            eps = (e, e, e)
+            mode = HARMONIC if problem.face_rule == "harmonic" else ARITHMETIC
+        k2 = None if problem.kappa2 is None else self._resident(problem.kappa2)
+        return eps, mode, k2
 
     def _resident(self, a):
         """A problem's array on the device: itself if a C-ordered CuPy array, else a copy.

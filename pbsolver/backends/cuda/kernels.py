@@ -452,61 +452,8 @@ def dot_partials(x, y, n, partials):
         partials[cuda.blockIdx.x] = total
 
 
-# ---------------------------------------------------------------------- set-up (float64)
-@cuda.jit
-def faces_from_nodes(eps, ex, ey, ez, nx, ny, nz, harmonic):
-    """Face permittivities from a node map: ``ex[p] = rule(ε_p, ε_{p+x})`` (wrapping)."""
-    on, i, j, k, p, nx, ny, nz = _node(nx, ny, nz)
-    if not on:
-        return
-    e = eps[p]
-    nbr = (_plus(i, nx, ny * nz, p), _plus(j, ny, nz, p), _plus(k, nz, ONE, p))
-    f = eps[nbr[0]]
-    ex[p] = 2.0 * e * f / (e + f) if harmonic else 0.5 * (e + f)
-    f = eps[nbr[1]]
-    ey[p] = 2.0 * e * f / (e + f) if harmonic else 0.5 * (e + f)
-    f = eps[nbr[2]]
-    ez[p] = 2.0 * e * f / (e + f) if harmonic else 0.5 * (e + f)
-
-
-@cuda.jit
-def divide(out, face, h2, n):
-    """``out = face / h²`` computed in float64, stored in ``out``'s dtype (CPU: same)."""
-    p = cuda.grid(1)
-    if p < n:
-        out[p] = face[p] / h2
-
-
-@cuda.jit
-def assemble_rhs(phi_c, ex, ey, ez, k2, has_k2, eps_c, hx2, hy2, hz2, out, nx, ny, nz, periodic):
-    """The right-hand side (``B.rhs_node``) in float64; zero on fixed nodes."""
-    where, p, im, ip, jm, jp, km, kp = _stencil_node(nx, ny, nz, periodic)
-    if where == FIXED:
-        out[p] = 0.0
-    elif where == UNKNOWN:
-        kk = k2[p] if has_k2 else 0.0
-        out[p] = B.rhs_node(
-            phi_c[p], eps_c, ex[im], phi_c[im], ex[p], phi_c[ip], ey[jm], phi_c[jm], ey[p],
-            phi_c[jp], ez[km], phi_c[km], ez[p], phi_c[kp], hx2, hy2, hz2, kk,
-        )  # fmt: skip
-
-
-@cuda.jit
-def diagonal(ex, ey, ez, hx2, hy2, hz2, k2, has_k2, out, nx, ny, nz, periodic):
-    """The diagonal Σ ε_face/h² (+ κ̄²) in float64 (1 on fixed nodes), in ``out``'s dtype."""
-    where, p, im, _, jm, _, km, _ = _stencil_node(nx, ny, nz, periodic)
-    if where == FIXED:
-        out[p] = 1.0
-    elif where == UNKNOWN:
-        v = B.diagonal_sum(ex[im] / hx2, ex[p] / hx2, ey[jm] / hy2, ey[p] / hy2, ez[km] / hz2,
-                           ez[p] / hz2)  # fmt: skip
-        if has_k2:
-            v += k2[p]
-        out[p] = v
-
-
-# ---------------------------------------------------------------------- a problem's operator
-# (pbsolver.backends.ProblemOperator: faces formed from the problem's own maps, in float64)
+# ---------------------------------------------------------------------- set-up and a problem's
+# operator (pbsolver.backends.ProblemOperator): faces formed from the problem's own maps, float64
 @cuda.jit(device=True)
 def _faces_at(e0, e1, e2, mode, p, im, ip, jm, jp, km, kp):
     """The six face permittivities (−x, +x, −y, +y, −z, +z) at ``p``, in float64.
@@ -575,6 +522,46 @@ def operator_rhs(phi_c, e0, e1, e2, mode, k2, has_k2, eps_c, hx2, hy2, hz2, out,
             float64(phi_c[jm]), fyp, float64(phi_c[jp]), fzm, float64(phi_c[km]), fzp,
             float64(phi_c[kp]), hx2, hy2, hz2, kk,
         )  # fmt: skip
+
+
+@cuda.jit
+def operator_stencil(phi_c, e0, e1, e2, mode, k2, has_k2, eps_c, hx2, hy2, hz2, b, cx, cy, cz,
+                     diag, shift, nx, ny, nz, periodic):  # fmt: skip
+    """A stencil from the problem's own maps in one pass (no float64 face arrays).
+
+    ``b`` (float64) gets ``B.rhs_node`` on the unknowns, 0 on fixed nodes; ``cx, cy, cz``
+    each node's +x, +y, +z coefficient ``ε_face/h²`` on every node; ``diag`` the float64 sum of
+    the six plus κ̄² rounded once to its dtype (1 on fixed nodes); ``shift`` κ̄² (with salt).
+    Faces ``ε_face/h²`` divided in float64 and stored in the outputs' dtype, as the CPU
+    backend's :func:`pbsolver.backends.cpu.operator_kernels.assemble`.
+    """
+    on, i, j, k, p, unx, uny, unz = _node(nx, ny, nz)
+    if not on:
+        return
+    im, ip, jm, jp, km, kp = _neighbours(i, j, k, unx, uny, unz, p)
+    fxm, fxp, fym, fyp, fzm, fzp = _faces_at(e0, e1, e2, mode, p, im, ip, jm, jp, km, kp)
+    cxp = fxp / hx2
+    cyp = fyp / hy2
+    czp = fzp / hz2
+    cx[p] = cxp
+    cy[p] = cyp
+    cz[p] = czp
+    kk = float64(k2[p]) if has_k2 else 0.0
+    if has_k2:
+        shift[p] = kk
+    if not _inside(i, j, k, unx, uny, unz, periodic):
+        diag[p] = 1.0
+        b[p] = 0.0
+        return
+    d = B.diagonal_sum(fxm / hx2, cxp, fym / hy2, cyp, fzm / hz2, czp)
+    if has_k2:
+        d += kk
+    diag[p] = d
+    b[p] = B.rhs_node(
+        float64(phi_c[p]), eps_c, fxm, float64(phi_c[im]), fxp, float64(phi_c[ip]), fym,
+        float64(phi_c[jm]), fyp, float64(phi_c[jp]), fzm, float64(phi_c[km]), fzp,
+        float64(phi_c[kp]), hx2, hy2, hz2, kk,
+    )  # fmt: skip
 
 
 @functools.cache
