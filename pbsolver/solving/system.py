@@ -1,8 +1,10 @@
 """The linear system a solve runs on: one problem, or a stack of B problems of one shape.
 
-:class:`LinearSystem` owns everything between the problems and the loop: the stencils (the
-sweep dtype and, under refinement, float64), the iterate, each block's ‖b‖ and threshold, the
-stopping measure, the multigrid hierarchy and the work buffers. :meth:`LinearSystem.solve` runs
+:class:`LinearSystem` owns everything between the problems and the loop: the stencil (the
+sweep dtype) and, under refinement, the float64 operator (one problem's
+:class:`~pbsolver.backends.ProblemOperator`, a stack's float64 stencil), the iterate, each
+block's ‖b‖ and threshold, the stopping measure, the multigrid hierarchy and the work
+buffers. :meth:`LinearSystem.solve` runs
 the :class:`~pbsolver.solving.loop.IterationLoop` with a method on it and reports every block's
 own outcome. :class:`~pbsolver.Solver` (one problem), :func:`~pbsolver.solve_batch` (a stack)
 and the MD engine (:mod:`pbsolver.md.engine`, a stack its kernels assemble) all solve through
