@@ -13,7 +13,8 @@ who holds what; BENCHMARKS.md has the numbers):
 
 ================================  =====================================================
 sweep stencil                     5·s (cx, cy, cz, diag, b; under refinement b is the
-                                  phases' residual r); CUDA 6·s (κ̄² for the sweeps)
+                                  phases' residual r); CUDA 5·s too: no diagonal (the
+                                  kernels form it), κ̄² for the sweeps instead
 checked operator (refine)         8: the float64 b; the float64 faces are formed from
                                   the problem's own maps in the residual kernels
                                   (:class:`pbsolver.backends.ProblemOperator`)
@@ -156,7 +157,7 @@ def bytes_per_node(
         steady += NONLINEAR_ARRAYS * 8 + _method_bytes(name, s)
         total = max(build, steady)
     else:
-        stencil = (6 if gpu else 5) * s
+        stencil = 5 * s
         checked = 8 if refine else 0
         iterate = 8 if refine else s
         build = max(stencil + (8 if s < 8 else 0), stencil + checked + 2 * iterate)

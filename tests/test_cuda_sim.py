@@ -252,6 +252,22 @@ def check_problem_operator_matches_the_float64_stencil():
         assert abs(norm - ref) <= 1e-13 * ref, f"{name}: {norm} vs {ref}"
 
 
+def check_sweep_stencil_leaves_the_diagonal_out():
+    """The solve's stencil has no diagonal array (None) and sweeps as the full one, bit for bit."""
+    c = ctx()
+    p = c.problem("dirichlet")
+    _, full = c.stencils("dirichlet")
+    lean = c.gpu.sweep_stencil(p, np.float32)
+    assert lean.diag is None and lean.shift is not None
+    for name in ("cx", "cy", "cz", "b", "shift"):
+        assert np.array_equal(c.host(getattr(lean, name)), c.host(getattr(full, name))), name
+    x0 = c.rng.normal(0.0, 50.0, full.shape).astype(np.float32)
+    xa, xb = c.dev(x0), c.dev(x0)
+    c.gpu.sor_sweeps(full, xa, 1.6, 1)
+    c.gpu.sor_sweeps(lean, xb, 1.6, 1)
+    assert np.array_equal(c.host(xa), c.host(xb))
+
+
 def check_plain_stencil_stored_diagonal_colour_pass():
     """A plain Stencil (multigrid coarse levels) is swept with its stored diagonal (κ̄² in it)."""
     import dataclasses

@@ -334,6 +334,15 @@ class Backend:
         """Face coefficients, diagonal and right-hand side of ``problem`` in ``dtype``."""
         raise NotImplementedError
 
+    def sweep_stencil(self, problem, dtype) -> Stencil:
+        """The stencil a solve iterates on: :meth:`stencil`, less what the kernels recompute.
+
+        A backend whose sweeps and residuals form the diagonal from the faces they load may
+        leave ``diag`` out (None), one grid array fewer for the whole solve; this default is
+        :meth:`stencil` itself. Only the kernels of this backend read it.
+        """
+        return self.stencil(problem, dtype)
+
     def operator64(self, problem) -> ProblemOperator:
         """``problem``'s float64 operator on its own maps, with its float64 right-hand side.
 

@@ -139,7 +139,7 @@ class LinearSystem:
         start (x0 included: rounding it to float32 would put its residual at float32's floor).
         """
         dtype = np.dtype(dtype)
-        st = backend.stencil(problem, dtype)
+        st = backend.sweep_stencil(problem, dtype)
         refine = bool(refine) and dtype == np.float32
         # the float64 operator read from the problem's own maps: one float64 array (b), not a
         # second, float64 stencil (see pbsolver.backends.ProblemOperator)

@@ -29,7 +29,8 @@ class CUDAStencil(Stencil):
     """A :class:`Stencil` on the device that also knows κ̄² (``shift``, or None without salt).
 
     The sweeps recompute the diagonal from the six faces they load anyway (plus ``shift``), so
-    ``diag`` is kept for the interface but never read by them: 4 bytes a node saved per pass.
+    ``diag`` is kept for the interface but never read by them: 4 bytes a node saved per pass
+    (and :meth:`CUDABackend.sweep_stencil` leaves it out: None).
     """
 
     shift: object = None
@@ -209,6 +210,17 @@ class CUDABackend(Backend):
 
     # --- setup -------------------------------------------------------------------------
     def stencil(self, problem, dtype) -> Stencil:
+        return self._stencil(problem, dtype, True)
+
+    def sweep_stencil(self, problem, dtype) -> Stencil:
+        """:meth:`stencil` without the diagonal (None).
+
+        The kernels recompute it from the faces and ``shift`` (:class:`CUDAStencil`), so it
+        would never be read: one grid array fewer for the whole solve.
+        """
+        return self._stencil(problem, dtype, False)
+
+    def _stencil(self, problem, dtype, diagonal) -> Stencil:
         dtype = np.dtype(dtype)
         if dtype not in (np.float32, np.float64):
             raise InputError(f"dtype must be float32 or float64, got {dtype}")
@@ -222,15 +234,17 @@ class CUDABackend(Backend):
             phi_c = self._resident(problem.phi_coulomb)
             b64 = dev.empty(shape, np.float64)
             coef = [dev.empty(shape, dtype) for _ in range(3)]
-            # the full diagonal, for the interface (multigrid, users); sweeps recompute it
-            diag = dev.empty(shape, dtype)
+            # the full diagonal, for the interface (users, the nonlinear equation); the
+            # kernels recompute it
+            diag = dev.empty(shape, dtype) if diagonal else None
             shift = dev.empty(shape, dtype) if k2 is not None else None
             k2v = self._v(k2 if k2 is not None else self._dummy(np.float64))
             dev.launch(
                 K.operator_stencil, self._full_grid(shape), self.config.jacobi_block,
                 self._v(phi_c), *(self._v(a) for a in eps), mode, k2v, k2 is not None,
                 problem.eps_cavity, *h2, self._v(b64), *(self._v(c) for c in coef),
-                self._v(diag), self._v(shift if shift is not None else self._dummy(dtype)),
+                self._v(diag if diagonal else self._dummy(dtype)), diagonal,
+                self._v(shift if shift is not None else self._dummy(dtype)),
                 nx, ny, nz, periodic,
             )  # fmt: skip
             del phi_c

@@ -526,12 +526,13 @@ def operator_rhs(phi_c, e0, e1, e2, mode, k2, has_k2, eps_c, hx2, hy2, hz2, out,
 
 @cuda.jit
 def operator_stencil(phi_c, e0, e1, e2, mode, k2, has_k2, eps_c, hx2, hy2, hz2, b, cx, cy, cz,
-                     diag, shift, nx, ny, nz, periodic):  # fmt: skip
+                     diag, write_diag, shift, nx, ny, nz, periodic):  # fmt: skip
     """A stencil from the problem's own maps in one pass (no float64 face arrays).
 
     ``b`` (float64) gets ``B.rhs_node`` on the unknowns, 0 on fixed nodes; ``cx, cy, cz``
-    each node's +x, +y, +z coefficient ``ε_face/h²`` on every node; ``diag`` the float64 sum of
-    the six plus κ̄² rounded once to its dtype (1 on fixed nodes); ``shift`` κ̄² (with salt).
+    each node's +x, +y, +z coefficient ``ε_face/h²`` on every node; ``diag`` (``write_diag``)
+    the float64 sum of the six plus κ̄² rounded once to its dtype (1 on fixed nodes); ``shift``
+    κ̄² (with salt).
     Faces ``ε_face/h²`` divided in float64 and stored in the outputs' dtype, as the CPU
     backend's :func:`pbsolver.backends.cpu.operator_kernels.assemble`.
     """
@@ -550,13 +551,15 @@ def operator_stencil(phi_c, e0, e1, e2, mode, k2, has_k2, eps_c, hx2, hy2, hz2, 
     if has_k2:
         shift[p] = kk
     if not _inside(i, j, k, unx, uny, unz, periodic):
-        diag[p] = 1.0
+        if write_diag:
+            diag[p] = 1.0
         b[p] = 0.0
         return
-    d = B.diagonal_sum(fxm / hx2, cxp, fym / hy2, cyp, fzm / hz2, czp)
-    if has_k2:
-        d += kk
-    diag[p] = d
+    if write_diag:
+        d = B.diagonal_sum(fxm / hx2, cxp, fym / hy2, cyp, fzm / hz2, czp)
+        if has_k2:
+            d += kk
+        diag[p] = d
     b[p] = B.rhs_node(
         float64(phi_c[p]), eps_c, fxm, float64(phi_c[im]), fxp, float64(phi_c[ip]), fym,
         float64(phi_c[jm]), fyp, float64(phi_c[jp]), fzm, float64(phi_c[km]), fzp,
