@@ -2,8 +2,8 @@
 
 The problem is :func:`pbsolver.bench.random_problem` with salt: ε 1 in four random spheres in
 ε 80, three charges, κ̄² outside, zero Dirichlet boundary (the issue's case), solved with the
-public :class:`pbsolver.Solver` (``method="auto"``, float32 storage with float64 refinement,
-rtol 1e-6; the method "auto" picks on that grid is printed).
+public :class:`pbsolver.Solver` (``method="auto"`` unless ``--method``, float32 storage with
+float64 refinement, rtol 1e-6; the method that ran is printed).
 
 Peak
     CPU: the peak of ``tracemalloc`` (NumPy registers every array buffer with it; numba's own
@@ -27,6 +27,7 @@ with ``git archive`` into a temporary folder and put first on ``PYTHONPATH``).
 
     python benchmarks/memory_per_node.py --sizes 129 257
     python benchmarks/memory_per_node.py --sizes 129 257 --before main --json out.json
+    python benchmarks/memory_per_node.py --sizes 129 --method mgcg   # the GPU's default on the CPU
     python benchmarks/memory_per_node.py --backend cuda --sizes 257 385 513
 """
 
@@ -118,7 +119,7 @@ def owners(problem, solver, backend):
     return name, out
 
 
-def measure(n, backend_name, seed):
+def measure(n, backend_name, method="auto"):
     """One size in this process: warm up, then the traced solve and the owners."""
     import pbsolver as pb
     from pbsolver.backends import get_backend
@@ -131,7 +132,7 @@ def measure(n, backend_name, seed):
         import cupy as xp
 
         pool = xp.get_default_memory_pool()
-    solver = pb.Solver(backend=backend_name, rtol=1e-6)
+    solver = pb.Solver(method=method, backend=backend_name, rtol=1e-6)
     for warm in (33, 65):  # compile both the serial (small) and the parallel kernels
         solver.solve(random_problem(warm, xp=xp, seed=1, salt=True))
     problem = random_problem(n, xp=xp, seed=100 + n, salt=True)
@@ -190,10 +191,10 @@ def _tree_of(rev, tmp):
     return tmp, sha
 
 
-def _run_child(n, backend, tree):
+def _run_child(n, backend, tree, method):
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (tree, env.get("PYTHONPATH")) if p)
-    cmd = [sys.executable, __file__, "--child", str(n), "--backend", backend]
+    cmd = [sys.executable, __file__, "--child", str(n), "--backend", backend, "--method", method]
     out = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if out.returncode:
         return {"n": n, "backend": backend, "error": out.stderr.strip().splitlines()[-1:]}
@@ -216,12 +217,13 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[129, 257])
     ap.add_argument("--backend", choices=("cpu", "cuda"), default="cpu")
+    ap.add_argument("--method", default="auto", help="the solver's method (default: auto)")
     ap.add_argument("--before", help="git revision to measure side by side (e.g. main)")
     ap.add_argument("--json", help="write the rows here")
     ap.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
-        print(json.dumps(measure(args.child, args.backend, 0)))
+        print(json.dumps(measure(args.child, args.backend, args.method)))
         return 0
     trees = [("this tree", None)]
     rows = []
@@ -230,13 +232,14 @@ def main(argv=None):
             path, sha = _tree_of(args.before, tmp)
             trees.insert(0, (f"{args.before}@{sha}", path))
         here = str(Path(__file__).resolve().parents[1])
-        print(f"B/node, {args.backend}, float32 + float64 refinement, rtol 1e-6, method auto")
+        print(f"B/node, {args.backend}, float32 + float64 refinement, rtol 1e-6, "
+              f"method {args.method}")  # fmt: skip
         head = " ".join(f"{k:>7}" for k in ("stencil", "ref64", "iter", "hier", "krylov", "rwork"))
         print(f"{'tree':<10} {'n':>4} {'method':<9} {'peak':>7} {'problem':>7} {head} "
               f"{'transient':>9} {'solve s':>7}")  # fmt: skip
         for n in args.sizes:
             for label, tree in trees:
-                row = _run_child(n, args.backend, tree or here)
+                row = _run_child(n, args.backend, tree or here, args.method)
                 row["tree"] = label
                 rows.append(row)
                 print(_line(label[:10], row), flush=True)
