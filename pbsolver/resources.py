@@ -6,33 +6,57 @@ estimate the bytes a solve needs from the arrays the solver allocates, compare t
 memory available (host, and the GPU's free memory for the CUDA backend) and raise a one-line
 :class:`~pbsolver.InputError` naming both numbers instead of letting the process die allocating.
 
-Bytes per node, with ``s`` the storage itemsize (4 for float32, 8 for float64); the peak is
-the larger of the stencils plus one build's temporaries and the stencils plus the iteration's
-buffers (measured peaks of CPU solves at 161³: 130–134 bytes per node in float32 with
-refinement, against 140 estimated):
+Bytes per node of a linear solve, with ``s`` the storage itemsize (4 for float32, 8 for
+float64); the peak is the largest of three moments: the stencil's build, the multigrid
+hierarchy's set-up and the iteration (``benchmarks/memory_per_node.py`` measures them and says
+who holds what; BENCHMARKS.md has the numbers):
 
 ================================  =====================================================
-stencil (cx, cy, cz, diag, b)     5·s
-checked float64 stencil (refine)  5·8, plus the float64 iterate, its zero-inside start
-                                  and the returned φ_rf (3·8) and the correction phase's
-                                  r, e (2·s); without refine: 3·s
-building a stencil                10·8 transient (float64 faces, coefficients, φ_c, κ̄², b,
-                                  diagonal)
-method work buffers               SOR 0; Jacobi s; multigrid 2·s + 5 (fine residual, the
-                                  coarse levels ≈ 1/7 of 7 fine arrays, their float64
-                                  set-up); MG-CG multigrid + 6·s (r, z, p, q, zero b, pool)
+sweep stencil                     5·s (cx, cy, cz, diag, b; under refinement b is the
+                                  phases' residual r); CUDA 5·s too: no diagonal (the
+                                  kernels form it), κ̄² for the sweeps instead
+checked operator (refine)         8: the float64 b; the float64 faces are formed from
+                                  the problem's own maps in the residual kernels
+                                  (:class:`pbsolver.backends.ProblemOperator`)
+iterate and correction            refine: the float64 iterate (also the returned φ_rf)
+                                  and the phases' correction e, 8 + s; else s
+building                          the stencil's float64 b while its float32 copy is
+                                  made (8, float32 only); then φ₀ (boundary values, zero
+                                  inside) on the host and its copy, two arrays of the
+                                  iterate's dtype, beside the stencil and the checked
+                                  operator
+method                            SOR 0; Jacobi s; multigrid 2·s + ½ (the fine residual,
+                                  the coarse levels ≈ 1/7 of 7 fine arrays), plus 12
+                                  while it is set up (the first coarse level's float64
+                                  planes, before e exists); MG-CG multigrid + 5·s (r, z,
+                                  p, q, a zero b)
+problem's maps on a GPU           16 (ε and κ̄², float64) where they are host arrays:
+                                  the kernels read them on the device
+multigrid's coarsest level        6 MiB (not per node) while its dense inverse is made
 molecule maps (from_atoms)        12·8 (face fractions and face ε, κ̄², φ_c, boundary
                                   values, the surface's distance fields), plus 64 per atom
+================================  =====================================================
+
+Measured CPU peaks (tracemalloc, the solve's own arrays on top of the problem's, 129³, the
+issue-18 sphere map with salt, float32 with refinement): multigrid 56 B/node, estimated 57;
+see ``tests/test_memory_estimate.py`` for the traced comparison of every method.
+
+Nonlinear (Newton) solves, in float64 unless stated:
+
+================================  =====================================================
 nonlinear (Newton) steady state   the float64 stencil 5·8 (its diag and b are the
                                   steps' own), the steps' stencil in the storage
                                   precision 5·s (none in float64), their iterate 8 and
-                                  the refinement's r, e 2·s, the method's buffers, and
+                                  the refinement's r, e 2·s, the method's buffers (as
+                                  above, without the set-up term), and
                                   :data:`NONLINEAR_ARRAYS` float64 arrays: the
                                   equation's seven (κ̄², κ̄² on the unknowns, φ_c,
                                   A_ε's diagonal, b_ε, a zero right-hand side, a work
                                   array), the steps' κ̄² g'(x), the iterate u, x =
                                   zφ/kT, the line search's weights and the Boltzmann
                                   terms' temporaries
+building the float64 stencil      5·8 + 10·8 transient (float64 faces, coefficients, φ_c,
+                                  κ̄², b, diagonal)
 ================================  =====================================================
 
 Measured peak resident growth of nonlinear CPU solves on 129³ (the RNA of
@@ -58,8 +82,15 @@ from pbsolver.backends import LARGE_METHODS, MEMORY
 from pbsolver.exceptions import InputError
 
 ENV = "PBSOLVER_MEMORY_LIMIT"
-#: Transient float64 arrays while a stencil is built (see the module docstring).
+#: Transient float64 arrays while a nonlinear solve's float64 stencil is built (docstring).
 _BUILD = 10 * 8
+#: A grid hierarchy's set-up temporaries (the first coarse level's float64 planes).
+_MG_SETUP = 12
+#: The problem's ε and κ̄² in float64 on a GPU (read there by the kernels).
+_GPU_MAPS = 2 * 8
+#: Bytes (not per node) of a grid hierarchy's coarsest dense inverse while it is computed:
+#: three float64 matrices of the largest coarsest level (512 nodes by default).
+_DENSE_BYTES = 3 * 8 * 512**2
 #: float64 arrays a nonlinear solve adds beyond its stencils, iterate and method (docstring).
 NONLINEAR_ARRAYS = 17
 #: Bytes per node of the molecule maps, and per atom.
@@ -69,12 +100,13 @@ _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
 
 def _method_bytes(method: str, s: int) -> float:
+    """Bytes per node a method keeps while it iterates (see the module docstring)."""
     if method == "jacobi":
         return s
     if method == "multigrid":
-        return 2 * s + 5
+        return 2 * s + 0.5
     if method == "mgcg":
-        return 8 * s + 5
+        return 7 * s + 0.5
     return 0  # sor
 
 
@@ -94,7 +126,10 @@ def bytes_per_node(
     molecule: bool = False,
     nonlinear: bool = False,
 ) -> float:
-    """Estimated peak bytes per grid node of a solve (see the module docstring's table).
+    """Estimated peak bytes per grid node of a solve (see the module docstring's tables).
+
+    The solve's own arrays, on top of the problem's (except on a GPU, where the problem's ε
+    and κ̄² are counted: its kernels read them in device memory).
 
     Parameters
     ----------
@@ -113,17 +148,25 @@ def bytes_per_node(
     """
     s = np.dtype(dtype).itemsize
     refine = bool(refine) and s == 4
+    name = _resolve(method, backend)
+    gpu = MEMORY.get(backend) == "gpu"
     if nonlinear:
         # the float64 equation first (its build's temporaries), then the Newton steps
         build = 5 * 8 + _BUILD
         steady = 5 * 8 + (5 * s if s < 8 else 0) + 8 + (2 * s if refine else 0)
-        steady += NONLINEAR_ARRAYS * 8
+        steady += NONLINEAR_ARRAYS * 8 + _method_bytes(name, s)
+        total = max(build, steady)
     else:
-        stencils = 5 * s + (5 * 8 if refine else 0)
-        build = stencils + _BUILD  # the last stencil's float64 temporaries, the others kept
-        steady = stencils + (3 * 8 + 2 * s if refine else 3 * s)
-    steady += _method_bytes(_resolve(method, backend), s)
-    total = max(build, steady)
+        stencil = 5 * s
+        checked = 8 if refine else 0
+        iterate = 8 if refine else s
+        build = max(stencil + (8 if s < 8 else 0), stencil + checked + 2 * iterate)
+        method_bytes = _method_bytes(name, s)
+        setup = 0.0
+        if name in ("multigrid", "mgcg"):
+            setup = stencil + checked + iterate + _method_bytes("multigrid", s) + _MG_SETUP
+        steady = stencil + checked + iterate + (s if refine else 0) + method_bytes
+        total = max(build, setup, steady) + (_GPU_MAPS if gpu else 0)
     if molecule:
         total += _MAPS_PER_NODE
     return float(total)
@@ -142,16 +185,18 @@ def estimate_bytes(
 ) -> int:
     """Estimated peak bytes of solving on a grid of ``shape`` (maps included with ``molecule``).
 
-    ``nonlinear``: a Newton solve of the nonlinear equation (:func:`bytes_per_node`).
+    ``nonlinear``: a Newton solve of the nonlinear equation (:func:`bytes_per_node`). The
+    multigrid methods add a fixed 6 MiB (their coarsest level's dense inverse being made).
 
     Examples
     --------
     >>> estimate_bytes((129, 129, 129), "sor", "cpu") // 2**20
-    286
+    90
     """
     nodes = math.prod(int(n) for n in shape)
     per = bytes_per_node(method, backend, dtype, refine, molecule=molecule, nonlinear=nonlinear)
-    return int(nodes * per + (_MAPS_PER_ATOM * int(n_atoms) if molecule else 0))
+    fixed = _DENSE_BYTES if _resolve(method, backend) in ("multigrid", "mgcg") else 0
+    return int(nodes * per + fixed + (_MAPS_PER_ATOM * int(n_atoms) if molecule else 0))
 
 
 def memory_limit() -> int | None:
@@ -222,7 +267,8 @@ def format_bytes(n: float) -> str:
     return f"{n:.1f} TiB"  # pragma: no cover
 
 
-def check_bytes(need: int, what: str, *, device: str = "host", hint: str | None = None) -> None:
+def check_bytes(need: int, what: str, *, device: str = "host", hint: str | None = None,
+                detail: str | None = None) -> None:  # fmt: skip
     """Refuse ``need`` bytes when more than the memory available (or ``$PBSOLVER_MEMORY_LIMIT``).
 
     Parameters
@@ -235,24 +281,31 @@ def check_bytes(need: int, what: str, *, device: str = "host", hint: str | None 
         Which memory to compare with.
     hint : str, optional
         What to do instead (default: a coarser spacing or another method).
+    detail : str, optional
+        How the estimate was made (e.g. ``"57 bytes a node × 16,974,593 nodes"``), put after
+        the number.
 
     Raises
     ------
     InputError
-        ``what: needs about X of <device> memory, Y available; <hint>``.
+        ``what: needs about X of <device> memory (estimated: <detail>), Y available (<the
+        limit: $PBSOLVER_MEMORY_LIMIT, or the memory free>); <hint>``.
     """
     limit = memory_limit()
     if limit is not None:
-        avail = limit
+        avail, source = limit, f"the limit set by ${ENV}"
+    elif device == "gpu":
+        avail, source = available_gpu_bytes(), "free on the GPU"
     else:
-        avail = available_gpu_bytes() if device == "gpu" else available_host_bytes()
+        avail, source = available_host_bytes(), "available to this process"
     if avail is None or need <= avail:
         return
     where = "GPU" if device == "gpu" else "host"
     hint = hint or "use a coarser spacing, a smaller grid, or method 'sor' (the least memory)"
+    how = f" (estimated: {detail})" if detail else ""
     raise InputError(
-        f"{what}: needs about {format_bytes(need)} of {where} memory, {format_bytes(avail)} "
-        f"available; {hint}"
+        f"{what}: needs about {format_bytes(need)} of {where} memory{how}, "
+        f"{format_bytes(avail)} available ({source}); {hint}"
     )
 
 
@@ -277,7 +330,8 @@ def check_memory(
     Raises
     ------
     InputError
-        Naming the estimate and the memory available, with a suggestion.
+        Naming the estimate (and how it was made: bytes a node × nodes), the memory
+        available or the limit of ``$PBSOLVER_MEMORY_LIMIT``, and a way out.
     """
     need = estimate_bytes(shape, method, backend, dtype, refine, molecule=molecule,
                           n_atoms=n_atoms, nonlinear=nonlinear)  # fmt: skip
@@ -287,8 +341,16 @@ def check_memory(
     hint = "use a coarser spacing or a smaller grid"
     if name != "sor":
         hint += f", or method 'sor' instead of {name!r} (the least memory)"
+    nodes = math.prod(int(n) for n in shape)
+    per = bytes_per_node(method, backend, dtype, refine, molecule=molecule, nonlinear=nonlinear)
+    detail = f"{per:.0f} bytes a node × {nodes:,} nodes"
+    if name in ("multigrid", "mgcg"):
+        detail += f" + {format_bytes(_DENSE_BYTES)} for the coarsest level"
+    if molecule and n_atoms:
+        detail += f" + {_MAPS_PER_ATOM} × {int(n_atoms):,} atoms"
     if MEMORY.get(backend) == "gpu":
-        check_bytes(need, f"{what} ({name} on {backend})", device="gpu", hint=hint)
+        check_bytes(need, f"{what} ({name} on {backend})", device="gpu", hint=hint,
+                    detail=detail)  # fmt: skip
         if molecule:
             check_bytes(
                 estimate_bytes(shape, "sor", "cpu", dtype, False, molecule=True, n_atoms=n_atoms),
@@ -296,7 +358,7 @@ def check_memory(
                 hint=hint,
             )
     else:
-        check_bytes(need, f"{what} ({name} on {backend})", hint=hint)
+        check_bytes(need, f"{what} ({name} on {backend})", hint=hint, detail=detail)
     return need
 
 

@@ -229,6 +229,45 @@ def check_residual_norm():
         assert abs(got - want) <= 1e-6 * want, f"{name}: {got} vs {want}"
 
 
+def check_problem_operator_matches_the_float64_stencil():
+    """The refinement's operator read from the problem's maps (b, residual, norm) on the device
+    equals the CPU's float64 stencil (node map with harmonic faces and salt; face maps,
+    periodic and singular), for a float64 iterate and a float64 or float32 residual."""
+    c = ctx()
+    for name in ("dirichlet", "periodic"):
+        p = c.problem(name)
+        st64 = c.cpu.stencil(p, np.float64)
+        og = c.gpu.operator64(p)
+        assert og.dtype == np.float64 and og.shape == st64.shape
+        close(c.host(og.b), st64.b, 1e-13, f"operator b, {name}")
+        x = c.rng.normal(0.0, 50.0, st64.shape)
+        want = np.zeros(st64.shape)
+        c.cpu.residual(st64, x, want)
+        for dtype, rtol in ((np.float64, 1e-13), (np.float32, 1e-6)):
+            got = c.gpu.zeros(st64.shape, dtype)
+            c.gpu.residual(og, c.dev(x), got)
+            close(c.host(got), want, rtol, f"operator residual {np.dtype(dtype).name}, {name}")
+        norm = c.gpu.residual_norm(og, c.dev(x))
+        ref = c.cpu.residual_norm(st64, x)
+        assert abs(norm - ref) <= 1e-13 * ref, f"{name}: {norm} vs {ref}"
+
+
+def check_sweep_stencil_leaves_the_diagonal_out():
+    """The solve's stencil has no diagonal array (None) and sweeps as the full one, bit for bit."""
+    c = ctx()
+    p = c.problem("dirichlet")
+    _, full = c.stencils("dirichlet")
+    lean = c.gpu.sweep_stencil(p, np.float32)
+    assert lean.diag is None and lean.shift is not None
+    for name in ("cx", "cy", "cz", "b", "shift"):
+        assert np.array_equal(c.host(getattr(lean, name)), c.host(getattr(full, name))), name
+    x0 = c.rng.normal(0.0, 50.0, full.shape).astype(np.float32)
+    xa, xb = c.dev(x0), c.dev(x0)
+    c.gpu.sor_sweeps(full, xa, 1.6, 1)
+    c.gpu.sor_sweeps(lean, xb, 1.6, 1)
+    assert np.array_equal(c.host(xa), c.host(xb))
+
+
 def check_plain_stencil_stored_diagonal_colour_pass():
     """A plain Stencil (multigrid coarse levels) is swept with its stored diagonal (κ̄² in it)."""
     import dataclasses

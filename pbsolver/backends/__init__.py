@@ -79,6 +79,55 @@ class Stencil:
 
 
 @dataclass
+class ProblemOperator:
+    """One problem's float64 operator, read from the problem's own maps, and its float64 b.
+
+    What decides convergence under float32 storage with float64 refinement: the residual
+    ``b − A x`` of the float64 operator, with A's face coefficients formed node by node, in
+    float64, from the permittivities the problem already holds (its node map with its face
+    rule, or its face maps) and its κ̄², so that no float64 copy of the stencil is stored
+    (8 bytes a node: b, against 40 for a float64 :class:`Stencil`). Made by
+    :meth:`Backend.operator64`; :meth:`Backend.residual` and :meth:`Backend.residual_norm`
+    take it wherever they take a stencil. The values are those of the float64 stencil of the
+    same problem, bit for bit.
+
+    Attributes
+    ----------
+    eps : tuple of 3 arrays (nx, ny, nz)
+        The face maps (x, y, z), or the node map three times; float32 or float64 (read as
+        float64), the backend's arrays (the problem's own where they already are).
+    mode : int
+        :data:`pbsolver.backends.bodies.operator.FACE_MAPS`, ``ARITHMETIC`` or ``HARMONIC``.
+    kappa2 : array or None
+        κ̄² (None: no salt).
+    spacing2 : tuple of 3 float
+        h² per axis, Å².
+    b : array (nx, ny, nz), float64
+        Right-hand side (zero on fixed nodes; zero mean when singular).
+    periodic, singular : bool
+        As for :class:`Stencil`.
+    """
+
+    eps: tuple
+    mode: int
+    kappa2: object
+    spacing2: tuple
+    b: object
+    periodic: bool
+    singular: bool
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        """Grid shape."""
+        return tuple(self.b.shape)
+
+    @property
+    def dtype(self):
+        """The residual's precision (float64)."""
+        return self.b.dtype
+
+
+@dataclass
 class Transfer:
     """Grid transfer between a fine level and the next coarser one (multigrid), on a backend.
 
@@ -250,8 +299,10 @@ class Backend:
         Parameters
         ----------
         inputs : 4 arrays (finest shape)
-            float64 face coefficients (x, y, z) of the finest level, *including* the faces to a
-            Dirichlet outer layer, and κ̄² (None: no salt).
+            Face coefficients (x, y, z) of the finest level, *including* the faces to a
+            Dirichlet outer layer, and κ̄² (None: no salt); float64, or float32 where the
+            array code converts the planes it reads (one grid's hierarchy passes its float32
+            stencil's faces).
         levels : sequence of CoarseLevel
             From the finest coarse level down.
 
@@ -281,6 +332,24 @@ class Backend:
     # --- setup -------------------------------------------------------------------------
     def stencil(self, problem, dtype) -> Stencil:
         """Face coefficients, diagonal and right-hand side of ``problem`` in ``dtype``."""
+        raise NotImplementedError
+
+    def sweep_stencil(self, problem, dtype) -> Stencil:
+        """The stencil a solve iterates on: :meth:`stencil`, less what the kernels recompute.
+
+        A backend whose sweeps and residuals form the diagonal from the faces they load may
+        leave ``diag`` out (None), one grid array fewer for the whole solve; this default is
+        :meth:`stencil` itself. Only the kernels of this backend read it.
+        """
+        return self.stencil(problem, dtype)
+
+    def operator64(self, problem) -> ProblemOperator:
+        """``problem``'s float64 operator on its own maps, with its float64 right-hand side.
+
+        The refinement's ``checked`` system (:class:`ProblemOperator`): :meth:`residual` and
+        :meth:`residual_norm` on it equal those on ``stencil(problem, float64)``, for the
+        memory of one float64 grid array (b) instead of five.
+        """
         raise NotImplementedError
 
     # --- stacks of problems (pbsolver.solving) ----------------------------------------
@@ -396,11 +465,17 @@ class Backend:
         raise NotImplementedError
 
     def residual(self, st: Stencil, x, out) -> None:
-        """``out = b − A x`` on the unknowns, zero on fixed nodes."""
+        """``out = b − A x`` on the unknowns, zero on fixed nodes.
+
+        ``st`` is a :class:`Stencil` or a :class:`ProblemOperator` (float64 arithmetic).
+        """
         raise NotImplementedError
 
     def residual_norm(self, st: Stencil, x) -> float:
-        """‖b − A x‖₂ over the unknowns, accumulated in float64 (synchronises)."""
+        """‖b − A x‖₂ over the unknowns, accumulated in float64 (synchronises).
+
+        ``st`` is a :class:`Stencil` or a :class:`ProblemOperator`.
+        """
         raise NotImplementedError
 
     def axpy(self, y, x, a: float) -> None:
@@ -539,6 +614,7 @@ __all__ = [
     "BACKENDS",
     "Backend",
     "CoarseLevel",
+    "ProblemOperator",
     "Stencil",
     "Transfer",
     "cuda_available",

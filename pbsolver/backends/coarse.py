@@ -43,29 +43,56 @@ def _expand(v, axis, xp):
     return xp.asarray(v).reshape(shape)
 
 
+def _take64(a, idx, axis, xp):
+    """The planes ``idx`` of ``a`` along ``axis``, in float64.
+
+    Taken before any arithmetic, and converted after: a float32 fine level (the solve's own
+    faces) is never copied whole to float64, while every value is the same as if it had been.
+    """
+    return xp.asarray(_take(a, idx, axis, xp), dtype=xp.float64)
+
+
 def aggregate(a, ax, axis: int, xp=np):
-    """``Pᵀ`` along one axis: ``out[I] = Σ_d w_d[I] a[pos[I] + d]``, ``d ∈ {-1, 0, 1}``."""
+    """``Pᵀ`` along one axis: ``out[I] = Σ_d w_d[I] a[pos[I] + d]``, ``d ∈ {-1, 0, 1}``.
+
+    ``a`` may be float32 or float64; the result is float64. Computed in place on the taken
+    planes (at most two arrays of the result's size at a time).
+    """
     w = ax.weights
     n = ax.n_fine
-    out = _take(a, ax.pos, axis, xp)
+    out = _take64(a, ax.pos, axis, xp)
     for col, d in ((0, -1), (2, 1)):
         if w[:, col].any():
-            out = out + _expand(w[:, col], axis, xp) * _take(a, (ax.pos + d) % n, axis, xp)
+            term = _take64(a, (ax.pos + d) % n, axis, xp)
+            term *= _expand(w[:, col], axis, xp)
+            out += term
+            del term
     return out
 
 
 def series(c, ax, axis: int, xp=np):
-    """Fine faces between consecutive coarse nodes along ``axis`` combined in series."""
+    """Fine faces between consecutive coarse nodes along ``axis`` combined in series.
+
+    ``c`` may be float32 or float64; the sum of inverses is formed in float64 from the planes
+    it needs, in place (at most two arrays of the result's size at a time).
+    """
     n = ax.n_fine
-    inv = 1.0 / c
-    s = _take(inv, ax.pos, axis, xp)
+    s = _take64(c, ax.pos, axis, xp)
+    xp.divide(1.0, s, out=s)
     two = ax.gap == 2
     if two.any():
-        # where, not a 0/1 weight: a zero face (inv = inf) beyond a one-interval gap must not
-        # turn into 0·inf = nan (stacked blocks have zero faces between them)
-        second = _take(inv, (ax.pos + 1) % n, axis, xp)
-        s = s + xp.where(_expand(two, axis, xp), second, 0.0)
-    return 1.0 / s
+        second = _take64(c, (ax.pos + 1) % n, axis, xp)
+        xp.divide(1.0, second, out=second)
+        if not two.all():
+            # zeroed, not weighted by 0/1: a zero face (inverse inf) beyond a one-interval gap
+            # must not turn into 0·inf = nan (stacked blocks have zero faces between them)
+            planes = [slice(None)] * 3
+            planes[axis] = xp.asarray(np.flatnonzero(~two))
+            second[tuple(planes)] = 0.0
+        s += second
+        del second
+    xp.divide(1.0, s, out=s)
+    return s
 
 
 def restrict_field(a, axes, xp=np):
@@ -80,8 +107,8 @@ def coarse_coefficients(cx, cy, cz, kappa2, axes, xp=np):
 
     Parameters
     ----------
-    cx, cy, cz : arrays (fine shape), float64
-        Fine face coefficients.
+    cx, cy, cz : arrays (fine shape), float32 or float64
+        Fine face coefficients (float32 ones are converted plane by plane, as needed).
     kappa2 : array or None
         Fine κ̄² (None: no salt).
     axes : tuple of 3 AxisCoarsening
@@ -130,7 +157,8 @@ def rebuild_levels(inputs, levels):
     Parameters
     ----------
     inputs : 4 arrays
-        The finest level's face coefficients (x, y, z) and κ̄² (or None), float64.
+        The finest level's face coefficients (x, y, z) and κ̄² (or None), float32 or float64
+        (the coarse levels are computed in float64 either way).
     levels : sequence of CoarseLevel
         From the finest coarse level down (see :class:`pbsolver.backends.CoarseLevel`).
 

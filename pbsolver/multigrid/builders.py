@@ -107,10 +107,12 @@ def grid_hierarchy(
     st.check_red_black("multigrid")
     be, dtype = backend, st.dtype
     spacing = tuple(float(h) for h in spacing)
-    # float32 rounding of the stored faces is irrelevant to a coarse-grid correction
+    # float32 rounding of the stored faces is irrelevant to a coarse-grid correction; the
+    # coarse operators are computed in float64 from the planes they need (no float64 copy of
+    # the finest faces: three grid arrays fewer at set-up)
     xp = array_module(st.cx)
-    inputs = tuple(xp.asarray(c, dtype=np.float64) for c in (st.cx, st.cy, st.cz))
-    inputs += (None if kappa2 is None else xp.asarray(kappa2, dtype=np.float64),)
+    inputs = tuple(xp.asarray(c) for c in (st.cx, st.cy, st.cz))
+    inputs += (None if kappa2 is None else xp.asarray(kappa2),)
     plans = grid_levels(st.shape, spacing, st.periodic, max_levels, int(coarsest_nodes))
     levels = [Level(st, None, None, None, spacing)]
     coarse = []

@@ -16,7 +16,7 @@ unknown a block, for which one sweep is exact; or a grid whose coarsest level is
 a dense inverse).
 
 The coarse operators are built by the backend (:meth:`pbsolver.backends.Backend.coarse_operators`,
-described in :mod:`pbsolver.backends.coarse`) from the float64 face coefficients and κ̄² in
+described in :mod:`pbsolver.backends.coarse`) in float64 from the face coefficients and κ̄² in
 :attr:`Hierarchy.inputs`; :meth:`Hierarchy.rebuild` rebuilds them in place when the finest
 level changes (a new batch of blocks), so captured cycles stay valid.
 """
@@ -78,7 +78,8 @@ class Hierarchy:
     coarse : list of CoarseLevel
         What the backend rebuilds the coarse levels from (one entry per coarse level).
     inputs : 4 arrays
-        float64 finest faces (x, y, z) and κ̄² (None: no salt) the coarse operators come from.
+        Finest faces (x, y, z) and κ̄² (None: no salt) the coarse operators come from (float32
+        or float64; one grid's are its own stencil's faces and the problem's κ̄², no copies).
     cycle : {"V", "W", "F"}
     presmooth, postsmooth : int
         Red–black sweeps before and after the coarse-grid correction (equal counts make V and

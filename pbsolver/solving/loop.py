@@ -9,7 +9,8 @@ inf), ``"diverged"`` (the measure grew :data:`DIVERGENCE_FACTOR`-fold) or ``"sta
 
 Refinement: with float32 storage the method iterates on a float32 copy of the system for a
 correction, while the iterate is a float64 accumulator and every residual that decides
-convergence is computed on the float64 stencil (``checked``). Each phase solves A e = r in
+convergence is computed with the float64 operator (``checked``: a float64 stencil, or one
+problem's :class:`~pbsolver.backends.ProblemOperator`). Each phase solves A e = r in
 float32 with r = b − A x from the float64 operator and ends when its residual has dropped by
 ``PHASE_REDUCTION``, reached the overall threshold, or stalled; then x += e and the true
 residual is recomputed in float64. So rtol far below float32's floor is reached, and holds
@@ -78,8 +79,8 @@ class IterationLoop:
             The iterate, updated in place (float64 under refinement).
         bnorm : float
             ‖b‖ of the system: the relative residuals' denominator.
-        checked : Stencil, optional
-            The float64 system that decides convergence; a stencil other than ``st`` turns on
+        checked : Stencil or ProblemOperator, optional
+            The float64 system that decides convergence; one other than ``st`` turns on
             refinement.
         work : (r, e) arrays of st's shape and dtype, optional
             The refinement phases' residual and correction buffers (fresh each phase if None;

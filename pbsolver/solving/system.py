@@ -1,8 +1,10 @@
 """The linear system a solve runs on: one problem, or a stack of B problems of one shape.
 
-:class:`LinearSystem` owns everything between the problems and the loop: the stencils (the
-sweep dtype and, under refinement, float64), the iterate, each block's ‖b‖ and threshold, the
-stopping measure, the multigrid hierarchy and the work buffers. :meth:`LinearSystem.solve` runs
+:class:`LinearSystem` owns everything between the problems and the loop: the stencil (the
+sweep dtype) and, under refinement, the float64 operator (one problem's
+:class:`~pbsolver.backends.ProblemOperator`, a stack's float64 stencil), the iterate, each
+block's ‖b‖ and threshold, the stopping measure, the multigrid hierarchy and the work
+buffers. :meth:`LinearSystem.solve` runs
 the :class:`~pbsolver.solving.loop.IterationLoop` with a method on it and reports every block's
 own outcome. :class:`~pbsolver.Solver` (one problem), :func:`~pbsolver.solve_batch` (a stack)
 and the MD engine (:mod:`pbsolver.md.engine`, a stack its kernels assemble) all solve through
@@ -87,8 +89,10 @@ class LinearSystem:
     backend : Backend
     st : Stencil
         The system the methods iterate on (the solve's dtype).
-    checked : Stencil
-        The float64 system that decides convergence (``st`` itself without refinement).
+    checked : Stencil or ProblemOperator
+        The float64 system that decides convergence (``st`` itself without refinement; one
+        problem's :class:`~pbsolver.backends.ProblemOperator` under refinement, a stack's
+        float64 stencil).
     x : array
         The iterate (``checked``'s dtype).
     block_shape, spacing : tuple
@@ -135,16 +139,24 @@ class LinearSystem:
         start (x0 included: rounding it to float32 would put its residual at float32's floor).
         """
         dtype = np.dtype(dtype)
-        st = backend.stencil(problem, dtype)
+        st = backend.sweep_stencil(problem, dtype)
         refine = bool(refine) and dtype == np.float32
-        checked = backend.stencil(problem, np.float64) if refine else st
+        # the float64 operator read from the problem's own maps: one float64 array (b), not a
+        # second, float64 stencil (see pbsolver.backends.ProblemOperator)
+        checked = backend.operator64(problem) if refine else st
         fixed = fixed_values(problem, checked.dtype)
         zero_inside = backend.asarray(fixed, checked.dtype)
         x = zero_inside if x0 is None else _guess(backend, problem, x0, fixed, checked.dtype)
+        del fixed  # the host copy is not needed past here
         system = cls(backend, st, checked, x, block_shape=problem.grid.shape,
                      spacing=problem.grid.spacing, n_blocks=1, stride=problem.grid.shape[0],
                      kept=False)  # fmt: skip
         system.problem = problem
+        if refine:
+            # the refinement phases' r and e, made once: every phase's right-hand side is its
+            # r, so the sweep stencil's own b (never read under refinement) is that buffer;
+            # e is made by solve() after the method's set-up (not beside its temporaries)
+            system.work = (st.b, None)
         # ‖b‖ of the system over the unknowns: the residual with zero inside
         system.bnorms = np.array([backend.residual_norm(checked, zero_inside)])
         system.guessed = [x0 is not None]
@@ -296,6 +308,8 @@ class LinearSystem:
             be.set_values(self.weights, np.where(thresholds > 0.0, threshold / safe, 0.0))
             norm = self._block_measure
         method.setup(self)
+        if self.work is not None and self.work[1] is None:
+            self.work = (self.work[0], be.empty(self.st.shape, self.st.dtype))
         if maxiter is None:
             maxiter = method.default_maxiter(self.st.shape)
         check_every = check_every or method.check_every

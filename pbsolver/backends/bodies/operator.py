@@ -12,7 +12,8 @@ The operator (see :mod:`pbsolver.operator`): at an unknown node ``s`` with neigh
 * the stencil sum ``b_s + Σ_n c_{s,n} x_n``, added in the order −x, +x, −y, +y, −z, +z;
 * the over-relaxed update ``x_s ← x_s + ω (sum/diag − x_s)`` (SOR colour passes, Jacobi);
 * the residual ``sum − diag·x_s``;
-* the right-hand side ``b_s = Σ_n (ε_{s,n} − ε_c)(φc_n − φc_s)/h² − κ̄²_s φc_s``.
+* the right-hand side ``b_s = Σ_n (ε_{s,n} − ε_c)(φc_n − φc_s)/h² − κ̄²_s φc_s``;
+* a face permittivity from the node map (arithmetic or harmonic rule).
 
 Importing this module imports no numba. The bodies run as plain Python too (the tests call
 them so).
@@ -66,6 +67,22 @@ def residual(s, diag, x):
     return s - diag * x
 
 
+#: How a :class:`~pbsolver.backends.ProblemOperator` reads its permittivities: three face maps,
+#: or the node map with the arithmetic or the harmonic face rule.
+FACE_MAPS, ARITHMETIC, HARMONIC = 0, 1, 2
+
+
+def face_rule(lo, hi, mode):
+    """The face between nodes of permittivity ``lo`` (lower index) and ``hi``, in float64.
+
+    ``mode`` :data:`ARITHMETIC`: ``½(lo + hi)``; :data:`HARMONIC`: ``2 lo hi / (lo + hi)``,
+    evaluated in the order :meth:`pbsolver.Problem.face_permittivities` does (same bits).
+    """
+    if mode == HARMONIC:
+        return 2.0 * lo * hi / (lo + hi)
+    return 0.5 * (lo + hi)
+
+
 def face_term(eps_face, eps_c, phi_n, phi_s):
     """``(ε_face − ε_c)(φc_n − φc_s)``; zero, never 0·inf, where the face equals ε_c."""
     w = eps_face - eps_c
@@ -94,8 +111,8 @@ def rhs_node(ps, eps_c, exm, pxm, exp_, pxp, eym, pym, eyp, pyp, ezm, pzm, ezp, 
 
 
 #: The bodies in dependency order (a body may call those before it).
-BODIES = (wrap, neighbours, midpoint_weight, stencil_sum, diagonal_sum, relax, residual, face_term,
-          rhs_node)  # fmt: skip
+BODIES = (wrap, neighbours, midpoint_weight, stencil_sum, diagonal_sum, relax, residual, face_rule,
+          face_term, rhs_node)  # fmt: skip
 
 
 def compile_bodies(jit):

@@ -5,9 +5,11 @@ from __future__ import annotations
 import numpy as np
 
 from pbsolver.arrays import to_numpy
-from pbsolver.backends import Backend, Stencil
+from pbsolver.backends import Backend, ProblemOperator, Stencil
+from pbsolver.backends.bodies.operator import ARITHMETIC, FACE_MAPS, HARMONIC
 from pbsolver.backends.cpu import kernels as K
 from pbsolver.backends.cpu import mg_kernels as MG
+from pbsolver.backends.cpu import operator_kernels as OK
 
 
 class CPUBackend(Backend):
@@ -56,34 +58,40 @@ class CPUBackend(Backend):
 
     # --- setup -------------------------------------------------------------------------
     def stencil(self, problem, dtype) -> Stencil:
-        from pbsolver.operator import coefficients
+        # one pass over the maps: faces formed node by node (no whole-grid float64 faces,
+        # coefficients or diagonal), b in float64 (its mean removed there when singular)
+        dtype = np.dtype(dtype)
+        shape = problem.grid.shape
+        b = np.empty(shape, dtype=np.float64)
+        cx, cy, cz, diag = (np.empty(shape, dtype=dtype) for _ in range(4))
+        self._assemble(problem, b, (cx, cy, cz, diag))
+        if dtype != np.float64:
+            b = b.astype(dtype)
+        return Stencil(cx, cy, cz, diag, b, problem.boundary == "periodic", problem.is_singular)
 
-        coef = coefficients(problem, np.float64)
-        faces = [self.asarray(f, np.float64) for f in problem.face_permittivities(np.float64)]
-        phi_c = self.asarray(problem.phi_coulomb, np.float64)
-        periodic = problem.boundary == "periodic"
-        has_k2 = problem.kappa2 is not None
-        kappa2 = self.asarray(problem.kappa2, np.float64) if has_k2 else np.zeros((1, 1, 1))
+    def operator64(self, problem) -> ProblemOperator:
         b = np.empty(problem.grid.shape, dtype=np.float64)
+        self._assemble(problem, b, None)
+        eps, mode = _eps_source(problem)
+        k2 = None if problem.kappa2 is None else np.asarray(to_numpy(problem.kappa2))
+        h2 = tuple(h * h for h in problem.grid.spacing)
+        return ProblemOperator(eps, mode, k2, h2, b, problem.boundary == "periodic",
+                               problem.is_singular)  # fmt: skip
+
+    def _assemble(self, problem, b, stencil):
+        """b (float64) and, given ``(cx, cy, cz, diag)`` arrays, the stencil, from the maps."""
+        eps, mode = _eps_source(problem)
+        has_k2 = problem.kappa2 is not None
+        k2 = np.asarray(to_numpy(problem.kappa2)) if has_k2 else np.zeros((1, 1, 1))
+        phi_c = np.asarray(to_numpy(problem.phi_coulomb))
         hx2, hy2, hz2 = (h * h for h in problem.grid.spacing)
+        dummy = np.zeros((1, 1, 1), dtype=b.dtype)
+        out = stencil if stencil is not None else (dummy,) * 4
         with np.errstate(invalid="ignore"):
-            K.assemble_rhs(
-                phi_c, *faces, kappa2, has_k2, problem.eps_cavity, hx2, hy2, hz2, b, periodic
-            )
+            OK.assemble(phi_c, *eps, mode, k2, has_k2, problem.eps_cavity, hx2, hy2, hz2,
+                        problem.boundary == "periodic", b, stencil is not None, *out)  # fmt: skip
         if problem.is_singular:
             K.add_scalar(b, -K.plane_sums(b).sum() / b.size)
-        diag = to_numpy(coef.diagonal())
-        if not periodic:
-            _set_outer_layer(diag, 1.0)
-        return Stencil(
-            cx=self.asarray(coef.cx, dtype),
-            cy=self.asarray(coef.cy, dtype),
-            cz=self.asarray(coef.cz, dtype),
-            diag=diag.astype(dtype),
-            b=b.astype(dtype),
-            periodic=periodic,
-            singular=problem.is_singular,
-        )
 
     # --- kernels -----------------------------------------------------------------------
     def sor_sweeps(self, st, x, omega, count):
@@ -102,10 +110,16 @@ class CPUBackend(Backend):
             x[...] = src
 
     def residual(self, st, x, out):
+        if isinstance(st, ProblemOperator):
+            OK.residual(x, st.b, *st.eps, st.mode, *_kappa2(st), *st.spacing2, out, st.periodic)
+            return
         kernel = MG.residual_serial if x.size < MG.SERIAL_BELOW else MG.residual
         kernel(x, st.b, st.cx, st.cy, st.cz, st.diag, out, st.periodic)
 
     def residual_norm(self, st, x):
+        if isinstance(st, ProblemOperator):
+            return float(np.sqrt(OK.residual_sumsq(x, st.b, *st.eps, st.mode, *_kappa2(st),
+                                                   *st.spacing2, st.periodic)))  # fmt: skip
         kernel = MG.residual_sumsq_serial if x.size < MG.SERIAL_BELOW else K.residual_sumsq
         return float(np.sqrt(kernel(x, st.b, st.cx, st.cy, st.cz, st.diag, st.periodic)))
 
@@ -141,7 +155,18 @@ class CPUBackend(Backend):
         return float(MG.dot(x, y))
 
 
-def _set_outer_layer(a, value):
-    a[0], a[-1] = value, value
-    a[:, 0], a[:, -1] = value, value
-    a[:, :, 0], a[:, :, -1] = value, value
+def _eps_source(problem):
+    """(e0, e1, e2), mode: the problem's face maps, or its node map thrice and its face rule."""
+    if problem.epsilon_faces is not None:
+        return tuple(np.asarray(to_numpy(f)) for f in problem.epsilon_faces), FACE_MAPS
+    eps = np.asarray(to_numpy(problem.epsilon))
+    mode = HARMONIC if problem.face_rule == "harmonic" else ARITHMETIC
+    return (eps, eps, eps), mode
+
+
+_NO_KAPPA2 = np.zeros((1, 1, 1))
+
+
+def _kappa2(op):
+    """(κ̄² or a dummy, whether there is salt) of a ProblemOperator."""
+    return (_NO_KAPPA2, False) if op.kappa2 is None else (op.kappa2, True)

@@ -118,31 +118,3 @@ def axpy(y, x, a):
         for j in range(ny):
             for k in range(nz):
                 y[i, j, k] += a * x[i, j, k]
-
-
-@njit(**_JIT, parallel=True)
-def assemble_rhs(phi_c, ex, ey, ez, kappa2, has_kappa2, eps_c, hx2, hy2, hz2, out, periodic):
-    """The right-hand side (:func:`~pbsolver.backends.bodies.operator.rhs_node`) into ``out``.
-
-    Inputs are float64; fixed (Dirichlet) nodes get zero.
-    """
-    nx, ny, nz = phi_c.shape
-    lo = 0 if periodic else 1
-    for i in prange(nx):
-        im, ip = B.neighbours(i, nx)
-        for j in range(ny):
-            jm, jp = B.neighbours(j, ny)
-            for k in range(nz):
-                inside = lo <= i < nx - lo and lo <= j < ny - lo and lo <= k < nz - lo
-                if not inside:
-                    out[i, j, k] = 0
-                    continue
-                km, kp = B.neighbours(k, nz)
-                k2 = kappa2[i, j, k] if has_kappa2 else 0.0
-                out[i, j, k] = B.rhs_node(
-                    phi_c[i, j, k], eps_c,
-                    ex[im, j, k], phi_c[im, j, k], ex[i, j, k], phi_c[ip, j, k],
-                    ey[i, jm, k], phi_c[i, jm, k], ey[i, j, k], phi_c[i, jp, k],
-                    ez[i, j, km], phi_c[i, j, km], ez[i, j, k], phi_c[i, j, kp],
-                    hx2, hy2, hz2, k2,
-                )  # fmt: skip

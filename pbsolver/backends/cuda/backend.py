@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pbsolver.backends import LARGE_METHODS, Backend, Stencil
+from pbsolver.backends import LARGE_METHODS, Backend, ProblemOperator, Stencil
+from pbsolver.backends.bodies.operator import ARITHMETIC, FACE_MAPS, HARMONIC
 from pbsolver.backends.cuda import kernels as K
 from pbsolver.backends.cuda.device import VIEW_CACHE, CuPyDevice, LRUCache, NumbaDevice, grid_for
 from pbsolver.exceptions import InputError
@@ -28,7 +29,8 @@ class CUDAStencil(Stencil):
     """A :class:`Stencil` on the device that also knows κ̄² (``shift``, or None without salt).
 
     The sweeps recompute the diagonal from the six faces they load anyway (plus ``shift``), so
-    ``diag`` is kept for the interface but never read by them: 4 bytes a node saved per pass.
+    ``diag`` is kept for the interface but never read by them: 4 bytes a node saved per pass
+    (and :meth:`CUDABackend.sweep_stencil` leaves it out: None).
     """
 
     shift: object = None
@@ -208,67 +210,112 @@ class CUDABackend(Backend):
 
     # --- setup -------------------------------------------------------------------------
     def stencil(self, problem, dtype) -> Stencil:
+        return self._stencil(problem, dtype, True)
+
+    def sweep_stencil(self, problem, dtype) -> Stencil:
+        """:meth:`stencil` without the diagonal (None).
+
+        The kernels recompute it from the faces and ``shift`` (:class:`CUDAStencil`), so it
+        would never be read: one grid array fewer for the whole solve.
+        """
+        return self._stencil(problem, dtype, False)
+
+    def _stencil(self, problem, dtype, diagonal) -> Stencil:
         dtype = np.dtype(dtype)
         if dtype not in (np.float32, np.float64):
             raise InputError(f"dtype must be float32 or float64, got {dtype}")
         shape = problem.grid.shape
         nx, ny, nz = shape
         periodic = problem.boundary == "periodic"
-        f64 = np.float64
+        eps, mode, k2 = self._maps(problem)
+        h2 = tuple(h * h for h in problem.grid.spacing)
         dev = self.dev
-        grid, block = self._full_grid(shape), self.config.jacobi_block
         with dev.io():
-            if problem.epsilon is not None:
-                eps = dev.asarray(problem.epsilon, f64)
-                faces = [dev.empty(shape, f64) for _ in range(3)]
-                harmonic = problem.face_rule == "harmonic"
-                dev.launch(
-                    K.faces_from_nodes, grid, block, self._v(eps), *map(self._v, faces),
-                    nx, ny, nz, harmonic,
-                )  # fmt: skip
-                del eps
-            else:
-                faces = [dev.asarray(f, f64) for f in problem.epsilon_faces]
-            phi_c = dev.asarray(problem.phi_coulomb, f64)
-            has_k2 = problem.kappa2 is not None
-            k2 = dev.asarray(problem.kappa2, f64) if has_k2 else self._dummy(f64)
-            hx2, hy2, hz2 = (h * h for h in problem.grid.spacing)
-            fv = [self._v(f) for f in faces]
-            b64 = dev.empty(shape, f64)
+            phi_c = self._resident(problem.phi_coulomb)
+            b64 = dev.empty(shape, np.float64)
+            coef = [dev.empty(shape, dtype) for _ in range(3)]
+            # the full diagonal, for the interface (users, the nonlinear equation); the
+            # kernels recompute it
+            diag = dev.empty(shape, dtype) if diagonal else None
+            shift = dev.empty(shape, dtype) if k2 is not None else None
+            k2v = self._v(k2 if k2 is not None else self._dummy(np.float64))
             dev.launch(
-                K.assemble_rhs, grid, block, self._v(phi_c), *fv, self._v(k2), has_k2,
-                problem.eps_cavity, hx2, hy2, hz2, self._v(b64), nx, ny, nz, periodic,
+                K.operator_stencil, self._full_grid(shape), self.config.jacobi_block,
+                self._v(phi_c), *(self._v(a) for a in eps), mode, k2v, k2 is not None,
+                problem.eps_cavity, *h2, self._v(b64), *(self._v(c) for c in coef),
+                self._v(diag if diagonal else self._dummy(dtype)), diagonal,
+                self._v(shift if shift is not None else self._dummy(dtype)),
+                nx, ny, nz, periodic,
             )  # fmt: skip
             del phi_c
             if problem.is_singular:
                 self._subtract_mean(b64)
-            coef = []
-            for f, h2 in zip(faces, (hx2, hy2, hz2), strict=True):
-                c = dev.empty(shape, dtype)
-                self._flat(K.divide, c, f, h2)
-                coef.append(c)
-            # the full diagonal, for the interface (multigrid, users); sweeps recompute it
-            diag = dev.empty(shape, dtype)
-            dev.launch(
-                K.diagonal, grid, block, *fv, hx2, hy2, hz2, self._v(k2), has_k2,
-                self._v(diag), nx, ny, nz, periodic,
+            b = b64
+            if dtype != np.float64:
+                b = dev.empty(shape, dtype)
+                self._flat(K.copy, b, b64)
+                del b64
+            return CUDAStencil(cx=coef[0], cy=coef[1], cz=coef[2], diag=diag, b=b,
+                               periodic=periodic, singular=problem.is_singular,
+                               shift=shift)  # fmt: skip
+
+    def operator64(self, problem) -> ProblemOperator:
+        """The problem's maps on the device, and b from :func:`~.kernels.operator_rhs`.
+
+        The maps are the problem's own arrays where they are C-ordered CuPy arrays (else
+        device copies in their dtype); b is the one float64 grid array made here.
+        """
+        shape = problem.grid.shape
+        nx, ny, nz = shape
+        periodic = problem.boundary == "periodic"
+        eps, mode, k2 = self._maps(problem)
+        h2 = tuple(h * h for h in problem.grid.spacing)
+        with self.dev.io():
+            phi_c = self._resident(problem.phi_coulomb)
+            b = self.dev.empty(shape, np.float64)
+            k2v = self._v(k2 if k2 is not None else self._dummy(np.float64))
+            self.dev.launch(
+                K.operator_rhs, self._full_grid(shape), self.config.jacobi_block, self._v(phi_c),
+                *(self._v(a) for a in eps), mode, k2v, k2 is not None, problem.eps_cavity, *h2,
+                self._v(b), nx, ny, nz, periodic,
             )  # fmt: skip
-            b = dev.empty(shape, dtype)
-            self._flat(K.copy, b, b64)
-            shift = None
-            if has_k2:
-                shift = dev.empty(shape, dtype)
-                self._flat(K.copy, shift, k2)
-            return CUDAStencil(
-                cx=coef[0],
-                cy=coef[1],
-                cz=coef[2],
-                diag=diag,
-                b=b,
-                periodic=periodic,
-                singular=problem.is_singular,
-                shift=shift,
-            )
+            del phi_c
+            if problem.is_singular:
+                self._subtract_mean(b)
+        return ProblemOperator(eps, mode, k2, h2, b, periodic, problem.is_singular)
+
+    def _maps(self, problem):
+        """((e0, e1, e2), mode, κ̄² or None) of ``problem`` on the device (see operator64)."""
+        if problem.epsilon_faces is not None:
+            eps = tuple(self._resident(f) for f in problem.epsilon_faces)
+            mode = FACE_MAPS
+        else:
+            e = self._resident(problem.epsilon)
+            eps = (e, e, e)
+            mode = HARMONIC if problem.face_rule == "harmonic" else ARITHMETIC
+        k2 = None if problem.kappa2 is None else self._resident(problem.kappa2)
+        return eps, mode, k2
+
+    def _resident(self, a):
+        """A problem's array on the device: itself if a C-ordered CuPy array, else a copy.
+
+        The copy keeps the array's dtype (the operator's kernels read it as float64).
+        """
+        dev = self.dev
+        if dev.name == "cupy" and isinstance(a, dev.cp.ndarray) and a.flags.c_contiguous:
+            return a
+        with dev.io():
+            return dev.asarray(a, a.dtype)
+
+    def _op_args(self, op):
+        """Flat views and scalars of a ProblemOperator after ``b`` (its kernels' order)."""
+        v = self._v
+        k2 = op.kappa2 if op.kappa2 is not None else self._dummy(np.float64)
+        return (*(v(a) for a in op.eps), op.mode, v(k2), op.kappa2 is not None, *op.spacing2)
+
+    def _op_items(self, op):
+        k2 = op.kappa2 if op.kappa2 is not None else self._dummy(np.float64)
+        return (op.b, *op.eps, op.mode, k2, *op.spacing2, op.periodic)
 
     # --- stacks of problems --------------------------------------------------------------
     def assemble_stack(self, problems, x0, stride, out, out32, unlifted, fixed, x):
@@ -413,19 +460,32 @@ class CUDABackend(Backend):
 
     # --- residuals -----------------------------------------------------------------------
     def residual(self, st, x, out):
-        key = self._key("residual", x, out, *self._st_items(st))
+        if isinstance(st, ProblemOperator):
+            key = self._key("op-residual", x, out, *self._op_items(st))
+        else:
+            key = self._key("residual", x, out, *self._st_items(st))
         with self.dev.io():
             self.dev.run(key, lambda: self._residual(st, x, out))
 
     def _residual(self, st, x, out):
         nx, ny, nz = st.shape
+        if isinstance(st, ProblemOperator):
+            self.dev.launch(
+                K.operator_residual_point, self._full_grid(st.shape), self.config.jacobi_block,
+                self._v(x), self._v(st.b), *self._op_args(st), nx, ny, nz, self._v(out),
+                st.periodic,
+            )  # fmt: skip
+            return
         self.dev.launch(
             K.residual_point, self._full_grid(st.shape), self.config.jacobi_block, self._v(x),
             *self._stencil_args(st), nx, ny, nz, self._v(out), st.periodic,
         )  # fmt: skip
 
     def residual_norm(self, st, x):
-        key = self._key("resnorm", x, *self._st_items(st))
+        if isinstance(st, ProblemOperator):
+            key = self._key("op-resnorm", x, *self._op_items(st))
+        else:
+            key = self._key("resnorm", x, *self._st_items(st))
         with self.dev.io():
             self.dev.run(key, lambda: self.enqueue_residual_sumsq(st, x))
             value = self.dev.read_scalar(self._sums, 0)
@@ -470,11 +530,18 @@ class CUDABackend(Backend):
         """Enqueue ``sums[0] = ‖b − A x‖²`` and (``copy``) its copy to pinned host memory."""
         nx, ny, nz = st.shape
         grid, block, partials, n = self._reduce_launch(st.shape)
-        resid, _ = K.reductions(*self.config.reduce_block)
-        self.dev.launch(
-            resid, grid, block, self._v(x), *self._stencil_args(st), nx, ny, nz, st.periodic,
-            self.config.reduce_chunk, self._v(partials),
-        )  # fmt: skip
+        if isinstance(st, ProblemOperator):
+            kernel = K.operator_reduction(*self.config.reduce_block)
+            self.dev.launch(
+                kernel, grid, block, self._v(x), self._v(st.b), *self._op_args(st), nx, ny, nz,
+                st.periodic, self.config.reduce_chunk, self._v(partials),
+            )  # fmt: skip
+        else:
+            resid, _ = K.reductions(*self.config.reduce_block)
+            self.dev.launch(
+                resid, grid, block, self._v(x), *self._stencil_args(st), nx, ny, nz, st.periodic,
+                self.config.reduce_chunk, self._v(partials),
+            )  # fmt: skip
         self.dev.launch(
             K.finish_sum, 1, K.FINISH_THREADS, self._v(partials), n, self._v(self._sums), 0
         )

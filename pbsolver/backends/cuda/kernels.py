@@ -39,7 +39,7 @@ import functools
 import numpy as np
 from numba import cuda, float64, int64, uint64
 
-from pbsolver.backends.bodies.operator import compile_bodies
+from pbsolver.backends.bodies.operator import FACE_MAPS, compile_bodies
 
 #: The operator's bodies as device functions (also used by the stack and coarse kernels).
 B = compile_bodies(cuda.jit(device=True))
@@ -452,57 +452,149 @@ def dot_partials(x, y, n, partials):
         partials[cuda.blockIdx.x] = total
 
 
-# ---------------------------------------------------------------------- set-up (float64)
-@cuda.jit
-def faces_from_nodes(eps, ex, ey, ez, nx, ny, nz, harmonic):
-    """Face permittivities from a node map: ``ex[p] = rule(ε_p, ε_{p+x})`` (wrapping)."""
-    on, i, j, k, p, nx, ny, nz = _node(nx, ny, nz)
-    if not on:
-        return
-    e = eps[p]
-    nbr = (_plus(i, nx, ny * nz, p), _plus(j, ny, nz, p), _plus(k, nz, ONE, p))
-    f = eps[nbr[0]]
-    ex[p] = 2.0 * e * f / (e + f) if harmonic else 0.5 * (e + f)
-    f = eps[nbr[1]]
-    ey[p] = 2.0 * e * f / (e + f) if harmonic else 0.5 * (e + f)
-    f = eps[nbr[2]]
-    ez[p] = 2.0 * e * f / (e + f) if harmonic else 0.5 * (e + f)
+# ---------------------------------------------------------------------- set-up and a problem's
+# operator (pbsolver.backends.ProblemOperator): faces formed from the problem's own maps, float64
+@cuda.jit(device=True)
+def _faces_at(e0, e1, e2, mode, p, im, ip, jm, jp, km, kp):
+    """The six face permittivities (−x, +x, −y, +y, −z, +z) at ``p``, in float64.
+
+    ``mode`` FACE_MAPS: ``e0, e1, e2`` are the face maps; else ``e0`` is the node map and
+    ``mode`` its face rule (``B.face_rule``, the lower-index node first).
+    """
+    if mode == FACE_MAPS:
+        return (float64(e0[im]), float64(e0[p]), float64(e1[jm]), float64(e1[p]),
+                float64(e2[km]), float64(e2[p]))  # fmt: skip
+    s = float64(e0[p])
+    return (
+        B.face_rule(float64(e0[im]), s, mode),
+        B.face_rule(s, float64(e0[ip]), mode),
+        B.face_rule(float64(e0[jm]), s, mode),
+        B.face_rule(s, float64(e0[jp]), mode),
+        B.face_rule(float64(e0[km]), s, mode),
+        B.face_rule(s, float64(e0[kp]), mode),
+    )
+
+
+@cuda.jit(device=True)
+def _operator_residual(x, b, e0, e1, e2, mode, k2, has_k2, hx2, hy2, hz2, p, im, ip, jm, jp, km,
+                       kp):  # fmt: skip
+    """``b − A x`` at unknown ``p`` in float64, A's coefficients formed here."""
+    fxm, fxp, fym, fyp, fzm, fzp = _faces_at(e0, e1, e2, mode, p, im, ip, jm, jp, km, kp)
+    cxm = fxm / hx2
+    cxp = fxp / hx2
+    cym = fym / hy2
+    cyp = fyp / hy2
+    czm = fzm / hz2
+    czp = fzp / hz2
+    s = B.stencil_sum(float64(b[p]), cxm, float64(x[im]), cxp, float64(x[ip]), cym,
+                      float64(x[jm]), cyp, float64(x[jp]), czm, float64(x[km]), czp,
+                      float64(x[kp]))  # fmt: skip
+    d = B.diagonal_sum(cxm, cxp, cym, cyp, czm, czp)
+    if has_k2:
+        d += float64(k2[p])
+    return B.residual(s, d, float64(x[p]))
 
 
 @cuda.jit
-def divide(out, face, h2, n):
-    """``out = face / h²`` computed in float64, stored in ``out``'s dtype (CPU: same)."""
-    p = cuda.grid(1)
-    if p < n:
-        out[p] = face[p] / h2
+def operator_residual_point(x, b, e0, e1, e2, mode, k2, has_k2, hx2, hy2, hz2, nx, ny, nz, out,
+                            periodic):  # fmt: skip
+    """``out = b − A x`` of a problem's operator on the unknowns, zero on fixed nodes."""
+    where, p, im, ip, jm, jp, km, kp = _stencil_node(nx, ny, nz, periodic)
+    if where == FIXED:
+        out[p] = 0
+    elif where == UNKNOWN:
+        out[p] = _operator_residual(x, b, e0, e1, e2, mode, k2, has_k2, hx2, hy2, hz2, p, im, ip,
+                                    jm, jp, km, kp)  # fmt: skip
 
 
 @cuda.jit
-def assemble_rhs(phi_c, ex, ey, ez, k2, has_k2, eps_c, hx2, hy2, hz2, out, nx, ny, nz, periodic):
-    """The right-hand side (``B.rhs_node``) in float64; zero on fixed nodes."""
+def operator_rhs(phi_c, e0, e1, e2, mode, k2, has_k2, eps_c, hx2, hy2, hz2, out, nx, ny, nz,
+                 periodic):  # fmt: skip
+    """The float64 right-hand side (``B.rhs_node``) from the problem's own maps; 0 if fixed."""
     where, p, im, ip, jm, jp, km, kp = _stencil_node(nx, ny, nz, periodic)
     if where == FIXED:
         out[p] = 0.0
     elif where == UNKNOWN:
-        kk = k2[p] if has_k2 else 0.0
+        fxm, fxp, fym, fyp, fzm, fzp = _faces_at(e0, e1, e2, mode, p, im, ip, jm, jp, km, kp)
+        kk = float64(k2[p]) if has_k2 else 0.0
         out[p] = B.rhs_node(
-            phi_c[p], eps_c, ex[im], phi_c[im], ex[p], phi_c[ip], ey[jm], phi_c[jm], ey[p],
-            phi_c[jp], ez[km], phi_c[km], ez[p], phi_c[kp], hx2, hy2, hz2, kk,
+            float64(phi_c[p]), eps_c, fxm, float64(phi_c[im]), fxp, float64(phi_c[ip]), fym,
+            float64(phi_c[jm]), fyp, float64(phi_c[jp]), fzm, float64(phi_c[km]), fzp,
+            float64(phi_c[kp]), hx2, hy2, hz2, kk,
         )  # fmt: skip
 
 
 @cuda.jit
-def diagonal(ex, ey, ez, hx2, hy2, hz2, k2, has_k2, out, nx, ny, nz, periodic):
-    """The diagonal Σ ε_face/h² (+ κ̄²) in float64 (1 on fixed nodes), in ``out``'s dtype."""
-    where, p, im, _, jm, _, km, _ = _stencil_node(nx, ny, nz, periodic)
-    if where == FIXED:
-        out[p] = 1.0
-    elif where == UNKNOWN:
-        v = B.diagonal_sum(ex[im] / hx2, ex[p] / hx2, ey[jm] / hy2, ey[p] / hy2, ez[km] / hz2,
-                           ez[p] / hz2)  # fmt: skip
+def operator_stencil(phi_c, e0, e1, e2, mode, k2, has_k2, eps_c, hx2, hy2, hz2, b, cx, cy, cz,
+                     diag, write_diag, shift, nx, ny, nz, periodic):  # fmt: skip
+    """A stencil from the problem's own maps in one pass (no float64 face arrays).
+
+    ``b`` (float64) gets ``B.rhs_node`` on the unknowns, 0 on fixed nodes; ``cx, cy, cz``
+    each node's +x, +y, +z coefficient ``ε_face/h²`` on every node; ``diag`` (``write_diag``)
+    the float64 sum of the six plus κ̄² rounded once to its dtype (1 on fixed nodes); ``shift``
+    κ̄² (with salt).
+    Faces ``ε_face/h²`` divided in float64 and stored in the outputs' dtype, as the CPU
+    backend's :func:`pbsolver.backends.cpu.operator_kernels.assemble`.
+    """
+    on, i, j, k, p, unx, uny, unz = _node(nx, ny, nz)
+    if not on:
+        return
+    im, ip, jm, jp, km, kp = _neighbours(i, j, k, unx, uny, unz, p)
+    fxm, fxp, fym, fyp, fzm, fzp = _faces_at(e0, e1, e2, mode, p, im, ip, jm, jp, km, kp)
+    cxp = fxp / hx2
+    cyp = fyp / hy2
+    czp = fzp / hz2
+    cx[p] = cxp
+    cy[p] = cyp
+    cz[p] = czp
+    kk = float64(k2[p]) if has_k2 else 0.0
+    if has_k2:
+        shift[p] = kk
+    if not _inside(i, j, k, unx, uny, unz, periodic):
+        if write_diag:
+            diag[p] = 1.0
+        b[p] = 0.0
+        return
+    if write_diag:
+        d = B.diagonal_sum(fxm / hx2, cxp, fym / hy2, cyp, fzm / hz2, czp)
         if has_k2:
-            v += k2[p]
-        out[p] = v
+            d += kk
+        diag[p] = d
+    b[p] = B.rhs_node(
+        float64(phi_c[p]), eps_c, fxm, float64(phi_c[im]), fxp, float64(phi_c[ip]), fym,
+        float64(phi_c[jm]), fyp, float64(phi_c[jp]), fzm, float64(phi_c[km]), fzp,
+        float64(phi_c[kp]), hx2, hy2, hz2, kk,
+    )  # fmt: skip
+
+
+@functools.cache
+def operator_reduction(bk: int, bj: int):
+    """The residual-sum kernel of :func:`reductions` for a problem's operator.
+
+    ``operator_sumsq(x, b, e0, e1, e2, mode, k2, has_k2, hx2, hy2, hz2, nx, ny, nz, periodic,
+    chunk, partials)``, launched and finished as ``residual_sumsq``.
+    """
+    nthreads = bk * bj
+    if nthreads & (nthreads - 1):
+        raise ValueError(f"reduction block {bk}x{bj} is not a power of two")
+
+    @cuda.jit
+    def operator_sumsq(x, b, e0, e1, e2, mode, k2, has_k2, hx2, hy2, hz2, nx, ny, nz, periodic,
+                       chunk, partials):  # fmt: skip
+        sm = cuda.shared.array(nthreads, dtype=float64)
+        j, k, i, i1, unx, uny, unz = _column(nx, ny, nz, chunk)
+        acc = float64(0.0)
+        while i < i1:
+            if _inside(i, j, k, unx, uny, unz, periodic):
+                p = (i * uny + j) * unz + k
+                im, ip, jm, jp, km, kp = _neighbours(i, j, k, unx, uny, unz, p)
+                r = _operator_residual(x, b, e0, e1, e2, mode, k2, has_k2, hx2, hy2, hz2, p, im,
+                                       ip, jm, jp, km, kp)  # fmt: skip
+                acc += r * r
+            i += ONE
+        _store_partial(sm, acc, nthreads, partials)
+
+    return operator_sumsq
 
 
 # ---------------------------------------------------------------------- multigrid transfers

@@ -1,0 +1,148 @@
+"""Numba CPU kernels that read a problem's operator from its own maps (no stored float64 stencil).
+
+A :class:`~pbsolver.backends.ProblemOperator` keeps the problem's permittivities (three face
+maps, or the node map with its face rule) and κ̄²; these kernels form each node's six face
+coefficients ``ε_face/h²`` and its diagonal on the fly, in float64, in the order the float64
+stencil is built (:mod:`pbsolver.operator`), so that their residuals equal those of the stored
+float64 stencil bit for bit. The same face source assembles the right-hand side and the sweep
+stencil in one pass, without whole-grid float64 temporaries.
+
+``e0, e1, e2`` are the face maps (x, y, z) for ``mode == FACE_MAPS``, else the node map (the
+same array three times) and ``mode`` the face rule; ``k2`` is κ̄² when ``has_k2`` (else any
+1×1×1 array). Determinism as in :mod:`pbsolver.backends.cpu.kernels`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from pbsolver.backends.bodies.operator import FACE_MAPS
+from pbsolver.backends.cpu.kernels import B
+
+_JIT = {"cache": True, "nogil": True, "boundscheck": False}
+
+
+@njit(**_JIT, inline="always")
+def faces_at(e0, e1, e2, mode, i, j, k, im, ip, jm, jp, km, kp):
+    """The six face permittivities (−x, +x, −y, +y, −z, +z) of node (i, j, k), in float64."""
+    if mode == FACE_MAPS:
+        return (
+            np.float64(e0[im, j, k]), np.float64(e0[i, j, k]),
+            np.float64(e1[i, jm, k]), np.float64(e1[i, j, k]),
+            np.float64(e2[i, j, km]), np.float64(e2[i, j, k]),
+        )  # fmt: skip
+    s = np.float64(e0[i, j, k])
+    fxm = B.face_rule(np.float64(e0[im, j, k]), s, mode)
+    fxp = B.face_rule(s, np.float64(e0[ip, j, k]), mode)
+    fym = B.face_rule(np.float64(e0[i, jm, k]), s, mode)
+    fyp = B.face_rule(s, np.float64(e0[i, jp, k]), mode)
+    fzm = B.face_rule(np.float64(e0[i, j, km]), s, mode)
+    fzp = B.face_rule(s, np.float64(e0[i, j, kp]), mode)
+    return fxm, fxp, fym, fyp, fzm, fzp
+
+
+@njit(**_JIT, inline="always")
+def residual_at(x, b, e0, e1, e2, mode, k2, has_k2, hx2, hy2, hz2, i, j, k, im, ip, jm, jp, km,
+                kp):  # fmt: skip
+    """``b − A x`` at unknown (i, j, k) in float64, A's coefficients formed here."""
+    fxm, fxp, fym, fyp, fzm, fzp = faces_at(e0, e1, e2, mode, i, j, k, im, ip, jm, jp, km, kp)
+    cxm, cxp, cym, cyp, czm, czp = fxm / hx2, fxp / hx2, fym / hy2, fyp / hy2, fzm / hz2, fzp / hz2
+    s = B.stencil_sum(
+        np.float64(b[i, j, k]),
+        cxm, np.float64(x[im, j, k]), cxp, np.float64(x[ip, j, k]),
+        cym, np.float64(x[i, jm, k]), cyp, np.float64(x[i, jp, k]),
+        czm, np.float64(x[i, j, km]), czp, np.float64(x[i, j, kp]),
+    )  # fmt: skip
+    d = B.diagonal_sum(cxm, cxp, cym, cyp, czm, czp)
+    if has_k2:
+        d += np.float64(k2[i, j, k])
+    return B.residual(s, d, np.float64(x[i, j, k]))
+
+
+@njit(**_JIT, parallel=True)
+def residual(x, b, e0, e1, e2, mode, k2, has_k2, hx2, hy2, hz2, out, periodic):
+    """``out = b − A x`` on the unknowns (float64 arithmetic), zero on fixed nodes."""
+    nx, ny, nz = x.shape
+    lo = 0 if periodic else 1
+    for i in prange(nx):
+        im, ip = B.neighbours(i, nx)
+        for j in range(ny):
+            jm, jp = B.neighbours(j, ny)
+            for k in range(nz):
+                inside = lo <= i < nx - lo and lo <= j < ny - lo and lo <= k < nz - lo
+                if not inside:
+                    out[i, j, k] = 0
+                    continue
+                km, kp = B.neighbours(k, nz)
+                out[i, j, k] = residual_at(x, b, e0, e1, e2, mode, k2, has_k2, hx2, hy2, hz2,
+                                           i, j, k, im, ip, jm, jp, km, kp)  # fmt: skip
+
+
+@njit(**_JIT, parallel=True)
+def residual_sumsq(x, b, e0, e1, e2, mode, k2, has_k2, hx2, hy2, hz2, periodic):
+    """Σ (b − A x)² over the unknowns in float64 (one partial per plane, fixed-order sum)."""
+    nx, ny, nz = x.shape
+    lo = 0 if periodic else 1
+    partial = np.zeros(nx, dtype=np.float64)
+    for i in prange(lo, nx - lo):
+        im, ip = B.neighbours(i, nx)
+        acc = 0.0
+        for j in range(lo, ny - lo):
+            jm, jp = B.neighbours(j, ny)
+            for k in range(lo, nz - lo):
+                km, kp = B.neighbours(k, nz)
+                r = residual_at(x, b, e0, e1, e2, mode, k2, has_k2, hx2, hy2, hz2, i, j, k,
+                                im, ip, jm, jp, km, kp)  # fmt: skip
+                acc += r * r
+        partial[i] = acc
+    total = 0.0
+    for i in range(nx):
+        total += partial[i]
+    return total
+
+
+@njit(**_JIT, parallel=True)
+def assemble(phi_c, e0, e1, e2, mode, k2, has_k2, eps_c, hx2, hy2, hz2, periodic, b, stencil,
+             cx, cy, cz, diag):  # fmt: skip
+    """The float64 right-hand side into ``b`` and, with ``stencil``, the faces and diagonal.
+
+    ``b`` gets :func:`~pbsolver.backends.bodies.operator.rhs_node` on the unknowns, zero on
+    fixed nodes. With ``stencil``: ``cx, cy, cz`` (any float dtype) get each node's +x, +y,
+    +z face coefficient on every node, ``diag`` the float64 sum of the six plus κ̄² rounded
+    once to its dtype on the unknowns, 1 on fixed nodes.
+    """
+    nx, ny, nz = phi_c.shape
+    lo = 0 if periodic else 1
+    for i in prange(nx):
+        im, ip = B.neighbours(i, nx)
+        for j in range(ny):
+            jm, jp = B.neighbours(j, ny)
+            for k in range(nz):
+                km, kp = B.neighbours(k, nz)
+                fxm, fxp, fym, fyp, fzm, fzp = faces_at(e0, e1, e2, mode, i, j, k, im, ip, jm,
+                                                        jp, km, kp)  # fmt: skip
+                inside = lo <= i < nx - lo and lo <= j < ny - lo and lo <= k < nz - lo
+                if stencil:
+                    cxp, cyp, czp = fxp / hx2, fyp / hy2, fzp / hz2
+                    cx[i, j, k] = cxp
+                    cy[i, j, k] = cyp
+                    cz[i, j, k] = czp
+                    if inside:
+                        d = B.diagonal_sum(fxm / hx2, cxp, fym / hy2, cyp, fzm / hz2, czp)
+                        if has_k2:
+                            d += np.float64(k2[i, j, k])
+                        diag[i, j, k] = d
+                    else:
+                        diag[i, j, k] = 1.0
+                if not inside:
+                    b[i, j, k] = 0.0
+                    continue
+                kk = np.float64(k2[i, j, k]) if has_k2 else 0.0
+                b[i, j, k] = B.rhs_node(
+                    np.float64(phi_c[i, j, k]), eps_c,
+                    fxm, np.float64(phi_c[im, j, k]), fxp, np.float64(phi_c[ip, j, k]),
+                    fym, np.float64(phi_c[i, jm, k]), fyp, np.float64(phi_c[i, jp, k]),
+                    fzm, np.float64(phi_c[i, j, km]), fzp, np.float64(phi_c[i, j, kp]),
+                    hx2, hy2, hz2, kk,
+                )  # fmt: skip
