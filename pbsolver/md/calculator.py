@@ -421,8 +421,9 @@ class ReactionFieldCalculator:
         if engine == "stacked":
             if not ok:
                 raise InputError(
-                    "engine='stacked' handles surface='vdw' on a following (Dirichlet) grid with "
-                    f"boundary_kind 'mdh' or 'zero'; got surface={self.surface!r}, "
+                    "engine='stacked' handles surfaces 'vdw', 'mol' and 'smol' on a following "
+                    "(Dirichlet) grid with boundary_kind 'mdh' or 'zero'; got "
+                    f"surface={self.surface!r}, "
                     f"box={'set' if self.box is not None else None}, boundary_kind={kind!r}"
                 )
             if method not in STACKED_METHODS:
@@ -498,6 +499,8 @@ class ReactionFieldCalculator:
                 kappa_subsamples=self.map_options.get("kappa_subsamples", 4),
                 method=method,
                 backend=self.backend,
+                surface=self.surface,
+                ses_step=self.map_options.get("ses_step"),
             )
             self._stacked = eng
         return eng
