@@ -13,10 +13,13 @@ Layout: B frames of an ``(nx, ny, nz)`` grid are stacked along x with ``stride``
 :mod:`pbsolver.solving.batched`). Frame ``f``'s node ``(i, j, k)`` is stacked node
 ``(f·stride + i, j, k)``; its grid origin is ``origin[f]``. Positions are ``(B, N, 3)``.
 
-Unlike the general builders, lines scan every atom instead of 2D bins: at MD sizes (a thousand
-atoms, 65³) that is a few hundred thousand distance tests a frame, cheaper than building bins
-on the host and copying them over. A line that meets more than ``CAP`` spheres sets the
-overflow flag and the engine raises (no silent fallback).
+Unlike the general builders, the vdW lines scan every atom instead of 2D bins: at MD sizes (a
+thousand atoms, 65³) that is a few hundred thousand distance tests a frame, cheaper than
+building bins. A line that meets more than ``CAP`` spheres sets the overflow flag and the engine
+raises (no silent fallback). The SES kernels (``ses``: neighbour lists, SES features, lines over
+(frame, line) pairs, smoothing; orchestrated by :mod:`pbsolver.md.ses`) do use per-frame 2D
+bins, those of the general builder, so that their edge fractions are the general path's; their
+CPU set is :mod:`pbsolver.backends.cpu.frame_ses`.
 """
 
 from __future__ import annotations
@@ -696,6 +699,10 @@ def blocks(n: int, threads: int = THREADS) -> int:
 
 __all__ = [
     "CAP",
+    "SES_ARC_BUFFER",
+    "SES_CANDIDATES",
+    "SES_NEIGHBOURS",
+    "SES_SPHERES",
     "COULOMB_NODES",
     "COULOMB_NODES_WIDE",
     "COULOMB_WIDE_FROM",

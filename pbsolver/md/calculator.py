@@ -11,6 +11,8 @@ keyed by buffer addresses, shapes and scalars) lives as long as the process. Eac
 stencil are new arrays of the same sizes; the pool usually hands back the same addresses, and the
 graphs recorded for them are then replayed instead of captured again. The maps themselves
 (surface, φ_c, boundary values) are computed on the CPU and copied to the device every frame.
+The stacked engine (``engine="stacked"``, the default on CUDA where it applies) computes them on
+the device instead.
 
 Grid placement
 --------------
@@ -182,7 +184,8 @@ class ReactionFieldCalculator:
         :class:`~pbsolver.Solver` per frame (any surface, periodic boxes, multigrid).
         ``"stacked"``: :class:`pbsolver.md.engine.StackedFrames`, batched map kernels and a
         stacked solve (multigrid coarsening every frame's block separately, or SOR with
-        ``method="sor"``) on buffers kept across calls (vdW surface, following grid; the
+        ``method="sor"``) on buffers kept across calls (surfaces "vdw", "mol" and "smol" with the
+        same edge fractions as the general path, following grid; the
         fastest way on a GPU, and what :meth:`compute_batch` uses to run B frames in one
         launch). ``"auto"``: stacked on CUDA (with CuPy) where the set-up allows it and
         ``method`` is "auto", "multigrid" or "sor", else general. ``nonlinear=True`` (with

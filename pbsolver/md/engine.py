@@ -7,8 +7,13 @@ grid of one shape, this module keeps everything in place:
 
 1. the frames' positions go into one ``(B, N, 3)`` buffer;
 2. batched kernels (:mod:`pbsolver.backends.frame_kernels`) write, for all B frames in one
-   launch each, the vdW edge fractions, the ion-accessible fraction, φ_c and the Debye–Hückel
-   boundary values straight into the stacked layout of :mod:`pbsolver.backends.stacking`;
+   launch each, the edge fractions of the surface, the ion-accessible fraction, φ_c and the
+   Debye–Hückel boundary values straight into the stacked layout of
+   :mod:`pbsolver.backends.stacking`. Surfaces: "vdw" (the union of spheres, one launch an
+   axis), "mol" (the SES of :func:`~pbsolver.molecule.maps.face_fractions`, the same edge
+   fractions: neighbour lists, SES features, per-frame bins and one launch an axis over
+   (frame, grid line) pairs, :mod:`pbsolver.md.ses`) and "smol" (either, then APBS' 9-point
+   smoothing in one more launch); a zero probe makes "mol" the vdW surface, as there;
 3. one more kernel turns them into the lifted, block-diagonal stencil (float64 and float32);
 4. the solver loop of :class:`~pbsolver.Solver` (float64 iterative refinement) runs on the
    stack with SOR or with multigrid on a hierarchy that coarsens every frame's block
@@ -17,10 +22,14 @@ grid of one shape, this module keeps everything in place:
    next call, since the buffers' addresses do not change;
 5. a last kernel samples φ and ∇φ at every atom of every frame.
 
-On CUDA steps 2–3 are one replayed CUDA graph. Host synchronisations per call: after the maps
-(right-hand-side norms, overflow flag), for a warm start's initial residuals, one per residual
-check of the loop, and for the results. Only the vdW dielectric surface and Dirichlet grids
-(a grid that follows the solute) are handled; other set-ups use the general path.
+On CUDA steps 2–3 are one replayed CUDA graph, except the SES part of step 2: its array sizes
+(neighbour pairs, circles, arcs) change from call to call, so it runs before the graph, as
+launches and CuPy array code on the same stream, with its data on the device. Host
+synchronisations per call: for the SES, one per size read back and one for its overflow flag;
+after the maps (right-hand-side norms, overflow flag), for a warm start's initial residuals,
+one per residual check of the loop, and for the results. Surfaces "vdw", "mol" and "smol" on
+Dirichlet grids (a grid that follows the solute) are handled; "svdw", periodic boxes and the
+"sdh" boundary use the general path.
 """
 
 from __future__ import annotations
@@ -104,10 +113,10 @@ class StackedFrames:
         Supplies ``rtol``, ``atol``, ``maxiter``, ``dtype``, ``refine``, ``check_every``,
         ``omega`` and the backend (CPU or CUDA with CuPy).
     physics : PhysicsOptions, optional
-        ε_in (= ε_c), ε_out, salt (κ from ionic strength and temperature), ion radius and the
-        boundary kind ("mdh" or "zero"); the surface is the vdW one whatever it says. Its
-        fields may also be given as keywords (``eps_in=``, ``ion_radius=``...), which override
-        those of ``physics``.
+        ε_in (= ε_c), ε_out, salt (κ from ionic strength and temperature), ion radius, probe
+        radius and the boundary kind ("mdh" or "zero"); its ``surface`` is not read (see
+        ``surface``). Its fields may also be given as keywords (``eps_in=``,
+        ``ion_radius=``...), which override those of ``physics``.
     kappa : float, optional
         The bulk κ (Å⁻¹) itself, instead of the one of ``physics`` (0: no salt).
     kappa_subsamples : int
@@ -120,6 +129,14 @@ class StackedFrames:
         SOR for a few frames a call, multigrid from 8; on the CPU multigrid).
     backend : Backend, optional
         The backend object to use (default: the solver's, from :func:`get_backend`).
+    surface : {"vdw", "mol", "smol"}
+        Dielectric surface (:func:`pbsolver.molecule.maps.face_fractions`), with the probe
+        radius of ``physics`` (Å). A parameter of its own, default "vdw", since the default
+        physics' surface is "mol".
+    ses_step : float, optional
+        Sampling interval of the SES reentrant zone, Å (default min(h/2, 0.25)).
+    nbisect : int
+        Bisection steps locating each change of side in the reentrant zone.
     """
 
     def __init__(
