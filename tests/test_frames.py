@@ -110,8 +110,8 @@ def test_engine_choice_and_refusals():
     atoms, _ = _solute(1, n=5)
     auto = pb.ReactionFieldCalculator(atoms, surface="vdw", backend="cpu")
     assert auto.engine == "general"  # the CPU keeps multigrid
-    with pytest.raises(pb.InputError, match="surface='vdw'"):
-        pb.ReactionFieldCalculator(atoms, surface="mol", backend="cpu", engine="stacked")
+    with pytest.raises(pb.InputError, match="surfaces 'vdw', 'mol' and 'smol'"):
+        pb.ReactionFieldCalculator(atoms, surface="svdw", backend="cpu", engine="stacked")
     with pytest.raises(pb.InputError, match="following"):
         pb.ReactionFieldCalculator(
             atoms, surface="vdw", backend="cpu", engine="stacked", box=(30.0, 30.0, 30.0)

@@ -13,10 +13,13 @@ Layout: B frames of an ``(nx, ny, nz)`` grid are stacked along x with ``stride``
 :mod:`pbsolver.solving.batched`). Frame ``f``'s node ``(i, j, k)`` is stacked node
 ``(f·stride + i, j, k)``; its grid origin is ``origin[f]``. Positions are ``(B, N, 3)``.
 
-Unlike the general builders, lines scan every atom instead of 2D bins: at MD sizes (a thousand
-atoms, 65³) that is a few hundred thousand distance tests a frame, cheaper than building bins
-on the host and copying them over. A line that meets more than ``CAP`` spheres sets the
-overflow flag and the engine raises (no silent fallback).
+Unlike the general builders, the vdW lines scan every atom instead of 2D bins: at MD sizes (a
+thousand atoms, 65³) that is a few hundred thousand distance tests a frame, cheaper than
+building bins. A line that meets more than ``CAP`` spheres sets the overflow flag and the engine
+raises (no silent fallback). The SES kernels (``ses``: neighbour lists, SES features, lines over
+(frame, line) pairs, smoothing; orchestrated by :mod:`pbsolver.md.ses`) do use per-frame 2D
+bins, those of the general builder, so that their edge fractions are the general path's; their
+CPU set is :mod:`pbsolver.backends.cpu.frame_ses`.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from pbsolver.backends.bodies import maps as maps_bodies
+from pbsolver.backends.bodies.frames import make_frame_ses
 from pbsolver.backends.bodies.lines import compile_lines
 from pbsolver.backends.bodies.sampling import sample_body
 
@@ -40,6 +44,13 @@ cuda = None
 CAP = 256
 #: Threads a CUDA block.
 THREADS = 128
+#: Local capacities of the CUDA SES kernels (those of :mod:`pbsolver.backends.cuda.maps`'s,
+#: whose SES line body they share): spheres a line meets, exposed probe candidates near a line,
+#: and arc ends of a circle (2 × 192 neighbours + 2). The CPU kernels size theirs per item.
+SES_SPHERES = 384
+SES_CANDIDATES = 384
+SES_NEIGHBOURS = 192
+SES_ARC_BUFFER = 2 * SES_NEIGHBOURS + 2
 #: Nodes of the CUDA φ_c kernel a thread (THREADS apart): one shared-memory atom read serves
 #: this many pairs.
 COULOMB_NODES = 4
@@ -75,6 +86,8 @@ def _bodies(jit, fast):
     debye_huckel_point = sums["debye_huckel_node"]
     on_node = jit(maps_bodies.on_node_tol2)
     sample = jit(sample_body)
+    ses = make_frame_ses(jit, sort_merge, accumulate)
+    lines_of = ses.lines_of
 
     @jit
     def sample_point(phi, pos, item, nx, ny, nz, stride, origin, h, out):
@@ -85,11 +98,6 @@ def _bodies(jit, fast):
         sample(phi, f * stride, nx, ny, nz, h[0], h[1], h[2], (pos[f, a, 0] - origin[f, 0]) / h[0],
                (pos[f, a, 1] - origin[f, 1]) / h[1], (pos[f, a, 2] - origin[f, 2]) / h[2], False,
                out[f, a])  # fmt: skip
-
-    @jit
-    def lines_of(axis, nx, ny, nz):
-        """Grid lines along ``axis`` in one frame."""
-        return (ny * nz) if axis == 0 else ((nx * nz) if axis == 1 else nx * ny)
 
     @jit
     def edge_line(out, pos, rad, item, axis, nx, ny, nz, stride, origin, h, starts, ends):
@@ -273,6 +281,7 @@ def _bodies(jit, fast):
         dh_term=dh_term,
         assemble_node=assemble_node,
         sample_point=sample_point,
+        ses=ses,
     )
 
 
@@ -387,8 +396,10 @@ def cpu_kernels():
         for item in prange(pos.shape[0] * pos.shape[1]):
             sample_point(phi, pos, item, nx, ny, nz, stride, origin, h, out)
 
+    from pbsolver.backends.cpu import frame_ses
+
     _CPU = _kernel_set(edges, ion, coulomb, boundary, assemble, sample, flags=False,
-                       coulomb_for=lambda nf: (coulomb, 1))  # fmt: skip
+                       coulomb_for=lambda nf: (coulomb, 1), ses=frame_ses.KERNELS)  # fmt: skip
     return _CPU
 
 
@@ -589,8 +600,92 @@ def cuda_kernels():
         if item < pos.shape[0] * pos.shape[1]:
             sample_point(phi, pos, item, nx, ny, nz, stride, origin, h, out)
 
+    ses_edge_line, neighbour_count = B.ses.ses_edge_line, B.ses.neighbour_count
+    neighbour_fill = B.ses.neighbour_fill
+    count_arcs_body, fill_circle, smooth_node = (
+        B.ses.count_arcs,
+        B.ses.fill_circle,
+        B.ses.smooth_node,
+    )
+
+    @cuda.jit
+    def ses_edges(out, axis, nx, ny, nz, stride, origin, h, pos, vdw, acc, probe, step,
+                  nbisect, maxacc, maxreach, bins, bstart, border, ebins, ebstart, eborder,
+                  nb_start, nb_index, circ_start, geom, arc_start, arcs, bad):  # fmt: skip
+        item = cuda.grid(1)
+        if item >= origin.shape[0] * lines_of(axis, nx, ny, nz):
+            return
+        vs_ = cuda.local.array(SES_SPHERES, dtype=np.float64)
+        ve_ = cuda.local.array(SES_SPHERES, dtype=np.float64)
+        ss_ = cuda.local.array(SES_SPHERES, dtype=np.float64)
+        se_ = cuda.local.array(SES_SPHERES, dtype=np.float64)
+        cand = cuda.local.array(SES_CANDIDATES, dtype=np.int64)
+        ckey = cuda.local.array(SES_CANDIDATES, dtype=np.float64)
+        hit = cuda.local.array(4, dtype=np.float64)
+        if ses_edge_line(out, item, axis, nx, ny, nz, stride, origin, h, pos, vdw, acc, probe,
+                         step, nbisect, maxacc, maxreach, bins, bstart, border, ebins, ebstart,
+                         eborder, nb_start, nb_index, circ_start, geom, arc_start, arcs, vs_,
+                         ve_, ss_, se_, cand, ckey, hit):  # fmt: skip
+            bad[0] = 1
+
+    @cuda.jit
+    def neighbour_counts(pos, rad, na, counts):
+        g = cuda.grid(1)
+        if g < pos.shape[0]:
+            counts[g + 1] = neighbour_count(pos, rad, g, na)
+
+    @cuda.jit
+    def neighbour_fills(pos, rad, na, start, index):
+        g = cuda.grid(1)
+        if g < pos.shape[0]:
+            neighbour_fill(pos, rad, g, na, start, index)
+
+    @cuda.jit
+    def count_arcs(pos, rad, nb_start, nb_index, nfree, nested, inter, bad):
+        i = cuda.grid(1)
+        if i >= pos.shape[0]:
+            return
+        g = cuda.local.array(13, dtype=np.float64)
+        bs = cuda.local.array(SES_ARC_BUFFER, dtype=np.float64)
+        be = cuda.local.array(SES_ARC_BUFFER, dtype=np.float64)
+        dummy = cuda.local.array((1, 2), dtype=np.float64)
+        nest, ninter, over = count_arcs_body(pos, rad, i, nb_start, nb_index, nfree, g, bs, be,
+                                             dummy)  # fmt: skip
+        if over:
+            bad[0] = 1
+        nested[i] = nest
+        inter[i] = ninter
+
+    @cuda.jit
+    def fill_circles(pos, rad, circ_i, circ_j, nb_start, nb_index, arc_start, geom, arcs):
+        c = cuda.grid(1)
+        if c >= circ_i.shape[0]:
+            return
+        g = cuda.local.array(13, dtype=np.float64)
+        bs = cuda.local.array(SES_ARC_BUFFER, dtype=np.float64)
+        be = cuda.local.array(SES_ARC_BUFFER, dtype=np.float64)
+        fill_circle(pos, rad, c, circ_i[c], circ_j[c], nb_start, nb_index, arc_start, geom,
+                    arcs, g, bs, be)  # fmt: skip
+
+    @cuda.jit
+    def smooth(fx, fy, fz, ox, oy, oz, nf, nx, ny, nz, stride):
+        item = cuda.grid(1)
+        _, ny_, nz_ = fx.shape
+        if item >= nf * stride * ny_ * nz_:
+            return
+        k = item % nz_
+        j = (item // nz_) % ny_
+        row = item // (ny_ * nz_)
+        f = row // stride
+        i = row - f * stride
+        if i < nx:
+            smooth_node(fx, fy, fz, ox, oy, oz, f * stride, i, j, k, nx, ny, nz)
+
+    ses = SimpleNamespace(edges=ses_edges, neighbour_counts=neighbour_counts,
+                          neighbour_fills=neighbour_fills, count_arcs=count_arcs,
+                          fill_circles=fill_circles, smooth=smooth)  # fmt: skip
     _CUDA = _kernel_set(
-        edges, ion, coulomb, boundary, assemble, sample, flags=True, on_nodes=on_nodes,
+        edges, ion, coulomb, boundary, assemble, sample, flags=True, on_nodes=on_nodes, ses=ses,
         coulomb_for=lambda nf: (coulomb_kernel(coulomb_nodes(nf)), coulomb_nodes(nf)),
         coulomb_kernel=coulomb_kernel,
     )  # fmt: skip
@@ -604,6 +699,10 @@ def blocks(n: int, threads: int = THREADS) -> int:
 
 __all__ = [
     "CAP",
+    "SES_ARC_BUFFER",
+    "SES_CANDIDATES",
+    "SES_NEIGHBOURS",
+    "SES_SPHERES",
     "COULOMB_NODES",
     "COULOMB_NODES_WIDE",
     "COULOMB_WIDE_FROM",

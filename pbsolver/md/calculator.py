@@ -11,6 +11,8 @@ keyed by buffer addresses, shapes and scalars) lives as long as the process. Eac
 stencil are new arrays of the same sizes; the pool usually hands back the same addresses, and the
 graphs recorded for them are then replayed instead of captured again. The maps themselves
 (surface, φ_c, boundary values) are computed on the CPU and copied to the device every frame.
+The stacked engine (``engine="stacked"``, the default on CUDA where it applies) computes them on
+the device instead.
 
 Grid placement
 --------------
@@ -182,7 +184,8 @@ class ReactionFieldCalculator:
         :class:`~pbsolver.Solver` per frame (any surface, periodic boxes, multigrid).
         ``"stacked"``: :class:`pbsolver.md.engine.StackedFrames`, batched map kernels and a
         stacked solve (multigrid coarsening every frame's block separately, or SOR with
-        ``method="sor"``) on buffers kept across calls (vdW surface, following grid; the
+        ``method="sor"``) on buffers kept across calls (surfaces "vdw", "mol" and "smol" with the
+        same edge fractions as the general path, following grid; the
         fastest way on a GPU, and what :meth:`compute_batch` uses to run B frames in one
         launch). ``"auto"``: stacked on CUDA (with CuPy) where the set-up allows it and
         ``method`` is "auto", "multigrid" or "sor", else general. ``nonlinear=True`` (with
@@ -421,8 +424,9 @@ class ReactionFieldCalculator:
         if engine == "stacked":
             if not ok:
                 raise InputError(
-                    "engine='stacked' handles surface='vdw' on a following (Dirichlet) grid with "
-                    f"boundary_kind 'mdh' or 'zero'; got surface={self.surface!r}, "
+                    "engine='stacked' handles surfaces 'vdw', 'mol' and 'smol' on a following "
+                    "(Dirichlet) grid with boundary_kind 'mdh' or 'zero'; got "
+                    f"surface={self.surface!r}, "
                     f"box={'set' if self.box is not None else None}, boundary_kind={kind!r}"
                 )
             if method not in STACKED_METHODS:
@@ -498,6 +502,8 @@ class ReactionFieldCalculator:
                 kappa_subsamples=self.map_options.get("kappa_subsamples", 4),
                 method=method,
                 backend=self.backend,
+                surface=self.surface,
+                ses_step=self.map_options.get("ses_step"),
             )
             self._stacked = eng
         return eng

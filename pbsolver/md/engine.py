@@ -7,8 +7,13 @@ grid of one shape, this module keeps everything in place:
 
 1. the frames' positions go into one ``(B, N, 3)`` buffer;
 2. batched kernels (:mod:`pbsolver.backends.frame_kernels`) write, for all B frames in one
-   launch each, the vdW edge fractions, the ion-accessible fraction, φ_c and the Debye–Hückel
-   boundary values straight into the stacked layout of :mod:`pbsolver.backends.stacking`;
+   launch each, the edge fractions of the surface, the ion-accessible fraction, φ_c and the
+   Debye–Hückel boundary values straight into the stacked layout of
+   :mod:`pbsolver.backends.stacking`. Surfaces: "vdw" (the union of spheres, one launch an
+   axis), "mol" (the SES of :func:`~pbsolver.molecule.maps.face_fractions`, the same edge
+   fractions: neighbour lists, SES features, per-frame bins and one launch an axis over
+   (frame, grid line) pairs, :mod:`pbsolver.md.ses`) and "smol" (either, then APBS' 9-point
+   smoothing in one more launch); a zero probe makes "mol" the vdW surface, as there;
 3. one more kernel turns them into the lifted, block-diagonal stencil (float64 and float32);
 4. the solver loop of :class:`~pbsolver.Solver` (float64 iterative refinement) runs on the
    stack with SOR or with multigrid on a hierarchy that coarsens every frame's block
@@ -17,10 +22,14 @@ grid of one shape, this module keeps everything in place:
    next call, since the buffers' addresses do not change;
 5. a last kernel samples φ and ∇φ at every atom of every frame.
 
-On CUDA steps 2–3 are one replayed CUDA graph. Host synchronisations per call: after the maps
-(right-hand-side norms, overflow flag), for a warm start's initial residuals, one per residual
-check of the loop, and for the results. Only the vdW dielectric surface and Dirichlet grids
-(a grid that follows the solute) are handled; other set-ups use the general path.
+On CUDA steps 2–3 are one replayed CUDA graph, except the SES part of step 2: its array sizes
+(neighbour pairs, circles, arcs) change from call to call, so it runs before the graph, as
+launches and CuPy array code on the same stream, with its data on the device. Host
+synchronisations per call: for the SES, one per size read back and one for its overflow flag;
+after the maps (right-hand-side norms, overflow flag), for a warm start's initial residuals,
+one per residual check of the loop, and for the results. Surfaces "vdw", "mol" and "smol" on
+Dirichlet grids (a grid that follows the solute) are handled; "svdw", periodic boxes and the
+"sdh" boundary use the general path.
 """
 
 from __future__ import annotations
@@ -34,12 +43,15 @@ import numpy as np
 from pbsolver.backends.frame_kernels import CAP, LINE_THREADS
 from pbsolver.exceptions import InputError
 from pbsolver.grid import Grid
+from pbsolver.md.ses import FrameSES
 from pbsolver.options import PhysicsOptions, nonnegative
 from pbsolver.solving.methods import make_method
 from pbsolver.solving.system import LinearSystem
 
 #: Boundary kinds the stacked path computes (``"sdh"`` needs the general path).
 STACKED_BOUNDARY_KINDS = ("mdh", "zero")
+#: Dielectric surfaces the stacked path maps ("svdw" needs the general path).
+STACKED_SURFACES = ("vdw", "mol", "smol")
 #: Solvers of the stack ("auto": the backend's choice, ``Backend.auto_stack_method``).
 STACKED_METHODS = ("auto", "sor", "multigrid")
 
@@ -101,10 +113,10 @@ class StackedFrames:
         Supplies ``rtol``, ``atol``, ``maxiter``, ``dtype``, ``refine``, ``check_every``,
         ``omega`` and the backend (CPU or CUDA with CuPy).
     physics : PhysicsOptions, optional
-        ε_in (= ε_c), ε_out, salt (κ from ionic strength and temperature), ion radius and the
-        boundary kind ("mdh" or "zero"); the surface is the vdW one whatever it says. Its
-        fields may also be given as keywords (``eps_in=``, ``ion_radius=``...), which override
-        those of ``physics``.
+        ε_in (= ε_c), ε_out, salt (κ from ionic strength and temperature), ion radius, probe
+        radius and the boundary kind ("mdh" or "zero"); its ``surface`` is not read (see
+        ``surface``). Its fields may also be given as keywords (``eps_in=``,
+        ``ion_radius=``...), which override those of ``physics``.
     kappa : float, optional
         The bulk κ (Å⁻¹) itself, instead of the one of ``physics`` (0: no salt).
     kappa_subsamples : int
@@ -117,6 +129,14 @@ class StackedFrames:
         SOR for a few frames a call, multigrid from 8; on the CPU multigrid).
     backend : Backend, optional
         The backend object to use (default: the solver's, from :func:`get_backend`).
+    surface : {"vdw", "mol", "smol"}
+        Dielectric surface (:func:`pbsolver.molecule.maps.face_fractions`), with the probe
+        radius of ``physics`` (Å). A parameter of its own, default "vdw", since the default
+        physics' surface is "mol".
+    ses_step : float, optional
+        Sampling interval of the SES reentrant zone, Å (default min(h/2, 0.25)).
+    nbisect : int
+        Bisection steps locating each change of side in the reentrant zone.
     """
 
     def __init__(
@@ -132,13 +152,19 @@ class StackedFrames:
         kappa_subsamples=4,
         method="auto",
         backend=None,
+        surface="vdw",
+        ses_step=None,
+        nbisect=14,
         **physics_fields,
     ):
         from pbsolver.backends import get_backend
 
         if method not in STACKED_METHODS:
             raise InputError(f"the stacked path solves with {STACKED_METHODS}, got {method!r}")
+        if surface not in STACKED_SURFACES:
+            raise InputError(f"the stacked path maps surfaces {STACKED_SURFACES}, got {surface!r}")
         self.method = method
+        self.surface = surface
         self.physics = PhysicsOptions.build(physics, **physics_fields)
         self.physics.require_linear("the stacked MD engine (StackedFrames)")
         boundary_kind = self.physics.boundary_kind
@@ -175,6 +201,15 @@ class StackedFrames:
         params += [self.eps_out * self.kappa**2, 1.0 / self.subsamples**2, float(self.kappa > 0)]
         self._params = self._to_device(np.asarray(params, dtype=np.float64))
         self.stride = self.grid.shape[0] + self.grid.shape[0] % 2
+        self.probe = float(self.physics.probe_radius)
+        #: "smol": the fraction kernels write raw fractions that a smoothing kernel averages
+        self.smooth = surface == "smol"
+        #: The probe-swept part of "mol"/"smol" (None: the union of spheres, also for a zero
+        #: probe, as the general path)
+        self._ses = None
+        if surface != "vdw" and self.probe > 0:
+            self._ses = FrameSES(self.backend, radii, self.probe, self.grid.shape,
+                                 self.grid.spacing, ses_step=ses_step, nbisect=nbisect)  # fmt: skip
         self._buffers = {}  # frames in a call → persistent buffers
 
     # ------------------------------------------------------------------ public
@@ -197,6 +232,8 @@ class StackedFrames:
         with be.stream_context():
             buf.pos[...] = pos
             buf.origin[...] = xp.asarray(origins)
+            if self._ses is not None:  # sizes change each call: not in the captured graph
+                self._ses.run(self._fraction_targets(buf), buf.pos, buf.origin, self.stride)
             # the map and assembly launches as one captured graph where the backend has them
             bad = be.capture(lambda: self._maps(buf, nf), key=self._maps_key(buf, nf))()
             warm = self._initial_guess(buf, nf, x0)
@@ -253,7 +290,10 @@ class StackedFrames:
 
         Returns the lines' overflow count, or None where the kernels raise ``buf.bad`` instead.
         """
-        for a in (buf.fx, buf.fy, buf.fz, buf.cov, buf.bad):
+        zeroed = [buf.cov, buf.bad]
+        if self._ses is None:  # the edge kernels accumulate into zeroed arrays
+            zeroed += self._fraction_targets(buf)
+        for a in zeroed:
             a.fill(0)
         counts = [step() for _name, step in self.map_steps(buf, nf)]
         counts = [c for c in counts if c is not None]
@@ -265,12 +305,14 @@ class StackedFrames:
         The graph holds addresses and scalar values, so an engine made later whose buffers land
         on the same addresses replays it only if its constants are the same too.
         """
-        arrays = (buf.pos, buf.origin, buf.rel64, buf.rel, buf.fx, buf.fy, buf.fz, buf.cov,
+        arrays = (buf.pos, buf.origin, buf.rel64, buf.rel, buf.fx, buf.fy, buf.fz, *buf.raw,
+                  buf.cov,
                   buf.phic, buf.g, buf.bad, *buf.out64, *buf.out32, *buf.unl, self._rad,
                   self._rad_ion,
                   self._q32, self._rad_ion32, self._h, self._nodes, self._params)  # fmt: skip
         scalars = (nf, self.grid.shape, self.stride, self.kappa, self.eps_in, self.eps_out,
-                   self.subsamples, self.boundary_kind)  # fmt: skip
+                   self.subsamples, self.boundary_kind, self.surface,
+                   self._ses is None)  # fmt: skip
         return ("stacked-frames-maps", scalars, self.backend.buffer_key(*arrays))
 
     def map_steps(self, buf, nf):
@@ -295,8 +337,14 @@ class StackedFrames:
             xp.subtract(buf.pos, buf.origin[:, None, :], out=buf.rel64)
             buf.rel[...] = buf.rel64
 
-        steps = [(f"edges axis {a}", lambda a=a, o=o: edges(a, o))
-                 for a, o in enumerate((buf.fx, buf.fy, buf.fz))]  # fmt: skip
+        steps = []
+        if self._ses is None:  # the union of spheres (the SES is mapped before, in run)
+            steps += [(f"edges axis {a}", lambda a=a, o=o: edges(a, o))
+                      for a, o in enumerate(self._fraction_targets(buf))]  # fmt: skip
+        if self.smooth:
+            steps.append(("smoothing", lambda: self._launch(
+                K.ses.smooth, nf * self.stride * ny * nz, *buf.raw, buf.fx, buf.fy, buf.fz, nf,
+                nx, ny, nz, self.stride)))  # fmt: skip
         if self.kappa > 0:
             steps.append(("ion accessibility", lambda: self._launch(
                 K.ion, nf * nx * ny, buf.cov, buf.pos, self._rad_ion, nx, ny, nz, self.stride,
@@ -322,6 +370,10 @@ class StackedFrames:
             buf.g, nf, nx, ny, nz, self.stride, self._params, buf.out64, buf.out32,
             buf.unl)))  # fmt: skip
         return steps
+
+    def _fraction_targets(self, buf):
+        """Where the edge fractions are written: the raw buffers for "smol", else the faces'."""
+        return list(buf.raw) if self.smooth else [buf.fx, buf.fy, buf.fz]
 
     def _initial_guess(self, buf, nf, x0) -> bool:
         """x: the guess's interior in every block, zero on decoupled nodes; True if warm."""
@@ -409,6 +461,7 @@ class StackedFrames:
                 rel64=zeros(shape=(nf, self.n_atoms, 3)),
                 rel=zeros(np.float32, (nf, self.n_atoms, 3)),
                 fx=zeros(), fy=zeros(), fz=zeros(), cov=zeros(), phic=zeros(), g=zeros(),
+                raw=(zeros(), zeros(), zeros()) if self.smooth else (),
                 out64=(checked.cx, checked.cy, checked.cz, checked.diag, checked.b),
                 out32=(st.cx, st.cy, st.cz, st.diag, st.b),
                 x=system.x, phi=zeros(), unl=system.unlifted,
@@ -440,8 +493,13 @@ def _outer_layer(shape) -> np.ndarray:
 
 
 def supports(surface, boundary_periodic: bool, boundary_kind: str) -> bool:
-    """Whether the stacked path handles this set-up (vdW surface, Dirichlet, mdh/zero)."""
-    return surface == "vdw" and not boundary_periodic and boundary_kind in STACKED_BOUNDARY_KINDS
+    """Whether the stacked path handles this set-up (vdW/SES/smoothed SES, Dirichlet, mdh/zero)."""
+    return (
+        surface in STACKED_SURFACES
+        and not boundary_periodic
+        and boundary_kind in STACKED_BOUNDARY_KINDS
+    )
 
 
-__all__ = ["STACKED_BOUNDARY_KINDS", "StackedFrames", "StackedSolve", "supports"]
+__all__ = ["STACKED_BOUNDARY_KINDS", "STACKED_SURFACES", "StackedFrames", "StackedSolve",
+           "supports"]  # fmt: skip

@@ -403,12 +403,13 @@ def make_ses(jit, sort_merge, accumulate):
     solute_at = jit(solute_at)
 
     def zone(
-        out, axis, iu, iv, zs, ze, t0, h, nbins, u, v, cand, ckey, ncand, pos, acc, probe,
+        out, axis, row, iu, iv, zs, ze, t0, h, nbins, u, v, cand, ckey, ncand, pos, acc, probe,
         reach, step, nbisect, nb_start, nb_index, circ_start, geom, arc_start, arcs, hit,
     ):  # fmt: skip
         """Classify one reentrant-zone interval [zs, ze] of a line and add its solute parts.
 
         Sampled every ``step``; each change of class is located by ``nbisect`` bisections.
+        ``row`` is the first x plane of the line's grid in ``out`` (0, or a stacked frame's).
         """
         length = ze - zs
         if length <= 0.0:
@@ -441,13 +442,13 @@ def make_ses(jit, sort_merge, accumulate):
                         b = mid
                 cross = 0.5 * (a + b)
                 if prev:
-                    accumulate(out, axis, 0, iu, iv, run_start, cross, t0, h, nbins)
+                    accumulate(out, axis, row, iu, iv, run_start, cross, t0, h, nbins)
                 else:
                     run_start = cross
                 prev = cur
             prev_t = t
         if prev:
-            accumulate(out, axis, 0, iu, iv, run_start, ze, t0, h, nbins)
+            accumulate(out, axis, row, iu, iv, run_start, ze, t0, h, nbins)
 
     zone = jit(zone)
 
@@ -501,13 +502,15 @@ def make_ses(jit, sort_merge, accumulate):
     union_line = jit(union_line)
 
     def ses_line(
-        out, axis, iu, iv, u, v, t0, h, nbins, pos, vdw, acc, probe, step, nbisect, maxacc,
+        out, axis, row, iu, iv, u, v, t0, h, nbins, pos, vdw, acc, probe, step, nbisect, maxacc,
         maxreach, u0, v0, bsize, nbu, nbv, bstart, border,
         e_u0, e_v0, e_bsize, e_nbu, e_nbv, e_bstart, e_border,
         nb_start, nb_index, circ_start, geom, arc_start, arcs,
         vs_, ve_, ss_, se_, cand, ckey, hit,
     ):  # fmt: skip
-        """Solvent-excluded fraction of each bin of one line; 1 on overflow.
+        """Solvent-excluded fraction of each bin of one line (into ``out`` from plane ``row``).
+
+        Returns 1 on overflow.
 
         ``vdw`` are atomic radii, ``acc`` accessible radii (vdw + probe). The first bins
         (``u0`` … ``border``) hold all atoms for reach ``acc``; the second (``e_*``) only the
@@ -523,7 +526,7 @@ def make_ses(jit, sort_merge, accumulate):
         nvdw = sort_merge(vs_, ve_, nvdw)
         nsas = sort_merge(ss_, se_, nsas)
         for s in range(nvdw):
-            accumulate(out, axis, 0, iu, iv, vs_[s], ve_[s], t0, h, nbins)
+            accumulate(out, axis, row, iu, iv, vs_[s], ve_[s], t0, h, nbins)
         # exposed candidates within acc + probe, insertion-sorted along the line
         a1 = 1 if axis == 0 else 0
         a2 = 1 if axis == 2 else 2
@@ -562,7 +565,7 @@ def make_ses(jit, sort_merge, accumulate):
                 if p < nvdw and vs_[p] < ze:
                     zend = vs_[p]
                 zone(
-                    out, axis, iu, iv, zs, zend, t0, h, nbins, u, v, cand, ckey, ncand, pos,
+                    out, axis, row, iu, iv, zs, zend, t0, h, nbins, u, v, cand, ckey, ncand, pos,
                     acc, probe, maxreach, step, nbisect, nb_start, nb_index, circ_start, geom,
                     arc_start, arcs, hit,
                 )  # fmt: skip
@@ -635,25 +638,25 @@ def plane_bins(pu, pv, u0, v0, size, nbu, nbv):
     return start, order
 
 
-def compact_circles(nb_start, nb_index, nfree, nested, intersecting):
-    """SES features from the per-pair free-arc counts (NumPy, on the host).
+def compact_circles(nb_start, nb_index, nfree, nested, intersecting, xp=np):
+    """SES features from the per-pair free-arc counts (array code: ``xp`` is NumPy or CuPy).
 
     Returns ``exposed`` (bool per atom), ``circ_start`` (CSR per atom over the circles
     (i, j > i) with free arcs), ``circ_i``, ``circ_j`` and ``arc_start``.
     """
     n = len(nb_start) - 1
-    owner = np.repeat(np.arange(n), np.diff(nb_start))
-    has_free = np.zeros(n, dtype=bool)
-    np.logical_or.at(has_free, owner, nfree > 0)
+    nfree = nfree[: len(nb_index)]
+    # the atom owning each pair (a search rather than a repeat: CuPy repeats by host counts)
+    owner = xp.searchsorted(nb_start, xp.arange(len(nb_index)), side="right") - 1
+    has_free = xp.bincount(owner, weights=(nfree > 0).astype(np.float64), minlength=n) > 0
     exposed = ~nested & ((intersecting == 0) | has_free)
     keep = (nb_index > owner) & (nfree > 0)
     circ_i = owner[keep]
     circ_j = nb_index[keep]
-    circ_start = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(circ_i, minlength=n), out=circ_start[1:])
-    arc_start = np.zeros(len(circ_i) + 1, dtype=np.int64)
-    np.cumsum(nfree[keep], out=arc_start[1:])
-    return exposed, circ_start, circ_i, circ_j, arc_start
+    zero = xp.zeros(1, dtype=np.int64)
+    circ_start = xp.concatenate([zero, xp.cumsum(xp.bincount(circ_i, minlength=n))])
+    arc_start = xp.concatenate([zero, xp.cumsum(nfree[keep])])
+    return exposed, circ_start.astype(np.int64), circ_i, circ_j, arc_start.astype(np.int64)
 
 
 # ---------------------------------------------------------------------- point potentials

@@ -78,7 +78,7 @@ def _k_ses_lines(
     hit = cuda.local.array(4, dtype=np.float64)
     iu, iv, u, v = _line(line, us, vs)
     if _ses_line(
-        out, axis, iu, iv, u, v, t0, h, nbins, pos, vdw, acc, probe, step, nbisect,
+        out, axis, 0, iu, iv, u, v, t0, h, nbins, pos, vdw, acc, probe, step, nbisect,
         maxacc, maxreach, u0, v0, bsize, nbu, nbv, bstart, border,
         e_u0, e_v0, e_bsize, e_nbu, e_nbv, e_bstart, e_border,
         nb_start, nb_index, circ_start, geom, arc_start, arcs, vs_, ve_, ss_, se_, cand, ckey,

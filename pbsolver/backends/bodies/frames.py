@@ -1,0 +1,203 @@
+"""Plain-Python bodies of the stacked engine's SES step, compiled by each kernel set.
+
+Work items are (frame, grid line) pairs and the B frames' atoms the rows of one ``(B·N, 3)``
+array (:mod:`pbsolver.md.ses`); the geometry is the map kernels' own
+(:func:`pbsolver.backends.bodies.maps.make_ses`). The CPU kernels
+(:mod:`pbsolver.backends.cpu.frame_ses`) and the CUDA ones
+(:func:`pbsolver.backends.frame_kernels.cuda_kernels`) compile these same functions. Importing
+this module imports no numba.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from pbsolver.backends.bodies import maps as maps_bodies
+
+
+def make_frame_ses(jit, sort_merge, accumulate):
+    """The frame SES bodies compiled by ``jit`` on the compiled line bodies (a namespace)."""
+    ses = maps_bodies.make_ses(jit, sort_merge, accumulate)
+    ses_line, bin_count = ses["ses_line"], ses["bin_count"]
+
+    def lines_of(axis, nx, ny, nz):
+        """Grid lines along ``axis`` in one frame."""
+        return (ny * nz) if axis == 0 else ((nx * nz) if axis == 1 else nx * ny)
+
+    lines_of = jit(lines_of)
+
+    def line_place(item, axis, nx, ny, nz, origin, h):
+        """Work item ``item`` = (frame, grid line along ``axis``) as (f, iu, iv, u, v, nbins).
+
+        (iu, iv) index the line in the other two axes (increasing order), (u, v) are its
+        coordinates (Å) and ``nbins`` the edges along it.
+        """
+        nl = lines_of(axis, nx, ny, nz)
+        f = item // nl
+        line = item - f * nl
+        if axis == 0:
+            a1, a2, nv, nbins = 1, 2, nz, nx
+        elif axis == 1:
+            a1, a2, nv, nbins = 0, 2, nz, ny
+        else:
+            a1, a2, nv, nbins = 0, 1, ny, nz
+        iu = line // nv
+        iv = line - iu * nv
+        return f, iu, iv, origin[f, a1] + iu * h[a1], origin[f, a2] + iv * h[a2], nbins
+
+    line_place = jit(line_place)
+
+    def snap(x):
+        """An edge fraction clipped to [0, 1], within FRACTION_SNAP of 0 or 1 made exactly so."""
+        x = min(max(x, 0.0), 1.0)
+        if x >= 1.0 - maps_bodies.FRACTION_SNAP:
+            return 1.0
+        if x <= maps_bodies.FRACTION_SNAP:
+            return 0.0
+        return x
+
+    snap = jit(snap)
+
+    def snap_line(out, axis, row, iu, iv, nbins):
+        """:func:`snap` every edge of one line (as ``snap_fractions`` does a whole map)."""
+        for k in range(nbins):
+            if axis == 0:
+                out[row + k, iu, iv] = snap(out[row + k, iu, iv])
+            elif axis == 1:
+                out[row + iu, k, iv] = snap(out[row + iu, k, iv])
+            else:
+                out[row + iu, iv, k] = snap(out[row + iu, iv, k])
+
+    snap_line = jit(snap_line)
+
+    def ses_caps(item, axis, nx, ny, nz, origin, h, maxacc, maxreach, bins, ebins, bstart,
+                 ebstart):  # fmt: skip
+        """Upper bounds of the spheres and candidates the SES line of ``item`` meets."""
+        f, _, _, u, v, _ = line_place(item, axis, nx, ny, nz, origin, h)
+        cap = bin_count(u, v, maxacc, bins[f, 0], bins[f, 1], bins[f, 2], int(bins[f, 3]),
+                        int(bins[f, 4]), bstart[f])  # fmt: skip
+        ecap = bin_count(u, v, maxreach, ebins[f, 0], ebins[f, 1], ebins[f, 2],
+                         int(ebins[f, 3]), int(ebins[f, 4]), ebstart[f])  # fmt: skip
+        return cap, ecap
+
+    ses_caps = jit(ses_caps)
+
+    def ses_edge_line(out, item, axis, nx, ny, nz, stride, origin, h, pos, vdw, acc, probe,
+                      step, nbisect, maxacc, maxreach, bins, bstart, border, ebins, ebstart,
+                      eborder, nb_start, nb_index, circ_start, geom, arc_start, arcs, vs_, ve_,
+                      ss_, se_, cand, ckey, hit):  # fmt: skip
+        """SES fractions of the edges of work item ``item`` = (frame, grid line), snapped.
+
+        The frame's atoms are rows of the flattened ``pos`` (B·N, 3) and the features are
+        indexed by them; ``bins[f]`` = (u0, v0, size, nbu, nbv) of the frame's 2D bins,
+        ``bstart[f]`` their CSR starts into ``border``. Returns 1 on overflow.
+        """
+        f, iu, iv, u, v, nbins = line_place(item, axis, nx, ny, nz, origin, h)
+        bad = ses_line(
+            out, axis, f * stride, iu, iv, u, v, origin[f, axis], h[axis], nbins, pos, vdw, acc,
+            probe, step, nbisect, maxacc, maxreach, bins[f, 0], bins[f, 1], bins[f, 2],
+            int(bins[f, 3]), int(bins[f, 4]), bstart[f], border, ebins[f, 0], ebins[f, 1],
+            ebins[f, 2], int(ebins[f, 3]), int(ebins[f, 4]), ebstart[f], eborder, nb_start,
+            nb_index, circ_start, geom, arc_start, arcs, vs_, ve_, ss_, se_, cand, ckey, hit,
+        )  # fmt: skip
+        snap_line(out, axis, f * stride, iu, iv, nbins)
+        return bad
+
+    ses_edge_line = jit(ses_edge_line)
+
+    def neighbour_count(pos, rad, g, na):
+        """Atoms of atom g's frame (rows f·na … of ``pos``) whose sphere overlaps g's."""
+        f0 = (g // na) * na
+        m = 0
+        for j in range(f0, f0 + na):
+            dx = pos[j, 0] - pos[g, 0]
+            dy = pos[j, 1] - pos[g, 1]
+            dz = pos[j, 2] - pos[g, 2]
+            rr = rad[g] + rad[j]
+            if j != g and dx * dx + dy * dy + dz * dz < rr * rr:
+                m += 1
+        return m
+
+    neighbour_count = jit(neighbour_count)
+
+    def dist2(pos, g, j):
+        dx = pos[j, 0] - pos[g, 0]
+        dy = pos[j, 1] - pos[g, 1]
+        dz = pos[j, 2] - pos[g, 2]
+        return dx * dx + dy * dy + dz * dz
+
+    dist2 = jit(dist2)
+
+    def neighbour_fill(pos, rad, g, na, start, index):
+        """Atom g's overlapping neighbours into ``index[start[g]:]``, nearest first.
+
+        The lists of the map kernels' ``neighbour_lists`` (a burying neighbour is usually
+        found within the first few), by a scan of the frame and an insertion sort.
+        """
+        f0 = (g // na) * na
+        s0 = start[g]
+        m = 0
+        for j in range(f0, f0 + na):
+            rr = rad[g] + rad[j]
+            d2 = dist2(pos, g, j)
+            if j != g and d2 < rr * rr:
+                p = m - 1
+                while p >= 0 and dist2(pos, g, index[s0 + p]) > d2:
+                    index[s0 + p + 1] = index[s0 + p]
+                    p -= 1
+                index[s0 + p + 1] = j
+                m += 1
+
+    neighbour_fill = jit(neighbour_fill)
+
+    def smooth_get(a, row, i, j, k, nx, ny, nz):
+        """Snapped fraction at (i, j, k) of the block from ``row``, wrapping around its grid."""
+        i = i + nx if i < 0 else (i - nx if i >= nx else i)
+        j = j + ny if j < 0 else (j - ny if j >= ny else j)
+        k = k + nz if k < 0 else (k - nz if k >= nz else k)
+        return snap(a[row + i, j, k])
+
+    smooth_get = jit(smooth_get)
+
+    def smooth_node(fx, fy, fz, ox, oy, oz, row, i, j, k, nx, ny, nz):
+        """APBS' 9-point smoothing of the three faces at one node (``smooth_fractions``).
+
+        Each face's value plus, per other orientation b, the b-faces at p, p − e_b, p + e_a
+        and p + e_a − e_b, in that order (the sums of ``smooth_fractions``, bit for bit).
+        """
+        for a in range(3):
+            src = fx if a == 0 else (fy if a == 1 else fz)
+            s = smooth_get(src, row, i, j, k, nx, ny, nz)
+            ea0 = 1 if a == 0 else 0
+            ea1 = 1 if a == 1 else 0
+            ea2 = 1 if a == 2 else 0
+            for b in range(3):
+                if b == a:
+                    continue
+                fb = fx if b == 0 else (fy if b == 1 else fz)
+                eb0 = 1 if b == 0 else 0
+                eb1 = 1 if b == 1 else 0
+                eb2 = 1 if b == 2 else 0
+                s = s + smooth_get(fb, row, i, j, k, nx, ny, nz)
+                s = s + smooth_get(fb, row, i - eb0, j - eb1, k - eb2, nx, ny, nz)
+                s = s + smooth_get(fb, row, i + ea0, j + ea1, k + ea2, nx, ny, nz)
+                s = s + smooth_get(fb, row, i + ea0 - eb0, j + ea1 - eb1, k + ea2 - eb2, nx,
+                                   ny, nz)  # fmt: skip
+            dst = ox if a == 0 else (oy if a == 1 else oz)
+            dst[row + i, j, k] = s / 9.0
+
+    smooth_node = jit(smooth_node)
+
+    return SimpleNamespace(
+        lines_of=lines_of,
+        ses_caps=ses_caps,
+        ses_edge_line=ses_edge_line,
+        neighbour_count=neighbour_count,
+        neighbour_fill=neighbour_fill,
+        count_arcs=ses["count_arcs"],
+        fill_circle=ses["fill_circle"],
+        smooth_node=smooth_node,
+    )
+
+
+__all__ = ["make_frame_ses"]

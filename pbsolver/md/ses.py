@@ -1,0 +1,187 @@
+"""The solvent-excluded surface of B frames, for the stacked engine (:mod:`pbsolver.md.engine`).
+
+The same geometry as :func:`pbsolver.molecule.maps.face_fractions` with ``surface="mol"``, on the
+same bodies (:mod:`pbsolver.backends.bodies.maps`: free arcs, probe test, reentrant-zone
+sampling and bisection), batched over frames: the B frames' atoms are the rows of one
+``(B·N, 3)`` array, and every per-atom structure (neighbour lists, exposed atoms, intersection
+circles and their free arcs) is built once for all of them, indexed by those rows; a neighbour
+of an atom is always in its own frame. In order, each a launch over all frames or array code on
+the engine's device (NumPy or CuPy):
+
+1. neighbour lists (overlapping accessible spheres, nearest first): a count per atom, a prefix
+   sum, a fill per atom (a scan of the atom's frame, which at MD sizes is cheaper than cell
+   lists);
+2. features: free-arc counts per atom, the compaction of
+   :func:`~pbsolver.backends.bodies.maps.compact_circles`, each circle's geometry and arcs;
+3. 2D bins of the atoms across each axis, per frame (one counting sort over all frames), for
+   all atoms and for the exposed ones;
+4. the lines: one launch per axis over (frame, grid line) pairs writes every frame's edge
+   fractions, snapped like :func:`~pbsolver.molecule.maps.snap_fractions`, into the stacked
+   layout.
+
+The sizes of steps 1–2 (pairs, circles, arcs) are read back to the host to allocate (a few
+synchronisations a call on CUDA); the data stay on the device. Since these sizes change from
+call to call, this step is not part of the engine's captured CUDA graph.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pbsolver.backends.bodies.maps import compact_circles
+from pbsolver.backends.frame_kernels import LINE_THREADS, SES_CANDIDATES, SES_NEIGHBOURS
+from pbsolver.exceptions import InputError
+
+
+class FrameSES:
+    """SES edge fractions of B frames of one solute on one grid shape.
+
+    Parameters
+    ----------
+    backend : Backend
+        The engine's backend (its kernels and array library).
+    radii : array (N,)
+        vdW radii, Å.
+    probe : float
+        Probe radius, Å (> 0; a zero probe is the vdW surface, which the engine maps itself).
+    shape, spacing : 3 ints, 3 floats
+        The grid of every frame (nodes; Å).
+    ses_step : float, optional
+        Sampling interval of the reentrant zone, Å (default min(h/2, 0.25) per axis, as
+        :func:`~pbsolver.molecule.maps.face_fractions`).
+    nbisect : int
+        Bisection steps locating each change of side.
+    """
+
+    def __init__(self, backend, radii, probe, shape, spacing, ses_step=None, nbisect=14):
+        self.backend = backend
+        self.xp = backend.array_module()
+        self.kernels = backend.frame_kernels().ses
+        self.flags = backend.frame_kernels().flags
+        self.shape = tuple(int(n) for n in shape)
+        self.spacing = tuple(float(h) for h in spacing)
+        self.probe = float(probe)
+        radii = np.ascontiguousarray(radii, dtype=np.float64)
+        self.radii = radii
+        self.maxacc = float((radii + self.probe).max())
+        self.maxreach = self.maxacc + self.probe
+        steps = []
+        for h in self.spacing:
+            step = float(ses_step) if ses_step is not None else min(0.5 * h, 0.25)
+            if not step > 0:
+                raise InputError(f"ses_step must be > 0 Å, got {ses_step}")
+            steps.append(step)
+        self.steps = steps
+        self.nbisect = int(nbisect)
+        self._tiled = {}  # frames in a call → (vdW radii, accessible radii) of the B·N rows
+
+    def run(self, out, pos, origin, stride) -> None:
+        """Write the frames' SES edge fractions into ``out`` (three stacked arrays, zeroed here).
+
+        ``pos`` (B, N, 3) and ``origin`` (B, 3) are device arrays (Å); frame f's node
+        (i, j, k) is row ``f·stride + i`` of ``out``.
+
+        Raises
+        ------
+        InputError
+            On CUDA, when an atom has more neighbours or a line more spheres than the kernels'
+            local buffers hold (the CPU kernels size theirs per item).
+        """
+        xp, K = self.xp, self.kernels
+        nf, na = int(pos.shape[0]), int(pos.shape[1])
+        m = nf * na
+        nx, ny, nz = self.shape
+        for a in out:
+            a.fill(0)
+        pos2 = pos.reshape(m, 3)
+        vdw, acc = self._radii(nf)
+        bad = xp.zeros(1, dtype=np.int64)
+        flag = [bad] if self.flags else []
+        # 1. neighbour lists
+        counts = xp.zeros(m + 1, dtype=np.int64)
+        self._launch(K.neighbour_counts, m, pos2, acc, na, counts)
+        nb_start = xp.cumsum(counts)
+        npair = int(nb_start[-1])
+        nb_index = xp.zeros(max(npair, 1), dtype=np.int64)
+        self._launch(K.neighbour_fills, m, pos2, acc, na, nb_start, nb_index)
+        # 2. features
+        nfree = xp.zeros(max(npair, 1), dtype=np.int64)
+        nested = xp.zeros(m, dtype=np.bool_)
+        inter = xp.zeros(m, dtype=np.int64)
+        self._launch(K.count_arcs, m, pos2, acc, nb_start, nb_index, nfree, nested, inter, *flag)
+        exposed, circ_start, circ_i, circ_j, arc_start = compact_circles(
+            nb_start, nb_index[:npair], nfree[:npair], nested, inter, xp
+        )
+        nc, narcs = int(circ_i.shape[0]), int(arc_start[-1])
+        geom = xp.zeros((max(nc, 1), 13))
+        arcs = xp.zeros((max(narcs, 1), 2))
+        if nc:
+            self._launch(K.fill_circles, nc, pos2, acc, circ_i, circ_j, nb_start, nb_index,
+                         arc_start, geom, arcs)  # fmt: skip
+        # 3.–4. bins and lines, axis by axis
+        h = xp.asarray(np.asarray(self.spacing))
+        lines = (ny * nz, nx * nz, nx * ny)
+        for axis in range(3):
+            bins, bstart, border = self._bins(pos2, origin, nf, na, axis, self.maxacc, None)
+            ebins, ebstart, eborder = self._bins(pos2, origin, nf, na, axis, self.maxreach,
+                                                 exposed)  # fmt: skip
+            self._launch(
+                K.edges, nf * lines[axis], out[axis], axis, nx, ny, nz, stride, origin, h, pos2,
+                vdw, acc, self.probe, self.steps[axis], self.nbisect, self.maxacc,
+                self.maxreach, bins, bstart, border, ebins, ebstart, eborder, nb_start,
+                nb_index, circ_start, geom, arc_start, arcs, *flag, threads=LINE_THREADS,
+            )  # fmt: skip
+        if self.flags and int(self.backend.to_host(bad)[0]):
+            raise InputError(
+                f"an atom has more than {SES_NEIGHBOURS} overlapping neighbours or a grid line "
+                f"more than {SES_CANDIDATES} spheres near it: the stacked SES kernels cannot map "
+                "this solute (use engine='general')"
+            )
+
+    # ------------------------------------------------------------------ helpers
+    def _radii(self, nf):
+        """vdW and accessible radii of the B·N rows (made once per frame count)."""
+        got = self._tiled.get(nf)
+        if got is None:
+            vdw = np.tile(self.radii, nf)
+            got = (self.xp.asarray(vdw), self.xp.asarray(vdw + self.probe))
+            self._tiled[nf] = got
+        return got
+
+    def _bins(self, pos2, origin, nf, na, axis, reach, subset):
+        """2D bins of the rows across ``axis``, per frame: (bins (B, 5), starts (B, nb+1), order).
+
+        The bins of :func:`pbsolver.molecule.maps` (side max(reach/2, 0.25) Å, from
+        ``reach + side`` before the frame's first grid line); ``bins[f]`` = (u0, v0, side, nbu,
+        nbv), ``starts[f]`` the CSR starts of frame f's bins into ``order`` (row indices).
+        ``subset`` (a boolean per row, or None) keeps only those rows.
+        """
+        xp = self.xp
+        a1, a2 = [a for a in range(3) if a != axis]
+        size = max(0.5 * reach, 0.25)
+        span = [(self.shape[a] - 1) * self.spacing[a] + 2.0 * reach + size for a in (a1, a2)]
+        nbu, nbv = (int(s / size) + 2 for s in span)
+        nb = nbu * nbv
+        u0 = origin[:, a1] - reach - size
+        v0 = origin[:, a2] - reach - size
+        frame = xp.arange(nf * na) // na
+        bu = xp.clip(xp.floor((pos2[:, a1] - u0[frame]) / size).astype(np.int64), 0, nbu - 1)
+        bv = xp.clip(xp.floor((pos2[:, a2] - v0[frame]) / size).astype(np.int64), 0, nbv - 1)
+        key = frame * nb + bu * nbv + bv
+        if subset is not None:  # the others sort after every frame's bins
+            key = xp.where(subset, key, nf * nb)
+        order = xp.argsort(key, kind="stable") if xp is np else xp.argsort(key)
+        counts = xp.bincount(key, minlength=nf * nb + 1)[: nf * nb]
+        ends = xp.cumsum(counts).reshape(nf, nb)
+        starts = xp.zeros((nf, nb + 1), dtype=np.int64)
+        starts[:, 1:] = ends
+        starts[1:, 0] = ends[:-1, -1]
+        bins = xp.stack([u0, v0, xp.full(nf, size), xp.full(nf, float(nbu)),
+                         xp.full(nf, float(nbv))], axis=1)  # fmt: skip
+        return bins, starts, order.astype(np.int64)
+
+    def _launch(self, kernel, items, *args, threads=None):
+        return self.backend.launch_items(kernel, items, *args, threads=threads)
+
+
+__all__ = ["FrameSES"]

@@ -1,0 +1,237 @@
+"""The stacked frame engine on the SES ("mol") and smoothed SES ("smol") surfaces.
+
+Its batched SES (pbsolver.md.ses) against the general map builder (face_fractions) and the
+brute-force classifier of tests/refgeom.py, its energies against the general path on the same
+grid, its CUDA kernels against its CPU ones under the simulator, and on a GPU.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import refgeom as R
+
+import pbsolver as pb
+from pbsolver.md.engine import StackedFrames
+from pbsolver.molecule import maps
+from pbsolver.molecule.build import build_problem
+from pbsolver.molecule.energy import sample_field
+
+
+def _shell_solute(seed, n_free=10):
+    """A closed shell of atoms around a probe-sized cavity, plus loose atoms outside it.
+
+    The shell's spheres overlap so that no probe passes between them; its inside is a buried
+    cavity a probe fits in (solvent for the SES: every accessible probe counts).
+    """
+    rng = np.random.default_rng(seed)
+    k = np.arange(40) + 0.5
+    theta, phi = np.arccos(1 - 2 * k / 40), np.pi * (1 + 5**0.5) * k
+    shell = 5.0 * np.stack([np.cos(phi) * np.sin(theta), np.sin(phi) * np.sin(theta),
+                            np.cos(theta)], axis=1)  # fmt: skip
+    loose = rng.normal(0.0, 1.0, (n_free, 3))
+    loose = loose / np.linalg.norm(loose, axis=1)[:, None] * rng.uniform(6.5, 8.0, (n_free, 1))
+    pos = np.concatenate([shell, loose]) + rng.uniform(-0.2, 0.2, 3)
+    radii = np.concatenate([np.full(40, 1.8), rng.uniform(1.1, 2.0, n_free)])
+    q = rng.uniform(-0.8, 0.8, len(pos))
+    return pb.Atoms(pos, q, radii), rng
+
+
+def _on_nodes(atoms, grid, which, rng):
+    """``atoms`` with the atoms ``which`` moved onto the nearest grid node (or 1e-9 Å off it)."""
+    pos = atoms.positions.copy()
+    o, h = np.asarray(grid.origin), np.asarray(grid.spacing)
+    node = o + np.rint((pos[which] - o) / h) * h
+    pos[which] = node + rng.choice([0.0, 1e-9], (len(which), 3))
+    return pb.Atoms(pos, atoms.charges, atoms.radii)
+
+
+def _engine_fractions(eng, nf):
+    """Each frame's (fx, fy, fz) from the engine's buffers after a run of ``nf`` frames."""
+    buf, nx = eng._buffers[nf], eng.grid.shape[0]
+    return [
+        [a[f * eng.stride : f * eng.stride + nx] for a in (buf.fx, buf.fy, buf.fz)]
+        for f in range(nf)
+    ]
+
+
+@pytest.mark.parametrize("surface", ["mol", "smol"])
+def test_engine_fractions_equal_face_fractions_and_brute_force(surface):
+    atoms, rng = _shell_solute(1)
+    grid = maps.grid_for_atoms(atoms, 0.7, margin=2.5, nice=False)
+    frames = [_on_nodes(atoms, grid, [3, 17, 41], rng)]
+    frames.append(pb.Atoms(atoms.positions + rng.normal(0.0, 0.15, atoms.positions.shape),
+                           atoms.charges, atoms.radii))  # fmt: skip
+    solver = pb.Solver(backend="cpu", rtol=1e-6)
+    eng = StackedFrames(atoms.charges, atoms.radii, grid.shape, grid.spacing, solver,
+                        surface=surface, eps_in=2.0)  # fmt: skip
+    origins = np.repeat(np.asarray(grid.origin)[None], 2, axis=0)
+    eng.run(np.stack([a.positions for a in frames]), origins)
+    got = _engine_fractions(eng, 2)
+    for f, a in enumerate(frames):
+        ref = maps.face_fractions(a, grid, surface)
+        vdw = maps.face_fractions(a, grid, "vdw")
+        for axis in range(3):
+            np.testing.assert_allclose(got[f][axis], ref[axis], rtol=0, atol=1e-6)
+            assert np.any(got[f][axis] > vdw[axis] + 0.1)  # reentrant solute exists
+    # the buried cavity is solvent: its centre's edges are all outside the solute
+    c = np.rint((atoms.positions[:40].mean(axis=0) - grid.origin) / grid.spacing).astype(int)
+    assert got[1][0][tuple(c)] == 0.0
+    if surface == "mol":  # a sample of edges near the surface against the point classifier
+        a, mol = frames[1], got[1]
+        for axis in range(3):
+            zone = np.argwhere((mol[axis] > 0) & (mol[axis] < 1))
+            sel = zone[rng.choice(len(zone), size=min(12, len(zone)), replace=False)]
+            ref = R.ses_edge_fractions(a.positions, a.radii, 1.4, grid, axis, sel, samples=250)
+            assert np.abs(mol[axis][tuple(sel.T)] - ref).max() < 0.01  # midpoint rule: 1/250
+
+
+def _general(atoms, grid, surface, salt, kind):
+    """Energy and potentials of the general path (build_problem + float64 SOR) on ``grid``."""
+    p = build_problem(atoms, grid, eps_in=2.0, eps_out=78.54, ionic_strength=salt,
+                      surface=surface, boundary_kind=kind)  # fmt: skip
+    res = pb.Solver(method="sor", backend="cpu", rtol=1e-9, dtype=np.float64).solve(p)
+    v, _ = sample_field(grid, res.phi_rf, atoms.positions)
+    return 0.5 * float(np.dot(atoms.charges, v)), v
+
+
+@pytest.mark.parametrize(("surface", "salt", "kind"), [("mol", 0.1, "mdh"), ("smol", 0.0, "zero")])
+def test_calculator_batches_on_the_stacked_engine_equal_the_general_path(surface, salt, kind):
+    atoms, rng = _shell_solute(2, n_free=6)
+    calc = pb.ReactionFieldCalculator(
+        atoms, spacing=0.8, eps_in=2.0, ionic_strength=salt, surface=surface, backend="cpu",
+        engine="stacked", margin=2.5, skin=0.5, rtol=1e-9, dtype=np.float64,
+        map_options={"boundary_kind": kind},
+    )  # fmt: skip
+    assert calc.engine == "stacked"
+    frames = [atoms.positions + rng.normal(0.0, 0.1, atoms.positions.shape) for _ in range(2)]
+    out = calc.compute_batch(frames)
+    one = calc.compute(frames[0])  # one by one through the same engine
+    for fr, pos in zip([*out, one], [*frames, frames[0]], strict=True):
+        assert fr.converged and fr.solve.extra["engine"] == "stacked"
+        e, v = _general(pb.Atoms(pos, atoms.charges, atoms.radii), fr.grid, surface, salt, kind)
+        assert abs(fr.energy / e - 1) < 1e-6
+        np.testing.assert_allclose(fr.potentials, v, rtol=0, atol=1e-5 * np.abs(v).max())
+
+
+def test_zero_probe_and_refusals():
+    atoms, _ = _shell_solute(3, n_free=3)
+    grid = maps.grid_for_atoms(atoms, 0.9, margin=2.0, nice=False)
+    solver = pb.Solver(backend="cpu", rtol=1e-6)
+    eng = StackedFrames(atoms.charges, atoms.radii, grid.shape, grid.spacing, solver,
+                        surface="mol", probe_radius=0.0)  # fmt: skip
+    assert eng._ses is None  # a point probe: the union of spheres, as the general path
+    eng.run(atoms.positions[None], np.asarray(grid.origin)[None])
+    ref = maps.face_fractions(atoms, grid, "mol", 0.0)
+    for got, want in zip(_engine_fractions(eng, 1)[0], ref, strict=True):
+        np.testing.assert_allclose(np.clip(got, 0, 1), want, rtol=0, atol=1e-12)
+    with pytest.raises(pb.InputError, match="surfaces"):
+        StackedFrames([1.0], [1.0], (9, 9, 9), 0.5, solver, surface="svdw")
+    with pytest.raises(pb.InputError, match="ses_step"):
+        StackedFrames([1.0], [1.0], (9, 9, 9), 0.5, solver, surface="mol", ses_step=0.0)
+    with pytest.raises(pb.InputError, match="surfaces 'vdw', 'mol' and 'smol'"):
+        pb.ReactionFieldCalculator(atoms, surface="svdw", backend="cpu", engine="stacked",
+                                   forces="field")  # fmt: skip
+
+
+# ---------------------------------------------------------------------- CUDA kernels
+class _SimBackend:
+    """The engine's backend verbs on NumPy arrays with the CUDA kernels (the simulator)."""
+
+    flags = True
+
+    def array_module(self):
+        return np
+
+    def frame_kernels(self):
+        from pbsolver.backends.frame_kernels import cuda_kernels
+
+        return cuda_kernels()
+
+    def launch_items(self, kernel, items, *args, threads=None, groups=None):
+        from pbsolver.backends.frame_kernels import THREADS, blocks
+
+        kernel[blocks(items, threads or THREADS), threads or THREADS](*args)
+
+    def to_host(self, a):
+        return a
+
+
+@pytest.mark.cudasim
+def test_cuda_ses_kernels_equal_the_cpu_ones_under_the_simulator():
+    pytest.importorskip("numba.cuda")
+    name = "test_cuda_ses_kernels_equal_the_cpu_ones_under_the_simulator"
+    if os.environ.get("NUMBA_ENABLE_CUDASIM") != "1":
+        # numba reads the switch once, at import: run this test again in a simulator process
+        env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
+        proc = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"{__file__}::{name}"],
+            env=env, capture_output=True, text=True, timeout=900,
+        )  # fmt: skip
+        assert proc.returncode == 0 and " passed" in proc.stdout, proc.stdout[-3000:]
+        return
+    from pbsolver.backends import get_backend
+    from pbsolver.md.ses import FrameSES
+
+    rng = np.random.default_rng(5)
+    # five atoms in a ring (reentrant zones, circles with free arcs, a three-atom probe spot)
+    ang = np.linspace(0.0, 2 * np.pi, 5, endpoint=False)
+    base = np.stack([2.2 * np.cos(ang), 2.2 * np.sin(ang), 0.3 * np.sin(2 * ang)], axis=1)
+    radii = rng.uniform(1.3, 1.7, 5)
+    grid = pb.Grid((12, 11, 9), spacing=(0.8, 0.85, 0.9), origin=(-4.4, -4.2, -3.6))
+    pos = np.stack([base, base + rng.normal(0.0, 0.2, base.shape)])
+    origin = np.repeat(np.asarray(grid.origin)[None], 2, axis=0)
+    nx, ny, nz = grid.shape
+    stride = nx + nx % 2
+    big = (2 * stride, ny, nz)
+    out = {}
+    for name, be in (("cpu", get_backend("cpu")), ("cuda", _SimBackend())):
+        ses = FrameSES(be, radii, 1.4, grid.shape, grid.spacing, ses_step=0.3, nbisect=10)
+        raw = [np.zeros(big) for _ in range(3)]
+        ses.run(raw, pos, origin, stride)
+        smooth = [np.zeros(big) for _ in range(3)]
+        be.launch_items(be.frame_kernels().ses.smooth, 2 * stride * ny * nz, *raw, *smooth, 2,
+                        nx, ny, nz, stride)  # fmt: skip
+        out[name] = raw + smooth
+    for a, b in zip(out["cpu"], out["cuda"], strict=True):
+        np.testing.assert_array_equal(b, a)
+    # and both are the general builder's (same sampling step and bisections)
+    for f in range(2):
+        atoms = pb.Atoms(pos[f], np.zeros(5), radii)
+        for k, surface in ((0, "mol"), (3, "smol")):
+            ref = maps.face_fractions(atoms, grid, surface, ses_step=0.3, nbisect=10)
+            for axis in range(3):
+                got = out["cuda"][k + axis][f * stride : f * stride + nx]
+                np.testing.assert_allclose(got, ref[axis], rtol=0, atol=1e-6)
+                assert got.max() == 1.0
+
+
+# ---------------------------------------------------------------------- on a GPU
+@pytest.mark.gpu
+@pytest.mark.parametrize("surface", ["mol", "smol"])
+def test_cuda_stacked_ses_calculator_matches_the_cpu_engine(surface):
+    cp = pytest.importorskip("cupy")
+    atoms, rng = _shell_solute(4)
+    kw = dict(spacing=0.6, eps_in=2.0, ionic_strength=0.1, surface=surface, margin=3.0,
+              skin=1.0, rtol=1e-6)  # fmt: skip
+    gpu = pb.ReactionFieldCalculator(atoms, backend="cuda", **kw)
+    assert gpu.engine == "stacked"
+    cpu = pb.ReactionFieldCalculator(atoms, backend="cpu", engine="stacked", **kw)
+    frames = [atoms.positions + rng.normal(0.0, 0.05, atoms.positions.shape) for _ in range(3)]
+    for call in range(3):  # eager, captured, replayed: the SES step runs outside the graph
+        moved = [f + 0.01 * call for f in frames]
+        out_gpu = gpu.compute_batch([cp.asarray(f) for f in moved])
+        out_cpu = cpu.compute_batch(moved)
+        for a, b in zip(out_gpu, out_cpu, strict=True):
+            assert a.converged and isinstance(a.forces, cp.ndarray)
+            assert abs(a.energy / b.energy - 1) < 1e-5
+    eng_gpu, eng_cpu = gpu._stacked, cpu._stacked
+    for fa, fb in zip(_engine_fractions(eng_gpu, 3), _engine_fractions(eng_cpu, 3), strict=True):
+        for x, y in zip(fa, fb, strict=True):
+            np.testing.assert_allclose(cp.asnumpy(x), y, rtol=0, atol=1e-6)
+    one = gpu.compute(frames[0])
+    assert one.converged and one.solve.extra["engine"] == "stacked"
