@@ -73,6 +73,16 @@ elif [ "${1:-single}" = "s7b" ]; then  # seventh session: strongly nonlinear 385
   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .gpu/omm/*.whl
   step nve_drift 330 python3 benchmarks/nve_drift.py --steps 2000 --surface svdw --spacing 0.7 \
     --backend cuda --json "$R/nve_drift.json"
+elif [ "${1:-single}" = "s7c" ]; then  # seventh session, after the merges: GPU tests, memory, SES frames, MM/PBSA
+  step gpu_tests 300 python3 -m pytest -n 0 -m gpu -q -p no:cacheprovider -W ignore::Warning -rs
+  step memory 70 python3 benchmarks/memory_per_node.py --backend cuda --sizes 257 513 \
+    --json "$R/memory_cuda.json"
+  step nonlinear_cost 70 python3 benchmarks/nonlinear_cost.py --backend cuda --n 129 257 \
+    --repeat 2 --json "$R/nonlinear_cost.json"
+  step frames_ses 50 python3 benchmarks/frames_ses.py --backend cuda --batch 32 --repeats 3
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .gpu/mda/*.whl
+  step mmpbsa 50 python3 benchmarks/mmpbsa_apbs.py --backend cuda --no-apbs --copies 10 \
+    --json "$R/mmpbsa_gpu.json"
 elif [ "${1:-single}" = "multi" ]; then
   step frames_profile 100 python3 benchmarks/frames_profile.py --batches 1 32 \
     --json "$R/frames_profile.json"
