@@ -134,8 +134,9 @@ class BindingEnergyAnalysis(AnalysisBase):
     receptor : MDAnalysis.AtomGroup, optional
         The receptor's atoms (default: every atom of the Universe not in ``ligand``).
     charges, radii : array_like or str, optional
-        For every atom of the Universe, as :meth:`pbsolver.Atoms.from_mdanalysis` (default: the
-        topology's).
+        For every atom of the Universe, as :meth:`pbsolver.Atoms.from_mdanalysis`. Default: the
+        topology's; for a PQR topology the file's own values
+        (:func:`pbsolver.jobs.mmpbsa.charges_and_radii`).
     batch : int
         Frames a :func:`pbsolver.binding_energies` call.
     per_residue : bool
@@ -185,11 +186,14 @@ class BindingEnergyAnalysis(AnalysisBase):
         self.shape = None if shape is None else tuple(int(s) for s in shape)
 
     def _prepare(self):
-        from pbsolver.jobs.mmpbsa import frames_shape
+        from pbsolver.jobs.mmpbsa import charges_and_radii, frames_shape
         from pbsolver.molecule.atoms import Atoms
 
         u = self.universe
-        self._atoms = Atoms.from_mdanalysis(u.atoms, radii=self._radii, charges=self._charges)
+        charges, radii = self._charges, self._radii
+        if charges is None and radii is None:
+            charges, radii = charges_and_radii(u, getattr(u, "filename", None))
+        self._atoms = Atoms.from_mdanalysis(u.atoms, radii=radii, charges=charges)
         self._ligand = np.sort(self.ligand_group.indices)
         if self.receptor_group is None:
             self._receptor = np.setdiff1d(np.arange(u.atoms.n_atoms), self._ligand)

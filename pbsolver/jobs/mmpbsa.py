@@ -230,7 +230,7 @@ def load(inputs: Inputs) -> System:
         return cached
     import MDAnalysis as mda
 
-    from pbsolver.molecule.atoms import Atoms, read_pqr
+    from pbsolver.molecule.atoms import Atoms
 
     for path in inputs.files():
         if not Path(path).is_file():
@@ -240,22 +240,7 @@ def load(inputs: Inputs) -> System:
     except Exception as exc:  # noqa: BLE001 - MDAnalysis raises many kinds for a bad file
         names = " + ".join([inputs.topology, *inputs.trajectories])
         raise InputError(f"MDAnalysis cannot read {names}: {exc}") from None
-    charges = radii = None
-    if inputs.pqr is not None:
-        pqr = read_pqr(inputs.pqr)
-        if len(pqr) != u.atoms.n_atoms:
-            raise InputError(
-                f"--pqr {inputs.pqr} has {len(pqr)} atoms, the topology {inputs.topology} has "
-                f"{u.atoms.n_atoms}: give the PQR of the same atoms in the same order"
-            )
-        charges, radii = pqr.charges, pqr.radii
-    else:
-        missing = [a for a in ("charges", "radii") if not hasattr(u.atoms, a)]
-        if missing:
-            raise InputError(
-                f"the topology {inputs.topology} has no {' and no '.join(missing)}: give --pqr "
-                "FILE with the charges and radii of its atoms (or use a PQR as topology)"
-            )
+    charges, radii = charges_and_radii(u, inputs.topology, inputs.pqr)
     atoms = Atoms.from_mdanalysis(u.atoms, charges=charges, radii=radii)
     ligand = _select(u, inputs.ligand, "--ligand")
     if inputs.receptor is None:
@@ -274,6 +259,42 @@ def load(inputs: Inputs) -> System:
     _CACHE.clear()  # one system per process at a time
     _CACHE[inputs] = system
     return system
+
+
+def charges_and_radii(universe, topology, pqr=None) -> tuple:
+    """Charges (e) and radii (Å) of every atom of ``universe``, or (None, None): the topology's.
+
+    From ``pqr`` when given; else, when the topology is a PQR file, that file's values read by
+    :func:`pbsolver.read_pqr` (MDAnalysis keeps them in float32, which would make a PQR
+    topology's numbers differ from the same PQR given as ``pqr``); else (None, None), and the
+    topology must carry both.
+
+    Raises
+    ------
+    InputError
+        A PQR whose atom count differs from the Universe's; a topology with neither.
+    """
+    from pbsolver.molecule.atoms import read_pqr
+
+    n = universe.atoms.n_atoms
+    path = pqr
+    if path is None and topology is not None and Path(topology).suffix.lower() == ".pqr":
+        path = topology
+    if path is not None:
+        atoms = read_pqr(path)
+        if len(atoms) != n:
+            raise InputError(
+                f"--pqr {path} has {len(atoms)} atoms, the topology {topology} has {n}: give the "
+                "PQR of the same atoms in the same order"
+            )
+        return atoms.charges, atoms.radii
+    missing = [a for a in ("charges", "radii") if not hasattr(universe.atoms, a)]
+    if missing:
+        raise InputError(
+            f"the topology {topology} has no {' and no '.join(missing)}: give --pqr FILE with "
+            "the charges and radii of its atoms (or use a PQR as topology)"
+        )
+    return None, None
 
 
 def _select(u, text: str, what: str) -> np.ndarray:
@@ -731,7 +752,7 @@ def run_mmpbsa(
         if tasks:
             _run_tasks(tasks, executor, report, progress, shape)
         if report.ok:
-            report.records = _finish(output, parts_dir, key, options, shape, frames)
+            report.records = _finish(output, parts_dir, key, options, shape, frames, overwrite)
     finally:
         lock.release()
     return report
@@ -860,11 +881,14 @@ def _mismatch(path, attrs, options, shape, parts_of=None) -> InputError:
     )
 
 
-def _finish(output: Path, parts_dir: Path, key, options, shape, frames) -> dict:
-    """Assemble the output from itself and the part files; return the selected frames' rows."""
+def _finish(output: Path, parts_dir: Path, key, options, shape, frames, overwrite) -> dict:
+    """Assemble the output from itself and the part files; return the selected frames' rows.
+
+    With ``overwrite`` an output of another run is left out (and replaced).
+    """
     from pbsolver.io.safety import require_free_space
 
-    done = _find_done(output, parts_dir, key, options, shape, overwrite=False)
+    done = _find_done(output, parts_dir, key, options, shape, overwrite)
     rec = merge(done)
     if parts_dir.is_dir() and any(parts_dir.glob("*.h5")):
         require_free_space(output, sum(p.stat().st_size for p in parts_dir.glob("*.h5")) * 2)
@@ -890,6 +914,7 @@ __all__ = [
     "MMPBSAReport",
     "System",
     "block_average",
+    "charges_and_radii",
     "compute_frames",
     "frames_shape",
     "load",
