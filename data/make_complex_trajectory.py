@@ -14,8 +14,10 @@ Procedure (see data/README.md):
    and termini from its templates; two topologies are saved, one with ``mbondi2`` radii for the
    OBC2 dynamics and one with ``mbondi`` radii for Poisson–Boltzmann (the PQR);
 4. OpenMM: ``AmberPrmtopFile.createSystem(implicitSolvent=OBC2)``, no cutoff, bonds to hydrogen
-   constrained; energy minimisation, ``LangevinMiddleIntegrator`` at 300 K, friction 1/ps, 2 fs
-   steps, seed 2024: 5 ps of equilibration, then FRAMES frames every STRIDE steps;
+   constrained; energy minimisation (300 iterations), ``LangevinMiddleIntegrator`` at 300 K,
+   friction 1/ps, 2 fs steps, seed 2024, CPU platform: 1 ps of equilibration, then 40 frames
+   25 steps (50 fs) apart (2 ps; short because OBC2 without cutoff costs about 0.1 s a step on
+   this 2-core machine);
 5. written with MDAnalysis: ``fkbp_dss.pdb`` (topology, first frame), ``fkbp_dss.dcd`` (all frames,
    Å) and ``fkbp_dss.pqr`` (first frame with the ff14SB/GAFF2 partial charges and the mbondi
    radii read from the PB topology's ``CHARGE`` and ``RADII`` sections).
@@ -39,8 +41,9 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 SOURCE = HERE.parent / "benchmarks" / "apbs_inputs" / "FKBP" / "1d7i-dss-complex.pqr"
 LIGAND = "DSS"
-FRAMES, STRIDE, EQUILIBRATION_STEPS = 50, 250, 2500
+FRAMES, STRIDE, EQUILIBRATION_STEPS = 40, 25, 500
 SEED = 2024
+MINIMIZATION_STEPS = 300
 AMBER_CHARGE_UNIT = 18.2223  # prmtop charges are e·18.2223 (sqrt of Amber's Coulomb constant)
 
 
@@ -135,7 +138,7 @@ def simulate(workdir: Path):
     platform = openmm.Platform.getPlatformByName("CPU")
     sim = app.Simulation(prmtop.topology, system, integrator, platform)
     sim.context.setPositions(inpcrd.positions)
-    sim.minimizeEnergy()
+    sim.minimizeEnergy(maxIterations=MINIMIZATION_STEPS)
     sim.context.setVelocitiesToTemperature(300 * unit.kelvin, SEED)
     sim.step(EQUILIBRATION_STEPS)
     frames = []
@@ -170,9 +173,7 @@ def write(frames, topology, workdir: Path) -> None:
     u.atoms.write(str(pdb_path))  # MDAnalysis' PDB (element columns, CRYST1 placeholder)
     lig = u.select_atoms(f"resname {LIGAND}")
     prot = u.select_atoms(f"not resname {LIGAND}")
-    com_dist = [
-        np.linalg.norm(lig.center_of_mass() - prot.center_of_mass()) for _ in u.trajectory
-    ]
+    com_dist = [np.linalg.norm(lig.center_of_mass() - prot.center_of_mass()) for _ in u.trajectory]
     print(
         f"{len(frames)} frames, {u.atoms.n_atoms} atoms ({lig.n_atoms} ligand), net charge "
         f"{charges.sum():+.3f} e (ligand {charges[lig.indices].sum():+.3f} e); ligand–protein "
