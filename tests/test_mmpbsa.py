@@ -205,3 +205,13 @@ def test_analysis_class_matches_the_cli(reference):
         np.testing.assert_allclose(dg.results[name], rec[name], rtol=1e-10, atol=1e-10)
     np.testing.assert_allclose(dg.results.per_residue, rec["per_residue"], atol=1e-10)
     assert dg.results.residues["resid"] == list(range(1, 11))
+
+
+@pytest.mark.slow
+def test_worker_processes_give_the_same_numbers(reference, tmp_path):
+    out = tmp_path / "w.h5"
+    _run([PQR, DCD, "--ligand", LIGAND, *OPTS, "--batch", "1", "--per-residue", "--workers", "2",
+          "-o", str(out)])  # fmt: skip
+    rec, _ = job.read_results(out)
+    for name in (*job.ENERGY_TERMS, "per_residue"):
+        np.testing.assert_allclose(rec[name], reference[0][name], rtol=1e-10, atol=1e-10)

@@ -43,6 +43,7 @@ import json
 import logging
 import shutil
 import time
+import warnings
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
@@ -236,7 +237,9 @@ def load(inputs: Inputs) -> System:
         if not Path(path).is_file():
             raise InputError(f"{path}: no such file")
     try:
-        u = mda.Universe(inputs.topology, *inputs.trajectories)
+        with warnings.catch_warnings():  # the DCD reader's notice about MDAnalysis 3.0
+            warnings.simplefilter("ignore", DeprecationWarning)
+            u = mda.Universe(inputs.topology, *inputs.trajectories)
     except Exception as exc:  # noqa: BLE001 - MDAnalysis raises many kinds for a bad file
         names = " + ".join([inputs.topology, *inputs.trajectories])
         raise InputError(f"MDAnalysis cannot read {names}: {exc}") from None
