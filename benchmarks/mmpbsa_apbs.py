@@ -184,6 +184,8 @@ def main(argv=None) -> int:
     ap.add_argument("--margin", type=float, default=8.0, help="Å")
     ap.add_argument("--batch", type=int, default=16, help="frames per binding_energies call")
     ap.add_argument("--backend", default="cpu", choices=("cpu", "cuda", "auto"))
+    ap.add_argument("--maps-backend", default=None, choices=("cpu", "cuda", "auto"),
+                    help="where the maps are built (default: --backend)")  # fmt: skip
     ap.add_argument("--no-apbs", action="store_true", help="skip APBS")
     ap.add_argument("--apbs-dir", type=Path, default=None, help="keep APBS inputs here")
     ap.add_argument("--json", type=Path, default=None, help="write the results here")
@@ -225,7 +227,8 @@ def main(argv=None) -> int:
                                  system.union, args.spacing, args.margin)  # fmt: skip
         shape = tuple(apbs_dime(s) for s in shape)
         common = [args.topology, *trajs, "--ligand", args.ligand, "--spacing", str(args.spacing),
-                  "--margin", str(args.margin), "--backend", args.backend, "--shape",
+                  "--margin", str(args.margin), "--backend", args.backend,
+                  "--maps-backend", args.maps_backend or args.backend, "--shape",
                   *map(str, shape), "--batch", str(args.batch)]  # fmt: skip
         warm = run_cli([*common, "--stop", "1", "-o", str(tmp / "warm.h5")])
         if warm != 0:
@@ -245,6 +248,7 @@ def main(argv=None) -> int:
             shape=list(shape),
             pbsolver={
                 "backend": args.backend,
+                "maps_backend": args.maps_backend or args.backend,
                 "frames": n,
                 "batch": args.batch,
                 "seconds": seconds,

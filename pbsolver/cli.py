@@ -1100,6 +1100,13 @@ def _check_export_output(ctx, file, output, fmt):
     help="auto: CUDA when a GPU is usable, else CPU.",
 )
 @click.option(
+    "--maps-backend",
+    type=click.Choice(BACKENDS),
+    default="cpu",
+    show_default=True,
+    help="Where the maps (surfaces, φ_c) are built.",
+)
+@click.option(
     "--workers",
     "-j",
     type=click.IntRange(min=1),

@@ -75,6 +75,8 @@ COLUMNS = ("frame", "time", *ENERGY_TERMS, "delta_sasa")
 BLOCKS = 10
 #: Version of the resume key recipe (bump to invalidate old results).
 _KEY_VERSION = 1
+#: MMPBSAOptions fields that say where, not what, is computed: not in the key.
+_UNKEYED = ("backend", "maps_backend")
 
 
 # ---------------------------------------------------------------------- options
@@ -99,6 +101,9 @@ class MMPBSAOptions:
         Relative residual of every solve.
     backend : str
         "auto", "cpu" or "cuda" (not part of the key: it changes the numbers only by rounding).
+    maps_backend : str
+        Where the maps are built: "cpu", "cuda" or "auto"
+        (:func:`pbsolver.molecule.maps.build_maps`; not part of the key either).
     """
 
     spacing: float = 0.5
@@ -115,6 +120,7 @@ class MMPBSAOptions:
     per_residue: bool = False
     rtol: float = 1e-6
     backend: str = "auto"
+    maps_backend: str = "cpu"
 
     def __post_init__(self):
         positive(self.spacing, "spacing")
@@ -135,8 +141,8 @@ class MMPBSAOptions:
         )
 
     def key_fields(self) -> dict:
-        """The options that change the numbers (all but ``backend``)."""
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "backend"}
+        """The options that change the numbers (all but where they are computed)."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in _UNKEYED}
 
     def binding_kwargs(self) -> dict:
         """Keywords of :func:`pbsolver.binding_energies` (besides selections and shape)."""
@@ -150,6 +156,7 @@ class MMPBSAOptions:
             "decompose": "residue" if self.per_residue else None,
             "solver": {"rtol": self.rtol},
             "backend": self.backend,
+            "maps_backend": self.maps_backend,
         }
 
 
@@ -383,8 +390,11 @@ def compute_frames(system: System, frames, options: MMPBSAOptions, shape) -> dic
     from pbsolver.molecule.binding import binding_energies
 
     positions = system.positions(frames)
+    # on CUDA the batch is one stack (3 problems a frame); elsewhere binding_energies' own
+    # chunks bound the host memory of the maps (the CPU solves one problem after the other)
+    chunk = len(frames) if options.backend == "cuda" else None
     results = binding_energies(
-        system.atoms, positions, system.ligand, system.receptor, shape=shape,
+        system.atoms, positions, system.ligand, system.receptor, shape=shape, chunk=chunk,
         **options.binding_kwargs(),
     )  # fmt: skip
     return records(frames, system.times(frames), results)
