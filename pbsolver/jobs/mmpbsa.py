@@ -6,8 +6,8 @@ same atoms. The selected frames are cut into batches of ``batch`` frames; each b
 one :func:`pbsolver.binding_energies` call (on a GPU its 3·batch solves are stacked), run in this
 process or in a pool of worker processes (:class:`pbsolver.jobs.batch.ProcessExecutor`, one GPU
 each where GPUs exist). Every frame's grid has the same node counts (the largest that any
-selected frame needs, :func:`frames_shape`), placed around that frame's complex, so a frame's
-numbers do not depend on which batch or worker computed it.
+selected frame needs, :func:`frames_shape`, or the caller's ``shape``), placed around that
+frame's complex, so a frame's numbers do not depend on which batch or worker computed it.
 
 Output layout (HDF5, version "1"), one row per frame, sorted by frame index::
 
@@ -30,8 +30,8 @@ finished batch; a rerun skips the frames in the output and in part files and com
 The output records a key (a hash of the inputs' names, sizes and modification times, the
 selections and every option that changes the numbers); a rerun whose key differs is refused
 with the options that differ (``overwrite=True`` discards the old results). The frame range
-(start, stop, stride), the batch size, the backend and the workers are not part of the key:
-a rerun with a longer range adds frames to the same output.
+(start, stop, stride), the batch size, the backends and the workers are not part of the key:
+a rerun with a longer range adds frames to the same output (on the grid shape stored there).
 """
 
 from __future__ import annotations
