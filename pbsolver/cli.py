@@ -1,4 +1,4 @@
-"""The ``pbsolver`` command line (click): solve, batch, info, export, bench.
+"""The ``pbsolver`` command line (click): solve, batch, mmpbsa, info, export, bench.
 
 Exit codes: 0 everything solved; 1 something failed (each failure is named with its reason on
 stderr; the rest is still solved and written); 2 usage errors (unknown or bad options, a
@@ -980,6 +980,239 @@ def _check_export_output(ctx, file, output, fmt):
         raise click.UsageError(
             f"--format {fmt} does not match the output name {output.name} ({named})", ctx
         )
+
+
+# ---------------------------------------------------------------------- mmpbsa
+@main.command()
+@click.argument("topology", type=click.Path(path_type=Path))
+@click.argument("trajectories", nargs=-1, type=click.Path(path_type=Path))
+@click.option("--ligand", required=True, metavar="SEL", help="MDAnalysis selection of the ligand.")
+@click.option(
+    "--receptor",
+    default=None,
+    metavar="SEL",
+    help="MDAnalysis selection of the receptor (default: every atom not in the ligand).",
+)
+@click.option(
+    "--pqr",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="PQR with the charges and radii of TOPOLOGY's atoms, same order (when TOPOLOGY has none).",
+)
+@click.option("--spacing", type=_POSITIVE, default=0.5, show_default=True, help="Grid spacing, Å.")
+@click.option(
+    "--margin",
+    type=_NONNEGATIVE,
+    default=8.0,
+    show_default=True,
+    help="Least gap between the complex and the grid's outer layer, Å.",
+)
+@click.option(
+    "--surface",
+    type=click.Choice(list(SURFACES)),
+    default=PhysicsOptions.surface,
+    show_default=True,
+    help="Dielectric boundary.",
+)
+@click.option(
+    "--eps-in", type=_POSITIVE, default=PhysicsOptions.eps_in, show_default=True, help="Solute ε."
+)
+@click.option(
+    "--eps-out",
+    type=_POSITIVE,
+    default=PhysicsOptions.eps_out,
+    show_default=True,
+    help="Solvent ε.",
+)
+@click.option(
+    "--ionic-strength",
+    type=_NONNEGATIVE,
+    default=PhysicsOptions.ionic_strength,
+    show_default=True,
+    help="Ionic strength, mol/L.",
+)
+@click.option(
+    "--probe-radius",
+    type=_NONNEGATIVE,
+    default=PhysicsOptions.probe_radius,
+    show_default=True,
+    help="Solvent probe radius of the surface, Å.",
+)
+@click.option(
+    "--temperature",
+    type=_POSITIVE,
+    default=PhysicsOptions.temperature,
+    show_default=True,
+    help="Temperature, K.",
+)
+@click.option(
+    "--nonpolar/--no-nonpolar",
+    default=True,
+    show_default=True,
+    help="Add the nonpolar term γ·ΔSASA − b.",
+)
+@click.option(
+    "--gamma",
+    type=float,
+    default=None,
+    help="γ of the nonpolar term, kJ mol⁻¹ Å⁻² (default: pbsolver's, 0.0227).",
+)
+@click.option(
+    "--offset",
+    type=float,
+    default=None,
+    help="b of each species' γ·SASA + b, kJ/mol (default: pbsolver's, 3.85).",
+)
+@click.option(
+    "--per-residue",
+    is_flag=True,
+    help="Decompose every frame by residue (HDF5 per_residue; CSV rows per residue).",
+)
+@click.option(
+    "--rtol",
+    type=click.FloatRange(min=0.0, min_open=True, max=1.0),
+    default=1e-6,
+    show_default=True,
+    help="Relative residual of every solve.",
+)
+@click.option("--start", type=click.IntRange(min=0), default=None, help="First frame (0-based).")
+@click.option("--stop", type=click.IntRange(min=0), default=None, help="Stop before this frame.")
+@click.option("--stride", type=click.IntRange(min=1), default=None, help="Every N-th frame.")
+@click.option(
+    "--shape",
+    type=(click.IntRange(min=3), click.IntRange(min=3), click.IntRange(min=3)),
+    default=None,
+    metavar="NX NY NZ",
+    help="Node counts of every frame's grid (default: the largest any selected frame needs).",
+)
+@click.option(
+    "--batch",
+    type=click.IntRange(min=1),
+    default=16,
+    show_default=True,
+    help="Frames per binding_energies call (stacked on a GPU), one part file each.",
+)
+@click.option(
+    "--backend",
+    type=click.Choice(BACKENDS),
+    default="auto",
+    show_default=True,
+    help="auto: CUDA when a GPU is usable, else CPU.",
+)
+@click.option(
+    "--maps-backend",
+    type=click.Choice(BACKENDS),
+    default="cpu",
+    show_default=True,
+    help="Where the maps (surfaces, φ_c) are built.",
+)
+@click.option(
+    "--workers",
+    "-j",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Worker processes (one GPU each when GPUs exist).",
+)
+@click.option(
+    "--gpus",
+    default=None,
+    metavar="IDS",
+    help="GPU ids for the workers, e.g. 0,1 (default: $CUDA_VISIBLE_DEVICES or all).",
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(path_type=Path),
+    default=Path("mmpbsa.h5"),
+    show_default=True,
+    help="HDF5 results, one row per frame (resumable).",
+)
+@click.option(
+    "--csv",
+    "csv_path",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="CSV summary: each term's mean ± block-average standard error.",
+)
+@click.option(
+    "--blocks",
+    type=click.IntRange(min=2),
+    default=10,
+    show_default=True,
+    help="Blocks of the standard error in the summary.",
+)
+@click.option(
+    "--overwrite",
+    is_flag=True,
+    help="Discard an existing --output made with other inputs or options.",
+)
+@click.pass_context
+def mmpbsa(ctx, topology, trajectories, ligand, receptor, pqr, start, stop, stride, shape, batch,
+           workers, gpus, output, csv_path, blocks, overwrite, **kw):  # fmt: skip
+    """MM/PBSA binding energies along a trajectory: TOPOLOGY [TRAJECTORY...] → --output.
+
+    Every frame: the polar solvation energies of complex, receptor and ligand on one grid (SES by
+    default), the receptor–ligand Coulomb energy in ε_in, and the nonpolar term; energies in
+    kJ/mol. Any topology and trajectory format MDAnalysis reads; charges and radii from TOPOLOGY
+    (a PQR has both) or --pqr. Killed at any moment, a rerun of the same command skips the
+    finished frames; a rerun with other options is refused.
+    """
+    from pbsolver.jobs.batch import LocalExecutor, ProcessExecutor
+    from pbsolver.jobs.mmpbsa import Inputs, MMPBSAOptions, run_mmpbsa, write_summary
+
+    _check_input_exists(ctx, topology, "TOPOLOGY")
+    for path in trajectories:
+        _check_input_exists(ctx, path, "TRAJECTORY")
+    if pqr is not None:
+        _check_input_exists(ctx, pqr, "--pqr")
+    _check_output_dir(ctx, output)
+    if csv_path is not None:
+        _check_writable_dir(ctx, csv_path.parent if str(csv_path.parent) else Path("."), "--csv")
+    gpu_list = None
+    if gpus is not None:
+        gpu_list = [g.strip() for g in gpus.split(",") if g.strip()]
+        if not gpu_list or not all(g.isdigit() for g in gpu_list):
+            raise click.UsageError(f"--gpus must be comma-separated GPU ids, got {gpus!r}", ctx)
+    with _usage_errors(ctx):
+        options = MMPBSAOptions(**kw)
+        inputs = Inputs(
+            str(topology), tuple(str(t) for t in trajectories), None if pqr is None else str(pqr),
+            ligand=ligand, receptor=receptor,
+        )  # fmt: skip
+        executor = ProcessExecutor(workers, gpus=gpu_list) if workers > 1 else LocalExecutor()
+    note_compilation(options.backend)
+    with _usage_errors(ctx):
+        report = run_mmpbsa(
+            inputs, output, options=options, start=start, stop=stop, stride=stride, batch=batch,
+            executor=executor, overwrite=overwrite, shape=shape,
+            progress=False if ctx.obj.get("quiet") else None,
+        )  # fmt: skip
+    n_sel = len(report.computed) + len(report.skipped) + len(report.failed)
+    if not report.ok:
+        log.error(
+            "%d of %d frame(s) failed (kept: %d); rerun the same command to retry them",
+            len(report.failed), n_sel, len(report.computed) + len(report.skipped),
+        )  # fmt: skip
+        return 1
+    click.echo(str(output))
+    if csv_path is not None:
+        write_summary(csv_path, report.records, blocks=blocks, per_residue=kw["per_residue"])
+        click.echo(str(csv_path))
+    _log_mmpbsa_summary(report, blocks)
+    return 0
+
+
+def _log_mmpbsa_summary(report, blocks):
+    from pbsolver.jobs.mmpbsa import ENERGY_TERMS, block_average
+
+    parts = [f"{len(report.computed)} frame(s) computed"]
+    if report.skipped:
+        parts.append(f"{len(report.skipped)} already done")
+    log.info("%s", ", ".join(parts))
+    for name in ENERGY_TERMS[:4]:
+        mean, sem, _ = block_average(report.records[name], blocks)
+        log.info("%-15s %10.3f ± %.3f kJ/mol", name, mean, sem)
 
 
 def _export(file, grid, dataset, output, fmt, temperature, dx_type, kw):
