@@ -88,6 +88,7 @@ def _bodies(jit, fast):
     sample = jit(sample_body)
     ses = make_frame_ses(jit, sort_merge, accumulate)
     lines_of = ses.lines_of
+    line_place = ses.line_place
 
     @jit
     def sample_point(phi, pos, item, nx, ny, nz, stride, origin, h, out):
@@ -105,19 +106,9 @@ def _bodies(jit, fast):
 
         Returns 1 on overflow.
         """
-        nl = lines_of(axis, nx, ny, nz)
-        f = item // nl
-        line = item - f * nl
-        if axis == 0:
-            a1, a2, nv, nbins = 1, 2, nz, nx
-        elif axis == 1:
-            a1, a2, nv, nbins = 0, 2, nz, ny
-        else:
-            a1, a2, nv, nbins = 0, 1, ny, nz
-        iu = line // nv
-        iv = line - iu * nv
-        u = origin[f, a1] + iu * h[a1]
-        v = origin[f, a2] + iv * h[a2]
+        f, iu, iv, u, v, nbins = line_place(item, axis, nx, ny, nz, origin, h)
+        a1 = 1 if axis == 0 else 0
+        a2 = 1 if axis == 2 else 2
         n = 0
         for a in range(rad.shape[0]):
             n = chord(starts, ends, n, pos[f, a, a1] - u, pos[f, a, a2] - v, pos[f, a, axis],

@@ -190,6 +190,7 @@ def make_frame_ses(jit, sort_merge, accumulate):
 
     return SimpleNamespace(
         lines_of=lines_of,
+        line_place=line_place,
         ses_caps=ses_caps,
         ses_edge_line=ses_edge_line,
         neighbour_count=neighbour_count,
