@@ -91,6 +91,15 @@ def _bodies(jit, fast):
     line_place = ses.line_place
 
     @jit
+    def stack_node(item, stride, ny_, nz_):
+        """Work item ``item`` over a stack's nodes as (row, frame, frame's i, j, k)."""
+        k = item % nz_
+        j = (item // nz_) % ny_
+        row = item // (ny_ * nz_)
+        f = row // stride
+        return row, f, row - f * stride, j, k
+
+    @jit
     def sample_point(phi, pos, item, nx, ny, nz, stride, origin, h, out):
         """φ and ∇φ at work item ``item`` = (frame f, atom a) into ``out[f, a]``."""
         na = pos.shape[1]
@@ -271,6 +280,7 @@ def _bodies(jit, fast):
         debye_huckel_point=debye_huckel_point,
         dh_term=dh_term,
         assemble_node=assemble_node,
+        stack_node=stack_node,
         sample_point=sample_point,
         ses=ses,
     )
@@ -411,7 +421,7 @@ def cuda_kernels():
     # φ_c and the boundary sum have their own tiled kernels below (the latter on dh_term)
     lines_of, edge_line, ion_column = B.lines_of, B.edge_line, B.ion_column
     dh_term, on_node = B.dh_term, B.on_node
-    assemble_node, sample_point = B.assemble_node, B.sample_point
+    assemble_node, sample_point, stack_node = B.assemble_node, B.sample_point, B.stack_node
 
     @cuda.jit
     def edges(out, pos, rad, axis, nx, ny, nz, stride, origin, h, bad):
@@ -576,14 +586,10 @@ def cuda_kernels():
     def assemble(fx, fy, fz, phic, cov, g, nf, nx, ny, nz, stride, p, out, out32, unl):
         item = cuda.grid(1)
         _, ny_, nz_ = fx.shape
-        if item >= nf * stride * ny_ * nz_:
-            return
-        k = item % nz_
-        j = (item // nz_) % ny_
-        row = item // (ny_ * nz_)
-        f = row // stride
-        assemble_node(fx, fy, fz, phic, cov, g, row, f, row - f * stride, j, k, nx, ny, nz, p,
-                        out, out32, unl)  # fmt: skip
+        if item < nf * stride * ny_ * nz_:
+            row, f, i, j, k = stack_node(item, stride, ny_, nz_)
+            assemble_node(fx, fy, fz, phic, cov, g, row, f, i, j, k, nx, ny, nz, p, out, out32,
+                          unl)  # fmt: skip
 
     @cuda.jit
     def sample(phi, pos, nx, ny, nz, stride, origin, h, out):
@@ -664,11 +670,7 @@ def cuda_kernels():
         _, ny_, nz_ = fx.shape
         if item >= nf * stride * ny_ * nz_:
             return
-        k = item % nz_
-        j = (item // nz_) % ny_
-        row = item // (ny_ * nz_)
-        f = row // stride
-        i = row - f * stride
+        row, f, i, j, k = stack_node(item, stride, ny_, nz_)
         if i < nx:
             smooth_node(fx, fy, fz, ox, oy, oz, f * stride, i, j, k, nx, ny, nz)
 
