@@ -46,7 +46,8 @@ CAP = 256
 THREADS = 128
 #: Local capacities of the CUDA SES kernels (those of :mod:`pbsolver.backends.cuda.maps`'s,
 #: whose SES line body they share): spheres a line meets, exposed probe candidates near a line,
-#: and arc ends of a circle (2 × 192 neighbours + 2). The CPU kernels size theirs per item.
+#: and arc ends of a circle (2 × 192 neighbours + 2; the arc kernels are cuda.maps' own). The
+#: CPU kernels size theirs per item.
 SES_SPHERES = 384
 SES_CANDIDATES = 384
 SES_NEIGHBOURS = 192
@@ -599,11 +600,10 @@ def cuda_kernels():
 
     ses_edge_line, neighbour_count = B.ses.ses_edge_line, B.ses.neighbour_count
     neighbour_fill = B.ses.neighbour_fill
-    count_arcs_body, fill_circle, smooth_node = (
-        B.ses.count_arcs,
-        B.ses.fill_circle,
-        B.ses.smooth_node,
-    )
+    smooth_node = B.ses.smooth_node
+    # an atom's arcs and a circle's geometry do not depend on the frame (the B frames' atoms
+    # are rows of one array): the map kernels' own
+    from pbsolver.backends.cuda.maps import count_arcs_kernel, fill_circles_kernel
 
     @cuda.jit
     def ses_edges(out, axis, nx, ny, nz, stride, origin, h, pos, vdw, acc, probe, step,
@@ -638,33 +638,6 @@ def cuda_kernels():
             neighbour_fill(pos, rad, g, na, start, index)
 
     @cuda.jit
-    def count_arcs(pos, rad, nb_start, nb_index, nfree, nested, inter, bad):
-        i = cuda.grid(1)
-        if i >= pos.shape[0]:
-            return
-        g = cuda.local.array(13, dtype=np.float64)
-        bs = cuda.local.array(SES_ARC_BUFFER, dtype=np.float64)
-        be = cuda.local.array(SES_ARC_BUFFER, dtype=np.float64)
-        dummy = cuda.local.array((1, 2), dtype=np.float64)
-        nest, ninter, over = count_arcs_body(pos, rad, i, nb_start, nb_index, nfree, g, bs, be,
-                                             dummy)  # fmt: skip
-        if over:
-            bad[0] = 1
-        nested[i] = nest
-        inter[i] = ninter
-
-    @cuda.jit
-    def fill_circles(pos, rad, circ_i, circ_j, nb_start, nb_index, arc_start, geom, arcs):
-        c = cuda.grid(1)
-        if c >= circ_i.shape[0]:
-            return
-        g = cuda.local.array(13, dtype=np.float64)
-        bs = cuda.local.array(SES_ARC_BUFFER, dtype=np.float64)
-        be = cuda.local.array(SES_ARC_BUFFER, dtype=np.float64)
-        fill_circle(pos, rad, c, circ_i[c], circ_j[c], nb_start, nb_index, arc_start, geom,
-                    arcs, g, bs, be)  # fmt: skip
-
-    @cuda.jit
     def smooth(fx, fy, fz, ox, oy, oz, nf, nx, ny, nz, stride):
         item = cuda.grid(1)
         _, ny_, nz_ = fx.shape
@@ -675,8 +648,8 @@ def cuda_kernels():
             smooth_node(fx, fy, fz, ox, oy, oz, f * stride, i, j, k, nx, ny, nz)
 
     ses = SimpleNamespace(edges=ses_edges, neighbour_counts=neighbour_counts,
-                          neighbour_fills=neighbour_fills, count_arcs=count_arcs,
-                          fill_circles=fill_circles, smooth=smooth)  # fmt: skip
+                          neighbour_fills=neighbour_fills, count_arcs=count_arcs_kernel,
+                          fill_circles=fill_circles_kernel, smooth=smooth)  # fmt: skip
     _CUDA = _kernel_set(
         edges, ion, coulomb, boundary, assemble, sample, flags=True, on_nodes=on_nodes, ses=ses,
         coulomb_for=lambda nf: (coulomb_kernel(coulomb_nodes(nf)), coulomb_nodes(nf)),

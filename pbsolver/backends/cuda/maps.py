@@ -117,7 +117,8 @@ def _k_debye_huckel_points(out, points, rel, q, radii, kappa, coulomb, eps_out, 
 
 
 @cuda.jit
-def _k_count_arcs(pos, rad, nb_start, nb_index, nfree, nested, intersecting, overflow):
+def count_arcs_kernel(pos, rad, nb_start, nb_index, nfree, nested, intersecting, overflow):
+    """Free arcs of atom ``i``'s circles (one thread an atom); the frame engine's too."""
     i = cuda.grid(1)
     if i >= pos.shape[0]:
         return
@@ -133,7 +134,8 @@ def _k_count_arcs(pos, rad, nb_start, nb_index, nfree, nested, intersecting, ove
 
 
 @cuda.jit
-def _k_fill_circles(pos, rad, circ_i, circ_j, nb_start, nb_index, arc_start, geom, arcs):
+def fill_circles_kernel(pos, rad, circ_i, circ_j, nb_start, nb_index, arc_start, geom, arcs):
+    """Geometry and free arcs of circle ``c`` (one thread a circle); the frame engine's too."""
     c = cuda.grid(1)
     if c >= circ_i.shape[0]:
         return
@@ -237,7 +239,7 @@ def ses_features(pos, rad, nb_start, nb_index):
     nested = cuda.to_device(np.zeros(n, dtype=np.bool_))
     inter = cuda.to_device(np.zeros(n, dtype=np.int64))
     overflow = cuda.to_device(np.zeros(1, dtype=np.int64))
-    _k_count_arcs[_blocks(n), THREADS](
+    count_arcs_kernel[_blocks(n), THREADS](
         d_pos, d_rad, d_start, d_index, nfree, nested, inter, overflow
     )
     _check(overflow, "an atom has more neighbours")
@@ -251,7 +253,7 @@ def ses_features(pos, rad, nb_start, nb_index):
     if nc:
         d_geom = cuda.to_device(geom)
         d_arcs = cuda.to_device(arcs)
-        _k_fill_circles[_blocks(nc), THREADS](
+        fill_circles_kernel[_blocks(nc), THREADS](
             d_pos, d_rad, _device(circ_i), _device(circ_j), d_start, d_index,
             _device(arc_start), d_geom, d_arcs,
         )  # fmt: skip
@@ -264,4 +266,11 @@ def ses_features(pos, rad, nb_start, nb_index):
 #: neighbour lists and bins are built on the host.
 KERNELS = B.MapKernels(sys.modules[__name__])
 
-__all__ = ["KERNELS", "LineCapacityError", "neighbour_lists", "plane_bins"]
+__all__ = [
+    "KERNELS",
+    "LineCapacityError",
+    "count_arcs_kernel",
+    "fill_circles_kernel",
+    "neighbour_lists",
+    "plane_bins",
+]
