@@ -52,6 +52,15 @@ def residual_sumsq_plane(x, b, cx, cy, cz, diag, i, lo):
     return acc
 
 
+@njit(**_JIT, inline="always")
+def ordered_sum(partial):
+    """Σ partial[i] in index order: the deterministic total of per-plane float64 partials."""
+    total = 0.0
+    for i in range(partial.shape[0]):
+        total += partial[i]
+    return total
+
+
 @njit(**_JIT, parallel=True)
 def jacobi_step(x, out, b, cx, cy, cz, diag, omega, periodic):
     """``out = x + ω (D⁻¹(b + Σ c x_n) − x)`` on the unknowns; fixed nodes copied."""
@@ -80,10 +89,7 @@ def residual_sumsq(x, b, cx, cy, cz, diag, periodic):
     partial = np.zeros(nx, dtype=np.float64)
     for i in prange(lo, nx - lo):
         partial[i] = residual_sumsq_plane(x, b, cx, cy, cz, diag, i, lo)
-    total = 0.0
-    for i in range(nx):
-        total += partial[i]
-    return total
+    return ordered_sum(partial)
 
 
 @njit(**_JIT, parallel=True)

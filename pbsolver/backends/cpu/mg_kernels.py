@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from pbsolver.backends.cpu.kernels import B, residual_sumsq_plane
+from pbsolver.backends.cpu.kernels import B, ordered_sum, residual_sumsq_plane
 
 _JIT = {"cache": True, "nogil": True, "boundscheck": False}
 
@@ -324,10 +324,7 @@ def dot(x, y):
             for k in range(nz):
                 acc += np.float64(x[i, j, k]) * np.float64(y[i, j, k])
         partial[i] = acc
-    total = 0.0
-    for i in range(nx):
-        total += partial[i]
-    return total
+    return ordered_sum(partial)
 
 
 @njit(**_JIT, parallel=True)

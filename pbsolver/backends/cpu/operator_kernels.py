@@ -18,7 +18,7 @@ import numpy as np
 from numba import njit, prange
 
 from pbsolver.backends.bodies.operator import FACE_MAPS
-from pbsolver.backends.cpu.kernels import B
+from pbsolver.backends.cpu.kernels import B, ordered_sum
 
 _JIT = {"cache": True, "nogil": True, "boundscheck": False}
 
@@ -96,10 +96,7 @@ def residual_sumsq(x, b, e0, e1, e2, mode, k2, has_k2, hx2, hy2, hz2, periodic):
                                 im, ip, jm, jp, km, kp)  # fmt: skip
                 acc += r * r
         partial[i] = acc
-    total = 0.0
-    for i in range(nx):
-        total += partial[i]
-    return total
+    return ordered_sum(partial)
 
 
 @njit(**_JIT, parallel=True)
