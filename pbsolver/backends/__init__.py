@@ -28,8 +28,22 @@ def may_use_gpus(name: str) -> bool:
     return MEMORY.get(name) != "host"
 
 
+class _OnGrid:
+    """What :class:`Stencil` and :class:`ProblemOperator` read from their right-hand side ``b``."""
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        """Grid shape."""
+        return tuple(self.b.shape)
+
+    @property
+    def dtype(self):
+        """The dtype of ``b``: a stencil's storage dtype, a problem operator's float64."""
+        return self.b.dtype
+
+
 @dataclass
-class Stencil:
+class Stencil(_OnGrid):
     """The discrete operator and right-hand side of one problem, stored on a backend.
 
     Attributes
@@ -54,16 +68,6 @@ class Stencil:
     periodic: bool
     singular: bool
 
-    @property
-    def shape(self) -> tuple[int, int, int]:
-        """Grid shape."""
-        return tuple(self.b.shape)
-
-    @property
-    def dtype(self):
-        """Storage dtype of the arrays."""
-        return self.b.dtype
-
     def check_red_black(self, method: str) -> None:
         """Refuse odd periodic axes for red–black ordering (``method`` names the caller).
 
@@ -79,7 +83,7 @@ class Stencil:
 
 
 @dataclass
-class ProblemOperator:
+class ProblemOperator(_OnGrid):
     """One problem's float64 operator, read from the problem's own maps, and its float64 b.
 
     What decides convergence under float32 storage with float64 refinement: the residual
@@ -115,16 +119,6 @@ class ProblemOperator:
     b: object
     periodic: bool
     singular: bool
-
-    @property
-    def shape(self) -> tuple[int, int, int]:
-        """Grid shape."""
-        return tuple(self.b.shape)
-
-    @property
-    def dtype(self):
-        """The residual's precision (float64)."""
-        return self.b.dtype
 
 
 @dataclass
