@@ -250,10 +250,16 @@ class CuPyDevice:
         while capturing (cross-stream waits would join the caller's stream to the capture) and
         in nested calls.
         """
-        other = False
-        if not (self.capturing or self._depth):
-            caller = self.cp.cuda.get_current_stream()
-            other = caller.ptr != self.stream.ptr
+        if self.capturing or self._depth:
+            self._depth += 1
+            try:
+                with self.stream:
+                    yield
+            finally:
+                self._depth -= 1
+            return
+        caller = self.cp.cuda.get_current_stream()
+        other = caller.ptr != self.stream.ptr
         if other:
             self._ev_in.record(caller)
             self.stream.wait_event(self._ev_in)
