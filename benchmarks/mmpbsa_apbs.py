@@ -6,8 +6,8 @@ needs at ``--spacing`` with ``--margin`` (:func:`pbsolver.jobs.mmpbsa.frames_sha
 to APBS's 32k + 1 node counts, given to both programs (``pbsolver mmpbsa --shape``; APBS
 ``mg-manual`` ``dime``), each frame's grid centred on that frame's complex.
 
-* pbsolver: the ``pbsolver mmpbsa`` command, run in this process through click (after a one-frame
-  warm-up that compiles the kernels; the topology is read once, by the warm-up), timed from
+* pbsolver: the ``pbsolver mmpbsa`` command, run in this process through click (after a warm-up
+  run of one batch that compiles the kernels; the topology is read once, by the warm-up), timed from
   start to end in wall and CPU seconds (all threads): reading the frames, maps, the
   three SES solves of every frame (one :func:`pbsolver.solve_batch` call per batch; stacked on
   CUDA), the Coulomb and nonpolar (SASA) terms, the HDF5 part files and the output.
@@ -177,7 +177,8 @@ def main(argv=None) -> int:
     ap.add_argument("--topology", default=str(TOPOLOGY), help="PQR topology")
     ap.add_argument("--trajectory", nargs="*", default=[str(TRAJECTORY)], help="trajectories")
     ap.add_argument("--ligand", default=LIGAND, help="MDAnalysis selection of the ligand")
-    ap.add_argument("--frames", type=int, default=8, help="frames timed for pbsolver")
+    ap.add_argument("--frames", type=int, default=None,
+                    help="frames timed for pbsolver (default: all)")  # fmt: skip
     ap.add_argument("--apbs-frames", type=int, default=3, help="frames run with APBS")
     ap.add_argument("--copies", type=int, default=1, help="repeat the trajectory K times")
     ap.add_argument("--spacing", type=float, default=0.5, help="Å")
@@ -221,7 +222,7 @@ def main(argv=None) -> int:
         if args.copies > 1:
             trajs = [tiled_trajectory(args.topology, trajs, args.copies, tmp)]
         system = job.load(job.Inputs(args.topology, tuple(trajs), ligand=args.ligand))
-        n = min(args.frames, system.n_frames)
+        n = system.n_frames if args.frames is None else min(args.frames, system.n_frames)
         frames = list(range(n))
         shape = job.frames_shape(system.atoms, job.System.positions(system, frames),
                                  system.union, args.spacing, args.margin)  # fmt: skip
@@ -230,7 +231,8 @@ def main(argv=None) -> int:
                   "--margin", str(args.margin), "--backend", args.backend,
                   "--maps-backend", args.maps_backend or args.backend, "--shape",
                   *map(str, shape), "--batch", str(args.batch)]  # fmt: skip
-        warm = run_cli([*common, "--stop", "1", "-o", str(tmp / "warm.h5")])
+        # one full batch: on CUDA the stacked solve of that many frames is compiled here
+        warm = run_cli([*common, "--stop", str(min(args.batch, n)), "-o", str(tmp / "warm.h5")])
         if warm != 0:
             print("warm-up run failed", file=sys.stderr)
             return 1

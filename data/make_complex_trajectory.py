@@ -158,8 +158,9 @@ def write(frames, topology, workdir: Path) -> None:
     with open(pdb_path, "w") as fh:
         app.PDBFile.writeFile(topology, frames[0] / 10.0 * unit.nanometer, fh)
     u = mda.Universe(str(pdb_path))
-    u.load_new(frames.astype(np.float32), format=mda.coordinates.memory.MemoryReader)
-    with mda.Writer(str(HERE / "fkbp_dss.dcd"), u.atoms.n_atoms) as w:
+    dt_ps = STRIDE * 0.002  # 2 fs steps: the frames' times in the DCD header
+    u.load_new(frames.astype(np.float32), format=mda.coordinates.memory.MemoryReader, dt=dt_ps)
+    with mda.Writer(str(HERE / "fkbp_dss.dcd"), u.atoms.n_atoms, dt=dt_ps) as w:
         for _ in u.trajectory:
             w.write(u.atoms)
     charges = prmtop_section(workdir / "pb.prmtop", "CHARGE") / AMBER_CHARGE_UNIT
