@@ -390,9 +390,13 @@ def compute_frames(system: System, frames, options: MMPBSAOptions, shape) -> dic
     from pbsolver.molecule.binding import binding_energies
 
     positions = system.positions(frames)
-    # on CUDA the batch is one stack (3 problems a frame); elsewhere binding_energies' own
-    # chunks bound the host memory of the maps (the CPU solves one problem after the other)
-    chunk = len(frames) if options.backend == "cuda" else None
+    # where the backend stacks batches (CUDA) the batch is one stack (3 problems a frame);
+    # elsewhere binding_energies' own chunks bound the host memory of the maps (one problem
+    # after the other)
+    from pbsolver.backends import get_backend
+
+    stacks = get_backend(options.backend).STACKS_BATCHES
+    chunk = len(frames) if stacks else None
     results = binding_energies(
         system.atoms, positions, system.ligand, system.receptor, shape=shape, chunk=chunk,
         **options.binding_kwargs(),
