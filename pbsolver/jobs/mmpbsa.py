@@ -50,6 +50,7 @@ from pathlib import Path
 import numpy as np
 
 from pbsolver.exceptions import InputError, PBSolverError
+from pbsolver.molecule.binding import check_shape
 from pbsolver.options import PhysicsOptions, nonnegative, positive
 from pbsolver.progress import progress_bar
 
@@ -744,7 +745,7 @@ def run_mmpbsa(
         remove_stale_temps(output.parent, output.name)
         remove_stale_temps(parts_dir)
         if shape is not None:
-            shape = _check_shape(shape)
+            shape = check_shape(shape)
         elif not overwrite:
             shape = _stored_shape(output, parts_dir, options)
         if shape is None:
@@ -773,16 +774,6 @@ def run_mmpbsa(
     finally:
         lock.release()
     return report
-
-
-def _check_shape(shape) -> tuple:
-    try:
-        out = tuple(int(s) for s in shape)
-    except (TypeError, ValueError):
-        raise InputError(f"shape must be 3 integers, got {shape!r}") from None
-    if len(out) != 3 or min(out) < 3:
-        raise InputError(f"shape must be 3 integers >= 3, got {shape!r}")
-    return out
 
 
 def _iter_positions(system: System, frames):

@@ -322,7 +322,7 @@ def binding_energies(
             counts = np.array([grid_for_atoms(p, spacing, margin).shape for p in parts])
             shape = tuple(int(c) for c in counts.max(axis=0))
         else:
-            shape = _shape(shape)
+            shape = check_shape(shape)
         grids = [grid_for_atoms(p, spacing, shape=shape) for p in parts]
     if chunk is None:
         chunk = max(1, CHUNK_NODES // (3 * grids[0].size))
@@ -563,7 +563,8 @@ def _selection(sel, n: int, name: str) -> np.ndarray:
     return idx
 
 
-def _shape(shape) -> tuple:
+def check_shape(shape) -> tuple:
+    """``shape`` as three node counts (each ≥ 3); InputError otherwise."""
     try:
         out = tuple(int(s) for s in shape)
     except (TypeError, ValueError):
@@ -583,4 +584,4 @@ def _finite(value, name) -> float:
     return v
 
 
-__all__ = ["BindingEnergy", "DECOMPOSE", "binding_energies", "binding_energy"]
+__all__ = ["BindingEnergy", "DECOMPOSE", "binding_energies", "binding_energy", "check_shape"]
