@@ -326,19 +326,27 @@ def _option_name(param: str) -> str:
     return f"--{param.replace('_', '-')}"
 
 
-def _molecule_options(f):
-    opts = [
-        click.option(
-            _option_name(param), is_flag=True, default=default, help=f"PQR input: {text}"
-        )
-        if kind is bool
-        else click.option(
-            _option_name(param), type=kind, default=default, show_default=True,
-            help=f"PQR input: {text}",
-        )
-        for param, (kind, default, text) in _MOLECULE_OPTIONS.items()
-    ]  # fmt: skip
-    return _with_options(f, opts)
+def _table_options(params, prefix=""):
+    """A decorator adding the options ``params`` of :data:`_MOLECULE_OPTIONS`, help prefixed."""
+
+    def decorate(f):
+        opts = []
+        for param in params:
+            kind, default, text = _MOLECULE_OPTIONS[param]
+            help_text = prefix + (text if prefix else text[:1].upper() + text[1:])
+            if kind is bool:
+                opts.append(click.option(_option_name(param), is_flag=True, default=default,
+                                         help=help_text))  # fmt: skip
+            else:
+                opts.append(click.option(_option_name(param), type=kind, default=default,
+                                         show_default=True, help=help_text))  # fmt: skip
+        return _with_options(f, opts)
+
+    return decorate
+
+
+#: The molecule options of the commands that read a PQR input.
+_molecule_options = _table_options(_MOLECULE_PARAMS, "PQR input: ")
 
 
 def _make_options(ctx, kw):
@@ -999,44 +1007,8 @@ def _check_export_output(ctx, file, output, fmt):
     default=None,
     help="PQR with the charges and radii of TOPOLOGY's atoms, same order (when TOPOLOGY has none).",
 )
-@click.option("--spacing", type=_POSITIVE, default=0.5, show_default=True, help="Grid spacing, Å.")
-@click.option(
-    "--margin",
-    type=_NONNEGATIVE,
-    default=8.0,
-    show_default=True,
-    help="Least gap between the complex and the grid's outer layer, Å.",
-)
-@click.option(
-    "--surface",
-    type=click.Choice(list(SURFACES)),
-    default=PhysicsOptions.surface,
-    show_default=True,
-    help="Dielectric boundary.",
-)
-@click.option(
-    "--eps-in", type=_POSITIVE, default=PhysicsOptions.eps_in, show_default=True, help="Solute ε."
-)
-@click.option(
-    "--eps-out",
-    type=_POSITIVE,
-    default=PhysicsOptions.eps_out,
-    show_default=True,
-    help="Solvent ε.",
-)
-@click.option(
-    "--ionic-strength",
-    type=_NONNEGATIVE,
-    default=PhysicsOptions.ionic_strength,
-    show_default=True,
-    help="Ionic strength, mol/L.",
-)
-@click.option(
-    "--probe-radius",
-    type=_NONNEGATIVE,
-    default=PhysicsOptions.probe_radius,
-    show_default=True,
-    help="Solvent probe radius of the surface, Å.",
+@_table_options(
+    ("spacing", "margin", "surface", "eps_in", "eps_out", "ionic_strength", "probe_radius")
 )
 @click.option(
     "--temperature",
