@@ -83,6 +83,12 @@ elif [ "${1:-single}" = "s7c" ]; then  # seventh session, after the merges: GPU 
   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .gpu/mda/*.whl
   step mmpbsa 50 python3 benchmarks/mmpbsa_apbs.py --backend cuda --no-apbs --copies 10 \
     --json "$R/mmpbsa_gpu.json"
+elif [ "${1:-single}" = "s8" ]; then  # eighth session: every GPU test, where the SES frames' time goes
+  step gpu_tests 430 python3 -m pytest -n 0 -m gpu -q -p no:cacheprovider -W ignore::Warning -rs
+  for m in multigrid sor; do
+    step "frames_profile_mol_$m" 60 python3 benchmarks/frames_profile.py --batches 1 32 \
+      --surface mol --method $m --repeat 3 --json "$R/frames_profile_mol_$m.json"
+  done
 elif [ "${1:-single}" = "multi" ]; then
   step frames_profile 100 python3 benchmarks/frames_profile.py --batches 1 32 \
     --json "$R/frames_profile.json"

@@ -1,9 +1,9 @@
 """Where the stacked frame engine's time goes: each kernel and step timed alone.
 
 Builds the engine of ``benchmarks/md_pipeline.py`` part 3 (colipase chain A, 1,252 atoms, 65³ at
-0.8 Å, vdW) and, for each batch size, times every step of :meth:`StackedFrames.run` separately:
-host time to launch (no synchronisation) and wall time with a synchronisation after it (the
-step's GPU time plus the launch). Medians of ``--repeat`` runs.
+0.8 Å, vdW, or ``--surface mol``/``smol``) and, for each batch size, times every step of
+:meth:`StackedFrames.run` separately: host time to launch (no synchronisation) and wall time with
+a synchronisation after it (the step's GPU time plus the launch). Medians of ``--repeat`` runs.
 
     python benchmarks/frames_profile.py --batches 1 32 --json out.json
 """
@@ -52,6 +52,9 @@ def profile_batch(eng, atoms, grid, nf, repeat, rows):
               flush=True)  # fmt: skip
 
     timed("upload positions", lambda: buf.pos.__setitem__(Ellipsis, eng.xp.asarray(pos)))
+    if eng._ses is not None:  # the SES part of the maps, before the captured graph
+        timed("SES (features, bins, lines)", lambda: eng._ses.run(
+            eng._fraction_targets(buf), buf.pos, buf.origin, eng.stride))  # fmt: skip
     timed("fill zeros (5 arrays)", lambda: [a.fill(0) for a in (buf.fx, buf.fy, buf.fz,
                                                                 buf.cov, buf.bad)])  # fmt: skip
     for name, step in eng.map_steps(buf, nf):
@@ -64,11 +67,17 @@ def profile_batch(eng, atoms, grid, nf, repeat, rows):
 
     def solve(warm):
         system.guessed = [warm] * nf
-        return system.solve(eng._method(nf), rtol=sv.rtol, atol=sv.atol, maxiter=sv.maxiter)
+        out = system.solve(eng._method(nf), rtol=sv.rtol, atol=sv.atol, maxiter=sv.maxiter)
+        stats.append((out.method, out.iterations, out.reason, float(np.max(out.final))))
+        return out
+
+    stats = []
 
     timed("solve (cold, whole loop)", lambda: (buf.x.fill(0), solve(False)))
     x0 = buf.x.copy()
+    print(f"  B={nf:3d} cold solve: method, iterations, reason, worst residual {stats[-1]}")
     timed("solve (from the solution)", lambda: (buf.x.__setitem__(Ellipsis, x0), solve(True)))
+    print(f"  B={nf:3d} warm solve: method, iterations, reason, worst residual {stats[-1]}")
     timed("sample", lambda: eng._sample(buf, nf))
     timed("run() total, cold", lambda: eng.run(pos, origins))
     # warm: every frame moved by ~0.01 Å from the frame whose solution is the guess
@@ -86,6 +95,7 @@ def main(argv=None):
     ap.add_argument(
         "--method", choices=["sor", "multigrid"], default="sor", help="the engine's stacked solver"
     )
+    ap.add_argument("--surface", choices=["vdw", "mol", "smol"], default="vdw")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)
 
@@ -103,6 +113,7 @@ def main(argv=None):
         solver,
         kappa=kappa,
         method=args.method,
+        surface=args.surface,
     )
     rows = []
     for nf in args.batches:
