@@ -89,6 +89,13 @@ elif [ "${1:-single}" = "s8" ]; then  # eighth session: every GPU test, where th
     step "frames_profile_mol_$m" 60 python3 benchmarks/frames_profile.py --batches 1 32 \
       --surface mol --method $m --repeat 3 --json "$R/frames_profile_mol_$m.json"
   done
+elif [ "${1:-single}" = "s8b" ]; then  # eighth session: SES kernels, true frame rate, memory and Newton profiles
+  step frames_ses 90 python3 benchmarks/frames_ses.py --backend cuda --batch 32 --repeats 3
+  step frames_profile_mol 60 python3 benchmarks/frames_profile.py --batches 1 32 --surface mol \
+    --method multigrid --repeat 3 --json "$R/frames_profile_mol.json"
+  step gpu_memory_peak 60 python3 benchmarks/gpu_memory_peak.py --n 257 --top 25
+  step nonlinear_profile 120 python3 benchmarks/nonlinear_cost.py --backend cuda --n 257 \
+    --repeat 2 --profile 45 --json "$R/nonlinear_cost.json"
 elif [ "${1:-single}" = "multi" ]; then
   step frames_profile 100 python3 benchmarks/frames_profile.py --batches 1 32 \
     --json "$R/frames_profile.json"

@@ -55,6 +55,7 @@ def profile_batch(eng, atoms, grid, nf, repeat, rows):
     if eng._ses is not None:  # the SES part of the maps, before the captured graph
         timed("SES (features, bins, lines)", lambda: eng._ses.run(
             eng._fraction_targets(buf), buf.pos, buf.origin, eng.stride))  # fmt: skip
+        ses_kernels(eng, buf, nf, rows)
     timed("fill zeros (5 arrays)", lambda: [a.fill(0) for a in (buf.fx, buf.fy, buf.fz,
                                                                 buf.cov, buf.bad)])  # fmt: skip
     for name, step in eng.map_steps(buf, nf):
@@ -84,6 +85,42 @@ def profile_batch(eng, atoms, grid, nf, repeat, rows):
     x0 = eng.run(pos, origins).phi[0].copy()
     moved = pos + np.random.default_rng(0).normal(0.0, 0.01, pos.shape)
     timed("run() total, warm (0.01 Å)", lambda: eng.run(moved, origins, x0=x0))
+
+
+def ses_kernels(eng, buf, nf, rows):
+    """One SES step with a synchronisation around each of its launches: time per kernel.
+
+    What is left of the step's wall time is its array code (prefix sums, compaction, bins) and
+    the size read-backs.
+    """
+    ses, be = eng._ses, eng.backend
+    launch = ses._launch
+    spent = {}
+
+    def timed_launch(kernel, items, *args, threads=None):
+        name = getattr(getattr(kernel, "py_func", kernel), "__name__", repr(kernel))
+        be.synchronize()
+        t0 = time.perf_counter()
+        out = launch(kernel, items, *args, threads=threads)
+        be.synchronize()
+        n, t = spent.get(name, (0, 0.0))
+        spent[name] = (n + 1, t + time.perf_counter() - t0)
+        return out
+
+    ses._launch = timed_launch
+    try:
+        be.synchronize()
+        t0 = time.perf_counter()
+        with be.stream_context():
+            ses.run(eng._fraction_targets(buf), buf.pos, buf.origin, eng.stride)
+        be.synchronize()
+        total = time.perf_counter() - t0
+    finally:
+        del ses._launch
+    spent["(array code and read-backs)"] = (0, total - sum(t for _, t in spent.values()))
+    for name, (n, t) in spent.items():
+        rows.append({"batch": nf, "step": f"SES {name}", "launches": n, "wall_ms": 1e3 * t})
+        print(f"  B={nf:3d}   SES {name:<34} launches {n:2d}  wall {1e3 * t:8.3f} ms", flush=True)
 
 
 def main(argv=None):

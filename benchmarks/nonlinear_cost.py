@@ -93,6 +93,9 @@ def main(argv=None):
     ap.add_argument("--margin", type=float, default=10.0)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--json", default=None, help="also write the rows here")
+    ap.add_argument("--profile", type=int, default=0, metavar="N",
+                    help="then profile one nonlinear solve of the last size: the N functions of "
+                         "largest cumulative time (cProfile)")  # fmt: skip
     args = ap.parse_args(argv)
     try:
         path = pb.data.path(args.pqr)
@@ -120,6 +123,27 @@ def main(argv=None):
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)
+    if args.profile:
+        profile(atoms, args.n[-1], args)
+
+
+def profile(atoms, n, args):
+    """cProfile of one linear and one nonlinear solve of the n³ problem (after a warm-up each)."""
+    import cProfile
+    import pstats
+
+    prob = problem(atoms, n, args.margin, args.ionic_strength)
+    solver = pb.Solver(method=args.method, backend=args.backend, rtol=args.rtol)
+    if args.backend == "cuda":
+        prob = prob.to("cupy")
+    for nonlinear in (False, True):
+        solver.solve(prob, nonlinear=nonlinear)
+        prof = cProfile.Profile()
+        prof.enable()
+        solver.solve(prob, nonlinear=nonlinear)
+        prof.disable()
+        print(f"--- {n}³ {'nonlinear' if nonlinear else 'linear'} solve, by cumulative time")
+        pstats.Stats(prof).sort_stats("cumulative").print_stats(args.profile)
 
 
 if __name__ == "__main__":
