@@ -434,6 +434,33 @@ def check_stacked_coarse_operator_kernels():
         close(got[~fixed], want[~fixed], 1e-6, f"level {i + 1} diag")
 
 
+def check_grid_coarse_operator_kernels():
+    """One grid's hierarchy built by the device kernels equals the array code's.
+
+    Dirichlet with salt and periodic without (singular): every coarse level's faces and
+    diagonal, and the coarsest level's dense inverse. The device levels are built from the
+    level above's float32 faces, the array code's in float64: float32 rounding apart.
+    """
+    from pbsolver.multigrid.builders import grid_hierarchy
+
+    c = ctx()
+    for name in ("dirichlet", "periodic"):
+        p = c.problem(name)
+        st_c, st_g = c.stencils(name)
+        made = {}
+        for which, be, st in (("cpu", c.cpu, st_c), ("gpu", c.gpu, st_g)):
+            made[which] = grid_hierarchy(be, st, p.grid.spacing, p.kappa2, coarsest_nodes=40)
+        cpu, gpu = made["cpu"], made["gpu"]
+        assert gpu.coarse[0].work is not None and cpu.coarse[0].work is None
+        assert len(cpu.levels) == len(gpu.levels) >= 3, name
+        for i, (a, b) in enumerate(zip(cpu.levels[1:], gpu.levels[1:], strict=True)):
+            for attr in ("cx", "cy", "cz", "diag"):
+                close(c.host(getattr(b.stencil, attr)), getattr(a.stencil, attr), 2e-6,
+                      f"{name} level {i + 1} {attr}")  # fmt: skip
+        assert cpu.coarse_inverse is not None and gpu.coarse_inverse is not None
+        close(c.host(gpu.coarse_inverse), cpu.coarse_inverse, 1e-5, f"{name} dense inverse")
+
+
 def _stack_case(c):
     """Four problems of one odd shape (a padding plane), every input kind mixed in one stack."""
     from conftest import random_problem

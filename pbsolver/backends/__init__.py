@@ -164,8 +164,11 @@ class CoarseLevel:
     transfer : Transfer
         The transfer from the level above to this one.
     work : tuple of 4 arrays or None
-        float64 (cx, cy, cz, κ̄²) of this level, for backends that build level by level on the
-        device; None where the array code is used.
+        (cx, cy, cz, κ̄²) of this level, the next level's input, for backends that build level
+        by level on the device (:attr:`Backend.COARSE_KERNELS`): float64 arrays of their own
+        for a stack; for one grid the level's own stencil faces and a κ̄² of its dtype (the
+        rounding is irrelevant to a coarse-grid correction). None where the array code is
+        used.
     two : tuple of 3 int32 arrays or None
         Per axis, 1 where a coarse interval spans two fine ones (with ``work``).
     """
@@ -193,6 +196,13 @@ class Backend:
     #: whether ``solve_batch(mode="auto")`` stacks problems here (where launches, not memory
     #: traffic, bound small grids); otherwise it loops
     STACKS_BATCHES: bool = False
+    #: whether :meth:`coarse_operators` builds a grid's levels with kernels, level by level
+    #: from each level's :attr:`CoarseLevel.work` (then a grid's hierarchy gives its levels
+    #: work arrays); otherwise the array code builds them and ``work`` stays None
+    COARSE_KERNELS: bool = False
+    #: whether :meth:`capture` records device work for replay: buffers kept between solves
+    #: (a kept workspace) let later solves find the recordings again
+    CAPTURES: bool = False
 
     def workers(self, count: int) -> list:
         """Up to ``count`` backends that may run concurrently from threads.

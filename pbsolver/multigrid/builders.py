@@ -118,7 +118,11 @@ def grid_hierarchy(
     coarse = []
     for plan in plans:
         stencil = _coarse_stencil(be, plan.shape, dtype, st.periodic, st.singular)
-        coarse.append(add_level(be, levels, plan, stencil))
+        level = add_level(be, levels, plan, stencil)
+        if be.COARSE_KERNELS:  # the level's own faces are the next level's input
+            level.work = (stencil.cx, stencil.cy, stencil.cz, be.zeros(plan.shape, dtype))
+            level.two = _two(be, plan)
+        coarse.append(level)
     dense = len(levels) > 1 and math.prod(levels[-1].stencil.shape) <= DENSE_MAX_NODES
     h = Hierarchy(be, levels, coarse, inputs, cycle=cycle, presmooth=presmooth,
                   postsmooth=postsmooth, omega=omega, coarse_sweeps=coarse_sweeps, dense=dense,
@@ -180,13 +184,18 @@ def stack_hierarchy(
         stencil = _coarse_stencil(be, plan.shape, dtype, False, False)
         level = add_level(be, levels, plan, stencil)
         level.work = tuple(be.zeros(plan.shape, np.float64) for _ in range(4))
-        level.two = tuple(be.asarray((a.gap == 2).astype(np.int32), np.int32) for a in plan.axes)
+        level.two = _two(be, plan)
         coarse.append(level)
     if len(levels) < 2:
         raise InputError(f"blocks of shape {block_shape} are too small for multigrid")
     return Hierarchy(be, levels, coarse, inputs, cycle=cycle, presmooth=presmooth,
                      postsmooth=postsmooth, omega=omega, coarse_sweeps=coarse_sweeps,
                      dense=False)  # fmt: skip
+
+
+def _two(be, plan) -> tuple:
+    """Per axis, 1 where a coarse interval of ``plan`` spans two fine ones (int32 arrays)."""
+    return tuple(be.asarray((a.gap == 2).astype(np.int32), np.int32) for a in plan.axes)
 
 
 def _coarse_stencil(be, shape, dtype, periodic, singular) -> Stencil:

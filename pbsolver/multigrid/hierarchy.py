@@ -242,8 +242,10 @@ class Hierarchy:
                 arrays += [lev.stencil.cx, lev.stencil.cy, lev.stencil.cz]
             total += sum(int(np.prod(a.shape)) * a.dtype.itemsize for a in arrays if a is not None)
         for c in self.coarse:
+            own = (c.stencil.cx, c.stencil.cy, c.stencil.cz)
             for a in c.work or ():
-                total += int(np.prod(a.shape)) * a.dtype.itemsize
+                if not any(a is b for b in own):  # a grid's work faces are its stencil's
+                    total += int(np.prod(a.shape)) * a.dtype.itemsize
         if self.coarse_inverse is not None:
             total += int(np.prod(self.coarse_inverse.shape)) * self.coarse_inverse.dtype.itemsize
         return total

@@ -153,9 +153,11 @@ class NewtonStepSystem(LinearSystem):
     def __init__(self, backend, problem, st, checked, kappa2):
         shape = problem.grid.shape
         x = backend.zeros(shape, checked.dtype)
+        # the steps' work arrays kept from step to step where the backend replays recorded
+        # work: every step's cycles and coarse rebuild then replay the first step's recording
         super().__init__(backend, st, checked, x, block_shape=shape,
                          spacing=problem.grid.spacing, n_blocks=1, stride=shape[0],
-                         kept=False)  # fmt: skip
+                         kept=backend.CAPTURES)  # fmt: skip
         self.problem = problem
         self.kappa2 = kappa2
         # float64 faces to build coarse operators from (the refinement's, or float64 storage)

@@ -87,6 +87,8 @@ class CUDABackend(Backend):
     LARGE_METHOD = LARGE_METHODS["cuda"]
     STACK_SOR_BELOW_BLOCKS = 8
     STACKS_BATCHES = True
+    COARSE_KERNELS = True
+    CAPTURES = True
 
     def __init__(self, *, device=None, config=None):
         if device is None:
@@ -718,10 +720,10 @@ class CUDABackend(Backend):
         return view
 
     def coarse_operators(self, inputs, levels):
-        """Stacks: two kernels a level, replayed as one CUDA graph; otherwise the array code."""
-        if not levels or any(lv.work is None or lv.plan.blocks is None for lv in levels):
+        """Two kernels a level, replayed as one CUDA graph (levels without work: array code)."""
+        if not levels or any(lv.work is None for lv in levels):
             return super().coarse_operators(inputs, levels)
-        arrays = list(inputs)
+        arrays = [a for a in inputs if a is not None] + [inputs[3] is None]
         for lv in levels:
             st = lv.stencil
             arrays += [st.cx, st.cy, st.cz, st.diag, *lv.work, *lv.two]
@@ -741,15 +743,23 @@ class CUDABackend(Backend):
             per_axis = []
             for a in range(3):
                 per_axis += [v(tr.pos[a]), v(tr.lo[a]), v(tr.hi[a]), v(lv.two[a])]
+            has_k2 = fine[3] is not None  # no salt: a stand-in the kernel does not read
+            k2 = fine[3] if has_k2 else lv.work[3]
             self.dev.launch(
                 CK.coarse_faces, grid_for(n, threads), threads,
-                *(v(a) for a in fine), tuple(v(a) for a in lv.work), (v(st.cx), v(st.cy), v(st.cz)),
-                *per_axis, tr.fine_shape, tr.coarse_shape,
+                *(v(a) for a in fine[:3]), v(k2), int(has_k2), tuple(v(a) for a in lv.work),
+                (v(st.cx), v(st.cy), v(st.cz)), *per_axis, tr.fine_shape, tr.coarse_shape,
             )  # fmt: skip
-            self.dev.launch(
-                CK.coarse_diagonal, grid_for(n, threads), threads,
-                *(v(a) for a in lv.work), v(st.diag), st.shape, *lv.plan.blocks, PENALTY,
-            )  # fmt: skip
+            if lv.plan.blocks is not None:
+                self.dev.launch(
+                    CK.coarse_diagonal, grid_for(n, threads), threads,
+                    *(v(a) for a in lv.work), v(st.diag), st.shape, *lv.plan.blocks, PENALTY,
+                )  # fmt: skip
+            else:
+                self.dev.launch(
+                    CK.grid_diagonal, grid_for(n, threads), threads,
+                    *(v(a) for a in lv.work), v(st.diag), st.shape, int(st.periodic),
+                )  # fmt: skip
             fine = lv.work
 
     def block_norms(self, a, n_blocks):

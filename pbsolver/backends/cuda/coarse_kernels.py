@@ -2,8 +2,9 @@
 
 :func:`pbsolver.multigrid.hierarchy.coarse_coefficients` (NumPy/CuPy array code, the reference)
 costs hundreds of small array operations a level, host time whatever the grid size. The frame
-engine rebuilds its stack's hierarchy on every call, so there the same arithmetic runs as two
-kernels a level (captured in one CUDA graph with the rest of the rebuild):
+engine rebuilds its stack's hierarchy on every call and a Newton solve its grid's hierarchy on
+every step, so there the same arithmetic runs as two kernels a level (captured in one CUDA graph
+with the rest of the rebuild):
 
 ``coarse_faces``
     one thread a coarse node: its three faces — the fine faces along the axis in series
@@ -12,7 +13,10 @@ kernels a level (captured in one CUDA graph with the rest of the rebuild):
     in float64, into float64 work arrays and the level's stencil arrays;
 ``coarse_diagonal``
     the diagonal ``Σ faces + κ̄²`` of every unknown, :data:`PENALTY` on the fixed nodes of a
-    stack of blocks (every block's outer layer and padding planes).
+    stack of blocks (every block's outer layer and padding planes);
+``grid_diagonal``
+    the same for one grid: 1 on a Dirichlet grid's outer layer (as the array code), the
+    neighbours wrapped on a periodic one.
 
 Arrays are flat, C-ordered; shapes come as ``(nx, ny, nz)`` tuples (see :mod:`.kernels`).
 """
@@ -59,14 +63,15 @@ def _index(i, j, k, shape):
 
 @cuda.jit
 def coarse_faces(
-    cx, cy, cz, k2, out64, out, pos_x, lo_x, hi_x, two_x, pos_y, lo_y, hi_y, two_y,
+    cx, cy, cz, k2, has_k2, out64, out, pos_x, lo_x, hi_x, two_x, pos_y, lo_y, hi_y, two_y,
     pos_z, lo_z, hi_z, two_z, fshape, cshape,
 ):  # fmt: skip
     """Coarse faces and κ̄² of one coarse node a thread.
 
-    ``out64`` = (cx, cy, cz, κ̄²) float64 work arrays of the coarse level, ``out`` = (cx, cy,
-    cz) of its stencil (any float dtype); ``two_*[I]`` is 1 where coarse node ``I``'s interval
-    to the next spans two fine intervals.
+    ``out64`` = (cx, cy, cz, κ̄²) work arrays of the coarse level (float64 for a stack; a
+    grid's are its stencil's own faces), ``out`` = (cx, cy, cz) of its stencil (any float
+    dtype); ``two_*[I]`` is 1 where coarse node ``I``'s interval to the next spans two fine
+    intervals. ``has_k2`` 0: no salt (``k2`` is not read; the coarse κ̄² is 0).
     """
     q = cuda.grid(1)
     if q >= cshape[0] * cshape[1] * cshape[2]:
@@ -92,7 +97,8 @@ def coarse_faces(
                     continue
                 k = B.wrap(pk + dz, int64(nz))
                 p = _index(i, j, k, fshape)
-                kk += wx * wy * wz * k2[p]
+                if has_k2:
+                    kk += wx * wy * wz * k2[p]
                 # a face along x lies on the line through (j, k): only dx = 0 carries it
                 if dx == 0:
                     sx += wy * wz * _series(cx, p, int64(ny) * int64(nz), two_x[I] != 0)
@@ -121,4 +127,22 @@ def coarse_diagonal(cx, cy, cz, k2, diag, cshape, nx_block, stride, penalty):
     diag[q] = faces + k2[q]
 
 
-__all__ = ["coarse_diagonal", "coarse_faces"]
+@cuda.jit
+def grid_diagonal(cx, cy, cz, k2, diag, cshape, periodic):
+    """``diag = Σ faces + κ̄²`` of one grid's level; 1 on a Dirichlet grid's outer layer."""
+    q = cuda.grid(1)
+    mx, my, mz = cshape
+    if q >= mx * my * mz:
+        return
+    I, J, K = _node(q, cshape)
+    if not periodic and (I == 0 or I == mx - 1 or J == 0 or J == my - 1 or K == 0 or K == mz - 1):
+        diag[q] = 1.0
+        return
+    xm = _index(B.wrap(I - 1, int64(mx)), J, K, cshape)
+    ym = _index(I, B.wrap(J - 1, int64(my)), K, cshape)
+    zm = _index(I, J, B.wrap(K - 1, int64(mz)), cshape)
+    faces = B.diagonal_sum(cx[xm], float64(cx[q]), cy[ym], cy[q], cz[zm], cz[q])
+    diag[q] = faces + k2[q]
+
+
+__all__ = ["coarse_diagonal", "coarse_faces", "grid_diagonal"]
