@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -88,6 +89,34 @@ def test_engine_fractions_equal_face_fractions_and_brute_force(surface):
             sel = zone[rng.choice(len(zone), size=min(12, len(zone)), replace=False)]
             ref = R.ses_edge_fractions(a.positions, a.radii, 1.4, grid, axis, sel, samples=250)
             assert np.abs(mol[axis][tuple(sel.T)] - ref).max() < 0.01  # midpoint rule: 1/250
+
+
+def test_lines_cut_into_pieces_write_the_whole_lines_edges():
+    """A line classified in pieces of its edges (the GPU's work items) gives the whole line's.
+
+    Every piece samples the whole line's reentrant zones at the same points and writes only
+    its own edges; pieces of 1–5 edges cut through zones, runs and bisection intervals.
+    """
+    from pbsolver.backends import get_backend
+    from pbsolver.md.ses import FrameSES
+
+    atoms, rng = _shell_solute(3)
+    grid = maps.grid_for_atoms(atoms, 0.7, margin=2.5, nice=False)
+    pos = np.stack([atoms.positions, atoms.positions + rng.normal(0.0, 0.15, (len(atoms), 3))])
+    origin = np.repeat(np.asarray(grid.origin)[None], 2, axis=0)
+    nx, ny, nz = grid.shape
+    stride = nx + nx % 2
+    be = get_backend("cpu")
+    out = {}
+    for pieces in (1, 3, grid.shape[0]):
+        ses = FrameSES(be, atoms.radii, 1.4, grid.shape, grid.spacing)
+        ses.kernels = SimpleNamespace(**{**vars(ses.kernels), "pieces": lambda n, k=pieces: k})
+        out[pieces] = [np.zeros((2 * stride, ny, nz)) for _ in range(3)]
+        ses.run(out[pieces], pos, origin, stride)
+    assert np.any((out[1][0] > 0) & (out[1][0] < 1))
+    for pieces in (3, grid.shape[0]):
+        for a, b in zip(out[1], out[pieces], strict=True):
+            np.testing.assert_allclose(b, a, rtol=0, atol=1e-9)
 
 
 def _general(atoms, grid, surface, salt, kind):
@@ -199,6 +228,13 @@ def test_cuda_ses_kernels_equal_the_cpu_ones_under_the_simulator():
         out[name] = raw + smooth
     for a, b in zip(out["cpu"], out["cuda"], strict=True):
         np.testing.assert_array_equal(b, a)
+    # lines cut into pieces (one thread each, as on a GPU for long lines) write the same edges
+    ses = FrameSES(_SimBackend(), radii, 1.4, grid.shape, grid.spacing, ses_step=0.3, nbisect=10)
+    ses.kernels = SimpleNamespace(**{**vars(ses.kernels), "pieces": lambda nbins: 4})
+    raw = [np.zeros(big) for _ in range(3)]
+    ses.run(raw, pos, origin, stride)
+    for a, b in zip(out["cpu"][:3], raw, strict=True):
+        np.testing.assert_allclose(b, a, rtol=0, atol=1e-9)
     # and both are the general builder's (same sampling step and bisections)
     for f in range(2):
         atoms = pb.Atoms(pos[f], np.zeros(5), radii)

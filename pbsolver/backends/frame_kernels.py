@@ -606,11 +606,11 @@ def cuda_kernels():
     from pbsolver.backends.cuda.maps import count_arcs_kernel, fill_circles_kernel
 
     @cuda.jit
-    def ses_edges(out, axis, nx, ny, nz, stride, origin, h, pos, vdw, acc, probe, step,
+    def ses_edges(out, pieces, axis, nx, ny, nz, stride, origin, h, pos, vdw, acc, probe, step,
                   nbisect, maxacc, maxreach, bins, bstart, border, ebins, ebstart, eborder,
                   nb_start, nb_index, circ_start, geom, arc_start, arcs, bad):  # fmt: skip
         item = cuda.grid(1)
-        if item >= origin.shape[0] * lines_of(axis, nx, ny, nz):
+        if item >= origin.shape[0] * lines_of(axis, nx, ny, nz) * pieces:
             return
         vs_ = cuda.local.array(SES_SPHERES, dtype=np.float64)
         ve_ = cuda.local.array(SES_SPHERES, dtype=np.float64)
@@ -619,10 +619,10 @@ def cuda_kernels():
         cand = cuda.local.array(SES_CANDIDATES, dtype=np.int64)
         ckey = cuda.local.array(SES_CANDIDATES, dtype=np.float64)
         hit = cuda.local.array(4, dtype=np.float64)
-        if ses_edge_line(out, item, axis, nx, ny, nz, stride, origin, h, pos, vdw, acc, probe,
-                         step, nbisect, maxacc, maxreach, bins, bstart, border, ebins, ebstart,
-                         eborder, nb_start, nb_index, circ_start, geom, arc_start, arcs, vs_,
-                         ve_, ss_, se_, cand, ckey, hit):  # fmt: skip
+        if ses_edge_line(out, item, pieces, axis, nx, ny, nz, stride, origin, h, pos, vdw, acc,
+                         probe, step, nbisect, maxacc, maxreach, bins, bstart, border, ebins,
+                         ebstart, eborder, nb_start, nb_index, circ_start, geom, arc_start, arcs,
+                         vs_, ve_, ss_, se_, cand, ckey, hit):  # fmt: skip
             bad[0] = 1
 
     @cuda.jit
@@ -649,7 +649,8 @@ def cuda_kernels():
 
     ses = SimpleNamespace(edges=ses_edges, neighbour_counts=neighbour_counts,
                           neighbour_fills=neighbour_fills, count_arcs=count_arcs_kernel,
-                          fill_circles=fill_circles_kernel, smooth=smooth)  # fmt: skip
+                          fill_circles=fill_circles_kernel, smooth=smooth,
+                          pieces=maps_bodies.line_pieces)  # fmt: skip
     _CUDA = _kernel_set(
         edges, ion, coulomb, boundary, assemble, sample, flags=True, on_nodes=on_nodes, ses=ses,
         coulomb_for=lambda nf: (coulomb_kernel(coulomb_nodes(nf)), coulomb_nodes(nf)),

@@ -15,9 +15,11 @@ the engine's device (NumPy or CuPy):
    :func:`~pbsolver.backends.bodies.maps.compact_circles`, each circle's geometry and arcs;
 3. 2D bins of the atoms across each axis, per frame (one counting sort over all frames), for
    all atoms and for the exposed ones;
-4. the lines: one launch per axis over (frame, grid line) pairs writes every frame's edge
-   fractions, snapped like :func:`~pbsolver.molecule.maps.snap_fractions`, into the stacked
-   layout.
+4. the lines: one launch per axis over (frame, grid line, piece) triples writes every
+   frame's edge fractions, snapped like :func:`~pbsolver.molecule.maps.snap_fractions`, into
+   the stacked layout (on CUDA a line is cut into pieces of
+   :data:`~pbsolver.backends.bodies.maps.SES_PIECE_EDGES` edges, each a thread; on the CPU a
+   work item is a whole line).
 
 The sizes of steps 1–2 (pairs, circles, arcs) are read back to the host to allocate (a few
 synchronisations a call on CUDA); the data stay on the device. Since these sizes change from
@@ -125,11 +127,13 @@ class FrameSES:
             bins, bstart, border = self._bins(pos2, origin, nf, na, axis, self.maxacc, None)
             ebins, ebstart, eborder = self._bins(pos2, origin, nf, na, axis, self.maxreach,
                                                  exposed)  # fmt: skip
+            pieces = K.pieces(self.shape[axis])  # work items a line (pieces of its edges)
             self._launch(
-                K.edges, nf * lines[axis], out[axis], axis, nx, ny, nz, stride, origin, h, pos2,
-                vdw, acc, self.probe, self.steps[axis], self.nbisect, self.maxacc,
-                self.maxreach, bins, bstart, border, ebins, ebstart, eborder, nb_start,
-                nb_index, circ_start, geom, arc_start, arcs, *flag, threads=LINE_THREADS,
+                K.edges, nf * lines[axis] * pieces, out[axis], pieces, axis, nx, ny, nz, stride,
+                origin, h, pos2, vdw, acc, self.probe, self.steps[axis], self.nbisect,
+                self.maxacc, self.maxreach, bins, bstart, border, ebins, ebstart, eborder,
+                nb_start, nb_index, circ_start, geom, arc_start, arcs, *flag,
+                threads=LINE_THREADS,
             )  # fmt: skip
         if self.flags and int(self.backend.to_host(bad)[0]):
             raise InputError(

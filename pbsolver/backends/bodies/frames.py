@@ -58,9 +58,9 @@ def make_frame_ses(jit, sort_merge, accumulate):
 
     snap = jit(snap)
 
-    def snap_line(out, axis, row, iu, iv, nbins):
-        """:func:`snap` every edge of one line (as ``snap_fractions`` does a whole map)."""
-        for k in range(nbins):
+    def snap_line(out, axis, row, iu, iv, k_lo, k_hi):
+        """:func:`snap` the edges ``k_lo ≤ k < k_hi`` of one line (as ``snap_fractions`` does)."""
+        for k in range(k_lo, k_hi):
             if axis == 0:
                 out[row + k, iu, iv] = snap(out[row + k, iu, iv])
             elif axis == 1:
@@ -82,25 +82,32 @@ def make_frame_ses(jit, sort_merge, accumulate):
 
     ses_caps = jit(ses_caps)
 
-    def ses_edge_line(out, item, axis, nx, ny, nz, stride, origin, h, pos, vdw, acc, probe,
-                      step, nbisect, maxacc, maxreach, bins, bstart, border, ebins, ebstart,
-                      eborder, nb_start, nb_index, circ_start, geom, arc_start, arcs, vs_, ve_,
-                      ss_, se_, cand, ckey, hit):  # fmt: skip
-        """SES fractions of the edges of work item ``item`` = (frame, grid line), snapped.
+    def ses_edge_line(out, item, pieces, axis, nx, ny, nz, stride, origin, h, pos, vdw, acc,
+                      probe, step, nbisect, maxacc, maxreach, bins, bstart, border, ebins,
+                      ebstart, eborder, nb_start, nb_index, circ_start, geom, arc_start, arcs,
+                      vs_, ve_, ss_, se_, cand, ckey, hit):  # fmt: skip
+        """SES fractions of work item ``item`` = (frame, grid line, piece), snapped.
 
-        The frame's atoms are rows of the flattened ``pos`` (B·N, 3) and the features are
-        indexed by them; ``bins[f]`` = (u0, v0, size, nbu, nbv) of the frame's 2D bins,
-        ``bstart[f]`` their CSR starts into ``border``. Returns 1 on overflow.
+        Each line is cut into ``pieces`` runs of edges as even as can be (1: the whole line);
+        a piece writes only its own edges (:func:`~pbsolver.backends.bodies.maps.make_ses`'s
+        ``ses_line``). The frame's atoms are rows of the flattened ``pos`` (B·N, 3) and the
+        features are indexed by them; ``bins[f]`` = (u0, v0, size, nbu, nbv) of the frame's 2D
+        bins, ``bstart[f]`` their CSR starts into ``border``. Returns 1 on overflow.
         """
-        f, iu, iv, u, v, nbins = line_place(item, axis, nx, ny, nz, origin, h)
+        line = item // pieces
+        piece = item - line * pieces
+        f, iu, iv, u, v, nbins = line_place(line, axis, nx, ny, nz, origin, h)
+        k_lo = piece * nbins // pieces
+        k_hi = (piece + 1) * nbins // pieces
         bad = ses_line(
-            out, axis, f * stride, iu, iv, u, v, origin[f, axis], h[axis], nbins, pos, vdw, acc,
-            probe, step, nbisect, maxacc, maxreach, bins[f, 0], bins[f, 1], bins[f, 2],
-            int(bins[f, 3]), int(bins[f, 4]), bstart[f], border, ebins[f, 0], ebins[f, 1],
-            ebins[f, 2], int(ebins[f, 3]), int(ebins[f, 4]), ebstart[f], eborder, nb_start,
-            nb_index, circ_start, geom, arc_start, arcs, vs_, ve_, ss_, se_, cand, ckey, hit,
+            out, axis, f * stride, iu, iv, u, v, origin[f, axis], h[axis], nbins, k_lo, k_hi,
+            pos, vdw, acc, probe, step, nbisect, maxacc, maxreach, bins[f, 0], bins[f, 1],
+            bins[f, 2], int(bins[f, 3]), int(bins[f, 4]), bstart[f], border, ebins[f, 0],
+            ebins[f, 1], ebins[f, 2], int(ebins[f, 3]), int(ebins[f, 4]), ebstart[f], eborder,
+            nb_start, nb_index, circ_start, geom, arc_start, arcs, vs_, ve_, ss_, se_, cand, ckey,
+            hit,
         )  # fmt: skip
-        snap_line(out, axis, f * stride, iu, iv, nbins)
+        snap_line(out, axis, f * stride, iu, iv, k_lo, k_hi)
         return bad
 
     ses_edge_line = jit(ses_edge_line)

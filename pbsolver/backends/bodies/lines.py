@@ -52,12 +52,16 @@ def make_sort_merge(insert_sorted):
     return sort_merge_body
 
 
-def accumulate_body(out, axis, row, iu, iv, s, e, t0, h, nbins):
-    """Add the covered share of each edge (or cell) of the line to ``out``."""
+def accumulate_range_body(out, axis, row, iu, iv, s, e, t0, h, k_lo, k_hi):
+    """Add the covered share of the edges (or cells) ``k_lo ≤ k < k_hi`` of the line to ``out``.
+
+    Every bin's share is computed as for the whole line, so a line written in pieces of bins
+    (one thread a piece) gets the same values, and no piece touches another's bins.
+    """
     if e <= s:
         return
-    k0 = max(0, int(math.floor((s - t0) / h)))
-    k1 = min(nbins - 1, int(math.floor((e - t0) / h)))
+    k0 = max(k_lo, int(math.floor((s - t0) / h)))
+    k1 = min(k_hi - 1, int(math.floor((e - t0) / h)))
     for k in range(k0, k1 + 1):
         lo = t0 + k * h
         hi = lo + h
@@ -72,6 +76,17 @@ def accumulate_body(out, axis, row, iu, iv, s, e, t0, h, nbins):
                 out[row + iu, iv, k] += (b - a) / h
 
 
+def make_accumulate(accumulate_range):
+    """The whole-line accumulate body on a compiled :func:`accumulate_range_body`."""
+
+    def accumulate_body(out, axis, row, iu, iv, s, e, t0, h, nbins):
+        """Add the covered share of each edge (or cell) of the line to ``out``."""
+        accumulate_range(out, axis, row, iu, iv, s, e, t0, h, 0, nbins)
+
+    return accumulate_body
+
+
 def compile_lines(jit):
     """``(sort_merge, accumulate)``: the line bodies compiled by ``jit``."""
-    return jit(make_sort_merge(jit(insert_sorted_body))), jit(accumulate_body)
+    return (jit(make_sort_merge(jit(insert_sorted_body))),
+            jit(make_accumulate(jit(accumulate_range_body))))  # fmt: skip

@@ -22,7 +22,7 @@ import math
 
 import numpy as np
 
-from pbsolver.backends.bodies.lines import insert_sorted_body
+from pbsolver.backends.bodies.lines import accumulate_range_body, insert_sorted_body
 
 TWO_PI = 2.0 * math.pi
 #: Relative tolerance of "inside a sphere" tests on probe positions (points on a sphere are
@@ -65,6 +65,17 @@ class MapKernels:
 
 class LineCapacityError(RuntimeError):
     """A line met more spheres than a GPU kernel's local arrays hold (the CPU kernels do it)."""
+
+
+#: Edges of a grid line that one GPU thread of the SES line kernels classifies: a line is cut
+#: into pieces of about this many edges (its reentrant-zone sampling, the costly part, is cut
+#: with it), so that the few lines through a solute's crevices do not hold up a whole launch.
+SES_PIECE_EDGES = 16
+
+
+def line_pieces(nbins: int, piece_edges: int = SES_PIECE_EDGES) -> int:
+    """Pieces a line of ``nbins`` edges is cut into (at least one)."""
+    return max(1, -(-int(nbins) // int(piece_edges)))
 
 
 def on_node_tol2(spacing):
@@ -288,6 +299,7 @@ def make_ses(jit, sort_merge, accumulate):
     circle = jit(circle_body)
     free_arcs = jit(make_free_arcs(sort_merge))
     insert_sorted = jit(insert_sorted_body)
+    accumulate_range = jit(accumulate_range_body)
 
     def bin_count(u, v, reach, u0, v0, bsize, nbu, nbv, bstart):
         """Atoms in the bins within ``reach`` of the line (an upper bound of the spheres met)."""
@@ -403,27 +415,44 @@ def make_ses(jit, sort_merge, accumulate):
     solute_at = jit(solute_at)
 
     def zone(
-        out, axis, row, iu, iv, zs, ze, t0, h, nbins, u, v, cand, ckey, ncand, pos, acc, probe,
-        reach, step, nbisect, nb_start, nb_index, circ_start, geom, arc_start, arcs, hit,
+        out, axis, row, iu, iv, zs, ze, t0, h, k_lo, k_hi, u, v, cand, ckey, ncand, pos, acc,
+        probe, reach, step, nbisect, nb_start, nb_index, circ_start, geom, arc_start, arcs, hit,
     ):  # fmt: skip
         """Classify one reentrant-zone interval [zs, ze] of a line and add its solute parts.
 
         Sampled every ``step``; each change of class is located by ``nbisect`` bisections.
         ``row`` is the first x plane of the line's grid in ``out`` (0, or a stacked frame's).
+        Only bins ``k_lo ≤ k < k_hi`` are written, and only the samples and bisections their
+        span needs are evaluated: the samples are those of the whole interval, so a line done
+        in pieces gets the values of the whole (a sample interval across a piece's end is
+        classified by both pieces, alike).
         """
         length = ze - zs
         if length <= 0.0:
             return
+        t_lo = t0 + k_lo * h
+        t_hi = t0 + k_hi * h
+        if ze < t_lo or zs > t_hi:
+            return
         nseg = max(1, int(math.ceil(length / step)))
         eps = min(1e-9, 0.25 * length)
         prev_t = zs + eps
-        prev = solute_at(
-            prev_t, axis, u, v, cand, ckey, ncand, pos, acc, probe, reach, nb_start,
-            nb_index, circ_start, geom, arc_start, arcs, hit,
-        )  # fmt: skip
-        run_start = zs if prev else -1.0
+        prev = False
+        known = False  # whether ``prev`` holds the class at prev_t yet
+        run_start = zs  # a run entered before this piece starts before every bin of it
         for q in range(1, nseg + 1):
             t = ze - eps if q == nseg else zs + length * q / nseg
+            if t < t_lo:  # a sample interval before the piece: nothing of it is written
+                prev_t = t
+                continue
+            if prev_t > t_hi:  # past the piece: a run still open is added below
+                break
+            if not known:
+                prev = solute_at(
+                    prev_t, axis, u, v, cand, ckey, ncand, pos, acc, probe, reach, nb_start,
+                    nb_index, circ_start, geom, arc_start, arcs, hit,
+                )  # fmt: skip
+                known = True
             cur = solute_at(
                 t, axis, u, v, cand, ckey, ncand, pos, acc, probe, reach, nb_start,
                 nb_index, circ_start, geom, arc_start, arcs, hit,
@@ -442,13 +471,14 @@ def make_ses(jit, sort_merge, accumulate):
                         b = mid
                 cross = 0.5 * (a + b)
                 if prev:
-                    accumulate(out, axis, row, iu, iv, run_start, cross, t0, h, nbins)
+                    accumulate_range(out, axis, row, iu, iv, run_start, cross, t0, h, k_lo,
+                                     k_hi)  # fmt: skip
                 else:
                     run_start = cross
                 prev = cur
             prev_t = t
         if prev:
-            accumulate(out, axis, row, iu, iv, run_start, ze, t0, h, nbins)
+            accumulate_range(out, axis, row, iu, iv, run_start, ze, t0, h, k_lo, k_hi)
 
     zone = jit(zone)
 
@@ -502,14 +532,16 @@ def make_ses(jit, sort_merge, accumulate):
     union_line = jit(union_line)
 
     def ses_line(
-        out, axis, row, iu, iv, u, v, t0, h, nbins, pos, vdw, acc, probe, step, nbisect, maxacc,
-        maxreach, u0, v0, bsize, nbu, nbv, bstart, border,
+        out, axis, row, iu, iv, u, v, t0, h, nbins, k_lo, k_hi, pos, vdw, acc, probe, step,
+        nbisect, maxacc, maxreach, u0, v0, bsize, nbu, nbv, bstart, border,
         e_u0, e_v0, e_bsize, e_nbu, e_nbv, e_bstart, e_border,
         nb_start, nb_index, circ_start, geom, arc_start, arcs,
         vs_, ve_, ss_, se_, cand, ckey, hit,
     ):  # fmt: skip
-        """Solvent-excluded fraction of each bin of one line (into ``out`` from plane ``row``).
+        """Solvent-excluded fraction of the bins ``k_lo ≤ k < k_hi`` of one line of ``nbins``.
 
+        Into ``out`` from plane ``row``; (0, nbins) is the whole line. A piece of a line finds
+        the whole line's spheres and zones and writes only its own bins (see :func:`zone`).
         Returns 1 on overflow.
 
         ``vdw`` are atomic radii, ``acc`` accessible radii (vdw + probe). The first bins
@@ -526,7 +558,7 @@ def make_ses(jit, sort_merge, accumulate):
         nvdw = sort_merge(vs_, ve_, nvdw)
         nsas = sort_merge(ss_, se_, nsas)
         for s in range(nvdw):
-            accumulate(out, axis, row, iu, iv, vs_[s], ve_[s], t0, h, nbins)
+            accumulate_range(out, axis, row, iu, iv, vs_[s], ve_[s], t0, h, k_lo, k_hi)
         # exposed candidates within acc + probe, insertion-sorted along the line
         a1 = 1 if axis == 0 else 0
         a2 = 1 if axis == 2 else 2
@@ -565,9 +597,9 @@ def make_ses(jit, sort_merge, accumulate):
                 if p < nvdw and vs_[p] < ze:
                     zend = vs_[p]
                 zone(
-                    out, axis, row, iu, iv, zs, zend, t0, h, nbins, u, v, cand, ckey, ncand, pos,
-                    acc, probe, maxreach, step, nbisect, nb_start, nb_index, circ_start, geom,
-                    arc_start, arcs, hit,
+                    out, axis, row, iu, iv, zs, zend, t0, h, k_lo, k_hi, u, v, cand, ckey, ncand,
+                    pos, acc, probe, maxreach, step, nbisect, nb_start, nb_index, circ_start,
+                    geom, arc_start, arcs, hit,
                 )  # fmt: skip
                 zs = zend
         return 0

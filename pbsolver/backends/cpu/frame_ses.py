@@ -29,19 +29,19 @@ _count_arcs_body, _fill_circle, _smooth_node = _B.count_arcs, _B.fill_circle, _B
 
 
 @njit(**_PAR)
-def ses_edges(out, axis, nx, ny, nz, stride, origin, h, pos, vdw, acc, probe, step,
+def ses_edges(out, pieces, axis, nx, ny, nz, stride, origin, h, pos, vdw, acc, probe, step,
               nbisect, maxacc, maxreach, bins, bstart, border, ebins, ebstart, eborder,
               nb_start, nb_index, circ_start, geom, arc_start, arcs):  # fmt: skip
     # scratch sized from the bins, as the map kernels' ses_lines: no line overflows
     bad = 0
-    for item in prange(origin.shape[0] * _lines_of(axis, nx, ny, nz)):
-        cap, ecap = _ses_caps(item, axis, nx, ny, nz, origin, h, maxacc, maxreach, bins,
-                             ebins, bstart, ebstart)  # fmt: skip
+    for item in prange(origin.shape[0] * _lines_of(axis, nx, ny, nz) * pieces):
+        cap, ecap = _ses_caps(item // pieces, axis, nx, ny, nz, origin, h, maxacc, maxreach,
+                              bins, ebins, bstart, ebstart)  # fmt: skip
         if cap == 0:
             continue
         ecap = max(1, ecap)
         bad += _ses_edge_line(
-            out, item, axis, nx, ny, nz, stride, origin, h, pos, vdw, acc, probe, step,
+            out, item, pieces, axis, nx, ny, nz, stride, origin, h, pos, vdw, acc, probe, step,
             nbisect, maxacc, maxreach, bins, bstart, border, ebins, ebstart, eborder,
             nb_start, nb_index, circ_start, geom, arc_start, arcs, np.empty(cap),
             np.empty(cap), np.empty(cap), np.empty(cap), np.empty(ecap, dtype=np.int64),
@@ -97,6 +97,8 @@ def smooth(fx, fy, fz, ox, oy, oz, nf, nx, ny, nz, stride):
 
 
 #: What :func:`pbsolver.backends.frame_kernels.cpu_kernels` hands the engine as ``ses``.
+#: ``pieces(nbins)``: work items a line of ``ses_edges`` (one: the loop is over whole lines).
 KERNELS = SimpleNamespace(edges=ses_edges, neighbour_counts=neighbour_counts,
                           neighbour_fills=neighbour_fills, count_arcs=count_arcs,
-                          fill_circles=fill_circles, smooth=smooth)  # fmt: skip
+                          fill_circles=fill_circles, smooth=smooth,
+                          pieces=lambda nbins: 1)  # fmt: skip

@@ -230,8 +230,8 @@ def _ses_lines(
             continue
         ecap = max(1, _bin_count(u, v, maxreach, e_u0, e_v0, e_bsize, e_nbu, e_nbv, e_bstart))
         _ses_line(
-            out, axis, 0, iu, iv, u, v, t0, h, nbins, pos, vdw, acc, probe, step, nbisect, maxacc,
-            maxreach, u0, v0, bsize, nbu, nbv, bstart, border,
+            out, axis, 0, iu, iv, u, v, t0, h, nbins, 0, nbins, pos, vdw, acc, probe, step,
+            nbisect, maxacc, maxreach, u0, v0, bsize, nbu, nbv, bstart, border,
             e_u0, e_v0, e_bsize, e_nbu, e_nbv, e_bstart, e_border,
             nb_start, nb_index, circ_start, geom, arc_start, arcs,
             np.empty(cap), np.empty(cap), np.empty(cap), np.empty(cap),

@@ -61,14 +61,19 @@ def _k_sphere_union_lines(
 
 @cuda.jit
 def _k_ses_lines(
-    out, axis, us, vs, t0, h, nbins, pos, vdw, acc, probe, step, nbisect, maxacc, maxreach,
-    u0, v0, bsize, nbu, nbv, bstart, border,
+    out, axis, us, vs, t0, h, nbins, pieces, pos, vdw, acc, probe, step, nbisect, maxacc,
+    maxreach, u0, v0, bsize, nbu, nbv, bstart, border,
     e_u0, e_v0, e_bsize, e_nbu, e_nbv, e_bstart, e_border,
     nb_start, nb_index, circ_start, geom, arc_start, arcs, overflow,
 ):  # fmt: skip
-    line = cuda.grid(1)
-    if line >= us.shape[0] * vs.shape[0]:
+    # one thread a piece of a line (its edges k_lo ≤ k < k_hi; B.line_pieces)
+    item = cuda.grid(1)
+    if item >= us.shape[0] * vs.shape[0] * pieces:
         return
+    line = item // pieces
+    piece = item - line * pieces
+    k_lo = piece * nbins // pieces
+    k_hi = (piece + 1) * nbins // pieces
     vs_ = cuda.local.array(MAX_SPHERES, dtype=np.float64)
     ve_ = cuda.local.array(MAX_SPHERES, dtype=np.float64)
     ss_ = cuda.local.array(MAX_SPHERES, dtype=np.float64)
@@ -78,8 +83,8 @@ def _k_ses_lines(
     hit = cuda.local.array(4, dtype=np.float64)
     iu, iv, u, v = _line(line, us, vs)
     if _ses_line(
-        out, axis, 0, iu, iv, u, v, t0, h, nbins, pos, vdw, acc, probe, step, nbisect,
-        maxacc, maxreach, u0, v0, bsize, nbu, nbv, bstart, border,
+        out, axis, 0, iu, iv, u, v, t0, h, nbins, k_lo, k_hi, pos, vdw, acc, probe, step,
+        nbisect, maxacc, maxreach, u0, v0, bsize, nbu, nbv, bstart, border,
         e_u0, e_v0, e_bsize, e_nbu, e_nbv, e_bstart, e_border,
         nb_start, nb_index, circ_start, geom, arc_start, arcs, vs_, ve_, ss_, se_, cand, ckey,
         hit,
@@ -185,8 +190,9 @@ def ses_lines(out_shape, axis, us, vs, t0, h, nbins, pos, vdw, acc, probe, step,
     maxacc = float(acc.max())
     geom = geom if len(geom) else np.zeros((1, 13))
     arcs = arcs if len(arcs) else np.zeros((1, 2))
-    _k_ses_lines[_blocks(len(us) * len(vs)), THREADS](
-        out, axis, _device(us), _device(vs), float(t0), float(h), int(nbins), _device(pos),
+    pieces = B.line_pieces(nbins)
+    _k_ses_lines[_blocks(len(us) * len(vs) * pieces), THREADS](
+        out, axis, _device(us), _device(vs), float(t0), float(h), int(nbins), pieces, _device(pos),
         _device(vdw), _device(acc), float(probe), float(step), int(nbisect), maxacc,
         maxacc + float(probe),
         float(bins[0]), float(bins[1]), float(bins[2]), int(bins[3]), int(bins[4]),
