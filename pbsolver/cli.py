@@ -232,6 +232,18 @@ def _temperature_option(text: str):
     )
 
 
+def _count_option(*names: str, minimum: int, default: int | None, text: str, **extra):
+    """An integer option of at least ``minimum``; a default other than None shown in --help."""
+    return click.option(
+        *names,
+        type=click.IntRange(min=minimum),
+        default=default,
+        show_default=default is not None,
+        help=text,
+        **extra,
+    )
+
+
 def _backend_option(name: str, default: str, text: str):
     """A choice of backend (``--backend``, mmpbsa's ``--maps-backend``)."""
     return click.option(
@@ -242,13 +254,12 @@ def _backend_option(name: str, default: str, text: str):
 def _pool_options(f):
     """``--workers`` and ``--gpus`` of the commands that run a process pool (see _gpu_ids)."""
     opts = [
-        click.option(
+        _count_option(
             "--workers",
             "-j",
-            type=click.IntRange(min=1),
+            minimum=1,
             default=1,
-            show_default=True,
-            help="Worker processes (one GPU each when GPUs exist).",
+            text="Worker processes (one GPU each when GPUs exist).",
         ),
         click.option(
             "--gpus",
@@ -679,20 +690,19 @@ def _solve_to_map(ctx, input, output, dataset, temperature, common, kw):
 )
 @_pool_options
 @click.option("--scheduler", default=None, metavar="ADDRESS", help="dask.distributed scheduler.")
-@click.option(
+@_count_option(
     "--local-cluster",
-    type=click.IntRange(min=1),
+    minimum=1,
     default=None,
     metavar="N",
-    help="Start a local dask cluster of N workers (dask-cuda's when installed and GPUs exist).",
+    text="Start a local dask cluster of N workers (dask-cuda's when installed and GPUs exist).",
 )
-@click.option(
+@_count_option(
     "--stack",
-    type=click.IntRange(min=1),
+    minimum=1,
     default=1,
-    show_default=True,
     metavar="N",
-    help="Grids a worker solves together: on a GPU, those of one shape as one stacked system "
+    text="Grids a worker solves together: on a GPU, those of one shape as one stacked system "
     "(pb.solve_batch); on the CPU one after the other.",
 )
 @_solver_options
@@ -1073,12 +1083,11 @@ def _check_export_output(ctx, file, output, fmt):
     metavar="NX NY NZ",
     help="Node counts of every frame's grid (default: the largest any selected frame needs).",
 )
-@click.option(
+@_count_option(
     "--batch",
-    type=click.IntRange(min=1),
+    minimum=1,
     default=16,
-    show_default=True,
-    help="Frames per binding_energies call (stacked on a GPU), one part file each.",
+    text="Frames per binding_energies call (stacked on a GPU), one part file each.",
 )
 @_backend_option("--backend", "auto", _AUTO_BACKEND)
 @_backend_option("--maps-backend", "cpu", "Where the maps (surfaces, φ_c) are built.")
@@ -1098,12 +1107,8 @@ def _check_export_output(ctx, file, output, fmt):
     default=None,
     help="CSV summary: each term's mean ± block-average standard error.",
 )
-@click.option(
-    "--blocks",
-    type=click.IntRange(min=2),
-    default=10,
-    show_default=True,
-    help="Blocks of the standard error in the summary.",
+@_count_option(
+    "--blocks", minimum=2, default=10, text="Blocks of the standard error in the summary."
 )
 @click.option(
     "--overwrite",
