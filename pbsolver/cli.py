@@ -224,8 +224,64 @@ def _dataset_option(text: str):
 def _temperature_option(text: str):
     """``--temperature`` of the kT/e unit of potentials in a map."""
     return click.option(
-        "--temperature", type=_POSITIVE, default=298.15, show_default=True, help=text
+        "--temperature",
+        type=_POSITIVE,
+        default=PhysicsOptions.temperature,
+        show_default=True,
+        help=text,
     )
+
+
+def _count_option(*names: str, minimum: int, default: int | None, text: str, **extra):
+    """An integer option of at least ``minimum``; a default other than None shown in --help."""
+    return click.option(
+        *names,
+        type=click.IntRange(min=minimum),
+        default=default,
+        show_default=default is not None,
+        help=text,
+        **extra,
+    )
+
+
+def _backend_option(name: str, default: str, text: str):
+    """A choice of backend (``--backend``, mmpbsa's ``--maps-backend``)."""
+    return click.option(
+        name, type=click.Choice(BACKENDS), default=default, show_default=True, help=text
+    )
+
+
+def _pool_options(f):
+    """``--workers`` and ``--gpus`` of the commands that run a process pool (see _gpu_ids)."""
+    opts = [
+        _count_option(
+            "--workers",
+            "-j",
+            minimum=1,
+            default=1,
+            text="Worker processes (one GPU each when GPUs exist).",
+        ),
+        click.option(
+            "--gpus",
+            default=None,
+            metavar="IDS",
+            help="GPU ids for the workers, e.g. 0,1 (default: $CUDA_VISIBLE_DEVICES or all).",
+        ),
+    ]
+    return _with_options(f, opts)
+
+
+def _gpu_ids(ctx, gpus: str | None) -> list[str] | None:
+    """The GPU ids of ``--gpus`` ("0,1" -> ["0", "1"]; None: not given)."""
+    if gpus is None:
+        return None
+    ids = [g.strip() for g in gpus.split(",") if g.strip()]
+    if not ids or not all(g.isdigit() for g in ids):
+        raise click.UsageError(f"--gpus must be comma-separated GPU ids, got {gpus!r}", ctx)
+    return ids
+
+
+_AUTO_BACKEND = "auto: CUDA when a GPU is usable, else CPU."
 
 
 def _solver_options(f):
@@ -236,13 +292,7 @@ def _solver_options(f):
             show_default=True,
             help="Iteration: auto (by backend and grid size), sor, jacobi, multigrid, mgcg.",
         ),
-        click.option(
-            "--backend",
-            type=click.Choice(BACKENDS),
-            default="auto",
-            show_default=True,
-            help="auto: CUDA when a GPU is usable, else CPU.",
-        ),
+        _backend_option("--backend", "auto", _AUTO_BACKEND),
         click.option(
             "--rtol",
             type=click.FloatRange(min=0.0, max=1.0),
@@ -638,35 +688,21 @@ def _solve_to_map(ctx, input, output, dataset, temperature, common, kw):
     required=True,
     help="Directory for the outputs: one per input, same name (PQR: NAME.h5). Created if missing.",
 )
-@click.option(
-    "--workers",
-    "-j",
-    type=click.IntRange(min=1),
-    default=1,
-    show_default=True,
-    help="Worker processes (one GPU each when GPUs exist).",
-)
-@click.option(
-    "--gpus",
-    default=None,
-    metavar="IDS",
-    help="GPU ids for the workers, e.g. 0,1 (default: $CUDA_VISIBLE_DEVICES or all).",
-)
+@_pool_options
 @click.option("--scheduler", default=None, metavar="ADDRESS", help="dask.distributed scheduler.")
-@click.option(
+@_count_option(
     "--local-cluster",
-    type=click.IntRange(min=1),
+    minimum=1,
     default=None,
     metavar="N",
-    help="Start a local dask cluster of N workers (dask-cuda's when installed and GPUs exist).",
+    text="Start a local dask cluster of N workers (dask-cuda's when installed and GPUs exist).",
 )
-@click.option(
+@_count_option(
     "--stack",
-    type=click.IntRange(min=1),
+    minimum=1,
     default=1,
-    show_default=True,
     metavar="N",
-    help="Grids a worker solves together: on a GPU, those of one shape as one stacked system "
+    text="Grids a worker solves together: on a GPU, those of one shape as one stacked system "
     "(pb.solve_batch); on the CPU one after the other.",
 )
 @_solver_options
@@ -693,11 +729,7 @@ def batch(ctx, inputs, out_dir, workers, gpus, scheduler, local_cluster, stack, 
         raise click.UsageError("give --scheduler or --local-cluster, not both", ctx)
     if (scheduler is not None or local_cluster is not None) and workers != 1:
         raise click.UsageError("--workers is for the process pool; not with dask options", ctx)
-    gpu_list = None
-    if gpus is not None:
-        gpu_list = [g.strip() for g in gpus.split(",") if g.strip()]
-        if not gpu_list or not all(g.isdigit() for g in gpu_list):
-            raise click.UsageError(f"--gpus must be comma-separated GPU ids, got {gpus!r}", ctx)
+    gpu_list = _gpu_ids(ctx, gpus)
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -1010,13 +1042,7 @@ def _check_export_output(ctx, file, output, fmt):
 @_table_options(
     ("spacing", "margin", "surface", "eps_in", "eps_out", "ionic_strength", "probe_radius")
 )
-@click.option(
-    "--temperature",
-    type=_POSITIVE,
-    default=PhysicsOptions.temperature,
-    show_default=True,
-    help="Temperature, K.",
-)
+@_temperature_option("Temperature, K.")
 @click.option(
     "--nonpolar/--no-nonpolar",
     default=True,
@@ -1057,41 +1083,15 @@ def _check_export_output(ctx, file, output, fmt):
     metavar="NX NY NZ",
     help="Node counts of every frame's grid (default: the largest any selected frame needs).",
 )
-@click.option(
+@_count_option(
     "--batch",
-    type=click.IntRange(min=1),
+    minimum=1,
     default=16,
-    show_default=True,
-    help="Frames per binding_energies call (stacked on a GPU), one part file each.",
+    text="Frames per binding_energies call (stacked on a GPU), one part file each.",
 )
-@click.option(
-    "--backend",
-    type=click.Choice(BACKENDS),
-    default="auto",
-    show_default=True,
-    help="auto: CUDA when a GPU is usable, else CPU.",
-)
-@click.option(
-    "--maps-backend",
-    type=click.Choice(BACKENDS),
-    default="cpu",
-    show_default=True,
-    help="Where the maps (surfaces, φ_c) are built.",
-)
-@click.option(
-    "--workers",
-    "-j",
-    type=click.IntRange(min=1),
-    default=1,
-    show_default=True,
-    help="Worker processes (one GPU each when GPUs exist).",
-)
-@click.option(
-    "--gpus",
-    default=None,
-    metavar="IDS",
-    help="GPU ids for the workers, e.g. 0,1 (default: $CUDA_VISIBLE_DEVICES or all).",
-)
+@_backend_option("--backend", "auto", _AUTO_BACKEND)
+@_backend_option("--maps-backend", "cpu", "Where the maps (surfaces, φ_c) are built.")
+@_pool_options
 @click.option(
     "-o",
     "--output",
@@ -1107,12 +1107,8 @@ def _check_export_output(ctx, file, output, fmt):
     default=None,
     help="CSV summary: each term's mean ± block-average standard error.",
 )
-@click.option(
-    "--blocks",
-    type=click.IntRange(min=2),
-    default=10,
-    show_default=True,
-    help="Blocks of the standard error in the summary.",
+@_count_option(
+    "--blocks", minimum=2, default=10, text="Blocks of the standard error in the summary."
 )
 @click.option(
     "--overwrite",
@@ -1141,11 +1137,7 @@ def mmpbsa(ctx, topology, trajectories, ligand, receptor, pqr, start, stop, stri
     _check_output_dir(ctx, output)
     if csv_path is not None:
         _check_writable_dir(ctx, csv_path.parent if str(csv_path.parent) else Path("."), "--csv")
-    gpu_list = None
-    if gpus is not None:
-        gpu_list = [g.strip() for g in gpus.split(",") if g.strip()]
-        if not gpu_list or not all(g.isdigit() for g in gpu_list):
-            raise click.UsageError(f"--gpus must be comma-separated GPU ids, got {gpus!r}", ctx)
+    gpu_list = _gpu_ids(ctx, gpus)
     with _usage_errors(ctx):
         options = MMPBSAOptions(**kw)
         inputs = Inputs(

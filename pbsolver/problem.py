@@ -21,7 +21,7 @@ from pbsolver import display as _display
 from pbsolver.arrays import array_module, as_real_array, first_bad_index, to_numpy
 from pbsolver.exceptions import InputError
 from pbsolver.grid import Grid
-from pbsolver.options import PhysicsOptions, flag, positive, valence
+from pbsolver.options import PhysicsOptions, choice, flag, positive, valence
 
 BOUNDARIES = ("dirichlet", "periodic")
 FACE_RULES = ("arithmetic", "harmonic")
@@ -99,12 +99,8 @@ class Problem:
             raise InputError(f"grid must be a pbsolver.Grid, got {type(grid).__name__}")
         self.grid = grid
         shape = grid.shape
-        if boundary not in BOUNDARIES:
-            raise InputError(f"boundary must be one of {BOUNDARIES}, got {boundary!r}")
-        if face_rule not in FACE_RULES:
-            raise InputError(f"face_rule must be one of {FACE_RULES}, got {face_rule!r}")
-        self.boundary = boundary
-        self.face_rule = face_rule
+        self.boundary = choice(boundary, "boundary", BOUNDARIES)
+        self.face_rule = choice(face_rule, "face_rule", FACE_RULES)
         self.nonlinear = flag(nonlinear, "nonlinear")
         self.ion_valence = valence(ion_valence)
         self.temperature = positive(temperature, "temperature")

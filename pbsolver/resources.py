@@ -193,10 +193,22 @@ def estimate_bytes(
     >>> estimate_bytes((129, 129, 129), "sor", "cpu") // 2**20
     90
     """
+    return _estimate(shape, method, backend, dtype, refine, molecule, n_atoms, nonlinear)[0]
+
+
+def _estimate(shape, method, backend, dtype, refine, molecule, n_atoms, nonlinear):
+    """``(bytes, how)``: :func:`estimate_bytes`' estimate and its terms in words."""
     nodes = math.prod(int(n) for n in shape)
     per = bytes_per_node(method, backend, dtype, refine, molecule=molecule, nonlinear=nonlinear)
-    fixed = _DENSE_BYTES if _resolve(method, backend) in ("multigrid", "mgcg") else 0
-    return int(nodes * per + fixed + (_MAPS_PER_ATOM * int(n_atoms) if molecule else 0))
+    need = nodes * per
+    how = f"{per:.0f} bytes a node × {nodes:,} nodes"
+    if _resolve(method, backend) in ("multigrid", "mgcg"):
+        need += _DENSE_BYTES
+        how += f" + {format_bytes(_DENSE_BYTES)} for the coarsest level"
+    if molecule and n_atoms:
+        need += _MAPS_PER_ATOM * int(n_atoms)
+        how += f" + {_MAPS_PER_ATOM} × {int(n_atoms):,} atoms"
+    return int(need), how
 
 
 def memory_limit() -> int | None:
@@ -333,21 +345,13 @@ def check_memory(
         Naming the estimate (and how it was made: bytes a node × nodes), the memory
         available or the limit of ``$PBSOLVER_MEMORY_LIMIT``, and a way out.
     """
-    need = estimate_bytes(shape, method, backend, dtype, refine, molecule=molecule,
-                          n_atoms=n_atoms, nonlinear=nonlinear)  # fmt: skip
+    need, detail = _estimate(shape, method, backend, dtype, refine, molecule, n_atoms, nonlinear)
     shape_text = "×".join(str(int(n)) for n in shape)
     what = what or f"a {shape_text} grid"
     name = _resolve(method, backend)
     hint = "use a coarser spacing or a smaller grid"
     if name != "sor":
         hint += f", or method 'sor' instead of {name!r} (the least memory)"
-    nodes = math.prod(int(n) for n in shape)
-    per = bytes_per_node(method, backend, dtype, refine, molecule=molecule, nonlinear=nonlinear)
-    detail = f"{per:.0f} bytes a node × {nodes:,} nodes"
-    if name in ("multigrid", "mgcg"):
-        detail += f" + {format_bytes(_DENSE_BYTES)} for the coarsest level"
-    if molecule and n_atoms:
-        detail += f" + {_MAPS_PER_ATOM} × {int(n_atoms):,} atoms"
     if MEMORY.get(backend) == "gpu":
         check_bytes(need, f"{what} ({name} on {backend})", device="gpu", hint=hint,
                     detail=detail)  # fmt: skip

@@ -24,7 +24,7 @@ from pbsolver.cli import BACKENDS, METHODS
 @click.option("--skip-unsupported", is_flag=True,
               help="Skip what pbsolver cannot compute (forces, APOLAR, some maps) with a "
               "warning instead of refusing the input.")  # fmt: skip
-def apbs(input_file, backend, method, output_dir, allow_outside, skip_unsupported):
+def apbs(input_file, **options):
     """Run an APBS input file (READ/ELEC/PRINT) with pbsolver, printing APBS' summary lines.
 
     Paths in the file are relative to its folder. Energies are APBS' totals without the self
@@ -32,15 +32,9 @@ def apbs(input_file, backend, method, output_dir, allow_outside, skip_unsupporte
     """
     from pbsolver.apbs.run import run
 
-    run(
-        input_file,
-        backend=backend,
-        method=method,
-        allow_outside=allow_outside,
-        output_dir=output_dir,
-        skip_unsupported=skip_unsupported,
-        out=sys.stdout,
-    )
+    # the options are named as run()'s keywords: backend, method, output_dir, allow_outside,
+    # skip_unsupported
+    run(input_file, out=sys.stdout, **options)
     return 0
 
 

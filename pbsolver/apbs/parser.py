@@ -288,6 +288,19 @@ class _Stream:
         self.pos += 1
         return tok
 
+    def keywords(self, what: str, start: Token):
+        """``(key, token)`` of each token up to and with the END of the section at ``start``.
+
+        ``key`` is the token's text lower-cased; the file ending before END is an error that
+        names ``what`` (the END expected).
+        """
+        while True:
+            tok = self.next(what, start)
+            key = tok.text.lower()
+            yield key, tok
+            if key == "end":
+                return
+
     def peek(self) -> Token | None:
         return self.tokens[self.pos] if self.pos < len(self.tokens) else None
 
@@ -405,9 +418,7 @@ def parse_text(text: str, source: str = "<string>", folder=None) -> ApbsInput:
 
 
 def _parse_read(stream: _Stream, start: Token, inp: ApbsInput) -> None:
-    while True:
-        tok = stream.next(f"END of the READ section opened on line {start.line}", start)
-        key = tok.text.lower()
+    for key, tok in stream.keywords(f"END of the READ section opened on line {start.line}", start):
         if key == "end":
             return
         if key == "mol":
@@ -465,9 +476,7 @@ def _parse_elec(stream: _Stream, start: Token, index: int) -> ElecBlock:
         )
     block.method = method
     block.lines["method"] = tok.line
-    while True:
-        tok = stream.next(f"END of the ELEC section opened on line {start.line}", start)
-        key = tok.text.lower()
+    for key, tok in stream.keywords(f"END of the ELEC section opened on line {start.line}", start):
         if key == "end":
             block.end_line = tok.line
             return block
@@ -595,9 +604,8 @@ _ELEC_KEYWORDS = {
 
 def _parse_apolar(stream: _Stream, start: Token, index: int) -> ApolarBlock:
     block = ApolarBlock(index=index, line=start.line, end_line=0)
-    while True:
-        tok = stream.next(f"END of the APOLAR section opened on line {start.line}", start)
-        key = tok.text.lower()
+    what = f"END of the APOLAR section opened on line {start.line}"
+    for key, tok in stream.keywords(what, start):
         if key == "end":
             block.end_line = tok.line
             return block
@@ -618,9 +626,7 @@ def _parse_print(stream: _Stream, start: Token, inp: ApbsInput) -> PrintStatemen
     apolar = what.startswith("apol")
     sign = 1
     expect_id = True
-    while True:
-        tok = stream.next(f"END of the PRINT statement on line {start.line}", start)
-        key = tok.text.lower()
+    for key, tok in stream.keywords(f"END of the PRINT statement on line {start.line}", start):
         if key == "end":
             if expect_id:
                 raise stream.error(tok.line, "PRINT ends where a calculation was expected")

@@ -62,7 +62,8 @@ from pathlib import Path
 import numpy as np
 
 from pbsolver.exceptions import InputError, PBSolverError
-from pbsolver.options import PhysicsOptions, nonnegative, positive
+from pbsolver.jobs.options import GridPhysicsOptions
+from pbsolver.options import PhysicsOptions
 from pbsolver.progress import progress_bar
 
 log = logging.getLogger("pbsolver")
@@ -102,41 +103,17 @@ class SolveOptions:
 
 
 @dataclass(frozen=True)
-class MoleculeOptions:
+class MoleculeOptions(GridPhysicsOptions):
     """How a PQR file becomes a problem: grid placement and the physics (picklable).
 
-    The physics fields are those of :class:`~pbsolver.PhysicsOptions` (same defaults), which
-    validates them on construction; the fields themselves form the resume key
+    The grid and physics fields are :class:`~pbsolver.jobs.options.GridPhysicsOptions`' with
+    ``nonlinear`` and ``ion_valence`` added (the defaults of :class:`~pbsolver.PhysicsOptions`,
+    which validates them on construction); the fields themselves form the resume key
     (:meth:`key_fields`), unchanged for linear runs.
     """
 
-    spacing: float = 0.5
-    margin: float = 8.0
-    eps_in: float = PhysicsOptions.eps_in
-    eps_out: float = PhysicsOptions.eps_out
-    ionic_strength: float = PhysicsOptions.ionic_strength
-    surface: str = PhysicsOptions.surface
-    probe_radius: float = PhysicsOptions.probe_radius
     nonlinear: bool = PhysicsOptions.nonlinear
     ion_valence: int = PhysicsOptions.ion_valence
-
-    def __post_init__(self):
-        positive(self.spacing, "spacing")
-        nonnegative(self.margin, "margin")
-        self.physics  # noqa: B018 - validates the physics fields
-
-    @property
-    def physics(self) -> PhysicsOptions:
-        """The physics of these options."""
-        return PhysicsOptions(
-            eps_in=self.eps_in,
-            eps_out=self.eps_out,
-            ionic_strength=self.ionic_strength,
-            surface=self.surface,
-            probe_radius=self.probe_radius,
-            nonlinear=self.nonlinear,
-            ion_valence=self.ion_valence,
-        )
 
     def key_fields(self) -> dict:
         """The fields that form the resume key: the later ones only where not the default.

@@ -50,8 +50,9 @@ from pathlib import Path
 import numpy as np
 
 from pbsolver.exceptions import InputError, PBSolverError
+from pbsolver.jobs.options import GridPhysicsOptions
 from pbsolver.molecule.binding import check_shape
-from pbsolver.options import PhysicsOptions, nonnegative, positive
+from pbsolver.options import PhysicsOptions, positive
 from pbsolver.progress import progress_bar
 
 log = logging.getLogger("pbsolver")
@@ -82,7 +83,7 @@ _UNKEYED = ("backend", "maps_backend")
 
 # ---------------------------------------------------------------------- options
 @dataclass(frozen=True)
-class MMPBSAOptions:
+class MMPBSAOptions(GridPhysicsOptions):
     """What a frame's binding energy is computed with (picklable; all but ``backend`` keyed).
 
     Parameters
@@ -107,13 +108,6 @@ class MMPBSAOptions:
         (:func:`pbsolver.molecule.maps.build_maps`; not part of the key either).
     """
 
-    spacing: float = 0.5
-    margin: float = 8.0
-    eps_in: float = PhysicsOptions.eps_in
-    eps_out: float = PhysicsOptions.eps_out
-    ionic_strength: float = PhysicsOptions.ionic_strength
-    surface: str = PhysicsOptions.surface
-    probe_radius: float = PhysicsOptions.probe_radius
     temperature: float = PhysicsOptions.temperature
     nonpolar: bool = True
     gamma: float | None = None
@@ -124,22 +118,8 @@ class MMPBSAOptions:
     maps_backend: str = "cpu"
 
     def __post_init__(self):
-        positive(self.spacing, "spacing")
-        nonnegative(self.margin, "margin")
+        super().__post_init__()
         positive(self.rtol, "rtol")
-        self.physics  # noqa: B018 - validates the physics fields
-
-    @property
-    def physics(self) -> PhysicsOptions:
-        """The physics of these options."""
-        return PhysicsOptions(
-            eps_in=self.eps_in,
-            eps_out=self.eps_out,
-            ionic_strength=self.ionic_strength,
-            surface=self.surface,
-            probe_radius=self.probe_radius,
-            temperature=self.temperature,
-        )
 
     def key_fields(self) -> dict:
         """The options that change the numbers (all but where they are computed)."""

@@ -250,26 +250,20 @@ class CuPyDevice:
         while capturing (cross-stream waits would join the caller's stream to the capture) and
         in nested calls.
         """
-        if self.capturing or self._depth:
-            self._depth += 1
-            try:
-                with self.stream:
-                    yield
-            finally:
-                self._depth -= 1
-            return
-        caller = self.cp.cuda.get_current_stream()
-        other = caller.ptr != self.stream.ptr
-        if other:
-            self._ev_in.record(caller)
-            self.stream.wait_event(self._ev_in)
+        caller = None  # the caller's stream, when it is another one and the waits are made
+        if not (self.capturing or self._depth):
+            current = self.cp.cuda.get_current_stream()
+            if current.ptr != self.stream.ptr:
+                caller = current
+                self._ev_in.record(caller)
+                self.stream.wait_event(self._ev_in)
         self._depth += 1
         try:
             with self.stream:
                 yield
         finally:
             self._depth -= 1
-            if other:
+            if caller is not None:
                 self._ev_out.record(self.stream)
                 caller.wait_event(self._ev_out)
 

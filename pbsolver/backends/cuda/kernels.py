@@ -255,6 +255,14 @@ def _store_partial(sm, acc, nthreads, partials):
         partials[cuda.blockIdx.x + cuda.gridDim.x * blk] = total
 
 
+def _reduction_threads(bk: int, bj: int) -> int:
+    """Threads of a ``(bk, bj)`` reduction block; ValueError unless a power of two."""
+    nthreads = bk * bj
+    if nthreads & (nthreads - 1):
+        raise ValueError(f"reduction block {bk}x{bj} is not a power of two")
+    return nthreads
+
+
 @functools.cache
 def reductions(bk: int, bj: int):
     """Partial-sum kernels for a ``(bk, bj)`` block (``bk·bj`` a power of two).
@@ -268,9 +276,7 @@ def reductions(bk: int, bj: int):
         ``partials[block]``. Launch over ``(ceil(nz/bk), ceil(ny/bj), ceil(nx/chunk))``, then
         :func:`finish_sum`.
     """
-    nthreads = bk * bj
-    if nthreads & (nthreads - 1):
-        raise ValueError(f"reduction block {bk}x{bj} is not a power of two")
+    nthreads = _reduction_threads(bk, bj)
 
     @cuda.jit
     def residual_sumsq(x, b, cx, cy, cz, d, dmode, nx, ny, nz, periodic, chunk, partials):
@@ -574,9 +580,7 @@ def operator_reduction(bk: int, bj: int):
     ``operator_sumsq(x, b, e0, e1, e2, mode, k2, has_k2, hx2, hy2, hz2, nx, ny, nz, periodic,
     chunk, partials)``, launched and finished as ``residual_sumsq``.
     """
-    nthreads = bk * bj
-    if nthreads & (nthreads - 1):
-        raise ValueError(f"reduction block {bk}x{bj} is not a power of two")
+    nthreads = _reduction_threads(bk, bj)
 
     @cuda.jit
     def operator_sumsq(x, b, e0, e1, e2, mode, k2, has_k2, hx2, hy2, hz2, nx, ny, nz, periodic,
