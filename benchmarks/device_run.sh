@@ -96,6 +96,20 @@ elif [ "${1:-single}" = "s8b" ]; then  # eighth session: SES kernels, true frame
   step gpu_memory_peak 60 python3 benchmarks/gpu_memory_peak.py --n 257 --top 25
   step nonlinear_profile 120 python3 benchmarks/nonlinear_cost.py --backend cuda --n 257 \
     --repeat 2 --profile 45 --json "$R/nonlinear_cost.json"
+elif [ "${1:-single}" = "s8c" ]; then  # eighth session: coarse kernels, SES pieces, Newton recordings
+  step frames_ses 80 python3 benchmarks/frames_ses.py --backend cuda --batch 32 --repeats 3 \
+    --only stacked
+  step frames_profile_mol 45 python3 benchmarks/frames_profile.py --batches 1 32 --surface mol \
+    --method multigrid --repeat 3 --json "$R/frames_profile_mol.json"
+  step gpu_memory_peak 30 python3 benchmarks/gpu_memory_peak.py --n 257 --top 25
+  step nonlinear_cost 70 python3 benchmarks/nonlinear_cost.py --backend cuda --n 129 257 \
+    --repeat 3 --json "$R/nonlinear_cost.json"
+  step gpu_solvers 70 python3 benchmarks/gpu_solvers.py --sizes 129 257 513 --methods sor mgcg \
+    --sor-max 129 --no-cupy-cg --json "$R/gpu_solvers.json"
+  step gpu_tests 260 python3 -m pytest -n 0 -m gpu -q -p no:cacheprovider -W ignore::Warning -rs \
+    tests/test_gpu_memory.py tests/test_nonlinear.py tests/test_frames_ses.py \
+    tests/test_cuda_maps.py tests/test_multigrid.py tests/test_cuda_backend.py \
+    tests/test_stacked_multigrid.py tests/test_solver.py tests/test_frames.py
 elif [ "${1:-single}" = "multi" ]; then
   step frames_profile 100 python3 benchmarks/frames_profile.py --batches 1 32 \
     --json "$R/frames_profile.json"
