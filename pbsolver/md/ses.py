@@ -110,7 +110,9 @@ class FrameSES:
         nfree = xp.zeros(max(npair, 1), dtype=np.int64)
         nested = xp.zeros(m, dtype=np.bool_)
         inter = xp.zeros(m, dtype=np.int64)
-        self._launch(K.count_arcs, m, pos2, acc, nb_start, nb_index, nfree, nested, inter, *flag)
+        # on CUDA one work item a pair (the CPU kernel loops over atoms)
+        self._launch(K.count_arcs, max(npair, 1), pos2, acc, nb_start, nb_index, nfree, nested,
+                     inter, *flag)  # fmt: skip
         exposed, circ_start, circ_i, circ_j, arc_start = compact_circles(
             nb_start, nb_index[:npair], nfree[:npair], nested, inter, xp
         )

@@ -73,6 +73,10 @@ class LineCapacityError(RuntimeError):
 SES_PIECE_EDGES = 16
 
 
+#: Å beyond the reach of a piece's points within which its SES candidates are kept (rounding).
+CANDIDATE_SLACK = 1e-6
+
+
 def line_pieces(nbins: int, piece_edges: int = SES_PIECE_EDGES) -> int:
     """Pieces a line of ``nbins`` edges is cut into (at least one)."""
     return max(1, -(-int(nbins) // int(piece_edges)))
@@ -559,10 +563,14 @@ def make_ses(jit, sort_merge, accumulate):
         nsas = sort_merge(ss_, se_, nsas)
         for s in range(nvdw):
             accumulate_range(out, axis, row, iu, iv, vs_[s], ve_[s], t0, h, k_lo, k_hi)
-        # exposed candidates within acc + probe, insertion-sorted along the line
+        # exposed candidates within acc + probe, insertion-sorted along the line; only those a
+        # point of this piece can reach: its zone samples and bisections lie within one sample
+        # interval (≤ step) of its edges, and a point looks ``maxreach`` either way
         a1 = 1 if axis == 0 else 0
         a2 = 1 if axis == 2 else 2
         ncand = 0
+        key_lo = t0 + k_lo * h - step - maxreach - CANDIDATE_SLACK
+        key_hi = t0 + k_hi * h + step + maxreach + CANDIDATE_SLACK
         lo_u, hi_u, lo_v, hi_v = bin_range(u, v, maxreach, e_u0, e_v0, e_bsize, e_nbu, e_nbv)
         for bu in range(lo_u, hi_u + 1):
             for bv in range(lo_v, hi_v + 1):
@@ -573,6 +581,8 @@ def make_ses(jit, sort_merge, accumulate):
                     dv = pos[i, a2] - v
                     rr = acc[i] + probe
                     if du * du + dv * dv >= rr * rr:
+                        continue
+                    if pos[i, axis] < key_lo or pos[i, axis] > key_hi:
                         continue
                     if ncand >= cand.shape[0]:
                         return 1
@@ -606,6 +616,26 @@ def make_ses(jit, sort_merge, accumulate):
 
     ses_line = jit(ses_line)
 
+    def pair_arcs(pos, rad, i, s, nb_start, nb_index, nfree, g, bs, be, dummy):
+        """Pair ``s`` (atom i and its neighbour nb_index[s]): free-arc count into ``nfree[s]``.
+
+        Returns (whether i's sphere lies inside the neighbour's, whether they meet in a
+        circle, overflow).
+        """
+        j = nb_index[s]
+        dx = pos[j, 0] - pos[i, 0]
+        dy = pos[j, 1] - pos[i, 1]
+        dz = pos[j, 2] - pos[i, 2]
+        d = math.sqrt(dx * dx + dy * dy + dz * dz)
+        nest = d + rad[i] < rad[j] or (d + rad[i] <= rad[j] and j < i)
+        if not circle(pos, rad, i, j, g):
+            return nest, False, False
+        k = free_arcs(pos, rad, i, j, nb_start, nb_index, g, bs, be, dummy, 0, 0)
+        nfree[s] = max(k, 0)
+        return nest, True, k < 0
+
+    pair_arcs = jit(pair_arcs)
+
     def count_arcs(pos, rad, i, nb_start, nb_index, nfree, g, bs, be, dummy):
         """Atom i: free-arc count of every circle (i, j) into ``nfree``.
 
@@ -615,24 +645,27 @@ def make_ses(jit, sort_merge, accumulate):
         nest = False
         bad = False
         for s in range(nb_start[i], nb_start[i + 1]):
-            j = nb_index[s]
-            dx = pos[j, 0] - pos[i, 0]
-            dy = pos[j, 1] - pos[i, 1]
-            dz = pos[j, 2] - pos[i, 2]
-            d = math.sqrt(dx * dx + dy * dy + dz * dz)
-            if d + rad[i] < rad[j] or (d + rad[i] <= rad[j] and j < i):
-                nest = True
-            if not circle(pos, rad, i, j, g):
-                continue
-            ninter += 1
-            k = free_arcs(pos, rad, i, j, nb_start, nb_index, g, bs, be, dummy, 0, 0)
-            if k < 0:
-                bad = True
-                k = 0
-            nfree[s] = k
+            inside, meets, over = pair_arcs(pos, rad, i, s, nb_start, nb_index, nfree, g, bs,
+                                            be, dummy)  # fmt: skip
+            nest = nest or inside
+            ninter += 1 if meets else 0
+            bad = bad or over
         return nest, ninter, bad
 
     count_arcs = jit(count_arcs)
+
+    def pair_owner(nb_start, s):
+        """The atom whose neighbour list holds pair ``s`` (nb_start[i] ≤ s < nb_start[i + 1])."""
+        lo, hi = 0, nb_start.shape[0] - 1
+        while hi - lo > 1:  # invariant: nb_start[lo] <= s < nb_start[hi]
+            mid = (lo + hi) // 2
+            if nb_start[mid] <= s:
+                lo = mid
+            else:
+                hi = mid
+        return lo
+
+    pair_owner = jit(pair_owner)
 
     def fill_circle(pos, rad, c, i, j, nb_start, nb_index, arc_start, geom, arcs, g, bs, be):
         """Circle c of (i, j): its geometry row and its free arcs."""
@@ -648,6 +681,8 @@ def make_ses(jit, sort_merge, accumulate):
         "union_line": union_line,
         "ses_line": ses_line,
         "count_arcs": count_arcs,
+        "pair_arcs": pair_arcs,
+        "pair_owner": pair_owner,
         "fill_circle": fill_circle,
         "probe_reaches": probe_reaches,
         "chord": chord,

@@ -38,7 +38,7 @@ _dev = cuda.jit(device=True)
 _S = B.make_ses(_dev, *compile_lines(_dev))
 _P = B.make_point_sums(_dev, _dev)
 _line, _union_line, _ses_line = _S["line"], _S["union_line"], _S["ses_line"]
-_count_arcs, _fill_circle = _S["count_arcs"], _S["fill_circle"]
+_pair_arcs, _pair_owner, _fill_circle = _S["pair_arcs"], _S["pair_owner"], _S["fill_circle"]
 _coulomb_node, _debye_huckel_node = _P["coulomb_node"], _P["debye_huckel_node"]
 
 
@@ -123,19 +123,26 @@ def _k_debye_huckel_points(out, points, rel, q, radii, kappa, coulomb, eps_out, 
 
 @cuda.jit
 def count_arcs_kernel(pos, rad, nb_start, nb_index, nfree, nested, intersecting, overflow):
-    """Free arcs of atom ``i``'s circles (one thread an atom); the frame engine's too."""
-    i = cuda.grid(1)
-    if i >= pos.shape[0]:
+    """Free arcs of the circle of each neighbour pair (one thread a pair); the frame engine's too.
+
+    ``nested`` and ``intersecting`` (per atom, zeroed by the caller) gather the pairs' flags
+    and circle counts: an atom's pairs are spread over threads, so each pair adds its own.
+    """
+    s = cuda.grid(1)
+    if s >= nb_index.shape[0] or s >= nb_start[nb_start.shape[0] - 1]:
         return
     g = cuda.local.array(13, dtype=np.float64)
     bs = cuda.local.array(ARC_BUFFER, dtype=np.float64)
     be = cuda.local.array(ARC_BUFFER, dtype=np.float64)
     dummy = cuda.local.array((1, 2), dtype=np.float64)
-    nest, ninter, bad = _count_arcs(pos, rad, i, nb_start, nb_index, nfree, g, bs, be, dummy)
+    i = _pair_owner(nb_start, s)
+    inside, meets, bad = _pair_arcs(pos, rad, i, s, nb_start, nb_index, nfree, g, bs, be, dummy)
     if bad:
         overflow[0] = 1
-    nested[i] = nest
-    intersecting[i] = ninter
+    if inside:
+        nested[i] = True
+    if meets:
+        cuda.atomic.add(intersecting, i, 1)
 
 
 @cuda.jit
@@ -233,7 +240,7 @@ def debye_huckel_points(points, pos, q, radii, kappa, coulomb, eps_out, eps_cavi
 def ses_features(pos, rad, nb_start, nb_index):
     """CUDA :func:`.cpu.maps.ses_features` (same outputs, as NumPy arrays).
 
-    Two launches (one thread per atom to count free arcs, one per circle to fill them) and
+    Two launches (one thread a neighbour pair to count free arcs, one a circle to fill them) and
     the host compaction between them. Raises :class:`LineCapacityError` when an atom has more
     than ``MAX_NEIGHBOURS`` neighbours.
     """
@@ -245,7 +252,7 @@ def ses_features(pos, rad, nb_start, nb_index):
     nested = cuda.to_device(np.zeros(n, dtype=np.bool_))
     inter = cuda.to_device(np.zeros(n, dtype=np.int64))
     overflow = cuda.to_device(np.zeros(1, dtype=np.int64))
-    count_arcs_kernel[_blocks(n), THREADS](
+    count_arcs_kernel[_blocks(npair), THREADS](
         d_pos, d_rad, d_start, d_index, nfree, nested, inter, overflow
     )
     _check(overflow, "an atom has more neighbours")
