@@ -8,6 +8,18 @@ around the complex, so that the discretisation of each atom's neighbourhood is t
 three solves and its error largely cancels in ΔG_polar = G_rf(complex) − G_rf(receptor) −
 G_rf(ligand); they are solved together by :func:`pbsolver.solve_batch` (stacked on CUDA).
 
+**Engines.** ``engine="general"`` builds every species' maps with
+:func:`pbsolver.molecule.maps.build_maps` and solves them with :func:`pbsolver.solve_batch`.
+``engine="stacked"`` runs three :class:`pbsolver.md.engine.StackedFrames` (complex, receptor,
+ligand: each its own charges and radii, the same grid shape and spacing, each frame's origin
+the complex's grid's), which map, assemble and solve all the frames of a chunk with batched
+kernels and sample φ_rf at the atoms with the same trilinear interpolation as
+:func:`pbsolver.molecule.energy.reaction_field_terms`; the edge fractions are those of the
+general path, so the energies agree to the solver's tolerance. It handles the linearised
+equation on surfaces "vdw", "mol" and "smol" with boundary kinds "mdh" and "zero", solved by
+SOR or multigrid. ``"auto"`` takes it where the backend stacks batches (CUDA) and the set-up is
+one it handles, the general path otherwise.
+
 **Coulomb term.** The receptor–ligand interaction in the uniform solute medium ε_in,
 Σ_{i∈R, j∈L} k qᵢ qⱼ / (ε_in rᵢⱼ): :func:`pbsolver.molecule.energy.coulomb_energy` of the complex
 minus those of the two parts (each pair split evenly between its two atoms). ΔG_polar +
@@ -61,6 +73,8 @@ from pbsolver.options import PhysicsOptions
 DECOMPOSE = (None, "atom", "residue")
 #: The three species of a binding energy, in the order they are solved.
 SPECIES = ("complex", "receptor", "ligand")
+#: Accepted values of ``engine``.
+ENGINES = ("auto", "general", "stacked")
 #: Default bound on the grid nodes of one :func:`pbsolver.solve_batch` call of
 #: :func:`binding_energies` (three problems a frame; about 50 bytes a node of maps on the host).
 CHUNK_NODES = 1 << 24
@@ -167,6 +181,7 @@ def binding_energy(
     sasa_probe=PROBE,
     n_points=N_POINTS,
     maps_backend="cpu",
+    engine="auto",
     **physics_fields,
 ) -> BindingEnergy:
     """Binding free energy of ``ligand`` to ``receptor``: three polar solves on one grid.
@@ -211,7 +226,13 @@ def binding_energy(
     n_points : int
         Points per atom sphere of the SASA.
     maps_backend : {"cpu", "cuda", "auto"}
-        Where the maps are built (:func:`pbsolver.molecule.maps.build_maps`).
+        Where the general engine builds the maps (:func:`pbsolver.molecule.maps.build_maps`;
+        the stacked engine maps on the solver's backend).
+    engine : {"auto", "general", "stacked"}
+        How the three species are mapped and solved (module docstring): ``"stacked"``, the
+        batched frame engine (:class:`pbsolver.md.engine.StackedFrames`); ``"general"``,
+        :func:`pbsolver.molecule.maps.build_maps` and :func:`pbsolver.solve_batch`;
+        ``"auto"``: stacked where the backend stacks batches (CUDA) and the set-up allows it.
     **physics_fields
         Fields of :class:`~pbsolver.PhysicsOptions`.
 
@@ -225,7 +246,8 @@ def binding_energy(
     InputError
         Bad selections (empty, overlapping, out of range, repeated, not integers or booleans),
         ``decompose`` with ``nonlinear=True``, a residue decomposition without residue
-        numbers, bad physics, or atoms outside ``grid``.
+        numbers, bad physics, atoms outside ``grid``, or ``engine="stacked"`` with a set-up it
+        does not handle (the message names it).
     ConvergenceError
         A solve did not converge (with the default, strict, solver).
 
@@ -241,13 +263,13 @@ def binding_energy(
     options = _Options.make(
         complex_atoms, ligand, receptor, physics, physics_fields, nonpolar=nonpolar,
         gamma=gamma, offset=offset, decompose=decompose, solver=solver, backend=backend,
-        sasa_probe=sasa_probe, n_points=n_points, maps_backend=maps_backend,
+        sasa_probe=sasa_probe, n_points=n_points, maps_backend=maps_backend, engine=engine,
     )  # fmt: skip
     if grid is None:
         grid = grid_for_atoms(complex_atoms[options.union], spacing, margin)
     elif not isinstance(grid, Grid):
         raise InputError(f"grid must be a pbsolver.Grid, got {type(grid).__name__}")
-    return _solve_frames(options, [complex_atoms], [grid])[0]
+    return _Frames(options, complex_atoms, grid).solve([complex_atoms], [grid])[0]
 
 
 def binding_energies(
@@ -273,7 +295,8 @@ def binding_energies(
     **options
         Keywords of :func:`binding_energy` (``spacing``, ``margin``, ``physics``, ``grid``, a
         fixed grid for every frame instead of ``shape``, ``nonpolar``, ``gamma``, ``offset``,
-        ``decompose``, ``solver``, ``backend``, physics fields, ...).
+        ``decompose``, ``solver``, ``backend``, ``engine``, physics fields, ...). The stacked
+        engine's three engines are made once and serve every chunk.
 
     Returns
     -------
@@ -328,10 +351,11 @@ def binding_energies(
         chunk = max(1, CHUNK_NODES // (3 * grids[0].size))
     elif isinstance(chunk, bool) or not isinstance(chunk, int | np.integer) or chunk < 1:
         raise InputError(f"chunk must be a positive integer, got {chunk!r}")
+    frames_solver = _Frames(opts, complex_atoms, grids[0])
     out = []
     for start in range(0, len(atoms), int(chunk)):
         stop = start + int(chunk)
-        out.extend(_solve_frames(opts, atoms[start:stop], grids[start:stop]))
+        out.extend(frames_solver.solve(atoms[start:stop], grids[start:stop]))
     return out
 
 
@@ -347,6 +371,7 @@ _OWN_DEFAULTS = {
     "sasa_probe": PROBE,
     "n_points": N_POINTS,
     "maps_backend": "cpu",
+    "engine": "auto",
 }
 
 
@@ -367,10 +392,12 @@ class _Options:
     sasa_probe: float
     n_points: int
     maps_backend: str
+    engine: str  # "general" or "stacked", resolved
 
     @classmethod
     def make(cls, atoms, ligand, receptor, physics, fields, *, nonpolar, gamma, offset,
-             decompose, solver, backend, sasa_probe, n_points, maps_backend):  # fmt: skip
+             decompose, solver, backend, sasa_probe, n_points, maps_backend,
+             engine="auto"):  # fmt: skip
         from pbsolver.molecule.atoms import Atoms
         from pbsolver.solving.solver import Solver
 
@@ -411,15 +438,103 @@ class _Options:
             solver = Solver(**{"backend": backend, "strict": True, **solver})
         elif not isinstance(solver, Solver):
             raise InputError(f"solver must be a pbsolver.Solver or a dict, got {type(solver)}")
+        engine = _resolve_engine(engine, ph, solver)
         return cls(n, lig, rec, np.union1d(lig, rec), ph, bool(nonpolar), gamma, offset,
-                   decompose, solver.options(), sasa_probe, n_points, maps_backend)  # fmt: skip
+                   decompose, solver.options(), sasa_probe, n_points, maps_backend,
+                   engine)  # fmt: skip
 
     def species(self, atoms) -> list:
         """The complex, receptor and ligand Atoms of one frame (:data:`SPECIES` order)."""
         return [atoms[i] for i in (self.union, self.receptor, self.ligand)]
 
 
-def _solve_frames(opts: _Options, frames, grids) -> list[BindingEnergy]:
+def _resolve_engine(engine, physics: PhysicsOptions, solver) -> str:
+    """The engine ("general" or "stacked") that ``engine`` means for this set-up.
+
+    Raises InputError naming what the stacked engine does not handle when it is asked for by
+    name.
+    """
+    from pbsolver.backends import get_backend
+    from pbsolver.md.engine import STACKED_BOUNDARY_KINDS, STACKED_METHODS, STACKED_SURFACES
+
+    if engine not in ENGINES:
+        raise InputError(f"engine must be one of {ENGINES}, got {engine!r}")
+    if engine == "general":
+        return "general"
+    unsupported = []
+    if physics.nonlinear:
+        unsupported.append("nonlinear=True (it solves the linearised equation only)")
+    if physics.surface not in STACKED_SURFACES:
+        unsupported.append(f"surface={physics.surface!r} (it maps {STACKED_SURFACES})")
+    if physics.boundary_kind not in STACKED_BOUNDARY_KINDS:
+        unsupported.append(
+            f"boundary_kind={physics.boundary_kind!r} (it computes {STACKED_BOUNDARY_KINDS})"
+        )
+    if solver.method not in STACKED_METHODS:
+        unsupported.append(f"method={solver.method!r} (it solves with {STACKED_METHODS})")
+    if engine == "stacked":
+        if unsupported:
+            raise InputError(
+                "engine='stacked' cannot compute this binding energy: "
+                + "; ".join(unsupported)
+                + ". Use engine='general' (or 'auto')"
+            )
+        return "stacked"
+    if unsupported:
+        return "general"
+    # the stacked engine pays off where batches run as one stack (CUDA); the CPU's general
+    # path solves one problem after the other anyway
+    return "stacked" if get_backend(solver.backend_name).STACKS_BATCHES else "general"
+
+
+class _Frames:
+    """The three species' solves of chunks of frames on grids of one shape, by either engine.
+
+    The stacked engine's three :class:`~pbsolver.md.engine.StackedFrames` are made on the
+    first chunk and kept for the next ones (their buffers too, per chunk size).
+    """
+
+    def __init__(self, opts: _Options, complex_atoms, grid: Grid):
+        self.opts = opts
+        self.engines = None
+        if opts.engine == "stacked":
+            self.engines = _stacked_engines(opts, complex_atoms, grid)
+
+    def solve(self, frames, grids) -> list[BindingEnergy]:
+        """The BindingEnergy of each frame (Atoms of the complex) on its grid."""
+        if self.engines is None:
+            return _solve_general(self.opts, frames, grids)
+        return _solve_stacked(self.opts, self.engines, frames, grids)
+
+
+def _stacked_engines(opts: _Options, complex_atoms, grid: Grid) -> list:
+    """Complex, receptor and ligand StackedFrames on ``grid``'s shape and spacing."""
+    from pbsolver.backends import get_backend
+    from pbsolver.md.engine import StackedFrames
+    from pbsolver.solving.solver import Solver
+
+    solver = Solver(**opts.solver)
+    backend = get_backend(solver.backend_name)
+    method = solver.method if solver.method in ("sor", "multigrid") else "auto"
+    engines = []
+    for idx in (opts.union, opts.receptor, opts.ligand):
+        engines.append(
+            StackedFrames(
+                complex_atoms.charges[idx],
+                complex_atoms.radii[idx],
+                grid.shape,
+                grid.spacing,
+                solver,
+                physics=opts.physics,
+                method=method,
+                backend=backend,
+                surface=opts.physics.surface,
+            )
+        )
+    return engines
+
+
+def _solve_general(opts: _Options, frames, grids) -> list[BindingEnergy]:
     """Maps of the three species of every frame, one batched solve, then the energies."""
     from pbsolver.problem import Problem
     from pbsolver.solving.batched import solve_batch
@@ -435,22 +550,85 @@ def _solve_frames(opts: _Options, frames, grids) -> list[BindingEnergy]:
     out = []
     for f, (parts, grid) in enumerate(zip(species, grids, strict=True)):
         three = results[3 * f : 3 * f + 3]
-        out.append(_energies(opts, parts, grid, problems[3 * f : 3 * f + 3], three))
+        nonlinear = three[0].newton_steps is not None
+        polar, rf_terms = {}, []
+        for name, part, problem, res in zip(SPECIES, parts, problems[3 * f : 3 * f + 3], three,
+                                            strict=True):  # fmt: skip
+            phi = to_numpy(res.phi_rf)
+            if nonlinear:  # fixed charges' term and the mobile ions' terms (no per-atom split)
+                polar[name] = float(solvation_terms(part, problem, phi).total)
+            else:
+                rf_terms.append(reaction_field_terms(part, grid, phi))
+                polar[name] = float(np.sum(rf_terms[-1]))
+        summaries = [_summary(r, "general") for r in three]
+        out.append(_energies(opts, parts, grid, polar, rf_terms, summaries))
     return out
 
 
-def _energies(opts: _Options, parts, grid, problems, results) -> BindingEnergy:
-    """The terms of one frame from its three solutions."""
+def _solve_stacked(opts: _Options, engines, frames, grids) -> list[BindingEnergy]:
+    """Each species' frames through its StackedFrames, then the energies."""
+    from pbsolver.solving.solver import Solver, SolveResult
+
+    solver = Solver(**opts.solver)
+    positions = np.stack([a.positions for a in frames])  # (B, n, 3)
+    origins = np.array([g.origin for g in grids], dtype=np.float64)
+    _check_inside(positions[:, opts.union], grids)
+    nf = len(frames)
+    runs = []
+    for eng, idx in zip(engines, (opts.union, opts.receptor, opts.ligand), strict=True):
+        runs.append(eng.run(np.ascontiguousarray(positions[:, idx]), origins))
+    # every species' and frame's solve checked (strict) before any energy is returned
+    results = []
+    for f in range(nf):
+        three = []
+        for run in runs:
+            three.append(
+                SolveResult(
+                    phi_rf=run.phi[f],
+                    converged=bool(run.converged[f]),
+                    iterations=run.iterations,
+                    residual_norms=[float(run.initial[f]), float(run.residuals[f])],
+                    seconds=run.timings["solve"] / nf,
+                    method=run.method,
+                    backend=engines[0].backend.name,
+                    reason="converged" if run.converged[f] else run.reason,
+                    omega=run.omega,
+                    extra={"engine": "stacked", "batch_size": nf},
+                )
+            )
+            solver.check(three[-1])
+        results.append(three)
+    out = []
+    for f, (atoms, grid) in enumerate(zip(frames, grids, strict=True)):
+        parts = opts.species(atoms)
+        # ½ qᵢ φ_rf(rᵢ): the engine samples with the trilinear body of reaction_field_terms
+        rf_terms = [0.5 * p.charges * r.values[f] for p, r in zip(parts, runs, strict=True)]
+        polar = {name: float(np.sum(t)) for name, t in zip(SPECIES, rf_terms, strict=True)}
+        summaries = [_summary(r, "stacked") for r in results[f]]
+        out.append(_energies(opts, parts, grid, polar, rf_terms, summaries))
+    return out
+
+
+def _check_inside(positions, grids) -> None:
+    """InputError unless each frame's atoms lie strictly inside its grid (as build_maps asks)."""
+    lo = np.array([g.origin for g in grids], dtype=np.float64)
+    hi = lo + np.array([g.lengths for g in grids], dtype=np.float64)
+    outside = np.any(positions.min(axis=1) <= lo, axis=1) | np.any(
+        positions.max(axis=1) >= hi, axis=1
+    )
+    if outside.any():
+        raise InputError(
+            f"some atoms lie on or outside the grid's outer layer (frame {int(np.argmax(outside))}"
+            " of the chunk)"
+        )
+
+
+def _energies(opts: _Options, parts, grid, polar, rf_terms, solves) -> BindingEnergy:
+    """The terms of one frame from its three species' polar energies (kJ/mol).
+
+    ``rf_terms``: the three species' per-atom ½ qᵢ φ_rf(rᵢ), or None (nonlinear: no split).
+    """
     idx = (opts.union, opts.receptor, opts.ligand)
-    nonlinear = results[0].newton_steps is not None
-    polar, rf_terms = {}, []
-    for name, part, problem, res in zip(SPECIES, parts, problems, results, strict=True):
-        phi = to_numpy(res.phi_rf)
-        if nonlinear:  # fixed charges' term and the mobile ions' terms (no per-atom split)
-            polar[name] = float(solvation_terms(part, problem, phi).total)
-        else:
-            rf_terms.append(reaction_field_terms(part, grid, phi))
-            polar[name] = float(np.sum(rf_terms[-1]))
     delta_polar = polar["complex"] - polar["receptor"] - polar["ligand"]
 
     eps_in = opts.physics.eps_in
@@ -490,13 +668,14 @@ def _energies(opts: _Options, parts, grid, problems, results) -> BindingEnergy:
         delta_sasa=delta_sasa,
         per_atom_terms=terms,
         residue_parts=parts_of_rows,
-        solves=tuple(_summary(r) for r in results),
+        solves=tuple(solves),
     )
 
 
-def _summary(result) -> dict:
-    """What a BindingEnergy keeps of a SolveResult (plain numbers)."""
+def _summary(result, engine: str) -> dict:
+    """What a BindingEnergy keeps of a SolveResult (plain numbers) and the engine's name."""
     return {
+        "engine": engine,
         "converged": bool(result.converged),
         "iterations": int(result.iterations),
         "residual": float(result.residual),
