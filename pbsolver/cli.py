@@ -1091,6 +1091,15 @@ def _check_export_output(ctx, file, output, fmt):
 )
 @_backend_option("--backend", "auto", _AUTO_BACKEND)
 @_backend_option("--maps-backend", "cpu", "Where the maps (surfaces, φ_c) are built.")
+@click.option(
+    "--engine",
+    # binding.ENGINES, written out: importing it here would import numba before its cache is set
+    type=click.Choice(("auto", "general", "stacked")),
+    default="auto",
+    show_default=True,
+    help="stacked: the batched frame engine (surfaces vdw/mol/smol, linear PB); auto: stacked "
+    "on a GPU where it applies.",
+)
 @_pool_options
 @click.option(
     "-o",

@@ -98,3 +98,36 @@ def test_refusals_and_strict():
     assert b.solves[0]["engine"] == "general"
     with pytest.raises(pb.ConvergenceError):
         pb.binding_energy(atoms, lig, **fast, surface="vdw", solver={"maxiter": 1, "rtol": 1e-12})
+
+
+def test_mmpbsa_options_pass_the_engine():
+    from pbsolver.jobs.mmpbsa import MMPBSAOptions
+
+    opts = MMPBSAOptions(engine="stacked")
+    assert opts.binding_kwargs()["engine"] == "stacked"
+    assert opts.key_fields() == MMPBSAOptions().key_fields()  # how, not what: not in the key
+    with pytest.raises(pb.InputError, match="engine must be one of"):
+        MMPBSAOptions(engine="gpu")
+
+
+def test_mmpbsa_cli_engine_stacked_matches_general(tmp_path):
+    pytest.importorskip("MDAnalysis")
+    from click.testing import CliRunner
+
+    from pbsolver.cli import main
+    from pbsolver.jobs import mmpbsa as job
+
+    args = [str(pb.data.path("peptide.pqr")), str(pb.data.path("peptide.dcd")), "--ligand",
+            "resid 10", "--spacing", "1.0", "--margin", "3", "--rtol", "1e-8", "--backend",
+            "cpu", "--stop", "2", "--batch", "2"]  # fmt: skip
+    rec = {}
+    for engine in ("general", "stacked"):
+        out = tmp_path / f"{engine}.h5"
+        run = CliRunner().invoke(main, ["-q", "mmpbsa", *args, "--engine", engine, "-o", str(out)],
+                                 catch_exceptions=False)  # fmt: skip
+        assert run.exit_code == 0, run.output
+        rec[engine] = job.read_results(out)[0]
+    scale = np.abs(rec["general"]["polar_complex"]).max()
+    for term in job.ENERGY_TERMS:
+        np.testing.assert_allclose(rec["stacked"][term], rec["general"][term], rtol=0,
+                                   atol=1e-5 * scale)  # fmt: skip

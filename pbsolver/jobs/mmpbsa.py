@@ -51,8 +51,8 @@ import numpy as np
 
 from pbsolver.exceptions import InputError, PBSolverError
 from pbsolver.jobs.options import GridPhysicsOptions
-from pbsolver.molecule.binding import check_shape
-from pbsolver.options import PhysicsOptions, positive
+from pbsolver.molecule.binding import ENGINES, check_shape
+from pbsolver.options import PhysicsOptions, choice, positive
 from pbsolver.progress import progress_bar
 
 log = logging.getLogger("pbsolver")
@@ -77,8 +77,9 @@ COLUMNS = ("frame", "time", *ENERGY_TERMS, "delta_sasa")
 BLOCKS = 10
 #: Version of the resume key recipe (bump to invalidate old results).
 _KEY_VERSION = 1
-#: MMPBSAOptions fields that say where, not what, is computed: not in the key.
-_UNKEYED = ("backend", "maps_backend")
+#: MMPBSAOptions fields that say where or how, not what, is computed: not in the key (the
+#: engines solve the same discrete equations, so they differ only within the solver's rtol).
+_UNKEYED = ("backend", "maps_backend", "engine")
 
 
 # ---------------------------------------------------------------------- options
@@ -106,6 +107,9 @@ class MMPBSAOptions(GridPhysicsOptions):
     maps_backend : str
         Where the maps are built: "cpu", "cuda" or "auto"
         (:func:`pbsolver.molecule.maps.build_maps`; not part of the key either).
+    engine : str
+        "auto", "general" or "stacked": how the three species are mapped and solved
+        (:func:`pbsolver.binding_energy`; not part of the key either).
     """
 
     temperature: float = PhysicsOptions.temperature
@@ -116,9 +120,11 @@ class MMPBSAOptions(GridPhysicsOptions):
     rtol: float = 1e-6
     backend: str = "auto"
     maps_backend: str = "cpu"
+    engine: str = "auto"
 
     def __post_init__(self):
         super().__post_init__()
+        choice(self.engine, "engine", ENGINES)
         positive(self.rtol, "rtol")
 
     def key_fields(self) -> dict:
@@ -138,6 +144,7 @@ class MMPBSAOptions(GridPhysicsOptions):
             "solver": {"rtol": self.rtol},
             "backend": self.backend,
             "maps_backend": self.maps_backend,
+            "engine": self.engine,
         }
 
 
