@@ -23,6 +23,7 @@ from pbsolver.molecule.nonpolar import (
     nonpolar_energy,
     nonpolar_terms,
     sasa,
+    sasa_parts,
     sphere_points,
 )
 
@@ -174,6 +175,31 @@ def test_invariant_to_translation_and_atom_order(rng):
     perm = rng.permutation(len(mol))
     moved = pb.Atoms(mol.positions[perm] + [1e3, -2e3, 5e2], mol.charges[perm], mol.radii[perm])
     np.testing.assert_allclose(sasa(moved)[np.argsort(perm)], base, rtol=1e-9, atol=1e-9)
+
+
+def test_sasa_parts_equal_brute_force_of_whole_and_parts(rng):
+    """One pass for the whole and each group alone: the brute-force counts of each, with
+    coincident atoms (a zero distance) and a sphere inside another among them."""
+    mol = random_molecule(rng, 120, 14.0)
+    pos, radii = mol.positions.copy(), mol.radii.copy()
+    pos[7] = pos[3]  # coincident centres
+    pos[11], radii[11] = pos[12] + 0.2, 0.1  # inside sphere 12
+    atoms = pb.Atoms(pos, mol.charges, radii)
+    groups = rng.integers(0, 3, len(atoms)) * 5 - 2  # labels -2, 3, 8
+    points = sphere_points(92)
+    whole, alone = sasa_parts(atoms, groups, n_points=92)
+    ref = brute_force_sasa(pos, radii, PROBE, points)
+    np.testing.assert_allclose(whole, ref, rtol=1e-12, atol=1e-12)
+    for g in np.unique(groups):
+        sel = groups == g
+        ref = brute_force_sasa(pos[sel], radii[sel], PROBE, points)
+        np.testing.assert_allclose(alone[sel], ref, rtol=1e-12, atol=1e-12)
+        assert np.array_equal(alone[sel], sasa(atoms[np.flatnonzero(sel)], n_points=92))
+    assert np.array_equal(whole, sasa(atoms, n_points=92))
+    assert np.all(alone >= whole) and np.any(alone > whole)
+    for bad in (groups[:-1], groups.astype(float), "ab"):
+        with pytest.raises(pb.InputError, match="groups"):
+            sasa_parts(atoms, bad)
 
 
 # ---------------------------------------------------------------------- energy

@@ -66,7 +66,7 @@ from pbsolver.exceptions import InputError
 from pbsolver.grid import Grid
 from pbsolver.molecule.energy import coulomb_energy, reaction_field_terms, solvation_terms
 from pbsolver.molecule.maps import build_maps, grid_for_atoms
-from pbsolver.molecule.nonpolar import GAMMA, N_POINTS, OFFSET, PROBE, sasa
+from pbsolver.molecule.nonpolar import GAMMA, N_POINTS, OFFSET, PROBE, sasa_parts
 from pbsolver.options import PhysicsOptions
 
 #: Accepted values of ``decompose``.
@@ -640,7 +640,11 @@ def _energies(opts: _Options, parts, grid, polar, rf_terms, solves) -> BindingEn
     np_atoms = np.zeros(opts.n)
     delta_nonpolar = 0.0
     if opts.nonpolar:
-        areas = [sasa(p, probe=opts.sasa_probe, n_points=opts.n_points) for p in parts]
+        # the complex's and the parts' areas in one pass (the same as sasa of each species)
+        ligand = np.isin(opts.union, opts.ligand)
+        whole, alone = sasa_parts(parts[0], ligand.astype(np.int64), probe=opts.sasa_probe,
+                                  n_points=opts.n_points)  # fmt: skip
+        areas = [whole, alone[~ligand], alone[ligand]]
         sasa_atoms = _delta_per_atom(opts.n, idx, areas)
         delta_sasa = float(np.sum(sasa_atoms))
         np_atoms = opts.gamma * sasa_atoms

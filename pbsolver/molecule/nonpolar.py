@@ -6,7 +6,10 @@ Richards 1971). :func:`sasa` measures it per atom with the Shrake–Rupley metho
 set of ``n_points`` points on each sphere (a golden-spiral lattice, the same for every atom and
 every call), each either inside another sphere or exposed; SASAᵢ = 4πRᵢ² · exposed / n_points.
 Neighbours come from a cell list (cells ≥ 2 max R wide) and atoms run in parallel (numba), so
-the cost is linear in the atoms; the result is deterministic. An isolated sphere is exact; the
+the cost is linear in the atoms; the result is deterministic. Each atom tries its neighbours
+largest buried cap first, starting from the one that buried the previous point.
+:func:`sasa_parts` gives the areas of a complex and of its parts alone (receptor, ligand) in
+one pass, the same numbers as :func:`sasa` of each. An isolated sphere is exact; the
 error of a partly buried one falls as the point count grows (``tests/test_nonpolar.py`` measures
 it against the exact cap area of two spheres). Atoms of radius 0 (PARSE polar hydrogens) have
 spheres of the probe's radius, as in APBS; inside their heavy atom's sphere they add nothing.
@@ -96,14 +99,59 @@ def sasa(atoms, *, probe: float = PROBE, n_points: int = N_POINTS) -> np.ndarray
     >>> round(float(sasa(ion)[0]), 6) == round(4 * math.pi * 3.0**2, 6)
     True
     """
+    return _areas(atoms, np.zeros(len(atoms), dtype=np.int64), probe, n_points)[0]
+
+
+def sasa_parts(atoms, groups, *, probe: float = PROBE, n_points: int = N_POINTS):
+    """Each atom's SASA in the whole molecule and in its group alone, Å² (one pass).
+
+    The areas :func:`sasa` gives for ``atoms`` and for each group's atoms on their own (the
+    receptor and the ligand of a complex), from one Shrake–Rupley pass: each point is tried
+    against its own group's spheres first and, if exposed there, against the other groups'.
+
+    Parameters
+    ----------
+    atoms : Atoms
+        Positions (Å) and radii (Å).
+    groups : array_like of int (n,)
+        Each atom's group label.
+    probe, n_points
+        As in :func:`sasa`.
+
+    Returns
+    -------
+    whole, alone : ndarray (n,)
+        SASAᵢ in the whole molecule and in its group alone, Å².
+
+    Raises
+    ------
+    InputError
+        ``groups`` not n integers; see :func:`sasa`.
+    """
+    try:
+        labels = np.asarray(groups)
+    except (TypeError, ValueError):
+        raise InputError("groups must be one integer label per atom") from None
+    if labels.shape != (len(atoms),) or not np.issubdtype(labels.dtype, np.integer):
+        raise InputError(
+            f"groups must be {len(atoms)} integer labels, got {labels.dtype} {labels.shape}"
+        )
+    return _areas(atoms, labels.astype(np.int64), probe, n_points)
+
+
+def _areas(atoms, groups, probe, n_points):
+    """(whole, alone) areas, Å²: the exposed point counts of :func:`_count_exposed` scaled."""
     probe = nonnegative(probe, "probe")
     points = sphere_points(n_points)
     pos = np.ascontiguousarray(atoms.positions, dtype=np.float64)
     expanded = np.ascontiguousarray(atoms.radii, dtype=np.float64) + probe
     start, members, cells, dims = _cell_list(pos, expanded)
-    exposed = np.empty(len(pos), dtype=np.int64)
-    _count_exposed(pos, expanded, points, start, members, cells, dims, exposed)
-    return 4.0 * math.pi * expanded**2 * (exposed / len(points))
+    whole = np.empty(len(pos), dtype=np.int64)
+    alone = np.empty(len(pos), dtype=np.int64)
+    _count_exposed(pos, expanded, np.ascontiguousarray(groups), points, start, members, cells,
+                   dims, whole, alone)  # fmt: skip
+    sphere = 4.0 * math.pi * expanded**2
+    return sphere * (whole / len(points)), sphere * (alone / len(points))
 
 
 def nonpolar_terms(
@@ -211,8 +259,11 @@ def _cell_list(pos, radii):
 
 
 @njit(parallel=True, **_JIT)
-def _count_exposed(pos, radii, points, start, members, cells, dims, exposed):
-    """For each atom, how many of its sphere's points lie outside every neighbour's sphere."""
+def _count_exposed(pos, radii, groups, points, start, members, cells, dims, whole, alone):
+    """Exposed points per atom: outside every neighbour (``whole``), outside its own group's.
+
+    ``alone`` counts the points outside every sphere of the atom's own group.
+    """
     n = pos.shape[0]
     m = points.shape[0]
     for i in prange(n):
@@ -223,6 +274,7 @@ def _count_exposed(pos, radii, points, start, members, cells, dims, exposed):
         for sweep in range(2):
             if sweep == 1:
                 nb = np.empty(found, dtype=np.int64)
+                key = np.empty(found, dtype=np.float64)
                 found = 0
             for cx in range(max(cells[i, 0] - 1, 0), min(cells[i, 0] + 2, dims[0])):
                 for cy in range(max(cells[i, 1] - 1, 0), min(cells[i, 1] + 2, dims[1])):
@@ -236,29 +288,67 @@ def _count_exposed(pos, radii, points, start, members, cells, dims, exposed):
                             dy = pos[j, 1] - yi
                             dz = pos[j, 2] - zi
                             reach = ri + radii[j]
-                            if dx * dx + dy * dy + dz * dz < reach * reach:
+                            d2 = dx * dx + dy * dy + dz * dz
+                            if d2 < reach * reach:
                                 if sweep == 1:
                                     nb[found] = j
+                                    # the cosine of the cap j buries (smaller: a larger cap,
+                                    # tried first), own group before the others
+                                    d = max(math.sqrt(d2), 1e-300)
+                                    cap = (ri * ri + d2 - radii[j] * radii[j]) / (2.0 * ri * d)
+                                    cap = min(max(cap, -1.0), 1.0)
+                                    key[found] = cap + (0.0 if groups[j] == groups[i] else 4.0)
                                 found += 1
-        count = 0
-        last = 0  # the neighbour that buried the previous point: likely to bury the next
+        # the neighbours' centres and squared radii in that order, contiguous
+        order = np.argsort(key)
+        nx = np.empty(found)
+        ny = np.empty(found)
+        nz = np.empty(found)
+        nr2 = np.empty(found)
+        own = 0
+        for t in range(found):
+            j = nb[order[t]]
+            nx[t], ny[t], nz[t] = pos[j, 0], pos[j, 1], pos[j, 2]
+            nr2[t] = radii[j] * radii[j]
+            if groups[j] == groups[i]:
+                own += 1
+        other = found - own
+        count_whole = 0
+        count_alone = 0
+        # the neighbour that buried the previous point is likely to bury the next: start there
+        last_own = 0
+        last_other = own
         for p in range(m):
             px = xi + ri * points[p, 0]
             py = yi + ri * points[p, 1]
             pz = zi + ri * points[p, 2]
             buried = False
-            for t in range(found):
-                k = last + t
-                if k >= found:
-                    k -= found
-                j = nb[k]
-                dx = px - pos[j, 0]
-                dy = py - pos[j, 1]
-                dz = pz - pos[j, 2]
-                if dx * dx + dy * dy + dz * dz < radii[j] * radii[j]:
+            for t in range(own):
+                k = last_own + t
+                if k >= own:
+                    k -= own
+                dx = px - nx[k]
+                dy = py - ny[k]
+                dz = pz - nz[k]
+                if dx * dx + dy * dy + dz * dz < nr2[k]:
                     buried = True
-                    last = k
+                    last_own = k
+                    break
+            if buried:
+                continue
+            count_alone += 1
+            for t in range(other):
+                k = last_other + t
+                if k >= found:
+                    k -= other
+                dx = px - nx[k]
+                dy = py - ny[k]
+                dz = pz - nz[k]
+                if dx * dx + dy * dy + dz * dz < nr2[k]:
+                    buried = True
+                    last_other = k
                     break
             if not buried:
-                count += 1
-        exposed[i] = count
+                count_whole += 1
+        whole[i] = count_whole
+        alone[i] = count_alone
