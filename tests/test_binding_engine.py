@@ -131,3 +131,11 @@ def test_mmpbsa_cli_engine_stacked_matches_general(tmp_path):
     for term in job.ENERGY_TERMS:
         np.testing.assert_allclose(rec["stacked"][term], rec["general"][term], rtol=0,
                                    atol=1e-5 * scale)  # fmt: skip
+
+
+def test_a_chunk_that_does_not_fit_is_refused(monkeypatch):
+    atoms, lig, rng = random_complex(9, n_rec=10, n_lig=3)
+    monkeypatch.setenv("PBSOLVER_MEMORY_LIMIT", "1M")
+    with pytest.raises(pb.InputError, match="stacked engine.*smaller chunk"):
+        pb.binding_energies(atoms, frames_of(atoms, rng, 2), lig, spacing=0.6, backend="cpu",
+                            engine="stacked", chunk=2)  # fmt: skip

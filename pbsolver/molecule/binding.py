@@ -78,6 +78,12 @@ ENGINES = ("auto", "general", "stacked")
 #: Default bound on the grid nodes of one :func:`pbsolver.solve_batch` call of
 #: :func:`binding_energies` (three problems a frame; about 50 bytes a node of maps on the host).
 CHUNK_NODES = 1 << 24
+#: Bytes a grid node of one species and frame that the stacked engine keeps (its maps, the
+#: stack's float64 and float32 stencils, iterate and multigrid levels, φ; about 205 counted on
+#: the CPU, 230 with "smol"'s raw fractions): the estimate behind its memory check and chunks.
+STACKED_BYTES_PER_NODE = 240
+#: Most frames of a stacked chunk by default (each of the three engines stacks that many).
+STACKED_CHUNK_FRAMES = 32
 
 
 @dataclass(frozen=True, eq=False)
@@ -291,7 +297,9 @@ def binding_energies(
         place for any frame (so every frame keeps at least ``margin``).
     chunk : int, optional
         Frames per :func:`pbsolver.solve_batch` call (three problems each; default: as many
-        as keep the chunk's nodes under :data:`CHUNK_NODES`).
+        as keep the chunk's nodes under :data:`CHUNK_NODES`), or per run of the stacked
+        engines (default: up to :data:`STACKED_CHUNK_FRAMES`, as many as half the free memory
+        holds at :data:`STACKED_BYTES_PER_NODE`; a chunk that does not fit is refused).
     **options
         Keywords of :func:`binding_energy` (``spacing``, ``margin``, ``physics``, ``grid``, a
         fixed grid for every frame instead of ``shape``, ``nonpolar``, ``gamma``, ``offset``,
@@ -347,11 +355,13 @@ def binding_energies(
         else:
             shape = check_shape(shape)
         grids = [grid_for_atoms(p, spacing, shape=shape) for p in parts]
-    if chunk is None:
-        chunk = max(1, CHUNK_NODES // (3 * grids[0].size))
-    elif isinstance(chunk, bool) or not isinstance(chunk, int | np.integer) or chunk < 1:
+    if chunk is not None and (
+        isinstance(chunk, bool) or not isinstance(chunk, int | np.integer) or chunk < 1
+    ):
         raise InputError(f"chunk must be a positive integer, got {chunk!r}")
     frames_solver = _Frames(opts, complex_atoms, grids[0])
+    if chunk is None:
+        chunk = frames_solver.default_chunk()
     out = []
     for start in range(0, len(atoms), int(chunk)):
         stop = start + int(chunk)
@@ -496,14 +506,46 @@ class _Frames:
 
     def __init__(self, opts: _Options, complex_atoms, grid: Grid):
         self.opts = opts
+        self.size = grid.size
         self.engines = None
         if opts.engine == "stacked":
             self.engines = _stacked_engines(opts, complex_atoms, grid)
+            self.device = "gpu" if self.engines[0].backend.array_library == "cupy" else "host"
+            self.checked = set()  # chunk sizes whose buffers were found to fit
+
+    def default_chunk(self) -> int:
+        """Frames a chunk by default (see :func:`binding_energies`)."""
+        if self.engines is None:
+            return max(1, CHUNK_NODES // (3 * self.size))
+        from pbsolver.resources import available_gpu_bytes, available_host_bytes, memory_limit
+
+        free = memory_limit()
+        if free is None:
+            free = available_gpu_bytes() if self.device == "gpu" else available_host_bytes()
+        if free is None:
+            return max(1, CHUNK_NODES // (3 * self.size))
+        return int(min(STACKED_CHUNK_FRAMES, max(1, free // 2 // self.frame_bytes())))
+
+    def frame_bytes(self) -> int:
+        """Estimated bytes the three engines keep for one frame."""
+        return 3 * STACKED_BYTES_PER_NODE * self.size
 
     def solve(self, frames, grids) -> list[BindingEnergy]:
         """The BindingEnergy of each frame (Atoms of the complex) on its grid."""
         if self.engines is None:
             return _solve_general(self.opts, frames, grids)
+        nf = len(frames)
+        if nf not in self.checked:  # the engines make buffers for each new chunk size
+            from pbsolver.resources import check_bytes
+
+            check_bytes(
+                nf * self.frame_bytes(), f"binding energies of {nf} frame(s) on the stacked engine",
+                device=self.device,
+                hint="use a smaller chunk, a coarser spacing or engine='general'",
+                detail=f"{STACKED_BYTES_PER_NODE} bytes a node × 3 species × {nf} frame(s) × "
+                f"{self.size:,} nodes",
+            )  # fmt: skip
+            self.checked.add(nf)
         return _solve_stacked(self.opts, self.engines, frames, grids)
 
 
