@@ -139,3 +139,30 @@ def test_a_chunk_that_does_not_fit_is_refused(monkeypatch):
     with pytest.raises(pb.InputError, match="stacked engine.*smaller chunk"):
         pb.binding_energies(atoms, frames_of(atoms, rng, 2), lig, spacing=0.6, backend="cpu",
                             engine="stacked", chunk=2)  # fmt: skip
+
+
+def test_coulomb_interaction_is_the_complex_minus_its_parts():
+    from pbsolver.molecule.energy import coulomb_energy, coulomb_interaction
+    from pbsolver.molecule.maps import COULOMB_KJ
+
+    atoms, lig, rng = random_complex(13, n_rec=30, n_lig=6)
+    q = atoms.charges.copy()
+    q[[2, 31]] = 0.0  # uncharged atoms take no part
+    atoms = pb.Atoms(atoms.positions, q, atoms.radii)
+    rec = np.setdiff1d(np.arange(len(atoms)), lig)
+    a, b = atoms[rec], atoms[lig]
+    t_a, t_b = coulomb_interaction(a, b, 4.0, per_atom=True)
+    pair = [COULOMB_KJ / 4.0 * a.charges[i] * b.charges[j]
+            / np.linalg.norm(a.positions[i] - b.positions[j])
+            for i in range(len(a)) for j in range(len(b))]  # fmt: skip
+    assert coulomb_interaction(a, b, 4.0) == pytest.approx(sum(pair), rel=1e-12)
+    assert t_a.sum() + t_b.sum() == pytest.approx(sum(pair), rel=1e-12)
+    assert t_a.sum() == pytest.approx(t_b.sum(), rel=1e-12)  # each pair split evenly
+    whole = coulomb_energy(atoms, 4.0, per_atom=True)
+    np.testing.assert_allclose(t_a, whole[rec] - coulomb_energy(a, 4.0, per_atom=True),
+                               rtol=0, atol=1e-9)  # fmt: skip
+    np.testing.assert_allclose(t_b, whole[lig] - coulomb_energy(b, 4.0, per_atom=True),
+                               rtol=0, atol=1e-9)  # fmt: skip
+    clash = pb.Atoms(np.vstack([b.positions[:1], [[9.0, 9.0, 9.0]]]), [1.0, 0.0], [1.0, 1.0])
+    with pytest.raises(pb.InputError, match="same position"):
+        coulomb_interaction(b, clash)

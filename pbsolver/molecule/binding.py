@@ -21,7 +21,8 @@ SOR or multigrid. ``"auto"`` takes it where the backend stacks batches (CUDA) an
 one it handles, the general path otherwise.
 
 **Coulomb term.** The receptor–ligand interaction in the uniform solute medium ε_in,
-Σ_{i∈R, j∈L} k qᵢ qⱼ / (ε_in rᵢⱼ): :func:`pbsolver.molecule.energy.coulomb_energy` of the complex
+Σ_{i∈R, j∈L} k qᵢ qⱼ / (ε_in rᵢⱼ): :func:`pbsolver.molecule.energy.coulomb_interaction` of
+the two parts, which equals :func:`~pbsolver.molecule.energy.coulomb_energy` of the complex
 minus those of the two parts (each pair split evenly between its two atoms). ΔG_polar +
 ΔG_coulomb is the electrostatic binding energy (APBS's ``calcenergy total`` of the three
 calculations, subtracted).
@@ -64,7 +65,7 @@ import numpy as np
 from pbsolver.arrays import to_numpy
 from pbsolver.exceptions import InputError
 from pbsolver.grid import Grid
-from pbsolver.molecule.energy import coulomb_energy, reaction_field_terms, solvation_terms
+from pbsolver.molecule.energy import coulomb_interaction, reaction_field_terms, solvation_terms
 from pbsolver.molecule.maps import build_maps, grid_for_atoms
 from pbsolver.molecule.nonpolar import GAMMA, N_POINTS, OFFSET, PROBE, sasa_parts
 from pbsolver.options import PhysicsOptions
@@ -674,8 +675,12 @@ def _energies(opts: _Options, parts, grid, polar, rf_terms, solves) -> BindingEn
     delta_polar = polar["complex"] - polar["receptor"] - polar["ligand"]
 
     eps_in = opts.physics.eps_in
-    coul = [coulomb_energy(part, eps_in, per_atom=True) for part in parts]
-    coul_atoms = _delta_per_atom(opts.n, idx, coul)
+    # the receptor–ligand pairs: all that differs between the complex's Coulomb energy and
+    # its parts' (O(n·m) pairs instead of three O(n²) sums)
+    coul_atoms = np.zeros(opts.n)
+    coul_atoms[opts.receptor], coul_atoms[opts.ligand] = coulomb_interaction(
+        parts[1], parts[2], eps_in, per_atom=True
+    )
     delta_coulomb = float(np.sum(coul_atoms))
 
     delta_sasa = None
