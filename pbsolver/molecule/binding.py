@@ -669,7 +669,8 @@ def _check_inside(positions, grids) -> None:
 def _energies(opts: _Options, parts, grid, polar, rf_terms, solves) -> BindingEnergy:
     """The terms of one frame from its three species' polar energies (kJ/mol).
 
-    ``rf_terms``: the three species' per-atom ½ qᵢ φ_rf(rᵢ), or None (nonlinear: no split).
+    ``rf_terms``: the three species' per-atom ½ qᵢ φ_rf(rᵢ) (kJ/mol; empty for the nonlinear
+    equation, whose mobile-ion terms belong to no atom).
     """
     idx = (opts.union, opts.receptor, opts.ligand)
     delta_polar = polar["complex"] - polar["receptor"] - polar["ligand"]
