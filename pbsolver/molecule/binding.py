@@ -68,7 +68,7 @@ from pbsolver.grid import Grid
 from pbsolver.molecule.energy import coulomb_interaction, reaction_field_terms, solvation_terms
 from pbsolver.molecule.maps import build_maps, grid_for_atoms
 from pbsolver.molecule.nonpolar import GAMMA, N_POINTS, OFFSET, PROBE, sasa_parts
-from pbsolver.options import PhysicsOptions
+from pbsolver.options import PhysicsOptions, choice
 
 #: Accepted values of ``decompose``.
 DECOMPOSE = (None, "atom", "residue")
@@ -468,9 +468,7 @@ def _resolve_engine(engine, physics: PhysicsOptions, solver) -> str:
     from pbsolver.backends import get_backend
     from pbsolver.md.engine import STACKED_BOUNDARY_KINDS, STACKED_METHODS, STACKED_SURFACES
 
-    if engine not in ENGINES:
-        raise InputError(f"engine must be one of {ENGINES}, got {engine!r}")
-    if engine == "general":
+    if choice(engine, "engine", ENGINES) == "general":
         return "general"
     unsupported = []
     if physics.nonlinear:
