@@ -30,8 +30,10 @@ def frames_of(atoms, rng, n):
 
 
 @pytest.mark.parametrize(
-    ("surface", "salt", "kind"), [("vdw", 0.15, "mdh"), ("mol", 0.0, "mdh"), ("mol", 0.15, "zero")]
-)
+    ("surface", "salt", "kind"),
+    [("vdw", 0.15, "mdh"), ("mol", 0.0, "mdh"),
+     pytest.param("mol", 0.15, "zero", marks=pytest.mark.slow)],
+)  # fmt: skip
 def test_stacked_equals_general(surface, salt, kind):
     atoms, lig, rng = random_complex(3)
     frames = frames_of(atoms, rng, 3 if surface == "vdw" else 2)
@@ -111,6 +113,7 @@ def test_mmpbsa_options_pass_the_engine():
         MMPBSAOptions(engine="gpu")
 
 
+@pytest.mark.slow  # the CLI's float32 solves compile their own kernel variants
 def test_mmpbsa_cli_engine_stacked_matches_general(tmp_path):
     pytest.importorskip("MDAnalysis")
     from click.testing import CliRunner
