@@ -288,27 +288,55 @@ def _bodies(jit, fast):
 
 
 def _kernel_set(edges, ion, coulomb, boundary, assemble, sample, flags, coulomb_for,
-                on_nodes=None, **extra):  # fmt: skip
+                on_nodes=None, coulomb_map=None, boundary_map=None, **extra):  # fmt: skip
     """One device's kernels, as the engine launches them.
 
     ``flags``: the line kernels raise an overflow flag (an extra argument) instead of returning
     a count; ``coulomb_for(nf)``: (the φ_c kernel, nodes a work item) for a call of nf frames;
     ``on_nodes``: None where the φ_c kernel itself makes a node within
     :data:`~pbsolver.backends.bodies.maps.ON_NODE` of an atom ±inf, else the kernel (one work
-    item a frame's atom) that does so after it.
+    item a frame's atom) that does so after it. ``coulomb_map``: None, or a host function that
+    writes every frame's φ_c map itself instead of ``coulomb_for``'s kernel
+    (:func:`pbsolver.backends.cpu.frame_coulomb.coulomb_frames`' arguments, the method bound);
+    ``boundary_map``: None, or the "mdh" kernel that reads that φ_c
+    (:func:`pbsolver.backends.cpu.frame_coulomb.boundary_from_coulomb`) instead of
+    ``boundary``'s full sum.
     """
     return SimpleNamespace(
         edges=edges, ion=ion, coulomb=coulomb, boundary=boundary, assemble=assemble,
-        sample=sample, flags=flags, coulomb_for=coulomb_for, on_nodes=on_nodes, **extra,
+        sample=sample, flags=flags, coulomb_for=coulomb_for, on_nodes=on_nodes,
+        coulomb_map=coulomb_map, boundary_map=boundary_map, **extra,
     )  # fmt: skip
 
 
 # ---------------------------------------------------------------------- CPU kernels
 _CPU = None
+_CPU_BY_METHOD = {}
 
 
-def cpu_kernels():
-    """The CPU kernels (numba ``parallel`` loops over work items), compiled on first use."""
+def cpu_kernels(coulomb: str = "auto"):
+    """The CPU kernels (numba ``parallel`` loops over work items), compiled on first use.
+
+    Each frame's φ_c map is the map builders' sum (``coulomb_map``, summed as ``coulomb``
+    says: "auto", "direct" or "fast", :func:`pbsolver.backends.cpu.maps.coulomb_sum`), and the
+    "mdh" boundary values are formed from it (``boundary_map``); the direct float32 kernels
+    ``coulomb`` and ``boundary`` remain (the latter for warm-start estimates).
+    """
+    from pbsolver.backends.cpu.coulomb_fast import check_method
+
+    check_method(coulomb)
+    if coulomb not in _CPU_BY_METHOD:
+        from pbsolver.backends.cpu import frame_coulomb
+
+        base = vars(_cpu_base()).copy()
+        base["coulomb_map"] = functools.partial(frame_coulomb.coulomb_frames, method=coulomb)
+        base["boundary_map"] = frame_coulomb.boundary_from_coulomb
+        _CPU_BY_METHOD[coulomb] = SimpleNamespace(**base)
+    return _CPU_BY_METHOD[coulomb]
+
+
+def _cpu_base():
+    """The compiled CPU kernel set, without the φ_c map's method."""
     global _CPU
     if _CPU is not None:
         return _CPU
