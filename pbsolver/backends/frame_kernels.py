@@ -35,6 +35,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from pbsolver.backends.bodies import maps as maps_bodies
 from pbsolver.backends.bodies.frame_maps import CAP, make_frame_bodies
 
 #: numba.cuda, imported by :func:`cuda_kernels` (numba-cuda is optional: the CPU kernels must
