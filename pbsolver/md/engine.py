@@ -13,7 +13,10 @@ grid of one shape, this module keeps everything in place:
    axis), "mol" (the SES of :func:`~pbsolver.molecule.maps.face_fractions`, the same edge
    fractions: neighbour lists, SES features, per-frame bins and one launch an axis over
    (frame, grid line) pairs, :mod:`pbsolver.md.ses`) and "smol" (either, then APBS' 9-point
-   smoothing in one more launch); a zero probe makes "mol" the vdW surface, as there;
+   smoothing in one more launch); a zero probe makes "mol" the vdW surface, as there. Where
+   the backend's kernel set has a ``coulomb_map`` (the CPU), φ_c is instead that host
+   function's map of each frame (on the CPU the general path's multilevel sum, far cheaper
+   there than a direct sum) and the "mdh" values are formed from it (``boundary_map``);
 3. one more kernel turns them into the lifted, block-diagonal stencil (float64 and float32);
 4. the solver loop of :class:`~pbsolver.Solver` (float64 iterative refinement) runs on the
    stack with SOR or with multigrid on a hierarchy that coarsens every frame's block
@@ -350,17 +353,27 @@ class StackedFrames:
                 K.ion, nf * nx * ny, buf.cov, buf.pos, self._rad_ion, nx, ny, nz, self.stride,
                 buf.origin, self._h, self.subsamples, *flag, threads=LINE_THREADS)))  # fmt: skip
         steps.append(("relative positions", relative))
-        # the φ_c kernel for this many frames, and the nodes a work item of it computes
-        coulomb, per = K.coulomb_for(nf)
-        items = nf * ((nx * ny * nz + per - 1) // per)
-        steps.append(("coulomb", lambda: self._launch(
-            coulomb, items, buf.phic, buf.rel, self._q32,
-            COULOMB_KJ / self.eps_in, nx, ny, nz, self.stride, self._h, per_frame=nf)))  # fmt: skip
+        if K.coulomb_map is not None:  # the backend sums each frame's φ_c map itself
+            steps.append(("coulomb", lambda: K.coulomb_map(
+                buf.phic, buf.pos, buf.origin, self._q, COULOMB_KJ / self.eps_in,
+                self.grid.shape, self.grid.spacing, self.stride)))  # fmt: skip
+        else:
+            # the φ_c kernel for this many frames, and the nodes a work item of it computes
+            coulomb, per = K.coulomb_for(nf)
+            items = nf * ((nx * ny * nz + per - 1) // per)
+            steps.append(("coulomb", lambda: self._launch(
+                coulomb, items, buf.phic, buf.rel, self._q32, COULOMB_KJ / self.eps_in, nx, ny,
+                nz, self.stride, self._h, per_frame=nf)))  # fmt: skip
         if K.on_nodes is not None:
             steps.append(("coulomb on nodes", lambda: self._launch(
                 K.on_nodes, nf * self.n_atoms, buf.phic, buf.rel, self._q32, nx, ny, nz,
                 self.stride, self._h)))  # fmt: skip
-        if self.boundary_kind == "mdh":
+        if self.boundary_kind == "mdh" and K.boundary_map is not None:  # from that φ_c
+            steps.append(("boundary", lambda: self._launch(
+                K.boundary_map, nf * len(self._nodes), buf.g, buf.phic, buf.pos, buf.origin,
+                self._q, self._rad_ion, self._nodes, self.kappa, self.eps_out, self.eps_in,
+                COULOMB_KJ, self.stride, self._h)))  # fmt: skip
+        elif self.boundary_kind == "mdh":
             steps.append(("boundary", lambda: self._launch(
                 K.boundary, nf * len(self._nodes), buf.g, buf.rel, self._q32, self._rad_ion32,
                 self._nodes, f32(self.kappa), f32(self.eps_out), f32(self.eps_in), COULOMB_KJ,

@@ -56,6 +56,12 @@ class CPUBackend(Backend):
 
         return kernels(self.coulomb)
 
+    def frame_kernels(self):
+        # the frame engine's φ_c is the map kernels' sum, by this backend's method
+        from pbsolver.backends.frame_kernels import cpu_kernels
+
+        return cpu_kernels(self.coulomb)
+
     # --- setup -------------------------------------------------------------------------
     def stencil(self, problem, dtype) -> Stencil:
         # one pass over the maps: faces formed node by node (no whole-grid float64 faces,
