@@ -110,6 +110,19 @@ elif [ "${1:-single}" = "s8c" ]; then  # eighth session: coarse kernels, SES pie
     tests/test_gpu_memory.py tests/test_nonlinear.py tests/test_frames_ses.py \
     tests/test_cuda_maps.py tests/test_multigrid.py tests/test_cuda_backend.py \
     tests/test_stacked_multigrid.py tests/test_solver.py tests/test_frames.py
+elif [ "${1:-single}" = "s8d" ]; then  # eighth session, last call: MM/PBSA on the engine, SES frames, tests
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .gpu/mda/*.whl
+  step mmpbsa 100 python3 benchmarks/mmpbsa_apbs.py --backend cuda --no-apbs --copies 4 \
+    --batch 32 --json "$R/mmpbsa_gpu.json"
+  step frames_ses 60 python3 benchmarks/frames_ses.py --backend cuda --batch 32 --repeats 3 \
+    --only stacked
+  step frames_profile_mol 40 python3 benchmarks/frames_profile.py --batches 1 32 --surface mol \
+    --method multigrid --repeat 3 --json "$R/frames_profile_mol.json"
+  step gpu_tests 150 python3 -m pytest -n 0 -m gpu -q -p no:cacheprovider -W ignore::Warning -rs \
+    tests/test_frames_ses.py tests/test_cuda_maps.py tests/test_binding_engine.py \
+    tests/test_frames.py tests/test_nonlinear.py tests/test_calculator.py
+  step nonlinear_129 40 python3 benchmarks/nonlinear_cost.py --backend cuda --n 129 --repeat 3 \
+    --profile 30
 elif [ "${1:-single}" = "multi" ]; then
   step frames_profile 100 python3 benchmarks/frames_profile.py --batches 1 32 \
     --json "$R/frames_profile.json"
