@@ -31,7 +31,9 @@ def frames_of(atoms, rng, n):
 
 @pytest.mark.parametrize(
     ("surface", "salt", "kind"),
-    [("vdw", 0.15, "mdh"), ("mol", 0.0, "mdh"),
+    # the SES cases compile the engine's CPU SES kernels in this file's worker too (minutes in
+    # a fresh install; test_frames_ses.py checks those kernels): slow
+    [("vdw", 0.15, "mdh"), pytest.param("mol", 0.0, "mdh", marks=pytest.mark.slow),
      pytest.param("mol", 0.15, "zero", marks=pytest.mark.slow)],
 )  # fmt: skip
 def test_stacked_equals_general(surface, salt, kind):
