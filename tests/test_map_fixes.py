@@ -26,6 +26,7 @@ def test_a_neutral_dipole_does_not_feel_the_margin(kind):
     assert max(e) - min(e) < 1e-3 * abs(e[-1])
 
 
+@pytest.mark.slow  # three margins of a 0.5 Å grid (CI time); the mdh/sdh margin tests stay
 def test_zero_boundary_converges_with_the_margin():
     """φ_rf = 0 on the boundary is an approximation: its error shrinks as the margin grows."""
     e = [_energy(DIPOLE, 0.5, margin=m, boundary_kind="zero") for m in (8.0, 12.0, 16.0)]

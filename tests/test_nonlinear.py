@@ -354,6 +354,7 @@ def test_memory_estimate_covers_what_a_newton_solve_allocates(dtype, monkeypatch
         pb.solve(problem, backend="cpu", method="sor", dtype=dtype)
 
 
+@pytest.mark.slow  # CI time; the same check runs on a GPU (marker gpu)
 def test_calculator_warm_starts_newton_from_the_previous_frame(rng):
     """A nonlinear frame warm-started from the last φ_rf: fewer Newton steps, the same ΔG."""
     positions = np.array([[0.0, 0.0, 0.0], [2.6, 0.4, -0.3], [-0.5, 2.4, 0.8]])
