@@ -428,8 +428,10 @@ def test_cycles_do_not_grow_with_grid_size(method, options, extra, factor):
 @pytest.mark.parametrize(
     ("method", "options", "extra", "factor"),
     # a 129³ CPU multigrid each: slow (CI time; test_cycles_do_not_grow_with_grid_size stays)
-    [pytest.param(*LEVEL_FREE[0], marks=pytest.mark.slow),
-     pytest.param(*LEVEL_FREE[2], marks=pytest.mark.slow)],
+    [
+        pytest.param(*LEVEL_FREE[0], marks=pytest.mark.slow),
+        pytest.param(*LEVEL_FREE[2], marks=pytest.mark.slow),
+    ],
     ids=["F", "mgcg"],
 )
 def test_cycles_do_not_grow_up_to_129(method, options, extra, factor):
