@@ -258,6 +258,24 @@ def _cell_list(pos, radii):
     return start, members, cells, dims
 
 
+@njit(**_JIT)
+def _burier(px, py, pz, nx, ny, nz, nr2, lo, n, start):
+    """The first of spheres ``lo … lo+n-1`` that holds (px, py, pz), or −1.
+
+    Tried from ``start`` on, wrapping within the range.
+    """
+    for t in range(n):
+        k = start + t
+        if k >= lo + n:
+            k -= n
+        dx = px - nx[k]
+        dy = py - ny[k]
+        dz = pz - nz[k]
+        if dx * dx + dy * dy + dz * dz < nr2[k]:
+            return k
+    return -1
+
+
 @njit(parallel=True, **_JIT)
 def _count_exposed(pos, radii, groups, points, start, members, cells, dims, whole, alone):
     """Exposed points per atom: outside every neighbour (``whole``), outside its own group's.
@@ -322,33 +340,15 @@ def _count_exposed(pos, radii, groups, points, start, members, cells, dims, whol
             px = xi + ri * points[p, 0]
             py = yi + ri * points[p, 1]
             pz = zi + ri * points[p, 2]
-            buried = False
-            for t in range(own):
-                k = last_own + t
-                if k >= own:
-                    k -= own
-                dx = px - nx[k]
-                dy = py - ny[k]
-                dz = pz - nz[k]
-                if dx * dx + dy * dy + dz * dz < nr2[k]:
-                    buried = True
-                    last_own = k
-                    break
-            if buried:
+            k = _burier(px, py, pz, nx, ny, nz, nr2, 0, own, last_own)
+            if k >= 0:
+                last_own = k
                 continue
             count_alone += 1
-            for t in range(other):
-                k = last_other + t
-                if k >= found:
-                    k -= other
-                dx = px - nx[k]
-                dy = py - ny[k]
-                dz = pz - nz[k]
-                if dx * dx + dy * dy + dz * dz < nr2[k]:
-                    buried = True
-                    last_other = k
-                    break
-            if not buried:
+            k = _burier(px, py, pz, nx, ny, nz, nr2, own, other, last_other)
+            if k >= 0:
+                last_other = k
+            else:
                 count_whole += 1
         whole[i] = count_whole
         alone[i] = count_alone
