@@ -28,6 +28,9 @@ from pbsolver.arrays import to_numpy
 from pbsolver.io.units import kT_kj_per_mol
 from pbsolver.molecule.energy import solvation_terms
 
+#: What each Newton step reports (``SolveResult.extra["newton"]``).
+STEP_KEYS = ("seconds", "linear_seconds", "iterations", "eta", "alpha", "line_search_evaluations")
+
 
 def problem(atoms, n, margin, ionic_strength):
     """The n³ problem of ``atoms`` (spacing chosen so that the atoms and margin fit)."""
@@ -79,6 +82,9 @@ def row(atoms, n, args):
         "G_nonlinear": terms.total,
         "G_terms": {"fixed": terms.fixed, "mobile": terms.mobile, "osmotic": terms.osmotic},
         "max_phi_kT": float(np.abs(phi).max() / kT_kj_per_mol(host.temperature)),
+        # where the nonlinear solve's time goes (the last timed run): the start, then per step
+        "newton_start_s": nl.extra["newton_start_seconds"],
+        "newton_steps_detail": [{k: s.get(k) for k in STEP_KEYS} for s in nl.extra["newton"]],
     }
 
 

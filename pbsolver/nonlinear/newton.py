@@ -108,13 +108,18 @@ class NewtonOutcome:
         ‖F‖/‖b‖ at the start and after every Newton step.
     steps : list of dict
         Per Newton step: ``eta`` (the last tried), linear ``iterations``, ``linear_reason``,
-        ``retries`` (tighter solves of a step that was no descent direction), ``alpha`` and
-        ``line_search_evaluations``.
+        ``retries`` (tighter solves of a step that was no descent direction), ``alpha``,
+        ``line_search_evaluations``, ``linear_seconds`` (its linear solves, set-up included)
+        and ``seconds`` (the whole step: Jacobian, solves, line search, update and the next
+        residual).
     capped : int
         Ion-accessible unknowns where |zφ/kT| exceeds the cap at the end.
     method : str
     omega : float or None
     seconds : float
+    start_seconds : float
+        The start (the linearised solve and its line search; zero when ``x0`` was given) and
+        the first residual.
     """
 
     phi_rf: object
@@ -128,6 +133,7 @@ class NewtonOutcome:
     method: str = ""
     omega: float | None = None
     seconds: float = 0.0
+    start_seconds: float = 0.0
 
 
 class NewtonStepSystem(LinearSystem):
@@ -196,8 +202,8 @@ class _Equation:
         lin = be.stencil(problem, f64)
         self.lin = lin
         self.k2 = be.asarray(problem.kappa2, f64)
-        inner = be.asarray(interior_mask(shape, self.periodic).astype(f64), f64)
-        self.k2u = self.k2 * inner  # κ̄² on the unknowns
+        # κ̄² on the unknowns (zero on the fixed layer), the mask made on the backend's device
+        self.k2u = self.k2 * interior_mask(shape, self.periodic, xp)
         salty = self.k2 > 0
         # φ_c where ions may be (finite there); zero elsewhere, where it may be infinite
         self.phic = xp.where(salty, be.asarray(problem.phi_coulomb, f64), 0.0)
@@ -437,12 +443,21 @@ def _solve(solver, backend, problem, method_name, x0):
         iterations += out.iterations
         return out, (system.x if system.x.dtype == f64 else be.asarray(system.x, f64))
 
+    # wall times: every step ends in a norm read back to the host, so no extra synchronisation
+    laps = [start]
+    start_seconds = 0.0
+
+    def lap():
+        """Seconds since the last lap (or the start)."""
+        laps.append(time.perf_counter())
+        return laps[-1] - laps[-2]
+
     def outcome(u, reason, history, steps=(), capped=0):
         be.synchronize()
         return NewtonOutcome(u, reason, reason == "converged", len(steps), iterations,
                              history, list(steps), capped, method.name,
-                             getattr(method, "omega", None),
-                             time.perf_counter() - start)  # fmt: skip
+                             getattr(method, "omega", None), time.perf_counter() - start,
+                             start_seconds)  # fmt: skip
 
     # ---- the start
     if x0 is not None:
@@ -478,6 +493,10 @@ def _solve(solver, backend, problem, method_name, x0):
         x = eq.scaled(u)
         F = eq.gradient(u, x)
         fnorm = eq.norm(F)
+        if steps:
+            steps[-1]["seconds"] = lap()
+        else:
+            start_seconds = lap()
         history.append(fnorm / eq.bnorm if eq.bnorm > 0 else fnorm)
         if solver.callback is not None and steps:
             solver.callback(len(steps), history[-1])
@@ -498,12 +517,14 @@ def _solve(solver, backend, problem, method_name, x0):
         if st is not checked or st.dtype != f64:  # the float32 stencil the method sweeps
             xp.copyto(st.diag, diag64, casting="unsafe")
             xp.copyto(st.b, b64, casting="unsafe")
-        info = {"eta": eta, "iterations": 0, "retries": 0}
+        info = {"eta": eta, "iterations": 0, "retries": 0, "linear_seconds": 0.0}
         steps.append(info)
         alpha = None
         while True:  # an inexact step that is no descent direction is solved again, tighter
             be.fill(system.x, 0.0)
+            solving = time.perf_counter()
             out, delta = linear_solve(info["eta"], fnorm)
+            info["linear_seconds"] += time.perf_counter() - solving
             info["iterations"] += out.iterations
             info["linear_reason"] = out.reason
             if out.reason in ("nan", "diverged"):

@@ -52,8 +52,10 @@ class SolveResult:
         Relaxation factor used (SOR, Jacobi).
     newton_steps : int or None
         Newton steps of a nonlinear solve (None: a linear solve); ``extra["newton"]`` holds
-        each step's forcing term ``eta``, linear ``iterations``, ``linear_reason`` and line
-        search step ``alpha``.
+        each step's forcing term ``eta``, linear ``iterations``, ``linear_reason``, line
+        search step ``alpha`` and wall times (``linear_seconds``, ``seconds``);
+        ``extra["newton_start_seconds"]`` the start's (see
+        :class:`~pbsolver.nonlinear.newton.NewtonOutcome`).
     """
 
     phi_rf: object
@@ -279,7 +281,8 @@ class Solver:
     def _solve_nonlinear(self, backend, problem, name, x0) -> SolveResult:
         out = solve_newton(self, backend, problem, name, x0)
         return self._result(backend, backend.to_caller(out.phi_rf, problem.phi_coulomb),
-                            out.converged, out, extra={"newton": out.steps, "capped": out.capped},
+                            out.converged, out, extra={"newton": out.steps, "capped": out.capped,
+                                                   "newton_start_seconds": out.start_seconds},
                             newton_steps=out.newton_steps)  # fmt: skip
 
     def _result(self, backend, phi_rf, converged, out, **more) -> SolveResult:
