@@ -22,8 +22,9 @@ from pbsolver.exceptions import InputError
 #: Relative permittivity of water at 298 K: the default solvent.
 EPS_WATER = 78.54
 #: Dielectric surfaces: solvent-excluded (APBS ``srfm mol``), its smoothed variant, vdW spheres,
-#: and vdW spheres with a smooth boundary (differentiable: :mod:`pbsolver.molecule.smooth_surface`).
-SURFACES = ("mol", "smol", "vdw", "svdw")
+#: vdW spheres with a smooth boundary (differentiable: :mod:`pbsolver.molecule.smooth_surface`),
+#: and APBS's own point-switched ``mol``/``smol`` maps (:mod:`pbsolver.molecule.apbs_surface`).
+SURFACES = ("mol", "smol", "vdw", "svdw", "apbs-mol", "apbs-smol")
 #: Surfaces made of the atomic spheres alone (no probe).
 SPHERE_SURFACES = ("vdw", "svdw")
 #: Dirichlet values of the outer layer: multiple or single Debye–Hückel spheres, or zero.
@@ -127,10 +128,14 @@ class PhysicsOptions:
     ionic_strength : float
         Ionic strength I of the salt, mol/L (0: none); for a z:z salt of concentration c,
         I = z²c. κ follows from I alone. With ``ions``, derived from them.
-    surface : {"mol", "smol", "vdw", "svdw"}
+    surface : {"mol", "smol", "vdw", "svdw", "apbs-mol", "apbs-smol"}
         Dielectric boundary: the solvent-excluded surface (APBS ``srfm mol``), its smoothed
         variant, the union of the atomic spheres, or that union with a smooth boundary
-        ("svdw", whose energy is differentiable in the positions: the surface for forces).
+        ("svdw", whose energy is differentiable in the positions: the surface for forces); all
+        four as exact edge fractions. "apbs-mol" and "apbs-smol" are APBS's own maps of
+        ``srfm mol``/``smol``, ε switched at points half a step from the nodes, reproduced
+        point for point (:mod:`pbsolver.molecule.apbs_surface`; CPU, Dirichlet grids): for
+        agreement with APBS at one spacing, at APBS's larger discretisation error.
     probe_radius : float
         Solvent probe radius, Å (unused for "vdw" and "svdw"). 0 (APBS ``srad 0``) makes "mol"
         the vdW surface exactly and "smol" the smoothed vdW surface.

@@ -24,6 +24,10 @@ from pbsolver.cli import BACKENDS, METHODS
 @click.option("--skip-unsupported", is_flag=True,
               help="Skip what pbsolver cannot compute (forces, APOLAR, some maps) with a "
               "warning instead of refusing the input.")  # fmt: skip
+@click.option("--surfaces", type=click.Choice(["exact", "apbs"]), default="exact",
+              show_default=True,
+              help="srfm mol/smol as exact edge fractions, or as APBS's own point-switched maps "
+              "(APBS's numbers at the same spacing).")  # fmt: skip
 def apbs(input_file, **options):
     """Run an APBS input file (READ/ELEC/PRINT) with pbsolver, printing APBS' summary lines.
 
@@ -33,7 +37,7 @@ def apbs(input_file, **options):
     from pbsolver.apbs.run import run
 
     # the options are named as run()'s keywords: backend, method, output_dir, allow_outside,
-    # skip_unsupported
+    # skip_unsupported, surfaces
     run(input_file, out=sys.stdout, **options)
     return 0
 

@@ -13,7 +13,9 @@ where the models differ):
   smoothed one for ``smol``). ``spl2``/``spl3``/``spl4`` (spline surfaces of half-width
   ``swin``) → the sharp vdW surface at the spline's midpoint (the atomic radii). ``sdens`` and
   ``chgm`` are not used: pbsolver's surface is exact and its charges are point charges with an
-  analytic Coulomb potential φ_c (no charge spreading).
+  analytic Coulomb potential φ_c (no charge spreading). With ``surfaces="apbs"`` (``pbsolver
+  apbs --surfaces apbs``), ``mol``/``smol`` are APBS's own point-switched maps instead
+  ("apbs-mol"/"apbs-smol", equal to APBS's ``dielx/y/z``; ``sdens 10`` only).
 * ``lpbe`` → the linear equation; ``lrpbe`` (APBS' regularised equation, whose solution is the
   reaction field) → the same solve, reporting the reaction-field energy alone. ``npbe`` → the
   nonlinear equation (``PhysicsOptions(nonlinear=True)``, :mod:`pbsolver.nonlinear`), on one
@@ -58,6 +60,7 @@ import numpy as np
 
 from pbsolver.exceptions import InputError
 from pbsolver.grid import Grid
+from pbsolver.molecule.apbs_surface import APBS_SDENS
 from pbsolver.options import PhysicsOptions
 
 #: APBS' wish for at least this many multigrid levels on grids above 65 nodes (vhal.h VMGNLEV).
@@ -175,7 +178,8 @@ class Plan:
 
 
 # ---------------------------------------------------------------------- the whole input
-def plan_input(inp, molecules, *, skip_unsupported=False, output_dir=None, allow_outside=False):
+def plan_input(inp, molecules, *, skip_unsupported=False, output_dir=None, allow_outside=False,
+               surfaces="exact"):  # fmt: skip
     """The :class:`Calculation` of every ELEC block of ``inp``; everything checked first.
 
     Parameters
@@ -191,6 +195,9 @@ def plan_input(inp, molecules, *, skip_unsupported=False, output_dir=None, allow
         None: the current directory.
     allow_outside : bool
         Let ``write`` file names lead out of ``output_dir``.
+    surfaces : {"exact", "apbs"}
+        ``srfm mol``/``smol`` as pbsolver's exact edge fractions ("mol"/"smol") or as APBS's own
+        point-switched maps ("apbs-mol"/"apbs-smol", :mod:`pbsolver.molecule.apbs_surface`).
 
     Returns
     -------
@@ -223,8 +230,16 @@ def plan_input(inp, molecules, *, skip_unsupported=False, output_dir=None, allow
         previous = calcs[-1] if calcs else None
         calcs.append(
             calculation(
-                b, inp, molecules, unsupported, output_dir, allow_outside, previous, warnings
-            )  # fmt: skip
+                b,
+                inp,
+                molecules,
+                unsupported,
+                output_dir,
+                allow_outside,
+                previous,
+                warnings,
+                surfaces,
+            )
         )
     for stmt in inp.prints:
         if stmt.what != "elecEnergy":
@@ -243,7 +258,7 @@ def plan_input(inp, molecules, *, skip_unsupported=False, output_dir=None, allow
 # ---------------------------------------------------------------------- one ELEC block
 def calculation(
     block, inp, molecules, unsupported, output_dir=None, allow_outside=False, previous=None,
-    warnings=None,
+    warnings=None, surfaces="exact",
 ):  # fmt: skip
     """The :class:`Calculation` of one ELEC block (see the module docstring for the mapping).
 
@@ -251,7 +266,7 @@ def calculation(
     records them. Everything else pbsolver cannot run raises :class:`~pbsolver.InputError`.
     ``previous`` is the calculation before this one (for ``bcfl focus``); ``warnings`` (a
     list) receives what runs as APBS runs it but is likely not what was meant (a ``dime``
-    APBS lowers).
+    APBS lowers). ``surfaces``: see :func:`plan_input`.
     """
     src = inp.source
 
@@ -298,7 +313,7 @@ def calculation(
     else:
         root = block.bcfl
         _check_on_grid(atoms, grids[0].grid, block, fail)
-    physics = _physics(block, root, fail, notes)
+    physics = _physics(block, root, fail, notes, surfaces)
     if focus_from is not None and physics != previous.physics:
         raise fail(
             "bcfl",
@@ -415,12 +430,22 @@ def _check_focus_chain(block, molecule, first, previous, fail) -> str:
 
 
 # ---------------------------------------------------------------------- physics
-def _physics(block, root, fail, notes) -> PhysicsOptions:
+def _physics(block, root, fail, notes, surfaces="exact") -> PhysicsOptions:
     """PhysicsOptions of the block; ``root`` is the boundary of the chain's coarsest grid."""
     srad = float(block.srad) if block.srad is not None else 0.0
     if srad < 0:
         raise fail("srad", f"srad must be >= 0 Å, got {srad}")
-    if block.srfm in ("mol", "smol"):
+    if block.srfm in ("mol", "smol") and surfaces == "apbs":
+        sdens = APBS_SDENS if block.sdens is None else float(block.sdens)
+        if sdens != APBS_SDENS:
+            raise fail(
+                "sdens",
+                f"sdens {sdens:g}: APBS's own maps are reproduced for sdens {APBS_SDENS:g} "
+                "only (use the exact surfaces, which need no sdens)",
+            )
+        surface, probe = f"apbs-{block.srfm}", srad
+        notes.append(f"srfm {block.srfm}: APBS's own point-switched ε map (surface {surface!r})")
+    elif block.srfm in ("mol", "smol"):
         surface, probe = block.srfm, srad
     else:
         surface, probe = "vdw", 1.4  # the probe is unused on the vdW surface

@@ -136,8 +136,12 @@ def surface_words(physics) -> str:
     >>> surface_words(PhysicsOptions(surface="smol", probe_radius=0.0))
     'smoothed van der Waals'
     """
-    if physics.surface == "vdw" or physics.probe_radius == 0:
-        return "smoothed van der Waals" if physics.surface == "smol" else "van der Waals"
+    if physics.surface.startswith("apbs-"):
+        kind = "solvent-excluded" if physics.probe_radius > 0 else "van der Waals"
+        smooth = "smoothed " if physics.surface == "apbs-smol" else ""
+        return f"APBS's point-switched {smooth}{kind}"
+    if physics.surface in ("vdw", "svdw") or physics.probe_radius == 0:
+        return "smoothed van der Waals" if physics.surface in ("smol", "svdw") else "van der Waals"
     return {"mol": "solvent-excluded", "smol": "smoothed solvent-excluded"}[physics.surface]
 
 

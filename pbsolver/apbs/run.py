@@ -32,6 +32,7 @@ from pbsolver.apbs.files import read_molecule
 from pbsolver.apbs.parser import parse_file
 from pbsolver.arrays import to_numpy
 from pbsolver.exceptions import InputError
+from pbsolver.options import choice
 
 
 @dataclass
@@ -158,6 +159,7 @@ def run(
     skip_unsupported: bool = False,
     out=None,
     dtype=np.float32,
+    surfaces: str = "exact",
 ) -> ApbsRun:
     """Run an APBS input file (``.in``) with pbsolver.
 
@@ -176,6 +178,10 @@ def run(
     skip_unsupported : bool
         Skip what pbsolver cannot produce (forces, APOLAR, some maps) with a warning instead of
         refusing the input.
+    surfaces : {"exact", "apbs"}
+        ``srfm mol``/``smol`` as pbsolver's exact edge fractions (default: the smaller
+        discretisation error) or as APBS's own point-switched maps (APBS's numbers at the same
+        spacing; :mod:`pbsolver.molecule.apbs_surface`).
     out : text stream, optional
         Where to print APBS-style output as it runs (e.g. ``sys.stdout``); None: print nothing
         (the text is in the result).
@@ -217,6 +223,7 @@ def run(
         skip_unsupported=skip_unsupported,
         output_dir=outdir,
         allow_outside=allow_outside,
+        surfaces=choice(surfaces, "surfaces", ("exact", "apbs")),
     )
     result = ApbsRun(
         skipped=[f"{inp.source}:{s.line}: {s.message}" for s in plan.skipped],

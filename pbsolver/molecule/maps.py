@@ -42,6 +42,7 @@ import numpy as np
 from pbsolver.backends.bodies.maps import FRACTION_SNAP, LineCapacityError, plane_bins
 from pbsolver.exceptions import InputError
 from pbsolver.grid import Grid
+from pbsolver.molecule.apbs_surface import APBS_SURFACES, apbs_fractions
 from pbsolver.molecule.smooth_surface import union_fractions
 from pbsolver.options import (
     BOUNDARY_KINDS,
@@ -168,6 +169,7 @@ def face_fractions(
     ses_step=None,
     nbisect=14,
     backend="cpu",
+    ion_radius=0.0,
 ):
     """Fraction of each grid edge inside the solute: ``(fx, fy, fz)``, float64 in [0, 1].
 
@@ -178,7 +180,9 @@ def face_fractions(
     ----------
     atoms : Atoms
     grid : Grid
-    surface : {"mol", "smol", "vdw", "svdw"}
+    surface : {"mol", "smol", "vdw", "svdw", "apbs-mol", "apbs-smol"}
+        "apbs-mol" and "apbs-smol" are APBS's point-switched maps (0, 1, or thirds for smol;
+        :func:`pbsolver.molecule.apbs_surface.apbs_fractions`), on the CPU, without ``box``.
     probe_radius : float
         Solvent probe radius, Å (mol and smol). 0 (APBS ``srad 0``): a point probe reaches every
         point outside the spheres, so "mol" is the vdW surface (the same fractions as "vdw",
@@ -191,10 +195,18 @@ def face_fractions(
         Bisection steps locating each change of side in the reentrant zone.
     backend : Backend or {"cpu", "cuda", "auto"}
         Where the per-line kernels run (see :func:`map_backend`); results are NumPy arrays.
+    ion_radius : float
+        The largest ion radius, Å, 0 without salt (APBS surfaces only: APBS's sphere-point
+        density follows it).
     """
     backend = map_backend(backend)
     surface = _surface(surface)
     probe = nonnegative(probe_radius, "probe_radius")
+    if surface in APBS_SURFACES:
+        if box is not None:
+            raise InputError(f"surface {surface!r} is APBS's, which has no periodic box")
+        return apbs_fractions(atoms, grid, probe, smooth=APBS_SURFACES[surface],
+                              ion_radius=ion_radius)  # fmt: skip
     # a zero-radius probe leaves no reentrant zone: the SES is the union of the spheres
     spheres_only = surface in SPHERE_SURFACES or probe == 0
     pos, rad = atoms.positions, atoms.radii
@@ -660,8 +672,9 @@ def _build(
 
     next_stage()
     fr = face_fractions(
-        atoms, grid, ph.surface, ph.probe_radius, box=box, ses_step=ses_step, backend=be
-    )
+        atoms, grid, ph.surface, ph.probe_radius, box=box, ses_step=ses_step, backend=be,
+        ion_radius=ph.ion_radius if ph.ionic_strength > 0 else 0.0,
+    )  # fmt: skip
     faces = faces_from_fractions(fr, eps_in, ph.eps_out)
     bar.update()
     next_stage()
