@@ -119,6 +119,56 @@ def test_matches_a_float64_newton_on_the_assembled_system(rng, method, dtype):
     assert sum(s["iterations"] for s in res.extra["newton"]) <= res.iterations
 
 
+@pytest.mark.parametrize(("method", "dtype"), [("multigrid", np.float32), ("sor", np.float64)])
+def test_a_stack_of_nonlinear_problems_matches_each_reference(rng, method, dtype):
+    """solve_batch stacks nonlinear problems: each block converges to its own reference.
+
+    Four problems of one odd shape, different charges, salts and boundary values, one with its
+    charges scaled to a tenth (nearly linear) and one with no charges in the salt (zero
+    right-hand side except its boundary values): one Newton iteration, per-block thresholds.
+    """
+    problems = []
+    for k, scale in enumerate((0.02, 0.03, 0.002, 0.0)):
+        base = random_problem(rng, shape=(11, 14, 9), spacing=0.55, salt=True,
+                              boundary_values=k != 3, face_rule="harmonic")  # fmt: skip
+        problems.append(as_nonlinear(base, scale=scale, ion_valence=2, temperature=310.0))
+    refs = [reference_newton(p) if k < 3 else np.zeros(p.grid.shape)
+            for k, p in enumerate(problems)]  # fmt: skip
+    results = pb.solve_batch(problems, mode="stacked", method=method, backend="cpu", rtol=1e-10,
+                             dtype=dtype)  # fmt: skip
+    for k, (p, r, ref) in enumerate(zip(problems, results, refs, strict=True)):
+        assert r.converged and r.reason == "converged", (k, r.reason)
+        assert r.extra["batch"] == "stacked" and r.extra["batch_size"] == 4
+        assert r.newton_steps == results[0].newton_steps >= 2
+        scale = max(np.abs(ref).max(), 1.0)
+        np.testing.assert_allclose(r.phi_rf, ref, rtol=0, atol=1e-7 * scale, err_msg=str(k))
+        if k < 3:
+            assert nonlinear_residual(p, r.phi_rf) <= 2e-10
+    # one at a time, the same problems give the same potentials
+    alone = [
+        pb.solve(p, method=method, backend="cpu", rtol=1e-10, dtype=dtype) for p in problems[:2]
+    ]
+    for a, r in zip(alone, results, strict=False):
+        np.testing.assert_allclose(r.phi_rf, a.phi_rf, rtol=0, atol=1e-7 * np.abs(a.phi_rf).max())
+    # warm-started from the answers, the stack is converged at once
+    again = pb.solve_batch(problems, [r.phi_rf for r in results], mode="stacked", method=method,
+                           backend="cpu", rtol=1e-8, dtype=dtype)  # fmt: skip
+    assert all(r.converged and r.newton_steps == 0 for r in again)
+
+
+def test_a_batch_stacks_nonlinear_and_linear_problems_apart(rng):
+    base = random_problem(rng, shape=(9, 10, 11), spacing=0.6, salt=True, boundary_values=True)
+    nonlinear = as_nonlinear(base)
+    other = as_nonlinear(base, scale=0.01, temperature=280.0)  # another scale: not stacked with it
+    problems = [base, nonlinear, base, nonlinear, other]
+    results = pb.solve_batch(problems, mode="stacked", method="sor", backend="cpu", rtol=1e-9)
+    assert [r.newton_steps is None for r in results] == [True, False, True, False, False]
+    assert [r.extra.get("batch_size") for r in results] == [2, 2, 2, 2, None]
+    np.testing.assert_allclose(results[1].phi_rf, results[3].phi_rf, rtol=0, atol=1e-12)
+    alone = pb.solve(other, method="sor", backend="cpu", rtol=1e-9)
+    np.testing.assert_allclose(results[4].phi_rf, alone.phi_rf, rtol=0, atol=1e-12)
+
+
 def test_periodic_with_salt_matches_the_reference(rng):
     base = random_problem(rng, shape=(10, 8, 12), spacing=0.6, boundary="periodic", salt=True)
     problem = as_nonlinear(base)
@@ -399,11 +449,14 @@ def test_from_atoms_hdf5_and_batch_carry_the_keyword(tmp_path):
     assert not read_problem(path, "linear").nonlinear
     with h5py.File(path, "r") as f:
         assert "nonlinear" not in f["grids/linear"].attrs  # linear files stay as they were
-    results = pb.solve_batch([back, back], backend="cpu", method="multigrid", mode="stacked")
-    single = pb.solve(back, backend="cpu", method="multigrid")
+    # a stacked batch solves them by one Newton iteration on the stack, as one solve does
+    opts = {"backend": "cpu", "method": "multigrid", "rtol": 1e-9}
+    results = pb.solve_batch([back, back], mode="stacked", **opts)
+    single = pb.solve(back, **opts)
     for r in results:
-        assert r.newton_steps is not None and r.converged
-        np.testing.assert_allclose(r.phi_rf, single.phi_rf, rtol=0, atol=1e-9)
+        assert r.newton_steps is not None and r.converged and r.extra["batch"] == "stacked"
+        scale = np.abs(single.phi_rf).max()
+        np.testing.assert_allclose(r.phi_rf, single.phi_rf, rtol=0, atol=1e-7 * scale)
 
 
 @pytest.mark.parametrize(
@@ -522,6 +575,27 @@ def test_cuda_matches_the_float64_reference(rng, method, dtype):
     again = pb.solve(problem.to("cupy"), x0=dev.phi_rf, method=method, backend="cuda",
                      rtol=1e-10, dtype=dtype)  # fmt: skip
     assert again.converged and again.newton_steps == 0
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("method", ["multigrid", "sor"])
+def test_cuda_stack_of_nonlinear_problems_matches_the_references(rng, method):
+    """solve_batch on CUDA ("auto": stacked) of three nonlinear problems, NumPy and CuPy."""
+    cp = pytest.importorskip("cupy")
+    problems = [as_nonlinear(random_problem(rng, shape=(11, 14, 9), spacing=0.55, salt=True,
+                                            boundary_values=True), scale=scale)
+                for scale in (0.02, 0.03, 0.005)]  # fmt: skip
+    refs = [reference_newton(p) for p in problems]
+    results = pb.solve_batch(problems, method=method, backend="cuda", rtol=1e-10)
+    for r, ref in zip(results, refs, strict=True):
+        assert r.converged and r.extra["batch"] == "stacked" and r.newton_steps >= 2
+        assert isinstance(r.phi_rf, np.ndarray)
+        np.testing.assert_allclose(r.phi_rf, ref, rtol=0, atol=1e-7 * np.abs(ref).max())
+    dev = pb.solve_batch([p.to("cupy") for p in problems], method=method, backend="cuda",
+                         rtol=1e-10)  # fmt: skip
+    for r, ref in zip(dev, refs, strict=True):
+        assert isinstance(r.phi_rf, cp.ndarray) and r.converged
+        np.testing.assert_allclose(cp.asnumpy(r.phi_rf), ref, rtol=0, atol=1e-7 * np.abs(ref).max())
 
 
 @pytest.mark.gpu

@@ -45,6 +45,15 @@ that decreases J); "nan" (a non-finite residual or linear step); "capped" (conve
 potential of an ion-accessible unknown lies beyond the Boltzmann term's cap: the solution of
 the continued equation, not of the Poisson–Boltzmann one; never with physical input).
 
+Stacks (:func:`solve_newton_stack`, used by :func:`pbsolver.solve_batch`): B problems of one
+shape as one block-diagonal system (:meth:`pbsolver.solving.system.LinearSystem.stack`, each
+block's boundary values lifted into its right-hand side). F and the Jacobian are the blocks'
+own side by side and J is their sum, so every step above is every block's: each block has its
+own ‖F_k‖, forcing term and threshold (the stacked linear solve stops on each block's own
+residual), and the line search runs once, along the stacked step, on the sum of the blocks' J.
+The iteration stops when every block meets its threshold; ``eta`` in a step's record is the
+largest of the blocks'.
+
 Every array operation is the backend's (residuals, the linear methods) or array code on its
 array module (NumPy or CuPy), so the same code runs on the CPU and on CUDA.
 """
@@ -57,7 +66,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pbsolver.arrays import array_module, as_real_array
+from pbsolver.arrays import array_module, as_real_array, to_numpy
 from pbsolver.backends import Stencil
 from pbsolver.exceptions import InputError
 from pbsolver.io.units import kT_kj_per_mol
@@ -188,35 +197,90 @@ class NewtonStepSystem(LinearSystem):
 
 
 class _Equation:
-    """F, J along a line, and the Jacobian of one problem, as array code on the backend."""
+    """F, J along a line, and the Jacobian of one problem or a stack, as array code.
 
-    def __init__(self, backend, problem):
+    Made by :meth:`of_problem` (one problem, its boundary values in the iterate) or
+    :meth:`of_stack` (a stack's lifted system: every block's boundary values are in its
+    right-hand side and its outer layer is decoupled, so the iterate is zero there). Over a
+    stack F and J are the blocks' own, side by side, and J is their sum.
+    """
+
+    def __init__(self, backend, lin, k2, inner, phi_c, *, temperature, valence, periodic,
+                 fixed, bnorms, stride):  # fmt: skip
         be = self.backend = backend
         xp = self.xp = backend.array_module()
         f64 = np.float64
-        shape = problem.grid.shape
-        self.periodic = problem.boundary == "periodic"
-        kT = kT_kj_per_mol(problem.temperature)
-        z = float(problem.ion_valence)
+        self.periodic = periodic
+        kT = kT_kj_per_mol(temperature)
+        z = float(valence)
         self.scale = z / kT  # x = zφ/kT
-        lin = be.stencil(problem, f64)
         self.lin = lin
-        self.k2 = be.asarray(problem.kappa2, f64)
-        # κ̄² on the unknowns (zero on the fixed layer), the mask made on the backend's device
-        self.k2u = self.k2 * interior_mask(shape, self.periodic, xp)
-        salty = self.k2 > 0
+        self.k2 = k2
+        self.k2u = self.k2 * inner  # κ̄² on the unknowns (zero on fixed and decoupled nodes)
         # φ_c where ions may be (finite there); zero elsewhere, where it may be infinite
-        self.phic = xp.where(salty, be.asarray(problem.phi_coulomb, f64), 0.0)
+        self.phic = xp.where(self.k2 > 0, phi_c, 0.0)
         self.unit = kT / z  # F's Boltzmann term is κ̄² (kT/z) g(x); J's κ̄² (kT/z)² G(x)
         self.diag_eps = lin.diag - self.k2u  # 1 on fixed nodes, as in the stencil
         self.b_eps = lin.b + self.k2u * self.phic
-        self.eps_st = Stencil(lin.cx, lin.cy, lin.cz, self.diag_eps, self.b_eps, self.periodic,
-                              False)  # fmt: skip
-        self.apply_st = Stencil(lin.cx, lin.cy, lin.cz, self.diag_eps, be.zeros(shape, f64),
-                                self.periodic, False)  # fmt: skip
-        self.work = be.zeros(shape, f64)
-        # ‖b‖ of the linearised system (boundary coupling included): the stopping scale
-        self.bnorm = be.residual_norm(lin, be.asarray(fixed_values(problem), f64))
+        self.eps_st = Stencil(lin.cx, lin.cy, lin.cz, self.diag_eps, self.b_eps, periodic, False)
+        self.apply_st = Stencil(lin.cx, lin.cy, lin.cz, self.diag_eps, be.zeros(lin.shape, f64),
+                                periodic, False)  # fmt: skip
+        self.work = be.zeros(lin.shape, f64)
+        # a new array of the iterate's fixed part (boundary values, or zero for a stack) each
+        # call: not a grid array kept through the solve
+        self.fixed = fixed
+        # ‖b_k‖ of every block's linearised system (boundary coupling included): the scales
+        self.bnorms = np.asarray(bnorms, dtype=np.float64)
+        self.n_blocks = len(self.bnorms)
+        self.stride = stride
+
+    @classmethod
+    def of_problem(cls, backend, problem):
+        """One problem: its float64 stencil; the iterate holds its boundary values."""
+        f64 = np.float64
+        xp = backend.array_module()
+        periodic = problem.boundary == "periodic"
+        lin = backend.stencil(problem, f64)
+        k2 = backend.asarray(problem.kappa2, f64)
+        # the mask of the unknowns made on the backend's device (not crossed from the host)
+        inner = interior_mask(problem.grid.shape, periodic, xp)
+
+        def fixed():
+            return backend.asarray(fixed_values(problem), f64)
+
+        bnorm = backend.residual_norm(lin, fixed())
+        return cls(backend, lin, k2, inner, backend.asarray(problem.phi_coulomb, f64),
+                   temperature=problem.temperature, valence=problem.ion_valence,
+                   periodic=periodic, fixed=fixed, bnorms=[bnorm],
+                   stride=problem.grid.shape[0])  # fmt: skip
+
+    @classmethod
+    def of_stack(cls, backend, system, problems):
+        """A stack assembled in ``system`` (a :meth:`LinearSystem.stack`): its lifted stencil.
+
+        The float64 stencil is the system's own checked one (its diag and b are the Newton
+        steps' from here on), or float64 copies where the stack is float32 throughout.
+        """
+        f64 = np.float64
+        checked = system.checked
+        if checked.dtype == f64:
+            lin = checked
+        else:
+            lin = Stencil(*(backend.asarray(a, f64) for a in (checked.cx, checked.cy,
+                          checked.cz, checked.diag, checked.b)), False, False)  # fmt: skip
+        shape, stride = system.block_shape, system.stride
+        k2, phic, inner = (backend.zeros(lin.shape, f64) for _ in range(3))
+        nx = shape[0]
+        for k, p in enumerate(problems):
+            block = slice(k * stride, k * stride + nx)
+            k2[block] = backend.asarray(p.kappa2, f64)
+            phic[block] = backend.asarray(p.phi_coulomb, f64)
+            inner[k * stride + 1 : k * stride + nx - 1, 1:-1, 1:-1] = 1.0
+        p0 = problems[0]
+        return cls(backend, lin, k2, inner, phic, temperature=p0.temperature,
+                   valence=p0.ion_valence, periodic=False,
+                   fixed=lambda: backend.zeros(lin.shape, f64), bnorms=system.bnorms,
+                   stride=stride)  # fmt: skip
 
     def scaled(self, u):
         """x = z (φ_c + u)/kT on every node (meaningful where κ̄² > 0)."""
@@ -235,15 +299,21 @@ class _Equation:
         F += ions
         return F
 
-    def norm(self, a) -> float:
-        """‖a‖₂ (synchronises)."""
-        return float(self.xp.linalg.norm(a))
+    def norms(self, a):
+        """‖a_k‖₂ of every block, a NumPy array (synchronises)."""
+        if self.n_blocks == 1:
+            return np.array([float(self.xp.linalg.norm(a))])
+        return self.backend.block_norms(a, self.n_blocks)
 
     def jacobian(self, x, diag, kappa2) -> None:
-        """Write the Newton diagonal A_ε's + κ̄² g'(x) and the effective κ̄² in place."""
+        """Write the Newton diagonal A_ε's + κ̄² g'(x) and the effective κ̄² in place.
+
+        ``kappa2`` None: no coarse levels to build from it (SOR, Jacobi).
+        """
         xp = self.xp
         gp = boltzmann.derivative(x, xp)
-        xp.multiply(self.k2, gp, out=kappa2)
+        if kappa2 is not None:
+            xp.multiply(self.k2, gp, out=kappa2)
         gp *= self.k2u
         xp.add(self.diag_eps, gp, out=diag)
 
@@ -278,10 +348,11 @@ class _Equation:
 
         return slope, value
 
-    def beyond_cap(self, x) -> int:
-        """Ion-accessible unknowns where |x| > CAP."""
+    def beyond_cap(self, x):
+        """Ion-accessible unknowns where |x| > CAP, per block (a NumPy int array)."""
         xp = self.xp
-        return int(xp.count_nonzero((self.k2u > 0) & (xp.abs(x) > boltzmann.CAP)))
+        over = ((self.k2u > 0) & (xp.abs(x) > boltzmann.CAP)).reshape(self.n_blocks, -1)
+        return np.asarray(to_numpy(xp.count_nonzero(over, axis=1)), dtype=np.int64)
 
 
 def line_search(slope, value, d0):
@@ -402,47 +473,104 @@ def solve_newton(solver, backend, problem, method_name: str, x0=None) -> NewtonO
     """
     # the array code below runs on the backend's stream (CuPy), ordered with its kernels
     with backend.stream_context():
-        return _solve(solver, backend, problem, method_name, x0)
+        start = time.perf_counter()
+        eq = _Equation.of_problem(backend, problem)
+        dtype = np.dtype(solver.dtype)
+        refine = bool(solver.refine) and dtype == np.float32
+        lin = eq.lin
+        checked = Stencil(lin.cx, lin.cy, lin.cz, lin.diag, lin.b, eq.periodic, False)
+        st = checked
+        if dtype != np.float64:
+            st = Stencil(*(backend.asarray(a, dtype) for a in (lin.cx, lin.cy, lin.cz,
+                         lin.diag, lin.b)), eq.periodic, False)  # fmt: skip
+            if not refine:
+                checked = st
+        # diag, b and κ̄²_eff are rewritten each step, in the linearised stencil's own diag and
+        # b (kept nowhere else: one grid array each less)
+        system = NewtonStepSystem(backend, problem, st, checked, backend.copy(eq.k2))
+        u = None if x0 is None else _guess(backend, problem, x0)
+        out = _iterate(solver, eq, system, st, system.kappa2, method_name, u, start)
+        return out[0]
 
 
-def _solve(solver, backend, problem, method_name, x0):
-    start = time.perf_counter()
-    be = backend
-    eq = _Equation(be, problem)
-    xp = eq.xp
+def solve_newton_stack(solver, backend, problems, method_name: str, x0=None) -> list:
+    """Solve B nonlinear Dirichlet problems of one shape and spacing as one stack.
+
+    The blocks' equations are independent, so F and the Jacobian are theirs side by side and
+    the functional J is their sum: one Newton iteration on the stack is each block's Newton
+    iteration, with one line search along the stacked step (on the sum of the blocks' J) and
+    each block's own forcing term and threshold (its linear solves stop on its own residual).
+    It stops when every block meets ``max(rtol·‖b_k‖, atol)``.
+
+    Parameters
+    ----------
+    solver : Solver
+        As :func:`solve_newton`.
+    backend : Backend
+    problems : sequence of Problem
+        Nonlinear, with salt, Dirichlet, of one shape, spacing, temperature and valence.
+    method_name : {"multigrid", "sor", "jacobi"}
+        The stack's linear method.
+    x0 : sequence of arrays or None, optional
+        Initial φ_rf per problem (entries may be None); never modified.
+
+    Returns
+    -------
+    list of NewtonOutcome
+        One per problem: its φ_rf, reason, ‖F_k‖/‖b_k‖ history and capped count; the Newton
+        steps, linear iterations and times are the stack's.
+    """
+    from pbsolver.solving.system import LinearSystem
+
+    problems = list(problems)
+    p0 = problems[0]
+    for p in problems:
+        if p.boundary != "dirichlet" or not (p.nonlinear and p.has_salt):
+            raise InputError("a nonlinear stack takes nonlinear Dirichlet problems with salt")
+        if (p.grid.shape, p.grid.spacing, p.temperature, p.ion_valence) != (
+            p0.grid.shape, p0.grid.spacing, p0.temperature, p0.ion_valence
+        ):  # fmt: skip
+            raise InputError("a nonlinear stack takes problems of one shape, spacing, "
+                             "temperature and ion valence")  # fmt: skip
+    with backend.stream_context():
+        start = time.perf_counter()
+        system = LinearSystem.stack(backend, p0.grid.shape, p0.grid.spacing, len(problems),
+                                    solver.dtype, solver.refine,
+                                    unlifted=method_name == "multigrid")  # fmt: skip
+        system.assemble(problems, x0)
+        guessed = x0 is not None and any(g is not None for g in x0)
+        u = backend.asarray(system.x, np.float64) if guessed else None
+        if u is not None and u is system.x:
+            u = backend.copy(u)
+        eq = _Equation.of_stack(backend, system, problems)
+        kappa2 = system.unlifted[3] if system.unlifted is not None else None
+        outs = _iterate(solver, eq, system, system.st, kappa2, method_name, u, start)
+        phis = backend.unstack(outs[0].phi_rf, system.fixed, system.block_shape, system.stride,
+                               system.n_blocks)  # fmt: skip
+        for k, out in enumerate(outs):
+            out.phi_rf = phis[k]
+        return outs
+
+
+def _iterate(solver, eq, system, st, kappa2, method_name, u, start):
+    """The Newton iteration on ``eq`` with its steps solved on ``system`` (one or B blocks).
+
+    ``st`` is the stencil the linear method sweeps (float32 or the float64 one), ``kappa2``
+    where the effective κ̄² of the coarse levels is written (None: no hierarchy), ``u`` the
+    float64 start (None: the linearised solve). Returns one NewtonOutcome per block (their
+    ``phi_rf`` all the stacked iterate).
+    """
+    be, xp = eq.backend, eq.xp
     f64 = np.float64
-    shape = problem.grid.shape
-    dtype = np.dtype(solver.dtype)
-    refine = bool(solver.refine) and dtype == np.float32
-    target = max(solver.rtol * eq.bnorm, solver.atol)
+    n = eq.n_blocks
+    lin = eq.lin
+    checked = system.checked
+    diag64, b64 = lin.diag, lin.b
+    targets = np.maximum(solver.rtol * eq.bnorms, solver.atol)
     newton_maxiter = NEWTON_MAXITER if solver.newton_maxiter is None else solver.newton_maxiter
     method = solver.make_method(method_name)
     budget = solver.maxiter  # linear iterations of all solves together (None: no cap)
     iterations = 0
-
-    # the Newton steps' system: the problem's faces; diag, b and κ̄²_eff rewritten each step,
-    # in the linearised stencil's own diag and b (kept nowhere else: one grid array each less)
-    lin = eq.lin
-    diag64, b64, kappa2 = lin.diag, lin.b, be.copy(eq.k2)
-    checked = Stencil(lin.cx, lin.cy, lin.cz, diag64, b64, eq.periodic, False)
-    st = checked
-    if dtype != f64:
-        st = Stencil(*(be.asarray(a, dtype) for a in (lin.cx, lin.cy, lin.cz, diag64, b64)),
-                     eq.periodic, False)  # fmt: skip
-        if not refine:
-            checked = st
-    system = NewtonStepSystem(be, problem, st, checked, kappa2)
-
-    def linear_solve(rtol, bnorm):
-        nonlocal iterations
-        system.bnorms = np.array([bnorm])
-        system.guessed = [False]
-        remaining = None if budget is None else budget - iterations
-        out = system.solve(method, rtol=rtol, atol=0.0, maxiter=remaining,
-                           check_every=solver.check_every)  # fmt: skip
-        iterations += out.iterations
-        return out, (system.x if system.x.dtype == f64 else be.asarray(system.x, f64))
-
     # wall times: every step ends in a norm read back to the host, so no extra synchronisation
     laps = [start]
     start_seconds = 0.0
@@ -452,27 +580,56 @@ def _solve(solver, backend, problem, method_name, x0):
         laps.append(time.perf_counter())
         return laps[-1] - laps[-2]
 
-    def outcome(u, reason, history, steps=(), capped=0):
+    def linear_solve(thresholds):
+        """Solve the system until block k's residual is at most ``thresholds[k]``."""
+        nonlocal iterations
+        system.bnorms = np.asarray(thresholds, dtype=f64)
+        system.guessed = [False] * n
+        remaining = None if budget is None else budget - iterations
+        out = system.solve(method, rtol=1.0, atol=0.0, maxiter=remaining,
+                           check_every=solver.check_every)  # fmt: skip
+        iterations += out.iterations
+        return out, (system.x if system.x.dtype == f64 else be.asarray(system.x, f64))
+
+    def copy_to_sweeps():
+        """The float32 stencil the method sweeps takes the new diag and b."""
+        if st is not checked or st.dtype != f64:
+            xp.copyto(st.diag, diag64, casting="unsafe")
+            xp.copyto(st.b, b64, casting="unsafe")
+
+    def outcome(u, reason, history, steps=(), capped=None, converged=None):
         be.synchronize()
-        return NewtonOutcome(u, reason, reason == "converged", len(steps), iterations,
-                             history, list(steps), capped, method.name,
-                             getattr(method, "omega", None), time.perf_counter() - start,
-                             start_seconds)  # fmt: skip
+        capped = np.zeros(n, dtype=np.int64) if capped is None else capped
+        converged = np.zeros(n, dtype=bool) if converged is None else converged
+        seconds = time.perf_counter() - start
+        outs = []
+        for k in range(n):
+            if converged[k]:
+                why = "capped" if capped[k] else "converged"
+            else:
+                why = "maxiter" if reason == "converged" else reason  # others not yet there
+            outs.append(NewtonOutcome(u, why, why == "converged", len(steps), iterations,
+                                      [h[k] for h in history], list(steps), int(capped[k]),
+                                      method.name, getattr(method, "omega", None), seconds,
+                                      start_seconds))  # fmt: skip
+        return outs
 
     # ---- the start
-    if x0 is not None:
-        u = _guess(be, problem, x0)
-    elif eq.bnorm == 0.0:  # no charges, zero boundary values: φ = 0 solves it
-        u = be.asarray(fixed_values(problem), f64)
-    else:
+    if u is None and not (eq.bnorms > 0).any():  # no charges, zero boundary values: φ = 0
+        u = eq.fixed()
+    elif u is None:
         # the linearised equation (the system holds it now) is the Newton step from φ = 0 in
         # the ion-accessible region, where sinh is its own linearisation
-        system.x = be.asarray(fixed_values(problem), checked.dtype)
-        out, u_lin = linear_solve(max(START_RTOL, solver.rtol), eq.bnorm)
+        if system.n_blocks == 1:
+            system.x = be.asarray(eq.fixed(), checked.dtype)
+        else:
+            be.fill(system.x, 0.0)
+        copy_to_sweeps()
+        out, u_lin = linear_solve(max(START_RTOL, solver.rtol) * eq.bnorms)
         u_lin = be.copy(u_lin)
         if out.reason in ("nan", "diverged"):
-            return outcome(u_lin, out.reason, [math.nan])
-        u0 = be.asarray(fixed_values(problem), f64) - xp.where(eq.k2u > 0, eq.phic, 0.0)
+            return outcome(u_lin, out.reason, [np.full(n, math.nan)])
+        u0 = eq.fixed() - xp.where(eq.k2u > 0, eq.phic, 0.0)
         x = eq.scaled(u0)
         F = eq.gradient(u0, x)
         delta = u_lin - u0
@@ -483,47 +640,54 @@ def _solve(solver, backend, problem, method_name, x0):
             alpha, _ = line_search(*eq.line(x, delta, d0), d0)
         u = u_lin if alpha is None or alpha == 1.0 else u0 + alpha * delta
         del u0, delta, x
-        system.x = be.zeros(shape, checked.dtype)
+        if system.n_blocks == 1:
+            system.x = be.zeros(lin.shape, checked.dtype)
 
     # ---- the Newton steps
     history, steps = [], []
-    previous = eta = None
+    previous = etas = None
     reason = None
+    scales = np.where(eq.bnorms > 0, eq.bnorms, 1.0)
     while True:
         x = eq.scaled(u)
         F = eq.gradient(u, x)
-        fnorm = eq.norm(F)
+        fnorms = eq.norms(F)
+        fnorm = float(np.sqrt(np.sum(fnorms**2)))
         if steps:
             steps[-1]["seconds"] = lap()
         else:
             start_seconds = lap()
-        history.append(fnorm / eq.bnorm if eq.bnorm > 0 else fnorm)
+        history.append(fnorms / scales)
         if solver.callback is not None and steps:
-            solver.callback(len(steps), history[-1])
+            solver.callback(len(steps), float(np.max(history[-1])))
         if not math.isfinite(fnorm):
             reason = "nan"
             break
-        if fnorm <= target:
+        if np.all(fnorms <= targets):
             reason = "converged"
             break
         if len(steps) >= newton_maxiter or (budget is not None and iterations >= budget):
             reason = "maxiter"
             break
-        eta = _forcing(fnorm, previous, eta, target)
-        previous = fnorm
+        etas = np.array([
+            _forcing(fnorms[k], None if previous is None else previous[k],
+                     None if etas is None else etas[k], targets[k]) if fnorms[k] > 0 else ETA_MAX
+            for k in range(n)
+        ])  # fmt: skip
+        previous = fnorms
         eq.jacobian(x, diag64, kappa2)
         xp.negative(F, out=b64)
         del F  # −F lives on in b64, which the linear solves only read
-        if st is not checked or st.dtype != f64:  # the float32 stencil the method sweeps
-            xp.copyto(st.diag, diag64, casting="unsafe")
-            xp.copyto(st.b, b64, casting="unsafe")
-        info = {"eta": eta, "iterations": 0, "retries": 0, "linear_seconds": 0.0}
+        copy_to_sweeps()
+        info = {"eta": float(etas.max()) if n > 1 else float(etas[0]), "iterations": 0,
+                "retries": 0, "linear_seconds": 0.0}  # fmt: skip
         steps.append(info)
         alpha = None
+        tighter = np.ones(n)
         while True:  # an inexact step that is no descent direction is solved again, tighter
             be.fill(system.x, 0.0)
             solving = time.perf_counter()
-            out, delta = linear_solve(info["eta"], fnorm)
+            out, delta = linear_solve(np.maximum(etas * tighter, ETA_MIN) * fnorms)
             info["linear_seconds"] += time.perf_counter() - solving
             info["iterations"] += out.iterations
             info["linear_reason"] = out.reason
@@ -543,6 +707,7 @@ def _solve(solver, backend, problem, method_name, x0):
             if info["eta"] <= ETA_MIN or info["retries"] >= RETRIES or out_of_budget:
                 reason = "stagnated"
                 break
+            tighter *= 1e-2
             info["eta"] = max(info["eta"] * 1e-2, ETA_MIN)
             info["retries"] += 1
         if alpha is None:
@@ -552,8 +717,9 @@ def _solve(solver, backend, problem, method_name, x0):
         xp.multiply(delta, alpha, out=eq.work)
         u += eq.work
         del x  # the next step's x is made from u: never two at once
-    capped = eq.beyond_cap(x) if reason == "converged" else 0
-    return outcome(u, "capped" if capped else reason, history, steps, capped)
+    converged = fnorms <= targets if reason in ("converged", "maxiter", "stagnated") else None
+    capped = eq.beyond_cap(x) if reason == "converged" else None
+    return outcome(u, reason, history, steps, capped, converged)
 
 
 __all__ = [
@@ -563,4 +729,5 @@ __all__ = [
     "NewtonStepSystem",
     "line_search",
     "solve_newton",
+    "solve_newton_stack",
 ]

@@ -20,8 +20,10 @@ traffic but tens of microseconds of launch and synchronisation. Three ways to ru
     the streams' kernels. On the CPU this is the loop (numba's parallel kernels are not called
     from several threads).
 
-Nonlinear problems (``Problem(nonlinear=True)`` with salt) are never stacked: every mode solves
-them one at a time with :meth:`Solver.solve` (the Newton method of :mod:`pbsolver.nonlinear`).
+Nonlinear problems (``Problem(nonlinear=True)`` with salt) of one shape, spacing, temperature and
+ion valence are stacked apart from the linear ones: one Newton iteration on the stack
+(:func:`pbsolver.nonlinear.newton.solve_newton_stack`), each block stopping on its own residual;
+the loop and streams modes solve them one at a time with :meth:`Solver.solve`.
 
 Stopping rule of a stack: every problem meets its own threshold ``max(rtol‖b_k‖, atol)``
 (see :mod:`pbsolver.solving.system`); each problem's own final residual is reported in its
@@ -37,6 +39,7 @@ import numpy as np
 from pbsolver.arrays import array_module, to_numpy
 from pbsolver.backends import get_backend
 from pbsolver.exceptions import ConvergenceError, InputError
+from pbsolver.nonlinear.newton import solve_newton_stack
 from pbsolver.problem import Problem
 from pbsolver.solving.solver import Solver, SolveResult
 from pbsolver.solving.system import clear_workspaces, workspace
@@ -180,17 +183,20 @@ def solve_batch(
 
 # ---------------------------------------------------------------------- grouping
 def _stack_groups(problems) -> list[list[int]]:
-    """Indices of problems that can share a stack: Dirichlet, linear, same shape and spacing.
+    """Indices of problems that can share a stack: Dirichlet, of one shape and spacing.
 
-    A nonlinear problem (with salt) is solved alone: a stack solves linear systems only.
+    Linear and nonlinear problems (with salt) are stacked apart; nonlinear ones also need one
+    temperature and ion valence (one scale of the Boltzmann term).
     """
     groups: dict = {}
     singles = []
     for i, p in enumerate(problems):
-        if p.boundary != "dirichlet" or (p.nonlinear and p.has_salt):
+        if p.boundary != "dirichlet":
             singles.append([i])
             continue
         key = (p.grid.shape, p.grid.spacing)
+        if p.nonlinear and p.has_salt:
+            key += ("nonlinear", p.temperature, p.ion_valence)
         groups.setdefault(key, []).append(i)
     return list(groups.values()) + singles
 
@@ -199,6 +205,8 @@ def _stack_groups(problems) -> list[list[int]]:
 def _solve_stacked(solver: Solver, name: str, backend, problems, x0) -> list[SolveResult]:
     """One loop over the block-diagonal stack of ``problems`` (a kept workspace)."""
     p0 = problems[0]
+    if p0.nonlinear and p0.has_salt:
+        return _solve_stacked_nonlinear(solver, name, backend, problems, x0)
     system = workspace(backend, p0.grid.shape, p0.grid.spacing, len(problems), solver.dtype,
                        solver.refine, unlifted=name == "multigrid")  # fmt: skip
     # the stack is assembled straight into the workspace (on CUDA: one kernel launch)
@@ -240,6 +248,25 @@ def _solve_stacked(solver: Solver, name: str, backend, problems, x0) -> list[Sol
                 },
             )
         )
+    return results
+
+
+def _solve_stacked_nonlinear(solver, name, backend, problems, x0) -> list[SolveResult]:
+    """One Newton iteration on the stack of nonlinear ``problems`` (their own results)."""
+    outs = solve_newton_stack(solver, backend, problems, name, x0)
+    results = []
+    for p, out in zip(problems, outs, strict=True):
+        phi = backend.to_caller(out.phi_rf, p.phi_coulomb)
+        result = SolveResult(phi_rf=phi, converged=out.converged, iterations=out.iterations,
+                             residual_norms=[float(h) for h in out.history],
+                             seconds=out.seconds / len(problems), method=out.method,
+                             backend=backend.name, reason=out.reason, omega=out.omega,
+                             newton_steps=out.newton_steps,
+                             extra={"newton": out.steps, "capped": out.capped,
+                                    "newton_start_seconds": out.start_seconds,
+                                    "batch": "stacked", "batch_size": len(problems),
+                                    "batch_seconds": out.seconds})  # fmt: skip
+        results.append(result)
     return results
 
 
