@@ -124,12 +124,18 @@ elif [ "${1:-single}" = "s8d" ]; then  # eighth session, last call: MM/PBSA on t
   step nonlinear_129 40 python3 benchmarks/nonlinear_cost.py --backend cuda --n 129 --repeat 3 \
     --profile 30
 elif [ "${1:-single}" = "s9" ]; then  # ninth session: Newton's time per step, then the GPU tests last run short
-  [ -f .gpu/exp_newton.py ] && step exp_newton 150 python3 .gpu/exp_newton.py cuda 129 257
   step nonlinear_cost 120 python3 benchmarks/nonlinear_cost.py --backend cuda --n 129 257 \
     --repeat 3 --json "$R/nonlinear_cost.json" --profile 40
   step gpu_tests 330 python3 -m pytest -n 0 -m gpu -q -p no:cacheprovider -W ignore::Warning -rs \
     tests/test_frames_ses.py tests/test_binding_engine.py tests/test_cuda_maps.py \
     tests/test_frames.py tests/test_nonlinear.py tests/test_calculator.py tests/test_nonpolar.py
+elif [ "${1:-single}" = "s9b" ]; then  # ninth session: Newton after the start's fix, every other GPU test
+  step nonlinear_cost 120 python3 benchmarks/nonlinear_cost.py --backend cuda --n 129 257 \
+    --repeat 5 --json "$R/nonlinear_cost.json"
+  step gpu_tests 420 python3 -m pytest -n 0 -m gpu -q -p no:cacheprovider -W ignore::Warning -rs \
+    --ignore tests/test_frames_ses.py --ignore tests/test_binding_engine.py \
+    --ignore tests/test_cuda_maps.py --ignore tests/test_frames.py \
+    --ignore tests/test_calculator.py --ignore tests/test_nonpolar.py
 elif [ "${1:-single}" = "multi" ]; then
   step frames_profile 100 python3 benchmarks/frames_profile.py --batches 1 32 \
     --json "$R/frames_profile.json"

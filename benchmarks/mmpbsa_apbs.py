@@ -24,6 +24,11 @@ frames to time. ``--no-apbs`` skips APBS (e.g. on the GPU machine).
 
     python benchmarks/mmpbsa_apbs.py --frames 8 --apbs-frames 3 --json benchmarks/mmpbsa/cpu.json
     python benchmarks/mmpbsa_apbs.py --backend cuda --no-apbs --copies 50 --json gpu.json
+    python benchmarks/mmpbsa_apbs.py --frames 3 --apbs-frames 3 --surface apbs-mol \
+        --json benchmarks/mmpbsa/cpu_apbs_mol.json
+
+``--surface apbs-mol`` gives pbsolver APBS's own point-switched ε maps (equal to APBS's), so
+that only the charge discretisations differ between the two programs.
 """
 
 from __future__ import annotations
@@ -184,6 +189,9 @@ def main(argv=None) -> int:
     ap.add_argument("--no-apbs", action="store_true", help="skip APBS")
     ap.add_argument("--apbs-dir", type=Path, default=None, help="keep APBS inputs here")
     ap.add_argument("--json", type=Path, default=None, help="write the results here")
+    ap.add_argument("--surface", default="mol", choices=("mol", "apbs-mol"),
+                    help="pbsolver's surface for APBS's srfm mol: exact edge fractions, or "
+                         "APBS's own point-switched map")  # fmt: skip
     args = ap.parse_args(argv)
     exe = None if args.no_apbs else apbs_executable()
     if not args.no_apbs and exe is None:
@@ -203,7 +211,7 @@ def main(argv=None) -> int:
         "ligand": args.ligand,
         "model": {
             **MODEL,
-            "surface": "mol",
+            "surface": args.surface,
             "ionic_strength": 0.0,
             "spacing": args.spacing,
             "margin": args.margin,
@@ -223,7 +231,8 @@ def main(argv=None) -> int:
         shape = tuple(apbs_dime(s) for s in shape)
         common = [args.topology, *trajs, "--ligand", args.ligand, "--spacing", str(args.spacing),
                   "--margin", str(args.margin), "--backend", args.backend,
-                  "--maps-backend", args.maps_backend or args.backend, "--shape",
+                  "--maps-backend", args.maps_backend or args.backend, "--surface", args.surface,
+                  "--shape",
                   *map(str, shape), "--batch", str(args.batch)]  # fmt: skip
         # one full batch: on CUDA the stacked solve of that many frames is compiled here
         warm = run_cli([*common, "--stop", str(min(args.batch, n)), "-o", str(tmp / "warm.h5")])
