@@ -136,6 +136,13 @@ elif [ "${1:-single}" = "s9b" ]; then  # ninth session: Newton after the start's
     --ignore tests/test_frames_ses.py --ignore tests/test_binding_engine.py \
     --ignore tests/test_cuda_maps.py --ignore tests/test_frames.py \
     --ignore tests/test_calculator.py --ignore tests/test_nonpolar.py
+elif [ "${1:-single}" = "s9c" ]; then  # ninth session: stacked Newton on CUDA, its tests and time
+  step gpu_tests 200 python3 -m pytest -n 0 -m gpu -q -p no:cacheprovider -W ignore::Warning -rs \
+    tests/test_nonlinear.py tests/test_batched.py
+  step nonlinear_batch 150 python3 benchmarks/nonlinear_batch.py --backend cuda --n 65 97 \
+    --batch 16 --repeat 3 --json "$R/nonlinear_batch.json"
+  step nonlinear_cost 90 python3 benchmarks/nonlinear_cost.py --backend cuda --n 129 257 \
+    --repeat 5 --json "$R/nonlinear_cost.json"
 elif [ "${1:-single}" = "multi" ]; then
   step frames_profile 100 python3 benchmarks/frames_profile.py --batches 1 32 \
     --json "$R/frames_profile.json"
