@@ -183,6 +183,8 @@ def run_input(path: Path, args, apbs, text: str | None = None) -> dict:
                        args.backend, "-o", str(Path(tmp) / "out")]  # fmt: skip
                 if args.skip_unsupported:
                     cmd.append("--skip-unsupported")
+                if args.surfaces != "exact":
+                    cmd += ["--surfaces", args.surfaces]
             entry[program] = run_program(cmd, work, args.timeout, args.repeat)
             shown = [Path(cmd[0]).name] + [c.replace(tmp, "$TMP") for c in cmd[1:]]
             entry[program]["command"] = " ".join(shown)
@@ -342,6 +344,9 @@ def main(argv=None) -> int:
     ap.add_argument("--json", type=Path, default=None, help="write the results here")
     ap.add_argument("--markdown", type=Path, default=None, help="write the table here")
     ap.add_argument("--backend", default="cpu", choices=("auto", "cpu", "cuda"))
+    ap.add_argument("--surfaces", default="exact", choices=("exact", "apbs"),
+                    help="pbsolver apbs --surfaces: srfm mol/smol as exact edge fractions or as "
+                         "APBS's own point-switched maps")  # fmt: skip
     ap.add_argument("--skip-unsupported", action="store_true",
                     help="pass --skip-unsupported to pbsolver (forces, APOLAR)")  # fmt: skip
     ap.add_argument("--no-apbs", action="store_true", help="run pbsolver only")

@@ -615,6 +615,9 @@ def test_cudasim(sim_results, name):
 if __name__ == "__main__":
     if not SIM:
         sys.exit("run with NUMBA_ENABLE_CUDASIM=1")
+    if len(sys.argv) < 2 or not sys.argv[1].endswith(".json"):
+        # the results go to the first argument: a check's name there would become a file
+        sys.exit("usage: test_cuda_sim.py RESULTS.json [CHECK ...]")
     res = run_checks(sys.argv[2:] or CHECKS)
     Path(sys.argv[1]).write_text(json.dumps(res, indent=1))
     for name, outcome in res.items():
