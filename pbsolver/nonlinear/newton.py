@@ -520,8 +520,6 @@ def solve_newton_stack(solver, backend, problems, method_name: str, x0=None) -> 
         One per problem: its φ_rf, reason, ‖F_k‖/‖b_k‖ history and capped count; the Newton
         steps, linear iterations and times are the stack's.
     """
-    from pbsolver.solving.system import LinearSystem
-
     problems = list(problems)
     p0 = problems[0]
     for p in problems:
