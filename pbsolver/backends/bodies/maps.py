@@ -728,7 +728,10 @@ def compact_circles(nb_start, nb_index, nfree, nested, intersecting, xp=np):
 
 # ---------------------------------------------------------------------- point potentials
 def make_point_sums(jit, fast):
-    """The direct sums (φ_c, Debye–Hückel) compiled by ``fast`` (fast-math keeping ±inf)."""
+    """The direct sums (φ_c, Debye–Hückel) compiled by ``fast`` (fast-math keeping ±inf).
+
+    Also ``grid_point``, the node a flat index names and its position, for the sums' loops.
+    """
 
     def coulomb_pair(dx, dy, dz, q, tol2):
         """q / |d| for one atom (nonzero q), ±inf when |d|² ≤ ``tol2`` (on the node).
@@ -788,7 +791,21 @@ def make_point_sums(jit, fast):
                            kappa, eps_out, inv_c, one)  # fmt: skip
         return acc
 
+    def grid_point(n, ny, nz, origin, spacing):
+        """``(i, j, k, x, y, z)`` of node ``n`` (flat, C order) of a grid of (·, ny, nz) nodes.
+
+        ``x, y, z`` are the node's coordinates (Å) from the grid's ``origin`` and ``spacing``.
+        """
+        i = n // (ny * nz)
+        j = (n // nz) % ny
+        k = n % nz
+        x = origin[0] + i * spacing[0]
+        y = origin[1] + j * spacing[1]
+        z = origin[2] + k * spacing[2]
+        return i, j, k, x, y, z
+
     return {
+        "grid_point": fast(grid_point),
         "coulomb_pair": coulomb_pair,
         "coulomb_node": fast(coulomb_node),
         "dh_term": dh_term,
