@@ -132,11 +132,12 @@ def _index_range(a, b, lo, hi):
 
 @njit(**_JIT, inline="always")
 def _chord_range(r2, d, c, org, sp, lo, hi):
-    """``(r² − d², first, last)``: the nodes of an axis on the chord of a circle, clipped.
+    """``(r² − d², first, last)``: the nodes of an axis within ``√(r² − d²)`` of ``c``, clipped.
 
-    The circle of radius² ``r2`` (Å²) lies at distance ``d`` (Å) from its centre's plane; the
-    chord runs along the axis through ``c`` (Å; ``org``, ``sp`` the axis' origin and spacing),
-    its nodes clipped to ``[lo, hi]``. Empty (first > last) where ``r2 < d²``.
+    A plane (or line) at distance ``d`` (Å) from the centre of a sphere (or circle) of radius²
+    ``r2`` (Å²) cuts it in a disc (or chord) of that half-width; along the axis through ``c``
+    (Å; ``org``, ``sp`` the axis' origin and spacing) its nodes, clipped to ``[lo, hi]``.
+    Empty (first > last) where ``r2 < d²``.
     """
     rem = r2 - d * d
     if rem < 0.0:
