@@ -244,6 +244,16 @@ def _count_option(*names: str, minimum: int, default: int | None, text: str, **e
     )
 
 
+def _path_option(*names: str, text: str, **extra):
+    """A file-path option (a :class:`~pathlib.Path`; None when not given, unless ``extra``)."""
+    return click.option(*names, type=click.Path(path_type=Path), help=text, **extra)
+
+
+def _unset_float_option(name: str, text: str):
+    """A float option that is None when not given (the library's default applies then)."""
+    return click.option(name, type=float, default=None, help=text)
+
+
 def _backend_option(name: str, default: str, text: str):
     """A choice of backend (``--backend``, mmpbsa's ``--maps-backend``)."""
     return click.option(
@@ -602,12 +612,11 @@ def main(ctx, verbose, quiet):
 
 @main.command()
 @click.argument("input", type=click.Path(path_type=Path))
-@click.option(
+@_path_option(
     "-o",
     "--output",
-    type=click.Path(path_type=Path),
+    text="Output: HDF5 (.h5/.hdf5), or a map of one grid (.dx, .dx.gz, .mrc).",
     required=True,
-    help="Output: HDF5 (.h5/.hdf5), or a map of one grid (.dx, .dx.gz, .mrc).",
 )
 @_solver_options
 @_molecule_options
@@ -1033,11 +1042,9 @@ def _check_export_output(ctx, file, output, fmt):
     metavar="SEL",
     help="MDAnalysis selection of the receptor (default: every atom not in the ligand).",
 )
-@click.option(
+@_path_option(
     "--pqr",
-    type=click.Path(path_type=Path),
-    default=None,
-    help="PQR with the charges and radii of TOPOLOGY's atoms, same order (when TOPOLOGY has none).",
+    text="PQR with the charges and radii of TOPOLOGY's atoms, same order (when TOPOLOGY has none).",
 )
 @_table_options(
     ("spacing", "margin", "surface", "eps_in", "eps_out", "ionic_strength", "probe_radius")
@@ -1049,17 +1056,11 @@ def _check_export_output(ctx, file, output, fmt):
     show_default=True,
     help="Add the nonpolar term γ·ΔSASA − b.",
 )
-@click.option(
-    "--gamma",
-    type=float,
-    default=None,
-    help="γ of the nonpolar term, kJ mol⁻¹ Å⁻² (default: pbsolver's, 0.0227).",
+@_unset_float_option(
+    "--gamma", "γ of the nonpolar term, kJ mol⁻¹ Å⁻² (default: pbsolver's, 0.0227)."
 )
-@click.option(
-    "--offset",
-    type=float,
-    default=None,
-    help="b of each species' γ·SASA + b, kJ/mol (default: pbsolver's, 3.85).",
+@_unset_float_option(
+    "--offset", "b of each species' γ·SASA + b, kJ/mol (default: pbsolver's, 3.85)."
 )
 @click.option(
     "--per-residue",
@@ -1101,20 +1102,15 @@ def _check_export_output(ctx, file, output, fmt):
     "on a GPU where it applies.",
 )
 @_pool_options
-@click.option(
+@_path_option(
     "-o",
     "--output",
-    type=click.Path(path_type=Path),
+    text="HDF5 results, one row per frame (resumable).",
     default=Path("mmpbsa.h5"),
     show_default=True,
-    help="HDF5 results, one row per frame (resumable).",
 )
-@click.option(
-    "--csv",
-    "csv_path",
-    type=click.Path(path_type=Path),
-    default=None,
-    help="CSV summary: each term's mean ± block-average standard error.",
+@_path_option(
+    "--csv", "csv_path", text="CSV summary: each term's mean ± block-average standard error."
 )
 @_count_option(
     "--blocks", minimum=2, default=10, text="Blocks of the standard error in the summary."

@@ -110,12 +110,25 @@ def point_body(axis, t, u, v):
 
 
 def bin_range_body(u, v, reach, u0, v0, bsize, nbu, nbv):
-    """The 2D bins (inclusive ranges) within ``reach`` of the line through (u, v)."""
+    """The 2D bins (inclusive ranges) within ``reach`` of the line through (u, v).
+
+    Where no column ``v`` is in reach, no row is either (``hi_u < lo_u``): a row's bins
+    ``lo_v … hi_v`` are then always bins of that row.
+    """
     lo_u = max(0, int(math.floor((u - reach - u0) / bsize)))
     hi_u = min(nbu - 1, int(math.floor((u + reach - u0) / bsize)))
     lo_v = max(0, int(math.floor((v - reach - v0) / bsize)))
     hi_v = min(nbv - 1, int(math.floor((v + reach - v0) / bsize)))
+    if lo_v > hi_v:
+        hi_u = lo_u - 1
     return lo_u, hi_u, lo_v, hi_v
+
+
+def across_body(pos, i, axis, u, v):
+    """``(du, dv)``: atom i's offsets (Å) across the line along ``axis`` through (u, v)."""
+    a1 = 1 if axis == 0 else 0
+    a2 = 1 if axis == 2 else 2
+    return pos[i, a1] - u, pos[i, a2] - v
 
 
 def chord_body(starts, ends, n, du, dv, t, r):
@@ -296,6 +309,7 @@ def make_ses(jit, sort_merge, accumulate):
     """The SES bodies compiled by ``jit`` on the compiled line bodies; a dict by name."""
     point = jit(point_body)
     bin_range = jit(bin_range_body)
+    across = jit(across_body)
     chord = jit(chord_body)
     buried = jit(buried_body)
     remember = jit(remember_body)
@@ -306,13 +320,14 @@ def make_ses(jit, sort_merge, accumulate):
     accumulate_range = jit(accumulate_range_body)
 
     def bin_count(u, v, reach, u0, v0, bsize, nbu, nbv, bstart):
-        """Atoms in the bins within ``reach`` of the line (an upper bound of the spheres met)."""
+        """Atoms in the bins within ``reach`` of the line (an upper bound of the spheres met).
+
+        The bins ``lo_v … hi_v`` of a row ``bu`` hold consecutive slots of the CSR order.
+        """
         lo_u, hi_u, lo_v, hi_v = bin_range(u, v, reach, u0, v0, bsize, nbu, nbv)
         count = 0
         for bu in range(lo_u, hi_u + 1):
-            for bv in range(lo_v, hi_v + 1):
-                b = bu * nbv + bv
-                count += bstart[b + 1] - bstart[b]
+            count += bstart[bu * nbv + hi_v + 1] - bstart[bu * nbv + lo_v]
         return count
 
     def remember_arc(hit, geom, c, theta):
@@ -494,24 +509,20 @@ def make_ses(jit, sort_merge, accumulate):
 
         Spheres of radii ``r1`` add their chords to (``s1``, ``e1``) and, when ``two``, those
         of radii ``r2`` to (``s2``, ``e2``). Returns the two counts, (−1, −1) on overflow.
+        The atoms come bin by bin (a row's bins hold consecutive slots, see ``bin_count``).
         """
-        a1 = 1 if axis == 0 else 0
-        a2 = 1 if axis == 2 else 2
         n1 = 0
         n2 = 0
         lo_u, hi_u, lo_v, hi_v = bin_range(u, v, reach, u0, v0, bsize, nbu, nbv)
         for bu in range(lo_u, hi_u + 1):
-            for bv in range(lo_v, hi_v + 1):
-                b = bu * nbv + bv
-                for s in range(bstart[b], bstart[b + 1]):
-                    i = border[s]
-                    du = pos[i, a1] - u
-                    dv = pos[i, a2] - v
-                    n1 = chord(s1, e1, n1, du, dv, pos[i, axis], r1[i])
-                    if two:
-                        n2 = chord(s2, e2, n2, du, dv, pos[i, axis], r2[i])
-                    if n1 < 0 or n2 < 0:
-                        return -1, -1
+            for s in range(bstart[bu * nbv + lo_v], bstart[bu * nbv + hi_v + 1]):
+                i = border[s]
+                du, dv = across(pos, i, axis, u, v)
+                n1 = chord(s1, e1, n1, du, dv, pos[i, axis], r1[i])
+                if two:
+                    n2 = chord(s2, e2, n2, du, dv, pos[i, axis], r2[i])
+                if n1 < 0 or n2 < 0:
+                    return -1, -1
         return n1, n2
 
     line_chords = jit(line_chords)
@@ -566,28 +577,23 @@ def make_ses(jit, sort_merge, accumulate):
         # exposed candidates within acc + probe, insertion-sorted along the line; only those a
         # point of this piece can reach: its zone samples and bisections lie within one sample
         # interval (≤ step) of its edges, and a point looks ``maxreach`` either way
-        a1 = 1 if axis == 0 else 0
-        a2 = 1 if axis == 2 else 2
         ncand = 0
         key_lo = t0 + k_lo * h - step - maxreach - CANDIDATE_SLACK
         key_hi = t0 + k_hi * h + step + maxreach + CANDIDATE_SLACK
         lo_u, hi_u, lo_v, hi_v = bin_range(u, v, maxreach, e_u0, e_v0, e_bsize, e_nbu, e_nbv)
         for bu in range(lo_u, hi_u + 1):
-            for bv in range(lo_v, hi_v + 1):
-                b = bu * e_nbv + bv
-                for s in range(e_bstart[b], e_bstart[b + 1]):
-                    i = e_border[s]
-                    du = pos[i, a1] - u
-                    dv = pos[i, a2] - v
-                    rr = acc[i] + probe
-                    if du * du + dv * dv >= rr * rr:
-                        continue
-                    if pos[i, axis] < key_lo or pos[i, axis] > key_hi:
-                        continue
-                    if ncand >= cand.shape[0]:
-                        return 1
-                    insert_sorted(ckey, cand, ncand, pos[i, axis], i)
-                    ncand += 1
+            for s in range(e_bstart[bu * e_nbv + lo_v], e_bstart[bu * e_nbv + hi_v + 1]):
+                i = e_border[s]
+                du, dv = across(pos, i, axis, u, v)
+                rr = acc[i] + probe
+                if du * du + dv * dv >= rr * rr:
+                    continue
+                if pos[i, axis] < key_lo or pos[i, axis] > key_hi:
+                    continue
+                if ncand >= cand.shape[0]:
+                    return 1
+                insert_sorted(ckey, cand, ncand, pos[i, axis], i)
+                ncand += 1
         for k in range(4):
             hit[k] = 0.0
         # reentrant zone: accessible spheres minus vdW spheres, clipped to the line
@@ -728,7 +734,10 @@ def compact_circles(nb_start, nb_index, nfree, nested, intersecting, xp=np):
 
 # ---------------------------------------------------------------------- point potentials
 def make_point_sums(jit, fast):
-    """The direct sums (φ_c, Debye–Hückel) compiled by ``fast`` (fast-math keeping ±inf)."""
+    """The direct sums (φ_c, Debye–Hückel) compiled by ``fast`` (fast-math keeping ±inf).
+
+    Also ``grid_point``, the node a flat index names and its position, for the sums' loops.
+    """
 
     def coulomb_pair(dx, dy, dz, q, tol2):
         """q / |d| for one atom (nonzero q), ±inf when |d|² ≤ ``tol2`` (on the node).
@@ -788,7 +797,21 @@ def make_point_sums(jit, fast):
                            kappa, eps_out, inv_c, one)  # fmt: skip
         return acc
 
+    def grid_point(n, ny, nz, origin, spacing):
+        """``(i, j, k, x, y, z)`` of node ``n`` (flat, C order) of a grid of (·, ny, nz) nodes.
+
+        ``x, y, z`` are the node's coordinates (Å) from the grid's ``origin`` and ``spacing``.
+        """
+        i = n // (ny * nz)
+        j = (n // nz) % ny
+        k = n % nz
+        x = origin[0] + i * spacing[0]
+        y = origin[1] + j * spacing[1]
+        z = origin[2] + k * spacing[2]
+        return i, j, k, x, y, z
+
     return {
+        "grid_point": fast(grid_point),
         "coulomb_pair": coulomb_pair,
         "coulomb_node": fast(coulomb_node),
         "dh_term": dh_term,

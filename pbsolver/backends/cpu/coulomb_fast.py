@@ -85,9 +85,8 @@ _JIT = {"cache": True, "nogil": True, "boundscheck": False, "error_model": "nump
 _FM = {"reassoc", "contract", "nsz"}
 
 _pair = njit(**_JIT, fastmath=_FM, inline="always")(ML.finite_pair_body)
-_coulomb_pair = B.make_point_sums(njit(**_JIT), njit(**_JIT, fastmath=_FM, inline="always"))[
-    "coulomb_pair"
-]
+_P = B.make_point_sums(njit(**_JIT), njit(**_JIT, fastmath=_FM, inline="always"))
+_coulomb_pair, _grid_point = _P["coulomb_pair"], _P["grid_point"]
 
 #: Interpolation points per axis (even; see :data:`pbsolver.backends.bodies.multilevel.ORDERS`).
 ORDER = 10
@@ -123,6 +122,29 @@ def _copy(src, base, dst, dbase, n, step):
     for s in range(n):
         us = np.uint64(s)
         dst[d + us * st] = src[b + us]
+
+
+@njit(**_JIT, inline="always")
+def _index_range(a, b, lo, hi):
+    """The node indices in ``[ceil(a), floor(b)]`` (grid units) clipped to ``[lo, hi]``."""
+    return max(lo, int(math.ceil(a))), min(hi, int(math.floor(b)))
+
+
+@njit(**_JIT, inline="always")
+def _chord_range(r2, d, c, org, sp, lo, hi):
+    """``(r² − d², first, last)``: the nodes of an axis within ``√(r² − d²)`` of ``c``, clipped.
+
+    A plane (or line) at distance ``d`` (Å) from the centre of a sphere (or circle) of radius²
+    ``r2`` (Å²) cuts it in a disc (or chord) of that half-width; along the axis through ``c``
+    (Å; ``org``, ``sp`` the axis' origin and spacing) its nodes, clipped to ``[lo, hi]``.
+    Empty (first > last) where ``r2 < d²``.
+    """
+    rem = r2 - d * d
+    if rem < 0.0:
+        return rem, 1, 0
+    half = math.sqrt(rem)
+    first, last = _index_range((c - half - org) / sp, (c + half - org) / sp, lo, hi)
+    return rem, first, last
 
 
 @njit(**_JIT, parallel=True, fastmath=_FM)
@@ -187,12 +209,9 @@ def _correct_atom(F, origin, spacing, corg, csp, pos, q, a, reach, tol2, p0, p1,
     fx = (rx - origin[0]) / spacing[0]
     fy = (ry - origin[1]) / spacing[1]
     fz = (rz - origin[2]) / spacing[2]
-    lox = max(p0, int(math.ceil(fx - reach / spacing[0])))
-    hix = min(p1, int(math.floor(fx + reach / spacing[0])))
-    loy = max(0, int(math.ceil(fy - reach / spacing[1])))
-    hiy = min(ny - 1, int(math.floor(fy + reach / spacing[1])))
-    loz = max(0, int(math.ceil(fz - reach / spacing[2])))
-    hiz = min(nz - 1, int(math.floor(fz + reach / spacing[2])))
+    lox, hix = _index_range(fx - reach / spacing[0], fx + reach / spacing[0], p0, p1)
+    loy, hiy = _index_range(fy - reach / spacing[1], fy + reach / spacing[1], 0, ny - 1)
+    loz, hiz = _index_range(fz - reach / spacing[2], fz + reach / spacing[2], 0, nz - 1)
     if lox > hix or loy > hiy or loz > hiz:
         return
     # the atom's kernel on the coarse nodes of every stencil of the box
@@ -215,15 +234,9 @@ def _correct_atom(F, origin, spacing, corg, csp, pos, q, a, reach, tol2, p0, p1,
         zs[k] = origin[2] + (loz + k) * spacing[2] - rz
     for fxi in range(lox, hix + 1):
         dx = origin[0] + fxi * spacing[0] - rx
-        rem_x = reach2 - dx * dx
-        if rem_x < 0.0:
-            continue
         # the square around this plane's disc
-        half = math.sqrt(rem_x)
-        ya = max(loy, int(math.ceil((ry - half - origin[1]) / spacing[1])))
-        yb = min(hiy, int(math.floor((ry + half - origin[1]) / spacing[1])))
-        za = max(loz, int(math.ceil((rz - half - origin[2]) / spacing[2])))
-        zb = min(hiz, int(math.floor((rz + half - origin[2]) / spacing[2])))
+        rem_x, ya, yb = _chord_range(reach2, dx, ry, origin[1], spacing[1], loy, hiy)
+        _, za, zb = _chord_range(reach2, dx, rz, origin[2], spacing[2], loz, hiz)
         if ya > yb or za > zb:
             continue
         # x pass: this fine plane on the coarse (y, z) nodes
@@ -259,12 +272,9 @@ def _correct_atom(F, origin, spacing, corg, csp, pos, q, a, reach, tol2, p0, p1,
         # the exact kernel minus the interpolated one along each row of the disc
         for fyi in range(ya, yb + 1):
             dy = origin[1] + fyi * spacing[1] - ry
-            rem = rem_x - dy * dy
-            if rem < 0.0:
+            _, z0, z1 = _chord_range(rem_x, dy, rz, origin[2], spacing[2], za, zb)
+            if z0 > z1:
                 continue
-            hz = math.sqrt(rem)
-            z0 = max(za, int(math.ceil((rz - hz - origin[2]) / spacing[2])))
-            z1 = min(zb, int(math.floor((rz + hz - origin[2]) / spacing[2])))
             fb = np.uint64((fxi * ny + fyi) * nz + z0)
             pb = np.uint64((fyi - loy) * nbz + z0 - loz)
             zb0 = np.uint64(z0 - loz)
@@ -307,14 +317,14 @@ def _mark_near(mark, origin, spacing, pos, radius):
         f0 = (pos[a, 0] - origin[0]) / spacing[0]
         f1 = (pos[a, 1] - origin[1]) / spacing[1]
         f2 = (pos[a, 2] - origin[2]) / spacing[2]
-        for i in range(max(0, int(math.ceil(f0 - radius / spacing[0]))),
-                       min(nx, int(math.floor(f0 + radius / spacing[0])) + 1)):  # fmt: skip
+        i0, i1 = _index_range(f0 - radius / spacing[0], f0 + radius / spacing[0], 0, nx - 1)
+        j0, j1 = _index_range(f1 - radius / spacing[1], f1 + radius / spacing[1], 0, ny - 1)
+        k0, k1 = _index_range(f2 - radius / spacing[2], f2 + radius / spacing[2], 0, nz - 1)
+        for i in range(i0, i1 + 1):
             dx = origin[0] + i * spacing[0] - pos[a, 0]
-            for j in range(max(0, int(math.ceil(f1 - radius / spacing[1]))),
-                           min(ny, int(math.floor(f1 + radius / spacing[1])) + 1)):  # fmt: skip
+            for j in range(j0, j1 + 1):
                 dy = origin[1] + j * spacing[1] - pos[a, 1]
-                for k in range(max(0, int(math.ceil(f2 - radius / spacing[2]))),
-                               min(nz, int(math.floor(f2 + radius / spacing[2])) + 1)):  # fmt: skip
+                for k in range(k0, k1 + 1):
                     dz = origin[2] + k * spacing[2] - pos[a, 2]
                     if dx * dx + dy * dy + dz * dz <= r2:
                         mark[i, j, k] = True
@@ -331,12 +341,7 @@ def _direct_nodes(out, nodes, origin, spacing, px, py, pz, q, scale, tol2, finit
     flat = out.reshape(-1)
     for s in prange(nodes.shape[0]):
         n = nodes[s]
-        i = n // (ny * nz)
-        j = (n // nz) % ny
-        k = n % nz
-        x = origin[0] + i * spacing[0]
-        y = origin[1] + j * spacing[1]
-        z = origin[2] + k * spacing[2]
+        _, _, _, x, y, z = _grid_point(n, ny, nz, origin, spacing)
         acc = 0.0
         if finite:
             for a in range(q.shape[0]):

@@ -37,15 +37,29 @@ def stencil_sum_at(x, b, cx, cy, cz, i, j, k, im, ip, jm, jp, km, kp):
 
 
 @njit(**_JIT, inline="always")
+def unknown(i, j, k, nx, ny, nz, periodic):
+    """True on the unknowns: everywhere (periodic) or off the outer layer (Dirichlet)."""
+    lo = 0 if periodic else 1
+    return lo <= i < nx - lo and lo <= j < ny - lo and lo <= k < nz - lo
+
+
+@njit(**_JIT, inline="always")
+def stencil_indices(i, j, k, nx, ny, nz):
+    """``(im, ip, jm, jp, km, kp)``: the indices of node (i, j, k)'s neighbours, wrapping."""
+    im, ip = B.neighbours(i, nx)
+    jm, jp = B.neighbours(j, ny)
+    km, kp = B.neighbours(k, nz)
+    return im, ip, jm, jp, km, kp
+
+
+@njit(**_JIT, inline="always")
 def residual_sumsq_plane(x, b, cx, cy, cz, diag, i, lo):
     """Σ (b − A x)² over the unknowns of plane ``i``, in float64."""
     nx, ny, nz = x.shape
-    im, ip = B.neighbours(i, nx)
     acc = 0.0
     for j in range(lo, ny - lo):
-        jm, jp = B.neighbours(j, ny)
         for k in range(lo, nz - lo):
-            km, kp = B.neighbours(k, nz)
+            im, ip, jm, jp, km, kp = stencil_indices(i, j, k, nx, ny, nz)
             s = stencil_sum_at(x, b, cx, cy, cz, i, j, k, im, ip, jm, jp, km, kp)
             r = B.residual(np.float64(s), np.float64(diag[i, j, k]), np.float64(x[i, j, k]))
             acc += r * r
@@ -65,18 +79,14 @@ def ordered_sum(partial):
 def jacobi_step(x, out, b, cx, cy, cz, diag, omega, periodic):
     """``out = x + ω (D⁻¹(b + Σ c x_n) − x)`` on the unknowns; fixed nodes copied."""
     nx, ny, nz = x.shape
-    lo = 0 if periodic else 1
     for i in prange(nx):
-        im, ip = B.neighbours(i, nx)
         for j in range(ny):
-            jm, jp = B.neighbours(j, ny)
             for k in range(nz):
                 old = x[i, j, k]
-                inside = lo <= i < nx - lo and lo <= j < ny - lo and lo <= k < nz - lo
-                if not inside:
+                if not unknown(i, j, k, nx, ny, nz, periodic):
                     out[i, j, k] = old
                     continue
-                km, kp = B.neighbours(k, nz)
+                im, ip, jm, jp, km, kp = stencil_indices(i, j, k, nx, ny, nz)
                 s = stencil_sum_at(x, b, cx, cy, cz, i, j, k, im, ip, jm, jp, km, kp)
                 out[i, j, k] = B.relax(old, s, diag[i, j, k], omega)
 
@@ -93,15 +103,21 @@ def residual_sumsq(x, b, cx, cy, cz, diag, periodic):
 
 
 @njit(**_JIT, parallel=True)
-def plane_sums(x):
-    """Per-x-plane float64 sums (add them in order for a deterministic total)."""
+def plane_sums(x, y=None):
+    """Per-x-plane float64 sums of ``x``, or of ``x·y`` with ``y``.
+
+    Add them in order for a deterministic total.
+    """
     nx, ny, nz = x.shape
     partial = np.zeros(nx, dtype=np.float64)
     for i in prange(nx):
         acc = 0.0
         for j in range(ny):
             for k in range(nz):
-                acc += np.float64(x[i, j, k])
+                v = np.float64(x[i, j, k])
+                if y is not None:  # pruned at compile time where y is omitted
+                    v = v * np.float64(y[i, j, k])
+                acc += v
         partial[i] = acc
     return partial
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from pbsolver.backends.cpu.kernels import B, ordered_sum, residual_sumsq_plane
+from pbsolver.backends.cpu.kernels import B, ordered_sum, plane_sums, residual_sumsq_plane
 
 _JIT = {"cache": True, "nogil": True, "boundscheck": False}
 
@@ -313,18 +313,10 @@ def fill_serial(x, value):
         _fill_plane(x, i, value)
 
 
-@njit(**_JIT, parallel=True)
+@njit(**_JIT)
 def dot(x, y):
-    """Σ x·y in float64 (one partial per x-plane, added in a fixed order)."""
-    nx, ny, nz = x.shape
-    partial = np.zeros(nx, dtype=np.float64)
-    for i in prange(nx):
-        acc = 0.0
-        for j in range(ny):
-            for k in range(nz):
-                acc += np.float64(x[i, j, k]) * np.float64(y[i, j, k])
-        partial[i] = acc
-    return ordered_sum(partial)
+    """Σ x·y in float64 (one partial per x-plane, in parallel; added in a fixed order)."""
+    return ordered_sum(plane_sums(x, y))
 
 
 @njit(**_JIT, parallel=True)

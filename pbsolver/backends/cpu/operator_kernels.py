@@ -18,7 +18,7 @@ import numpy as np
 from numba import njit, prange
 
 from pbsolver.backends.bodies.operator import FACE_MAPS
-from pbsolver.backends.cpu.kernels import B, ordered_sum
+from pbsolver.backends.cpu.kernels import B, ordered_sum, stencil_indices, unknown
 
 _JIT = {"cache": True, "nogil": True, "boundscheck": False}
 
@@ -64,17 +64,13 @@ def residual_at(x, b, e0, e1, e2, mode, k2, has_k2, hx2, hy2, hz2, i, j, k, im, 
 def residual(x, b, e0, e1, e2, mode, k2, has_k2, hx2, hy2, hz2, out, periodic):
     """``out = b − A x`` on the unknowns (float64 arithmetic), zero on fixed nodes."""
     nx, ny, nz = x.shape
-    lo = 0 if periodic else 1
     for i in prange(nx):
-        im, ip = B.neighbours(i, nx)
         for j in range(ny):
-            jm, jp = B.neighbours(j, ny)
             for k in range(nz):
-                inside = lo <= i < nx - lo and lo <= j < ny - lo and lo <= k < nz - lo
-                if not inside:
+                if not unknown(i, j, k, nx, ny, nz, periodic):
                     out[i, j, k] = 0
                     continue
-                km, kp = B.neighbours(k, nz)
+                im, ip, jm, jp, km, kp = stencil_indices(i, j, k, nx, ny, nz)
                 out[i, j, k] = residual_at(x, b, e0, e1, e2, mode, k2, has_k2, hx2, hy2, hz2,
                                            i, j, k, im, ip, jm, jp, km, kp)  # fmt: skip
 
@@ -86,12 +82,10 @@ def residual_sumsq(x, b, e0, e1, e2, mode, k2, has_k2, hx2, hy2, hz2, periodic):
     lo = 0 if periodic else 1
     partial = np.zeros(nx, dtype=np.float64)
     for i in prange(lo, nx - lo):
-        im, ip = B.neighbours(i, nx)
         acc = 0.0
         for j in range(lo, ny - lo):
-            jm, jp = B.neighbours(j, ny)
             for k in range(lo, nz - lo):
-                km, kp = B.neighbours(k, nz)
+                im, ip, jm, jp, km, kp = stencil_indices(i, j, k, nx, ny, nz)
                 r = residual_at(x, b, e0, e1, e2, mode, k2, has_k2, hx2, hy2, hz2, i, j, k,
                                 im, ip, jm, jp, km, kp)  # fmt: skip
                 acc += r * r
@@ -110,16 +104,13 @@ def assemble(phi_c, e0, e1, e2, mode, k2, has_k2, eps_c, hx2, hy2, hz2, periodic
     once to its dtype on the unknowns, 1 on fixed nodes.
     """
     nx, ny, nz = phi_c.shape
-    lo = 0 if periodic else 1
     for i in prange(nx):
-        im, ip = B.neighbours(i, nx)
         for j in range(ny):
-            jm, jp = B.neighbours(j, ny)
             for k in range(nz):
-                km, kp = B.neighbours(k, nz)
+                im, ip, jm, jp, km, kp = stencil_indices(i, j, k, nx, ny, nz)
                 fxm, fxp, fym, fyp, fzm, fzp = faces_at(e0, e1, e2, mode, i, j, k, im, ip, jm,
                                                         jp, km, kp)  # fmt: skip
-                inside = lo <= i < nx - lo and lo <= j < ny - lo and lo <= k < nz - lo
+                inside = unknown(i, j, k, nx, ny, nz, periodic)
                 if stencil:
                     cxp, cyp, czp = fxp / hx2, fyp / hy2, fzp / hz2
                     cx[i, j, k] = cxp

@@ -244,7 +244,7 @@ class CUDABackend(Backend):
             dev.launch(
                 K.operator_stencil, self._full_grid(shape), self.config.jacobi_block,
                 self._v(phi_c), *(self._v(a) for a in eps), mode, k2v, k2 is not None,
-                problem.eps_cavity, *h2, self._v(b64), *(self._v(c) for c in coef),
+                problem.eps_cavity, *h2, self._v(b64), True, *(self._v(c) for c in coef),
                 self._v(diag if diagonal else self._dummy(dtype)), diagonal,
                 self._v(shift if shift is not None else self._dummy(dtype)),
                 nx, ny, nz, periodic,
@@ -262,7 +262,7 @@ class CUDABackend(Backend):
                                shift=shift)  # fmt: skip
 
     def operator64(self, problem) -> ProblemOperator:
-        """The problem's maps on the device, and b from :func:`~.kernels.operator_rhs`.
+        """The problem's maps on the device, and b from :func:`~.kernels.operator_stencil`.
 
         The maps are the problem's own arrays where they are C-ordered CuPy arrays (else
         device copies in their dtype); b is the one float64 grid array made here.
@@ -276,10 +276,12 @@ class CUDABackend(Backend):
             phi_c = self._resident(problem.phi_coulomb)
             b = self.dev.empty(shape, np.float64)
             k2v = self._v(k2 if k2 is not None else self._dummy(np.float64))
+            none = self._v(self._dummy(np.float64))  # no stencil written
             self.dev.launch(
-                K.operator_rhs, self._full_grid(shape), self.config.jacobi_block, self._v(phi_c),
-                *(self._v(a) for a in eps), mode, k2v, k2 is not None, problem.eps_cavity, *h2,
-                self._v(b), nx, ny, nz, periodic,
+                K.operator_stencil, self._full_grid(shape), self.config.jacobi_block,
+                self._v(phi_c), *(self._v(a) for a in eps), mode, k2v, k2 is not None,
+                problem.eps_cavity, *h2, self._v(b), False, none, none, none, none, False, none,
+                nx, ny, nz, periodic,
             )  # fmt: skip
             del phi_c
             if problem.is_singular:

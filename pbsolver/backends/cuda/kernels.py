@@ -247,6 +247,31 @@ def _column(nx, ny, nz, chunk):
 
 
 @cuda.jit(device=True)
+def _unknown_column(nx, ny, nz, chunk, periodic):
+    """:func:`_column` cut to the unknowns (``_inside``): ``(j, k, i0, i1, nx, ny, nz)``.
+
+    On a Dirichlet grid a column of the outer layer gets no planes, any other the planes off
+    the outer layer.
+    """
+    j, k, i0, i1, nx, ny, nz = _column(nx, ny, nz, chunk)
+    if not periodic:
+        if j < ONE or k < ONE or j + ONE >= ny or k + ONE >= nz:
+            i1 = i0
+        else:
+            i0 = max(i0, ONE)
+            i1 = min(i1, nx - ONE)
+    return j, k, i0, i1, nx, ny, nz
+
+
+@cuda.jit(device=True)
+def _flat_stencil(i, j, k, nx, ny, nz):
+    """``(p, im, ip, jm, jp, km, kp)``: node (i, j, k)'s flat index and its neighbours'."""
+    p = (i * ny + j) * nz + k
+    im, ip, jm, jp, km, kp = _neighbours(i, j, k, nx, ny, nz, p)
+    return p, im, ip, jm, jp, km, kp
+
+
+@cuda.jit(device=True)
 def _store_partial(sm, acc, nthreads, partials):
     """``partials[block] = Σ acc`` over the block's threads, added in a fixed order."""
     total = _block_sum(sm, acc, nthreads)
@@ -281,15 +306,13 @@ def reductions(bk: int, bj: int):
     @cuda.jit
     def residual_sumsq(x, b, cx, cy, cz, d, dmode, nx, ny, nz, periodic, chunk, partials):
         sm = cuda.shared.array(nthreads, dtype=float64)
-        j, k, i, i1, unx, uny, unz = _column(nx, ny, nz, chunk)
+        j, k, i, i1, unx, uny, unz = _unknown_column(nx, ny, nz, chunk, periodic)
         acc = float64(0.0)
         while i < i1:
-            if _inside(i, j, k, unx, uny, unz, periodic):
-                p = (i * uny + j) * unz + k
-                im, ip, jm, jp, km, kp = _neighbours(i, j, k, unx, uny, unz, p)
-                s, diag = _sum_diag(x, b, cx, cy, cz, d, dmode, p, im, ip, jm, jp, km, kp)
-                r = B.residual(float64(s), float64(diag), float64(x[p]))
-                acc += r * r
+            p, im, ip, jm, jp, km, kp = _flat_stencil(i, j, k, unx, uny, unz)
+            s, diag = _sum_diag(x, b, cx, cy, cz, d, dmode, p, im, ip, jm, jp, km, kp)
+            r = B.residual(float64(s), float64(diag), float64(x[p]))
+            acc += r * r
             i += ONE
         _store_partial(sm, acc, nthreads, partials)
 
@@ -514,31 +537,15 @@ def operator_residual_point(x, b, e0, e1, e2, mode, k2, has_k2, hx2, hy2, hz2, n
 
 
 @cuda.jit
-def operator_rhs(phi_c, e0, e1, e2, mode, k2, has_k2, eps_c, hx2, hy2, hz2, out, nx, ny, nz,
-                 periodic):  # fmt: skip
-    """The float64 right-hand side (``B.rhs_node``) from the problem's own maps; 0 if fixed."""
-    where, p, im, ip, jm, jp, km, kp = _stencil_node(nx, ny, nz, periodic)
-    if where == FIXED:
-        out[p] = 0.0
-    elif where == UNKNOWN:
-        fxm, fxp, fym, fyp, fzm, fzp = _faces_at(e0, e1, e2, mode, p, im, ip, jm, jp, km, kp)
-        kk = float64(k2[p]) if has_k2 else 0.0
-        out[p] = B.rhs_node(
-            float64(phi_c[p]), eps_c, fxm, float64(phi_c[im]), fxp, float64(phi_c[ip]), fym,
-            float64(phi_c[jm]), fyp, float64(phi_c[jp]), fzm, float64(phi_c[km]), fzp,
-            float64(phi_c[kp]), hx2, hy2, hz2, kk,
-        )  # fmt: skip
+def operator_stencil(phi_c, e0, e1, e2, mode, k2, has_k2, eps_c, hx2, hy2, hz2, b, stencil,
+                     cx, cy, cz, diag, write_diag, shift, nx, ny, nz, periodic):  # fmt: skip
+    """The right-hand side and, with ``stencil``, the stencil from the problem's own maps.
 
-
-@cuda.jit
-def operator_stencil(phi_c, e0, e1, e2, mode, k2, has_k2, eps_c, hx2, hy2, hz2, b, cx, cy, cz,
-                     diag, write_diag, shift, nx, ny, nz, periodic):  # fmt: skip
-    """A stencil from the problem's own maps in one pass (no float64 face arrays).
-
-    ``b`` (float64) gets ``B.rhs_node`` on the unknowns, 0 on fixed nodes; ``cx, cy, cz``
-    each node's +x, +y, +z coefficient ``ε_face/h²`` on every node; ``diag`` (``write_diag``)
-    the float64 sum of the six plus κ̄² rounded once to its dtype (1 on fixed nodes); ``shift``
-    κ̄² (with salt).
+    One pass, no float64 face arrays. ``b`` (float64) gets ``B.rhs_node`` on the unknowns, 0
+    on fixed nodes. With ``stencil``: ``cx, cy, cz`` each node's +x, +y, +z coefficient
+    ``ε_face/h²`` on every node; ``diag`` (``write_diag``) the float64 sum of the six plus κ̄²
+    rounded once to its dtype (1 on fixed nodes); ``shift`` κ̄² (with salt). Without
+    ``stencil`` only ``b`` is written (the others may be any arrays; ``write_diag`` False).
     Faces ``ε_face/h²`` divided in float64 and stored in the outputs' dtype, as the CPU
     backend's :func:`pbsolver.backends.cpu.operator_kernels.assemble`.
     """
@@ -550,12 +557,13 @@ def operator_stencil(phi_c, e0, e1, e2, mode, k2, has_k2, eps_c, hx2, hy2, hz2, 
     cxp = fxp / hx2
     cyp = fyp / hy2
     czp = fzp / hz2
-    cx[p] = cxp
-    cy[p] = cyp
-    cz[p] = czp
     kk = float64(k2[p]) if has_k2 else 0.0
-    if has_k2:
-        shift[p] = kk
+    if stencil:
+        cx[p] = cxp
+        cy[p] = cyp
+        cz[p] = czp
+        if has_k2:
+            shift[p] = kk
     if not _inside(i, j, k, unx, uny, unz, periodic):
         if write_diag:
             diag[p] = 1.0
@@ -586,15 +594,13 @@ def operator_reduction(bk: int, bj: int):
     def operator_sumsq(x, b, e0, e1, e2, mode, k2, has_k2, hx2, hy2, hz2, nx, ny, nz, periodic,
                        chunk, partials):  # fmt: skip
         sm = cuda.shared.array(nthreads, dtype=float64)
-        j, k, i, i1, unx, uny, unz = _column(nx, ny, nz, chunk)
+        j, k, i, i1, unx, uny, unz = _unknown_column(nx, ny, nz, chunk, periodic)
         acc = float64(0.0)
         while i < i1:
-            if _inside(i, j, k, unx, uny, unz, periodic):
-                p = (i * uny + j) * unz + k
-                im, ip, jm, jp, km, kp = _neighbours(i, j, k, unx, uny, unz, p)
-                r = _operator_residual(x, b, e0, e1, e2, mode, k2, has_k2, hx2, hy2, hz2, p, im,
-                                       ip, jm, jp, km, kp)  # fmt: skip
-                acc += r * r
+            p, im, ip, jm, jp, km, kp = _flat_stencil(i, j, k, unx, uny, unz)
+            r = _operator_residual(x, b, e0, e1, e2, mode, k2, has_k2, hx2, hy2, hz2, p, im, ip,
+                                   jm, jp, km, kp)  # fmt: skip
+            acc += r * r
             i += ONE
         _store_partial(sm, acc, nthreads, partials)
 

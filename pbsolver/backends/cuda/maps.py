@@ -40,6 +40,7 @@ _P = B.make_point_sums(_dev, _dev)
 _line, _union_line, _ses_line = _S["line"], _S["union_line"], _S["ses_line"]
 _pair_arcs, _pair_owner, _fill_circle = _S["pair_arcs"], _S["pair_owner"], _S["fill_circle"]
 _coulomb_node, _debye_huckel_node = _P["coulomb_node"], _P["debye_huckel_node"]
+_grid_point = _P["grid_point"]
 
 
 # ------------------------------------------------------------------ kernels
@@ -98,12 +99,7 @@ def _k_coulomb_sum(out, origin, spacing, rel, q, scale, periodic, box, tol2):
     nx, ny, nz = out.shape
     if node >= nx * ny * nz:
         return
-    i = node // (ny * nz)
-    j = (node // nz) % ny
-    k = node % nz
-    x = origin[0] + i * spacing[0]
-    y = origin[1] + j * spacing[1]
-    z = origin[2] + k * spacing[2]
+    i, j, k, x, y, z = _grid_point(node, ny, nz, origin, spacing)
     if periodic:
         v = _coulomb_node(rel, q, 0, x, y, z, box, tol2)
     else:
