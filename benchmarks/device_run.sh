@@ -143,6 +143,9 @@ elif [ "${1:-single}" = "s9c" ]; then  # ninth session: stacked Newton on CUDA, 
     --batch 16 --repeat 3 --json "$R/nonlinear_batch.json"
   step nonlinear_cost 90 python3 benchmarks/nonlinear_cost.py --backend cuda --n 129 257 \
     --repeat 5 --json "$R/nonlinear_cost.json"
+elif [ "${1:-single}" = "s9d" ]; then  # ninth session, after the dedupe merge: every GPU test
+  step gpu_tests 470 python3 -m pytest -n 0 -m gpu -q -p no:cacheprovider -W ignore::Warning -rs \
+    -x --durations=15
 elif [ "${1:-single}" = "multi" ]; then
   step frames_profile 100 python3 benchmarks/frames_profile.py --batches 1 32 \
     --json "$R/frames_profile.json"
