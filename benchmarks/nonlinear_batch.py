@@ -18,22 +18,22 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
 import pbsolver as pb
 from pbsolver.arrays import to_numpy
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from nonlinear_cost import problem  # noqa: E402  (the same grid placement)
+
 
 def problems_for(atoms, n, batch, salts):
-    """``batch`` problems of ``atoms`` on one n³ grid, one ionic strength each."""
-    lo, hi = atoms.bounds(with_radii=True)
-    spacing = (float(np.max(hi - lo)) + 16.0) / (n - 1)
-    center = tuple(0.5 * (lo + hi) + 0.37 * spacing)  # off the nodes: no charge on a node
-    return [pb.Problem.from_atoms(atoms, spacing=spacing, shape=(n, n, n), center=center,
-                                  ionic_strength=float(I), nonlinear=True)
-            for I in np.geomspace(salts[0], salts[1], batch)]  # fmt: skip
+    """``batch`` problems of ``atoms`` on one n³ grid (8 Å margin), one ionic strength each."""
+    return [problem(atoms, n, 8.0, float(I)) for I in np.geomspace(salts[0], salts[1], batch)]
 
 
 def timed(problems, mode, options, repeat):

@@ -537,9 +537,8 @@ def solve_newton_stack(solver, backend, problems, method_name: str, x0=None) -> 
                                     unlifted=method_name == "multigrid")  # fmt: skip
         system.assemble(problems, x0)
         guessed = x0 is not None and any(g is not None for g in x0)
-        u = backend.asarray(system.x, np.float64) if guessed else None
-        if u is not None and u is system.x:
-            u = backend.copy(u)
+        # the iterate is updated in place: a float64 copy of the assembled guesses, never x
+        u = backend.copy(backend.asarray(system.x, np.float64)) if guessed else None
         eq = _Equation.of_stack(backend, system, problems)
         kappa2 = system.unlifted[3] if system.unlifted is not None else None
         outs = _iterate(solver, eq, system, system.st, kappa2, method_name, u, start)
@@ -681,7 +680,7 @@ def _iterate(solver, eq, system, st, kappa2, method_name, u, start):
                 "retries": 0, "linear_seconds": 0.0}  # fmt: skip
         steps.append(info)
         alpha = None
-        tighter = np.ones(n)
+        tighter = 1.0  # a step that was no descent direction: its η, a hundredfold smaller
         while True:  # an inexact step that is no descent direction is solved again, tighter
             be.fill(system.x, 0.0)
             solving = time.perf_counter()
@@ -706,7 +705,7 @@ def _iterate(solver, eq, system, st, kappa2, method_name, u, start):
                 reason = "stagnated"
                 break
             tighter *= 1e-2
-            info["eta"] = max(info["eta"] * 1e-2, ETA_MIN)
+            info["eta"] = max(info["eta"] * 1e-2, ETA_MIN)  # the record: the largest block's
             info["retries"] += 1
         if alpha is None:
             break
