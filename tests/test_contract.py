@@ -72,6 +72,7 @@ def _sim_backend():
         jacobi_block=(8, 4, 2),
         reduce_block=(8, 4),
         reduce_chunk=3,
+        flat_threads=32,
     )
     return CUDABackend(device="numba", config=cfg)
 

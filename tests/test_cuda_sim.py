@@ -50,6 +50,7 @@ class _Ctx:
             "jacobi_block": (8, 4, 2),
             "reduce_block": (8, 4),
             "reduce_chunk": 3,
+            "flat_threads": 32,
         }
         self.cpu = CPUBackend()
         self.gpu = CUDABackend(device="numba", config=KernelConfig(**self.shapes))

@@ -42,8 +42,9 @@ from pbsolver.backends.bodies.frame_maps import CAP, make_frame_bodies
 #: import without it). A module global, because the simulator swaps it inside kernels.
 cuda = None
 
-#: Threads a CUDA block.
-THREADS = 128
+#: Threads a CUDA block: 128; 32 under numba's simulator, where every thread is a Python thread
+#: and the tiny test grids would leave most of a 128-thread block idle.
+THREADS = 32 if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" else 128
 #: Local capacities of the CUDA SES kernels (those of :mod:`pbsolver.backends.cuda.maps`'s,
 #: whose SES line body they share): spheres a line meets, exposed probe candidates near a line,
 #: and arc ends of a circle (2 × 192 neighbours + 2; the arc kernels are cuda.maps' own). The

@@ -35,6 +35,7 @@ lazily on first launch (no signatures here).
 from __future__ import annotations
 
 import functools
+import os
 
 import numpy as np
 from numba import cuda, float64, int64, uint64
@@ -329,12 +330,15 @@ def reductions(bk: int, bj: int):
     return residual_sumsq, sum_values
 
 
-FINISH_THREADS = 256
+#: Threads of the one-block reductions and of :func:`dot_partials`' blocks (the size of their
+#: shared arrays). Under numba's simulator every CUDA thread is a Python thread, so it runs the
+#: same tree and summation order with 32.
+FINISH_THREADS = 32 if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" else 256
 
 
 @cuda.jit
 def finish_sum(partials, n, out, slot):
-    """``out[slot] = Σ partials[:n]`` in a fixed order (launch with one block of 256)."""
+    """``out[slot] = Σ partials[:n]`` in a fixed order (one block of FINISH_THREADS)."""
     sm = cuda.shared.array(FINISH_THREADS, dtype=float64)
     t = cuda.threadIdx.x
     acc = float64(0.0)

@@ -25,6 +25,7 @@ from pbsolver.backends.bodies import maps as B
 from pbsolver.backends.bodies.lines import compile_lines
 from pbsolver.backends.bodies.maps import LineCapacityError
 from pbsolver.backends.cpu.maps import neighbour_lists, plane_bins
+from pbsolver.backends.frame_kernels import THREADS
 
 MAX_SPHERES = 384
 MAX_CANDIDATES = 384
@@ -32,7 +33,6 @@ MAX_NEIGHBOURS = 192
 #: Arc-endpoint buffer per circle. A named constant, not an expression at the call: numba-cuda
 #: needs a literal size for local arrays (the simulator accepts an expression, the GPU not).
 ARC_BUFFER = 2 * MAX_NEIGHBOURS + 2
-THREADS = 128
 
 _dev = cuda.jit(device=True)
 _S = B.make_ses(_dev, *compile_lines(_dev))
