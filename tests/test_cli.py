@@ -305,3 +305,26 @@ def test_batch_of_pqr_files_and_info(tmp_path):
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["born_ion.h5", "pair.h5"]
     res = run("info", two)
     assert res.exit_code == 0 and "atoms: 2" in res.stdout
+
+
+def test_backend_auto_without_a_cuda_driver_does_not_import_numba_cuda(tmp_path):
+    """With no loadable CUDA driver, backend="auto" answers "cpu" before importing numba.cuda;
+    where the driver loads, numba-cuda decides (and the GPU suite has the device)."""
+    code = (
+        "import sys\n"
+        "from pbsolver.backends import _no_cuda_driver, cuda_available, get_backend\n"
+        "print('DRIVER', not _no_cuda_driver())\n"
+        "print('BACKEND', get_backend('auto').name)\n"
+        "print('CUDA', cuda_available(), 'numba.cuda' in sys.modules)\n"
+    )
+    env = {k: v for k, v in cli_env().items() if k not in ("NUMBA_CUDA_DRIVER",
+                                                            "NUMBA_ENABLE_CUDASIM")}  # fmt: skip
+    proc = subprocess.run(
+        [PYTHON, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    if "DRIVER False" in proc.stdout:
+        assert "BACKEND cpu" in proc.stdout
+        assert "CUDA False False" in proc.stdout
+    else:
+        assert "CUDA True True" in proc.stdout or "CUDA False True" in proc.stdout

@@ -213,6 +213,35 @@ def test_dx_round_trip_through_griddata(tmp_path, suffix):
     assert 'type "double"' in head
 
 
+@pytest.mark.parametrize("dx_type", ["double", "float"])
+@pytest.mark.parametrize("shape", [(3, 3, 3), (5, 4, 7), (5, 5, 4), (97, 31, 70)])
+def test_dx_bytes_equal_griddataformats_writer(tmp_path, shape, dx_type, monkeypatch):
+    """The block-of-rows writer writes GridDataFormats' own bytes (n % 3 = 0, 1, 2 and more
+    values than one block), values over 16 decades; gzip holds the same text."""
+    from gridData import OpenDX
+
+    monkeypatch.setattr(dx, "_CHUNK", 3 * 1024)  # several blocks on the larger shape
+    rng = np.random.default_rng(sum(shape))
+    grid = pb.Grid(shape, spacing=(0.37, 0.5, 1.1), origin=(-1.5, 2.25, 0.1))
+    values = rng.normal(0, 5, shape) * 10.0 ** rng.integers(-8, 8, shape)
+    ours = dx.write_dx(tmp_path / "ours.dx", values, grid, potential=False, dx_type=dx_type)
+    comments = ["MAP", f"written by pbsolver {pb.__version__}; origin = centre of node [0,0,0], "
+                "z fastest"]  # fmt: skip
+    field = OpenDX.field(
+        "density",
+        components={
+            "positions": OpenDX.gridpositions(1, grid.shape, grid.origin, grid.spacing),
+            "connections": OpenDX.gridconnections(2, grid.shape),
+            "data": OpenDX.array(3, values, type=dx_type),
+        },
+        comments=comments,
+    )
+    field.write(str(tmp_path / "theirs.dx"))
+    assert ours.read_bytes() == (tmp_path / "theirs.dx").read_bytes()
+    packed = dx.write_dx(tmp_path / "ours.dx.gz", values, grid, potential=False, dx_type=dx_type)
+    assert gzip.decompress(packed.read_bytes()) == ours.read_bytes()
+
+
 def test_dx_temperature_and_raw_maps(tmp_path):
     grid = pb.Grid((4, 4, 4), spacing=1.0)
     values = np.arange(64.0).reshape(4, 4, 4) + 1

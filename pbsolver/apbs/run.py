@@ -394,21 +394,10 @@ def _accessibility(maps, calc, grid) -> np.ndarray:
 
 def _stage(staging, target, values, grid, potential, temperature):
     """Write one map under ``staging`` (published by :func:`_publish` when all has run)."""
-    import gzip
-
     from pbsolver.io.dx import write_dx
 
     staged = staging / f"{len(list(staging.iterdir())):04d}-{target.name}"
-    if not staged.name.endswith(".gz"):
-        write_dx(staged, values, grid, potential=potential, temperature=temperature)
-        return
-    # GridDataFormats compresses line by line (several times slower than the text itself):
-    # write the text, then compress it in one pass
-    plain = staging / "plain.tmp.dx"
-    write_dx(plain, values, grid, potential=potential, temperature=temperature)
-    with open(plain, "rb") as src, gzip.open(staged, "wb") as dst:
-        shutil.copyfileobj(src, dst, 1 << 20)
-    plain.unlink()
+    write_dx(staged, values, grid, potential=potential, temperature=temperature)
 
 
 def _publish(staging, calcs) -> list:

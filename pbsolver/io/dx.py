@@ -5,13 +5,16 @@ which PyMOL, VMD and ChimeraX read as "APBS potential" maps; the header comments
 units and the temperature. The data type is ``double`` (PyMOL needs it), three values a line
 (VMD), C order with z fastest, origin at the centre of node [0, 0, 0].
 
-Writing goes through GridDataFormats; reading uses a strict parser of the same regular-grid
-subset (GridDataFormats 1.2 hangs on a truncated file), which checks the header's declared
-counts against a size limit before reading the data.
+Writing goes through GridDataFormats' objects (the same bytes as its writer), with the data
+section formatted a block of rows at a time instead of a value at a time, and gzip at level 4;
+reading uses a strict parser of the same regular-grid subset (GridDataFormats 1.2 hangs on a
+truncated file), which checks the header's declared counts against a size limit before reading
+the data.
 """
 
 from __future__ import annotations
 
+import functools
 import gzip
 import math
 import re
@@ -27,12 +30,58 @@ from pbsolver.grid import Grid, check_points
 from pbsolver.io.atomic import atomic_path
 from pbsolver.io.units import DEFAULT_TEMPERATURE, check_temperature, kT_kj_per_mol
 
+#: gzip level of ``.dx.gz`` files, as the HDF5 datasets' (GridDataFormats' gzip.open default
+#: is 9: about four times the time for 8 % less size on a potential map).
+GZIP_LEVEL = 4
+#: Values formatted in one pass when writing (a multiple of 3: whole rows).
+_CHUNK = 3 * 65536
+
 _KEYWORD_LINE = re.compile(r"^[ \t]*[A-Za-z]", re.MULTILINE)
 _DX_TYPES = ("float", "double", "int", "unsigned int", "short", "byte", "signed byte")
 
 
 def _is_gz(path: Path) -> bool:
     return path.name.endswith(".gz")
+
+
+@functools.cache
+def _writer_classes():
+    """GridDataFormats' ``array`` and ``field``, writing blocks of rows and gzip at GZIP_LEVEL.
+
+    The bytes are those of GridDataFormats' own writer: each value formatted as ``{:.Nf}``
+    (N = the dtype's decimal precision) or ``{:d}``, followed by a tab, three a line, then one
+    line with the values left over (empty when none are).
+    """
+    from gridData import OpenDX
+
+    class RowsArray(OpenDX.array):
+        def write(self, stream):
+            if self.type not in self.dx_types:
+                raise ValueError(f"DX type {self.type} is not supported in the DX format")
+            label = self.typequote + self.type + self.typequote
+            OpenDX.DXclass.write(
+                self, stream, f"type {label} rank 0 items {self.array.size} data follows"
+            )
+            fmt = "%d"
+            if self.array.dtype.kind in "fc":
+                fmt = f"%.{np.finfo(self.array.dtype).precision}f"
+            flat = self.array.reshape(-1)
+            full = flat.size - flat.size % 3
+            row = (fmt + "\t") * 3 + "\n"
+            for a in range(0, full, _CHUNK):
+                values = flat[a : min(a + _CHUNK, full)].tolist()
+                self._write_line(stream, row * (len(values) // 3) % tuple(values))
+            tail = "".join((fmt + "\t") % v for v in flat[full:].tolist())
+            self._write_line(stream, tail + "\n")
+            self._write_line(stream, 'attribute "dep" string "positions"\n')
+
+    class Field(OpenDX.field):
+        def _openfile_writing(self, filename):
+            if filename.endswith(".gz"):
+                return gzip.open(filename, "wb", compresslevel=GZIP_LEVEL)
+            return open(filename, "w")
+
+    return RowsArray, Field
 
 
 def write_dx(
@@ -101,12 +150,13 @@ def write_dx(
     comments.append(
         f"written by pbsolver {__version__}; origin = centre of node [0,0,0], z fastest"
     )
-    field = OpenDX.field(
+    rows_array, dx_field = _writer_classes()
+    field = dx_field(
         "density",
         components={
             "positions": OpenDX.gridpositions(1, grid.shape, grid.origin, grid.spacing),
             "connections": OpenDX.gridconnections(2, grid.shape),
-            "data": OpenDX.array(3, data, type=dx_type),
+            "data": rows_array(3, data, type=dx_type),
         },
         comments=comments,
     )
