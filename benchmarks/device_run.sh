@@ -146,6 +146,15 @@ elif [ "${1:-single}" = "s9c" ]; then  # ninth session: stacked Newton on CUDA, 
 elif [ "${1:-single}" = "s9d" ]; then  # ninth session, after the dedupe merge: every GPU test
   step gpu_tests 470 python3 -m pytest -n 0 -m gpu -q -p no:cacheprovider -W ignore::Warning -rs \
     -x --durations=15
+elif [ "${1:-single}" = "s10" ]; then  # tenth session: every GPU test after the simulator-size and start-up changes
+  step gpu_tests 500 python3 -m pytest -n 0 -m gpu -q -p no:cacheprovider -W ignore::Warning -rs \
+    -x --durations=15
+elif [ "${1:-single}" = "s10b" ]; then  # tenth session: the APBS suite on the H200 (issue 21)
+  step apbs_suite_cuda 300 python3 benchmarks/apbs_suite.py benchmarks/apbs_inputs --skip '*actin*' \
+    --no-apbs --backend cuda --json "$R/apbs_suite_cuda.json" --markdown "$R/apbs_suite_cuda.md"
+  step apbs_inprocess_cuda 240 python3 benchmarks/apbs_inprocess.py benchmarks/apbs_inputs \
+    --skip '*actin*' --backend cuda --runs 3 --json "$R/apbs_inprocess_cuda.json" \
+    --markdown "$R/apbs_inprocess_cuda.md"
 elif [ "${1:-single}" = "multi" ]; then
   step frames_profile 100 python3 benchmarks/frames_profile.py --batches 1 32 \
     --json "$R/frames_profile.json"
