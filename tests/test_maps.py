@@ -328,6 +328,26 @@ def test_problem_from_atoms(rng):
         pb.Problem.from_atoms(np.zeros((3, 3)))
 
 
+@pytest.mark.parametrize("surface", ["mol", "smol", "vdw"])
+def test_uniform_permittivity_maps_equal_the_surface_built_ones(rng, surface):
+    """pdie = sdie (APBS's reference runs): the maps, built without the surface, are ε on every
+    face, as the surface's own fractions give up to rounding; κ̄² keeps its surface."""
+    a = random_cluster(rng, n=8)
+    grid = maps.grid_for_atoms(a, spacing=0.6, margin=3.0)
+    m = maps.build_maps(a, grid, surface=surface, eps_in=3.0, eps_out=3.0, ionic_strength=0.1)
+    fr = maps.face_fractions(a, grid, surface, 1.4, ion_radius=2.0)
+    assert any(((f > 0) & (f < 1)).any() for f in fr)  # the surface crosses faces
+    for built, by_surface in zip(m.epsilon_faces, maps.faces_from_fractions(fr, 3.0, 3.0),
+                                 strict=True):  # fmt: skip
+        assert (built == 3.0).all()
+        np.testing.assert_allclose(built, by_surface, rtol=1e-15)
+        assert built.dtype == by_surface.dtype and built.shape == grid.shape
+    salty = maps.build_maps(a, grid, surface=surface, eps_in=3.0, eps_out=78.54,
+                            ionic_strength=0.1)  # fmt: skip
+    np.testing.assert_array_equal(m.kappa2 > 0, salty.kappa2 > 0)  # κ̄² still has its surface
+    assert m.boundary_values is not None
+
+
 def test_problem_from_atoms_periodic(rng):
     a = random_cluster(rng, n=6)
     a = a.translated([-a.center()[0] + 0.2, 0.0, 0.0])  # straddles x = 0: imaged across

@@ -671,11 +671,16 @@ def _build(
         bar.set_postfix_str(next(stage), refresh=True)
 
     next_stage()
-    fr = face_fractions(
-        atoms, grid, ph.surface, ph.probe_radius, box=box, ses_step=ses_step, backend=be,
-        ion_radius=ph.ion_radius if ph.ionic_strength > 0 else 0.0,
-    )  # fmt: skip
-    faces = faces_from_fractions(fr, eps_in, ph.eps_out)
+    if eps_in == ph.eps_out:
+        # one permittivity everywhere (e.g. APBS's reference calculations, pdie = sdie): every
+        # face is ε whatever the surface, so the surface is not built
+        faces = tuple(np.full(grid.shape, float(eps_in)) for _ in range(3))
+    else:
+        fr = face_fractions(
+            atoms, grid, ph.surface, ph.probe_radius, box=box, ses_step=ses_step, backend=be,
+            ion_radius=ph.ion_radius if ph.ionic_strength > 0 else 0.0,
+        )  # fmt: skip
+        faces = faces_from_fractions(fr, eps_in, ph.eps_out)
     bar.update()
     next_stage()
     kappa2 = kappa2_map(
