@@ -155,6 +155,15 @@ elif [ "${1:-single}" = "s10b" ]; then  # tenth session: the APBS suite on the H
   step apbs_inprocess_cuda 240 python3 benchmarks/apbs_inprocess.py benchmarks/apbs_inputs \
     --skip '*actin*' --backend cuda --runs 3 --json "$R/apbs_inprocess_cuda.json" \
     --markdown "$R/apbs_inprocess_cuda.md"
+elif [ "${1:-single}" = "s10c" ]; then  # tenth session: the APBS suite with the maps on the GPU too
+  step gpu_apbs_tests 120 python3 -m pytest -n 0 -m gpu -q -p no:cacheprovider -W ignore::Warning -rs \
+    tests/test_apbs_input.py tests/test_cli.py
+  step apbs_inprocess_cuda_maps 200 python3 benchmarks/apbs_inprocess.py benchmarks/apbs_inputs \
+    --skip '*actin*' --backend cuda --runs 2 --json "$R/apbs_inprocess_cuda_maps.json" \
+    --markdown "$R/apbs_inprocess_cuda_maps.md"
+  step apbs_suite_cuda_maps 280 python3 benchmarks/apbs_suite.py benchmarks/apbs_inputs \
+    --skip '*actin*' --no-apbs --backend cuda --json "$R/apbs_suite_cuda_maps.json" \
+    --markdown "$R/apbs_suite_cuda_maps.md"
 elif [ "${1:-single}" = "multi" ]; then
   step frames_profile 100 python3 benchmarks/frames_profile.py --batches 1 32 \
     --json "$R/frames_profile.json"

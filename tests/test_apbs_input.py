@@ -720,3 +720,34 @@ def test_an_error_while_running_names_the_calculation(tmp_path):
     path = write_case(tmp_path, text, {"ion.pqr": [(0.0, 0.0, 0.0, 1.0, 0.0)]})
     with pytest.raises(pb.InputError, match=r"case\.in:4: ELEC #1 \(bare\): atom 0 .* sits"):
         run(path)
+
+
+def _peptide_input(tmp_path):
+    """The peptide (SES, 0.15 M, mdh) solvated and reference, and its PRINT difference."""
+    salt = "".join(f"    ion charge {z} conc 0.15 radius 2.0\n" for z in (1, -1))
+    kw = {"pdie": 2.0, "dime": 33, "glen": 30.0, "srad": 1.4}
+    text = (read_section("peptide.pqr") + elec("solv", ions=salt, **kw)
+            + elec("ref", sdie=2.0, **kw) + "print elecEnergy solv - ref end\nquit\n")  # fmt: skip
+    path = tmp_path / "pep.in"
+    path.write_text(text)
+    shutil.copy(ROOT / "data" / "peptide.pqr", tmp_path / "peptide.pqr")
+    return path
+
+
+def test_maps_backend_defaults_to_the_solves_backend(tmp_path):
+    path = _peptide_input(tmp_path)
+    default = run(path)
+    assert run(path, maps_backend="cpu").prints[0].value == default.prints[0].value
+    with pytest.raises(pb.InputError, match="backend"):
+        run(path, maps_backend="gpu")
+
+
+@pytest.mark.gpu
+def test_cuda_maps_and_solves_match_the_cpu(tmp_path):
+    """backend="cuda" builds the maps on the GPU too: the same energies as the CPU's maps."""
+    path = _peptide_input(tmp_path)
+    cpu = run(path).prints[0].value
+    gpu_maps = run(path, backend="cuda")
+    host_maps = run(path, backend="cuda", maps_backend="cpu").prints[0].value
+    assert gpu_maps.prints[0].value == pytest.approx(cpu, rel=1e-5)
+    assert host_maps == pytest.approx(cpu, rel=1e-5)

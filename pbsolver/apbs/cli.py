@@ -13,6 +13,9 @@ from pbsolver.cli import BACKENDS, METHODS
 @click.argument("input_file", type=click.Path(dir_okay=False))
 @click.option("--backend", type=click.Choice(BACKENDS), default="auto", show_default=True,
               help="Where the solves run.")  # fmt: skip
+@click.option("--maps-backend", type=click.Choice(BACKENDS), default=None,
+              help="Where the maps (surfaces, φ_c) are built [default: where the solves "
+              "run].")  # fmt: skip
 @click.option("--method", type=click.Choice(METHODS), default="auto", show_default=True,
               help="Iterative method of the solves.")  # fmt: skip
 @click.option("-o", "--output-dir", type=click.Path(file_okay=False), default=None,
@@ -36,8 +39,8 @@ def apbs(input_file, **options):
     """
     from pbsolver.apbs.run import run
 
-    # the options are named as run()'s keywords: backend, method, output_dir, allow_outside,
-    # skip_unsupported, surfaces
+    # the options are named as run()'s keywords: backend, maps_backend, method, output_dir,
+    # allow_outside, skip_unsupported, surfaces
     run(input_file, out=sys.stdout, **options)
     return 0
 

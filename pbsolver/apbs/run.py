@@ -160,6 +160,7 @@ def run(
     out=None,
     dtype=np.float32,
     surfaces: str = "exact",
+    maps_backend: str | None = None,
 ) -> ApbsRun:
     """Run an APBS input file (``.in``) with pbsolver.
 
@@ -182,6 +183,9 @@ def run(
         ``srfm mol``/``smol`` as pbsolver's exact edge fractions (default: the smaller
         discretisation error) or as APBS's own point-switched maps (APBS's numbers at the same
         spacing; :mod:`pbsolver.molecule.apbs_surface`).
+    maps_backend : {"auto", "cpu", "cuda"}, optional
+        Where the maps (surfaces, κ̄², φ_c, boundary values) are built; default: where the
+        solves run (``backend``, "auto" resolved). The APBS surfaces are built on the CPU.
     out : text stream, optional
         Where to print APBS-style output as it runs (e.g. ``sys.stdout``); None: print nothing
         (the text is in the result).
@@ -206,9 +210,12 @@ def run(
     >>> result.prints[0].value                                  # doctest: +SKIP
     -228.68...
     """
+    from pbsolver.backends import get_backend
+
     t_start = time.perf_counter()
     emit = _Output(out)
     inp = parse_file(path)
+    maps_backend = get_backend(backend if maps_backend is None else maps_backend).name
     outdir = Path("." if output_dir is None else os.fspath(output_dir))
     emit(f"pbsolver: running APBS input {inp.source}", "Parsed input file.")
     molecules = []
@@ -253,8 +260,8 @@ def run(
                 key = (calc.molecule, calc.physics.eps_in, calc.equation)
                 if key not in pairs:
                     pairs[key] = pair_terms(calc.atoms, calc.physics.eps_in, calc.equation)
-                res, chain = _run_one(calc, emit, backend, method, dtype, staging, chain, number,
-                                      pairs[key])  # fmt: skip
+                res, chain = _run_one(calc, emit, backend, maps_backend, method, dtype, staging,
+                                      chain, number, pairs[key])  # fmt: skip
             except InputError as exc:  # e.g. a charge on a node in the solvent: say which block
                 label = calc.block.label
                 raise InputError(f"{inp.source}:{calc.block.line}: {label}: {exc}") from exc
@@ -278,7 +285,7 @@ def run(
     return result
 
 
-def _run_one(calc, emit, backend, method, dtype, staging, chain, number, pairs):
+def _run_one(calc, emit, backend, maps_backend, method, dtype, staging, chain, number, pairs):
     """Solve one calculation on its grids, print its lines, stage its writes.
 
     ``chain`` holds the focusing levels of the calculation before (``bcfl focus`` continues
@@ -303,9 +310,10 @@ def _run_one(calc, emit, backend, method, dtype, staging, chain, number, pairs):
         if calc.focus_from is not None:
             start = list(chain)
         elif calc.grids[0].boundary == "zero":  # APBS' zero total potential: not a physics kind
-            problem, _ = model.build_problem(calc, calc.grids[0])
+            problem, _ = model.build_problem(calc, calc.grids[0], maps_backend=maps_backend)
             start = [FocusLevel(todo.pop(0), problem, solver.solve(problem))]
-        levels = solve_focused(atoms, start + todo, physics=calc.physics, solver=solver)
+        levels = solve_focused(atoms, start + todo, physics=calc.physics, solver=solver,
+                               maps_backend=maps_backend)  # fmt: skip
         rf_rows = level_rf_terms(atoms, levels)[-own:]
         if calc.physics.nonlinear and calc.physics.has_salt:
             ion_rows = level_ion_terms(levels)[-own:]
