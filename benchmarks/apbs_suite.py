@@ -154,7 +154,9 @@ def run_program(cmd, cwd, timeout, repeat=1) -> dict:
     result = {"command": cmd, "rc": best["rc"], "seconds": round(best["seconds"], 3)}
     result.update(parse_output(best["stdout"]))
     if best["rc"] != 0:
-        lines = [ln for ln in (best["stderr"] + best["stdout"]).splitlines() if ln.strip()]
+        # the reason is the last line on stderr (stdout holds the lines printed before it)
+        lines = [ln for ln in best["stderr"].splitlines() if ln.strip()]
+        lines = lines or [ln for ln in best["stdout"].splitlines() if ln.strip()]
         result["error"] = lines[-1] if lines else ""
     version = _VERSION.search(best["stdout"])
     if version:

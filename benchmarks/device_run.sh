@@ -161,9 +161,6 @@ elif [ "${1:-single}" = "s10c" ]; then  # tenth session: the APBS suite with the
   step apbs_inprocess_cuda_maps 200 python3 benchmarks/apbs_inprocess.py benchmarks/apbs_inputs \
     --skip '*actin*' --backend cuda --runs 2 --json "$R/apbs_inprocess_cuda_maps.json" \
     --markdown "$R/apbs_inprocess_cuda_maps.md"
-  step apbs_suite_cuda_maps 280 python3 benchmarks/apbs_suite.py benchmarks/apbs_inputs \
-    --skip '*actin*' --no-apbs --backend cuda --json "$R/apbs_suite_cuda_maps.json" \
-    --markdown "$R/apbs_suite_cuda_maps.md"
 elif [ "${1:-single}" = "multi" ]; then
   step frames_profile 100 python3 benchmarks/frames_profile.py --batches 1 32 \
     --json "$R/frames_profile.json"
