@@ -374,8 +374,9 @@ COST_PASS = 1.3
 COST_PROLONG = 3.0
 #: "auto" keeps the direct sum below this many pair terms (a fraction of a second)...
 AUTO_MIN_PAIRS = 1e8
-#: ...and where the fast sum is not estimated to take less than this fraction of its time.
-AUTO_GAIN = 0.75
+#: ...and where the fast sum is not estimated to take less than this fraction of its time. The
+#: estimate errs high on small grids (BENCHMARKS.md, tenth session), so 1: any estimated gain.
+AUTO_GAIN = 1.0
 #: How φ_c is summed: "auto" picks (:func:`use_fast`), "direct" or "fast" force one.
 METHODS = ("auto", "direct", "fast")
 
