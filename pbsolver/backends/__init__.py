@@ -572,7 +572,9 @@ def _no_cuda_driver() -> bool:
 
 def cuda_available() -> bool:
     """True when numba-cuda and CuPy import and a CUDA device is usable (never raises)."""
-    if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" or _no_cuda_driver():
+    from pbsolver.backends.launch_sizes import simulated
+
+    if simulated() or _no_cuda_driver():
         return False
     try:
         from numba import cuda

@@ -30,21 +30,18 @@ from __future__ import annotations
 
 import functools
 import math
-import os
 from types import SimpleNamespace
 
 import numpy as np
 
 from pbsolver.backends.bodies import maps as maps_bodies
 from pbsolver.backends.bodies.frame_maps import CAP, make_frame_bodies
+from pbsolver.backends.launch_sizes import THREADS, simulated
 
 #: numba.cuda, imported by :func:`cuda_kernels` (numba-cuda is optional: the CPU kernels must
 #: import without it). A module global, because the simulator swaps it inside kernels.
 cuda = None
 
-#: Threads a CUDA block: 128; 32 under numba's simulator, where every thread is a Python thread
-#: and the tiny test grids would leave most of a 128-thread block idle.
-THREADS = 32 if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" else 128
 #: Local capacities of the CUDA SES kernels (those of :mod:`pbsolver.backends.cuda.maps`'s,
 #: whose SES line body they share): spheres a line meets, exposed probe candidates near a line,
 #: and arc ends of a circle (2 × 192 neighbours + 2; the arc kernels are cuda.maps' own). The
@@ -175,7 +172,7 @@ def cuda_kernels():
                       cand):  # fmt: skip
             bad[0] = 1
 
-    if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":  # the simulator has no libdevice
+    if simulated():  # the simulator has no libdevice
 
         @cuda.jit(device=True)
         def rsqrt(x):  # rsqrt(0) = inf, rsqrt(inf) = 0, as the hardware's

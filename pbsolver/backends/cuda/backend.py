@@ -7,7 +7,6 @@ and the :meth:`CUDABackend.capture` contract.
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -16,6 +15,7 @@ from pbsolver.backends import LARGE_METHODS, Backend, ProblemOperator, Stencil
 from pbsolver.backends.bodies.operator import ARITHMETIC, FACE_MAPS, HARMONIC
 from pbsolver.backends.cuda import kernels as K
 from pbsolver.backends.cuda.device import VIEW_CACHE, CuPyDevice, LRUCache, NumbaDevice, grid_for
+from pbsolver.backends.launch_sizes import FINISH_THREADS, simulated
 from pbsolver.exceptions import InputError
 
 #: Bytes a full red–black sweep must move per node through device memory, for a stencil
@@ -60,7 +60,7 @@ class KernelConfig:
 
 
 def _simulated() -> bool:
-    return os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
+    return simulated()
 
 
 def _ceil(a, b):
@@ -507,9 +507,9 @@ class CUDABackend(Backend):
 
         def enqueue():
             self._residual(st, x, r)
-            self.dev.launch(K.block_sumsq, (chunks, n_blocks), K.FINISH_THREADS, self._v(r),
+            self.dev.launch(K.block_sumsq, (chunks, n_blocks), FINISH_THREADS, self._v(r),
                             per, chunks, self._v(buf))  # fmt: skip
-            self.dev.launch(K.weighted_block_max, 1, K.FINISH_THREADS, self._v(buf), chunks,
+            self.dev.launch(K.weighted_block_max, 1, FINISH_THREADS, self._v(buf), chunks,
                             self._v(weights), n_blocks, self._v(self._sums), 3)  # fmt: skip
             self.dev.copy_to_host_async(self._sums, 3)
 
@@ -547,7 +547,7 @@ class CUDABackend(Backend):
                 self.config.reduce_chunk, self._v(partials),
             )  # fmt: skip
         self.dev.launch(
-            K.finish_sum, 1, K.FINISH_THREADS, self._v(partials), n, self._v(self._sums), 0
+            K.finish_sum, 1, FINISH_THREADS, self._v(partials), n, self._v(self._sums), 0
         )
         if copy:
             self.dev.copy_to_host_async(self._sums, 0)
@@ -561,7 +561,7 @@ class CUDABackend(Backend):
             sums, grid, block, self._v(x), nx, ny, nz, self.config.reduce_chunk, self._v(partials)
         )
         self.dev.launch(
-            K.finish_sum, 1, K.FINISH_THREADS, self._v(partials), n, self._v(self._sums), 1
+            K.finish_sum, 1, FINISH_THREADS, self._v(partials), n, self._v(self._sums), 1
         )
         self._flat(K.subtract_mean, x, self._sums, 1)
 
@@ -632,7 +632,7 @@ class CUDABackend(Backend):
             self.dev.run(key, lambda: self._flat(K.axpby, y, x, t(a), t(b)))
 
     def dot(self, x, y):
-        t = K.FINISH_THREADS  # the block size of dot_partials' shared array
+        t = FINISH_THREADS  # the block size of dot_partials' shared array
         n = x.size
         nblocks = min(1024, grid_for(n, t))
         key = self._key("dot", x, y)

@@ -35,12 +35,12 @@ lazily on first launch (no signatures here).
 from __future__ import annotations
 
 import functools
-import os
 
 import numpy as np
 from numba import cuda, float64, int64, uint64
 
 from pbsolver.backends.bodies.operator import FACE_MAPS, compile_bodies
+from pbsolver.backends.launch_sizes import FINISH_THREADS
 
 #: The operator's bodies as device functions (also used by the stack and coarse kernels).
 B = compile_bodies(cuda.jit(device=True))
@@ -328,12 +328,6 @@ def reductions(bk: int, bj: int):
         _store_partial(sm, acc, nthreads, partials)
 
     return residual_sumsq, sum_values
-
-
-#: Threads of the one-block reductions and of :func:`dot_partials`' blocks (the size of their
-#: shared arrays). Under numba's simulator every CUDA thread is a Python thread, so it runs the
-#: same tree and summation order with 32.
-FINISH_THREADS = 32 if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" else 256
 
 
 @cuda.jit

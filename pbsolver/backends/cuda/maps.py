@@ -25,7 +25,7 @@ from pbsolver.backends.bodies import maps as B
 from pbsolver.backends.bodies.lines import compile_lines
 from pbsolver.backends.bodies.maps import LineCapacityError
 from pbsolver.backends.cpu.maps import neighbour_lists, plane_bins
-from pbsolver.backends.frame_kernels import THREADS
+from pbsolver.backends.launch_sizes import THREADS
 
 MAX_SPHERES = 384
 MAX_CANDIDATES = 384
