@@ -161,6 +161,15 @@ elif [ "${1:-single}" = "s10c" ]; then  # tenth session: the APBS suite with the
   step apbs_inprocess_cuda_maps 200 python3 benchmarks/apbs_inprocess.py benchmarks/apbs_inputs \
     --skip '*actin*' --backend cuda --runs 2 --json "$R/apbs_inprocess_cuda_maps.json" \
     --markdown "$R/apbs_inprocess_cuda_maps.md"
+elif [ "${1:-single}" = "s10d" ]; then  # tenth session: where an in-process APBS run spends its time on the H200
+  cp -r benchmarks/apbs_inputs/FKBP /tmp/fk && (cd /tmp/fk && python3 -c "
+import cProfile, pstats, io, time, pbsolver as pb
+for i in range(2):
+    t = time.perf_counter(); pb.apbs.run('1d7h-dmso-mol.in', backend='cuda', out=io.StringIO()); print('run', i, time.perf_counter() - t)
+pr = cProfile.Profile(); pr.enable(); r = pb.apbs.run('1d7h-dmso-mol.in', backend='cuda', out=io.StringIO()); pr.disable()
+print(r.text[-3000:])
+s = pstats.Stats(pr); s.sort_stats('tottime').print_stats(25); s.sort_stats('cumulative').print_stats(40)
+" > "$R/fkbp_profile.txt" 2>&1)
 elif [ "${1:-single}" = "multi" ]; then
   step frames_profile 100 python3 benchmarks/frames_profile.py --batches 1 32 \
     --json "$R/frames_profile.json"
