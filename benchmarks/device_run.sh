@@ -170,6 +170,11 @@ pr = cProfile.Profile(); pr.enable(); r = pb.apbs.run('1d7h-dmso-mol.in', backen
 print(r.text[-3000:])
 s = pstats.Stats(pr); s.sort_stats('tottime').print_stats(25); s.sort_stats('cumulative').print_stats(40)
 " > "$R/fkbp_profile.txt" 2>&1)
+elif [ "${1:-single}" = "s10e" ]; then  # tenth session: the maps' arrays through CuPy's pool; its GPU tests and the FKBP run again
+  step gpu_maps_tests 200 python3 -m pytest -n 0 -m gpu -q -p no:cacheprovider -W ignore::Warning -rs \
+    tests/test_cuda_maps.py tests/test_apbs_input.py tests/test_focusing.py tests/test_calculator.py
+  step apbs_inprocess_fkbp 100 python3 benchmarks/apbs_inprocess.py benchmarks/apbs_inputs \
+    --only '*FKBP*' --backend cuda --runs 3 --json "$R/apbs_inprocess_fkbp.json"
 elif [ "${1:-single}" = "multi" ]; then
   step frames_profile 100 python3 benchmarks/frames_profile.py --batches 1 32 \
     --json "$R/frames_profile.json"

@@ -31,6 +31,7 @@ from pbsolver.apbs.energy import level_ion_terms, level_rf_terms, pair_terms
 from pbsolver.apbs.files import read_molecule
 from pbsolver.apbs.parser import parse_file
 from pbsolver.arrays import to_numpy
+from pbsolver.backends import BACKENDS
 from pbsolver.exceptions import InputError
 from pbsolver.options import choice
 
@@ -210,12 +211,11 @@ def run(
     >>> result.prints[0].value                                  # doctest: +SKIP
     -228.68...
     """
-    from pbsolver.backends import get_backend
-
     t_start = time.perf_counter()
     emit = _Output(out)
     inp = parse_file(path)
-    maps_backend = get_backend(backend if maps_backend is None else maps_backend).name
+    if maps_backend is not None:
+        choice(maps_backend, "maps_backend", BACKENDS)
     outdir = Path("." if output_dir is None else os.fspath(output_dir))
     emit(f"pbsolver: running APBS input {inp.source}", "Parsed input file.")
     molecules = []
@@ -304,7 +304,12 @@ def _run_one(calc, emit, backend, maps_backend, method, dtype, staging, chain, n
     if calc.homogeneous:
         rf_rows = np.zeros((own, len(atoms)))
     else:
+        from pbsolver.backends import get_backend
+
         solver = Solver(method=method, backend=backend, rtol=calc.rtol, dtype=dtype, strict=True)
+        # the maps where the solves run unless told (resolved here: an input without a solve
+        # loads no backend)
+        maps_backend = maps_backend or get_backend(backend).name
         start = []
         todo = [plan.grid for plan in calc.grids]
         if calc.focus_from is not None:

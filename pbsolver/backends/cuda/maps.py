@@ -16,6 +16,7 @@ and return NumPy arrays, as the CPU ones do.
 
 from __future__ import annotations
 
+import functools
 import sys
 
 import numpy as np
@@ -25,7 +26,7 @@ from pbsolver.backends.bodies import maps as B
 from pbsolver.backends.bodies.lines import compile_lines
 from pbsolver.backends.bodies.maps import LineCapacityError
 from pbsolver.backends.cpu.maps import neighbour_lists, plane_bins
-from pbsolver.backends.launch_sizes import THREADS
+from pbsolver.backends.launch_sizes import THREADS, simulated
 
 MAX_SPHERES = 384
 MAX_CANDIDATES = 384
@@ -159,19 +160,69 @@ def _blocks(n):
     return max(1, (n + THREADS - 1) // THREADS)
 
 
+@functools.cache
+def _cupy():
+    """CuPy where it runs (a GPU, not the simulator), else None.
+
+    The maps' many small inputs go through CuPy's memory pool: numba's ``to_device`` allocates
+    and copies synchronously, with a Python overhead per array that dominated the κ̄² map's
+    sub-sampled launches (BENCHMARKS.md, tenth session). numba's kernels take CuPy arrays
+    (``__cuda_array_interface__``). numba launches them on the legacy default stream, so the
+    CuPy work here runs there too (``Stream.null``), whatever stream is current around it.
+    """
+    if simulated():
+        return None
+    try:
+        import cupy
+    except ImportError:
+        return None
+    return cupy
+
+
 def _device(a):
-    return cuda.to_device(np.ascontiguousarray(a))
+    """A device copy of the host array ``a`` (C order)."""
+    cp = _cupy()
+    a = np.ascontiguousarray(a)
+    if cp is None:
+        return cuda.to_device(a)
+    with cp.cuda.Stream.null:
+        return cp.asarray(a)
+
+
+def _zeros(shape, dtype=np.float64):
+    cp = _cupy()
+    if cp is None:
+        return cuda.to_device(np.zeros(shape, dtype))
+    with cp.cuda.Stream.null:
+        return cp.zeros(shape, dtype)
+
+
+def _empty(shape, dtype=np.float64):
+    cp = _cupy()
+    if cp is None:
+        return cuda.device_array(shape, dtype=dtype)
+    with cp.cuda.Stream.null:
+        return cp.empty(shape, dtype)
+
+
+def _host(d):
+    """The device array ``d`` as a NumPy array (synchronises)."""
+    cp = _cupy()
+    if cp is None:
+        return d.copy_to_host()
+    with cp.cuda.Stream.null:
+        return cp.asnumpy(d)
 
 
 def _check(overflow, what):
-    if overflow.copy_to_host()[0]:
+    if _host(overflow)[0]:
         raise LineCapacityError(f"{what} than the CUDA kernel holds")
 
 
 def sphere_union_lines(out_shape, axis, us, vs, t0, h, nbins, pos, radius, bins):
     """CUDA :func:`.cpu.maps.sphere_union_lines` (same arguments, NumPy result)."""
-    out = cuda.to_device(np.zeros(out_shape))
-    overflow = cuda.to_device(np.zeros(1, dtype=np.int64))
+    out = _zeros(out_shape)
+    overflow = _zeros(1, np.int64)
     u0, v0, bsize, nbu, nbv, bstart, border = bins
     maxr = float(radius.max()) if radius.size else 0.0
     _k_sphere_union_lines[_blocks(len(us) * len(vs)), THREADS](
@@ -180,7 +231,7 @@ def sphere_union_lines(out_shape, axis, us, vs, t0, h, nbins, pos, radius, bins)
         _device(bstart), _device(border), overflow,
     )  # fmt: skip
     _check(overflow, "a grid line meets more spheres")
-    return out.copy_to_host()
+    return _host(out)
 
 
 def ses_lines(out_shape, axis, us, vs, t0, h, nbins, pos, vdw, acc, probe, step, nbisect,
@@ -188,8 +239,8 @@ def ses_lines(out_shape, axis, us, vs, t0, h, nbins, pos, vdw, acc, probe, step,
     """CUDA :func:`.cpu.maps.ses_lines` (same arguments, NumPy result)."""
     _exposed, circ_start, _cj, geom, arc_start, arcs = features
     nb_start, nb_index = nb
-    out = cuda.to_device(np.zeros(out_shape))
-    overflow = cuda.to_device(np.zeros(1, dtype=np.int64))
+    out = _zeros(out_shape)
+    overflow = _zeros(1, np.int64)
     maxacc = float(acc.max())
     geom = geom if len(geom) else np.zeros((1, 13))
     arcs = arcs if len(arcs) else np.zeros((1, 2))
@@ -206,12 +257,12 @@ def ses_lines(out_shape, axis, us, vs, t0, h, nbins, pos, vdw, acc, probe, step,
         _device(arc_start), _device(arcs), overflow,
     )  # fmt: skip
     _check(overflow, "a grid line meets more spheres")
-    return out.copy_to_host()
+    return _host(out)
 
 
 def coulomb_sum(shape, origin, spacing, pos, q, scale, box=None):
     """CUDA :func:`.cpu.maps.coulomb_sum` (same arguments, NumPy result)."""
-    out = cuda.device_array(tuple(shape), dtype=np.float64)
+    out = _empty(tuple(shape))
     periodic = box is not None
     _k_coulomb_sum[_blocks(int(np.prod(shape))), THREADS](
         out, _device(np.asarray(origin, float)), _device(np.asarray(spacing, float)),
@@ -219,18 +270,18 @@ def coulomb_sum(shape, origin, spacing, pos, q, scale, box=None):
         periodic, _device(np.asarray(box if periodic else (1.0, 1.0, 1.0), float)),
         B.on_node_tol2(spacing),
     )  # fmt: skip
-    return out.copy_to_host()
+    return _host(out)
 
 
 def debye_huckel_points(points, pos, q, radii, kappa, coulomb, eps_out, eps_cavity):
     """CUDA :func:`.cpu.maps.debye_huckel_points` (same arguments, NumPy result)."""
-    out = cuda.device_array(len(points), dtype=np.float64)
+    out = _empty(len(points))
     _k_debye_huckel_points[_blocks(len(points)), THREADS](
         out, _device(np.asarray(points, float)), _device(np.asarray(pos, float)[None]),
         _device(np.asarray(q, float)), _device(np.asarray(radii, float)), float(kappa),
         float(coulomb), float(eps_out), float(eps_cavity),
     )  # fmt: skip
-    return out.copy_to_host()
+    return _host(out)
 
 
 def ses_features(pos, rad, nb_start, nb_index):
@@ -244,30 +295,29 @@ def ses_features(pos, rad, nb_start, nb_index):
     npair = nb_index.shape[0]
     d_pos, d_rad = _device(pos), _device(rad)
     d_start, d_index = _device(nb_start), _device(nb_index)
-    nfree = cuda.to_device(np.zeros(max(npair, 1), dtype=np.int64))
-    nested = cuda.to_device(np.zeros(n, dtype=np.bool_))
-    inter = cuda.to_device(np.zeros(n, dtype=np.int64))
-    overflow = cuda.to_device(np.zeros(1, dtype=np.int64))
+    nfree = _zeros(max(npair, 1), np.int64)
+    nested = _zeros(n, np.bool_)
+    inter = _zeros(n, np.int64)
+    overflow = _zeros(1, np.int64)
     count_arcs_kernel[_blocks(npair), THREADS](
         d_pos, d_rad, d_start, d_index, nfree, nested, inter, overflow
     )
     _check(overflow, "an atom has more neighbours")
     exposed, circ_start, circ_i, circ_j, arc_start = B.compact_circles(
-        nb_start, nb_index, nfree.copy_to_host()[:npair], nested.copy_to_host(),
-        inter.copy_to_host(),
+        nb_start, nb_index, _host(nfree)[:npair], _host(nested), _host(inter),
     )  # fmt: skip
     nc = len(circ_i)
     geom = np.zeros((nc, 13))
     arcs = np.zeros((int(arc_start[-1]), 2))
     if nc:
-        d_geom = cuda.to_device(geom)
-        d_arcs = cuda.to_device(arcs)
+        d_geom = _device(geom)
+        d_arcs = _device(arcs)
         fill_circles_kernel[_blocks(nc), THREADS](
             d_pos, d_rad, _device(circ_i), _device(circ_j), d_start, d_index,
             _device(arc_start), d_geom, d_arcs,
         )  # fmt: skip
-        geom = d_geom.copy_to_host()
-        arcs = d_arcs.copy_to_host()
+        geom = _host(d_geom)
+        arcs = _host(d_arcs)
     return exposed, circ_start, circ_j, geom, arc_start, arcs
 
 
