@@ -19,16 +19,17 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import fnmatch
 import io
 import json
 import os
-import platform
 import shutil
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from apbs_suite import machine, select_inputs  # noqa: E402
 
 
 def run_input(path: Path, backend: str, runs: int) -> dict:
@@ -87,11 +88,7 @@ def main(argv=None) -> int:
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--markdown", type=Path, default=None)
     args = ap.parse_args(argv)
-    inputs = sorted(p for p in args.folder.rglob("*.in") if p.is_file())
-    if args.only:
-        inputs = [p for p in inputs if fnmatch.fnmatch(str(p), args.only)]
-    if args.skip:
-        inputs = [p for p in inputs if not fnmatch.fnmatch(str(p), args.skip)]
+    inputs = select_inputs(args.folder, args.only, args.skip)
     if not inputs:
         print(f"no *.in files under {args.folder}", file=sys.stderr)
         return 2
@@ -109,11 +106,7 @@ def main(argv=None) -> int:
               file=sys.stderr, flush=True)  # fmt: skip
     report = {
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        "machine": {
-            "platform": platform.platform(),
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
-        },  # fmt: skip
+        "machine": machine(),
         "backend": args.backend,
         "runs": args.runs,
         "inputs": entries,

@@ -64,6 +64,25 @@ _DIME = re.compile(r"^(?P<head>\s*dime\s+)(?P<n>\d+\s+\d+\s+\d+)", re.M | re.I)
 _GRID = re.compile(r"^(?P<head>\s*grid\s+)(?P<h>\S+\s+\S+\s+\S+)", re.M | re.I)
 
 
+def select_inputs(folder: Path, only: str | None, skip: str | None) -> list:
+    """The ``*.in`` files under ``folder`` (sorted), kept by glob ``only``, less glob ``skip``."""
+    inputs = sorted(p for p in folder.rglob("*.in") if p.is_file())
+    if only:
+        inputs = [p for p in inputs if fnmatch.fnmatch(str(p), only)]
+    if skip:
+        inputs = [p for p in inputs if not fnmatch.fnmatch(str(p), skip)]
+    return inputs
+
+
+def machine() -> dict:
+    """Where a run was made (platform, CPU count, Python), for the JSON."""
+    return {
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+    }
+
+
 def parse_output(text: str) -> dict:
     """PRINT values, every solve's total energy (kJ/mol), pbsolver's per-ELEC energy parts."""
     prints = [{"statement": m["stmt"], "value": float(m["value"])} for m in _PRINT.finditer(text)]
@@ -364,11 +383,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.merge:
         return merge(args)
-    inputs = sorted(p for p in args.folder.rglob("*.in") if p.is_file())
-    if args.only:
-        inputs = [p for p in inputs if fnmatch.fnmatch(str(p), args.only)]
-    if args.skip:
-        inputs = [p for p in inputs if not fnmatch.fnmatch(str(p), args.skip)]
+    inputs = select_inputs(args.folder, args.only, args.skip)
     if not inputs:
         print(f"no *.in files under {args.folder}", file=sys.stderr)
         return 2
@@ -407,11 +422,7 @@ def main(argv=None) -> int:
                     print(f"  {program:8s} {r['seconds']:7.1f} s  {values}", file=sys.stderr)
     report = {
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        "machine": {
-            "platform": platform.platform(),
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
-        },  # fmt: skip
+        "machine": machine(),
         "backend": args.backend,
         "repeat": args.repeat,
         "commit": _commit(),

@@ -14,8 +14,8 @@ from pbsolver.cli import BACKENDS, METHODS
 @click.option("--backend", type=click.Choice(BACKENDS), default="auto", show_default=True,
               help="Where the solves run.")  # fmt: skip
 @click.option("--maps-backend", type=click.Choice(BACKENDS), default=None,
-              help="Where the maps (surfaces, φ_c) are built [default: where the solves "
-              "run].")  # fmt: skip
+              help="Where the maps (surfaces, φ_c) are built [default and auto: where the "
+              "solves run].")  # fmt: skip
 @click.option("--method", type=click.Choice(METHODS), default="auto", show_default=True,
               help="Iterative method of the solves.")  # fmt: skip
 @click.option("-o", "--output-dir", type=click.Path(file_okay=False), default=None,

@@ -185,8 +185,8 @@ def run(
         discretisation error) or as APBS's own point-switched maps (APBS's numbers at the same
         spacing; :mod:`pbsolver.molecule.apbs_surface`).
     maps_backend : {"auto", "cpu", "cuda"}, optional
-        Where the maps (surfaces, κ̄², φ_c, boundary values) are built; default: where the
-        solves run (``backend``, "auto" resolved). The APBS surfaces are built on the CPU.
+        Where the maps (surfaces, κ̄², φ_c, boundary values) are built; None or "auto": where
+        the solves run (``backend``, resolved). The APBS surfaces are built on the CPU.
     out : text stream, optional
         Where to print APBS-style output as it runs (e.g. ``sys.stdout``); None: print nothing
         (the text is in the result).
@@ -309,7 +309,8 @@ def _run_one(calc, emit, backend, maps_backend, method, dtype, staging, chain, n
         solver = Solver(method=method, backend=backend, rtol=calc.rtol, dtype=dtype, strict=True)
         # the maps where the solves run unless told (resolved here: an input without a solve
         # loads no backend)
-        maps_backend = maps_backend or get_backend(backend).name
+        if maps_backend in (None, "auto"):
+            maps_backend = get_backend(backend).name
         start = []
         todo = [plan.grid for plan in calc.grids]
         if calc.focus_from is not None:

@@ -15,6 +15,7 @@ import os
 import sys
 from dataclasses import dataclass
 
+from pbsolver.backends.launch_sizes import simulated
 from pbsolver.exceptions import BackendUnavailableError, InputError
 
 BACKENDS = ("auto", "cpu", "cuda")
@@ -572,8 +573,6 @@ def _no_cuda_driver() -> bool:
 
 def cuda_available() -> bool:
     """True when numba-cuda and CuPy import and a CUDA device is usable (never raises)."""
-    from pbsolver.backends.launch_sizes import simulated
-
     if simulated() or _no_cuda_driver():
         return False
     try:

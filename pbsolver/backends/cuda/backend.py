@@ -59,10 +59,6 @@ class KernelConfig:
     flat_threads: int = 256
 
 
-def _simulated() -> bool:
-    return simulated()
-
-
 def _ceil(a, b):
     return -(-a // b)
 
@@ -92,7 +88,7 @@ class CUDABackend(Backend):
 
     def __init__(self, *, device=None, config=None):
         if device is None:
-            device = "numba" if _simulated() else "cupy"
+            device = "numba" if simulated() else "cupy"
         if device == "cupy":
             self.dev = CuPyDevice()
         elif device == "numba":
