@@ -1,12 +1,12 @@
 """Cost of exact forces: a calculator frame with forces (−∂G/∂r) against one with energies only.
 
 Two :class:`pbsolver.ReactionFieldCalculator` run the same trajectory (``trajectory.frames_of``:
-a slow drift plus a per-atom wiggle) on the smooth vdW surface "svdw" (general engine, warm
-starts): one with ``forces="exact"`` (maps, solve, adjoint solve, the force terms), one with
-``forces="field"`` (maps, solve, −q ∇φ_rf: what an energy-only frame costs). The first
-``--warmup`` frames (compilation, cold starts) are left out of the medians. Also times each force
-term once on the last frame (:func:`pbsolver.forces.solvation_forces` parts), and checks that the
-two calculators report the same energies.
+a slow drift plus a per-atom wiggle) on ``--surface`` (default the smooth vdW surface "svdw";
+general engine, warm starts): one with ``forces="exact"`` (maps, solve, adjoint solve, the
+force terms), one with ``forces="field"`` (maps, solve, −q ∇φ_rf: what an energy-only frame
+costs). The first ``--warmup`` frames (compilation, cold starts) are left out of the medians.
+Also times each force term once on the last frame (:func:`pbsolver.forces.solvation_forces`
+parts), and checks that the two calculators report the same energies.
 
     python benchmarks/forces_cost.py --backend cpu
     python benchmarks/forces_cost.py --backend cuda --pqr data/1lpb_chainA.pqr --spacing 0.5 \
@@ -86,6 +86,8 @@ def main(argv=None):
     p.add_argument("--pqr", default=str(pb.data.path("peptide.pqr")))
     p.add_argument("--spacing", type=float, default=0.5)
     p.add_argument("--salt", type=float, default=0.15)
+    p.add_argument("--surface", choices=["svdw", "vdw", "mol", "smol"], default="svdw")
+    p.add_argument("--maps-backend", choices=["cpu", "cuda"], default="cpu")
     p.add_argument("--frames", type=int, default=8)
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--rtol", type=float, default=1e-6)
@@ -95,9 +97,9 @@ def main(argv=None):
     atoms = pb.read_pqr(args.pqr)
     frames = frames_of(atoms, args.frames + args.warmup, drift=0.005, wiggle=0.01)
     common = {
-        "spacing": args.spacing, "surface": "svdw", "ionic_strength": args.salt,
+        "spacing": args.spacing, "surface": args.surface, "ionic_strength": args.salt,
         "backend": args.backend, "engine": "general", "rtol": args.rtol, "margin": 8.0,
-        "skin": 2.0,
+        "skin": 2.0, "map_options": {"maps_backend": args.maps_backend},
     }  # fmt: skip
     results = {}
     for kind in ("field", "exact"):
@@ -116,7 +118,8 @@ def main(argv=None):
             results["terms"], results["adjoint_cold_iterations"] = term_times(calc, frames[-1])
     e_field, e_exact = (np.array(results[k]["energies"]) for k in ("field", "exact"))
     ratio = results["exact"]["seconds"] / results["field"]["seconds"]
-    where = f"h {args.spacing} Å, {args.salt} M, backend {args.backend}, rtol {args.rtol:g}"
+    where = (f"surface {args.surface}, h {args.spacing} Å, {args.salt} M, backend "
+             f"{args.backend} (maps {args.maps_backend}), rtol {args.rtol:g}")  # fmt: skip
     print(f"{Path(args.pqr).name}: {len(atoms)} atoms, grid {results['exact']['grid']}, {where}")
     print("| frame | seconds | maps | solve | forces |")
     print("|---|---|---|---|---|")

@@ -3,6 +3,7 @@ forces against central differences of the energy at a fixed grid."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 import numpy as np
@@ -17,6 +18,7 @@ from pbsolver.forces.dielectric import smoothing_transpose
 from pbsolver.forces.interpolation import interpolation_gradient, interpolation_transpose
 from pbsolver.forces.ionic import ionic_gradient
 from pbsolver.forces.lines import periodic_owners, union_gradient
+from pbsolver.forces.ses import ses_gradient
 from pbsolver.forces.smooth import smooth_gradient
 from pbsolver.molecule import maps as M
 from pbsolver.molecule.energy import interpolate, reaction_field_energy, sample_field, solvate
@@ -49,13 +51,14 @@ def _energy(atoms, grid, physics, solver, x0=None, **options):
 
 
 def _check_against_differences(atoms, grid, physics, idx, *, tol=1e-3, method="multigrid",
-                               **options):  # fmt: skip
+                               delta=DELTA, rtol=SOLVER["rtol"], **options):  # fmt: skip
     """Exact forces of ``idx`` vs central differences; returns (relative error, exact, fd)."""
-    solver = pb.Solver(**{**SOLVER, "method": method})
+    solver = pb.Solver(**{**SOLVER, "method": method, "rtol": rtol})
     _, problem, res = _energy(atoms, grid, physics, solver, **options)
     exact = solvation_forces(atoms, problem, res.phi_rf, physics=physics, solver=solver,
                              box=options.get("box"),
-                             kappa_subsamples=options.get("kappa_subsamples", 4))  # fmt: skip
+                             kappa_subsamples=options.get("kappa_subsamples", 4),
+                             nbisect=options.get("nbisect", 14))  # fmt: skip
     assert exact.result.converged
     fd = np.zeros((len(idx), 3))
     for n, i in enumerate(idx):
@@ -63,10 +66,10 @@ def _check_against_differences(atoms, grid, physics, idx, *, tol=1e-3, method="m
             e = []
             for sign in (1.0, -1.0):
                 pos = atoms.positions.copy()
-                pos[i, a] += sign * DELTA
+                pos[i, a] += sign * delta
                 moved = atoms.with_positions(pos)
                 e.append(_energy(moved, grid, physics, solver, res.phi_rf, **options)[0])
-            fd[n, a] = -(e[0] - e[1]) / (2 * DELTA)
+            fd[n, a] = -(e[0] - e[1]) / (2 * delta)
     f = exact.forces[idx]
     rel = np.linalg.norm(f - fd) / np.linalg.norm(fd)
     assert rel <= tol, (rel, f, fd)
@@ -256,6 +259,105 @@ def test_lines_tangent_up_to_rounding_give_no_force():
     assert np.abs(f).max() < 0.5  # it was 3e5 with the rounding-level chords
 
 
+# ---------------------------------------------------------------------- the SES: "mol", "smol"
+#: Bisections to ~1e-14 Å: the maps' SES crossings then move smoothly with the atoms (at the
+#: default 14 the energy is a staircase on the 1e-5 Å scale; see pbsolver.forces.ses).
+FINE_BISECTION = 45
+#: Central differences between the SES energy's kinks (at 1e-3 Å "smol" straddles some: ~2e-3).
+SES_DELTA = 1e-5
+
+
+@pytest.mark.parametrize(("surface", "periodic"), [("mol", False), ("smol", True)])
+def test_ses_fraction_derivatives_match_the_map_kernels(surface, periodic, caplog):
+    """d/dr of Σ S·f (random S) from the SES interval ends vs the SES maps (probe 1.4 Å)."""
+    atoms = _molecule(1, n=8, spread=1.2)
+    rng = np.random.default_rng(2)
+    box = (17.0, 16.0, 18.0) if periodic else None
+    if periodic:
+        grid = M.grid_for_box(box, 0.5, origin=(-8.6, -7.9, -8.8))
+    else:
+        grid = M.grid_for_atoms(atoms, 0.5, 3.0)
+    sens = tuple(rng.normal(size=grid.shape) for _ in range(3))
+    probe = 1.4
+    pos, rad, owners = atoms.positions, atoms.radii, np.arange(len(atoms))
+    if periodic:
+        pos, rad, owners = periodic_owners(pos, rad, box, grid.origin, rad.max() + 2 * probe + 1.0)
+    raw = smoothing_transpose(*sens) if surface == "smol" else sens
+    with caplog.at_level(logging.WARNING, logger="pbsolver"):
+        grad = ses_gradient(pos, rad, owners, probe, grid, raw, len(atoms),
+                            nbisect=FINE_BISECTION)  # fmt: skip
+    assert "SES forces" not in caplog.text  # every interval end was classified
+
+    def total(at):
+        f = M.face_fractions(at, grid, surface, probe, box=box, nbisect=FINE_BISECTION)
+        return sum(float((s * fi).sum()) for s, fi in zip(sens, f, strict=True))
+
+    d = 1e-6
+    for i in (0, 3, 6):
+        for a in range(3):
+            fd = (total(_moved(atoms, i, a, d)) - total(_moved(atoms, i, a, -d))) / (2 * d)
+            assert fd == pytest.approx(grad[i, a], rel=1e-4, abs=1e-4 * np.abs(grad).max())
+
+
+@pytest.mark.parametrize(("surface", "salt"), [("mol", 0.0), ("smol", 0.15)])
+def test_ses_forces_of_a_random_molecule_match_central_differences(surface, salt):
+    atoms = _molecule(7, n=14)
+    physics = pb.PhysicsOptions(surface=surface, ionic_strength=salt, **HIGH_CONTRAST)
+    grid = M.grid_for_atoms(atoms, 0.5, 3.0)
+    _, exact, _, res = _check_against_differences(
+        atoms, grid, physics, _outermost(atoms, 3), delta=SES_DELTA, rtol=1e-12,
+        kappa_subsamples=2, nbisect=FINE_BISECTION,
+    )  # fmt: skip
+    assert np.abs(exact.parts["dielectric"]).max() > 0.05 * np.abs(exact.forces).max()
+    # the reentrant surface matters: the same atoms' vdW-surface forces differ
+    vdw = dataclasses.replace(physics, surface="vdw")
+    _, problem, vres = _energy(atoms, grid, vdw, pb.Solver(**SOLVER))
+    other = solvation_forces(atoms, problem, vres.phi_rf, physics=vdw, solver=pb.Solver(**SOLVER))
+    idx = _outermost(atoms, 3)
+    assert np.linalg.norm(other.forces[idx] - exact.forces[idx]) > 0.01 * np.linalg.norm(
+        exact.forces[idx]
+    )
+
+
+def test_ses_forces_of_a_peptide_match_central_differences():
+    atoms = pb.read_pqr(pb.data.path("peptide.pqr"))
+    physics = pb.PhysicsOptions(surface="mol", ionic_strength=0.15, **HIGH_CONTRAST)
+    grid = M.grid_for_atoms(atoms, 0.7, 3.0)
+    charged = np.flatnonzero(np.abs(atoms.charges) > 0.3)
+    idx = charged[_outermost(atoms[charged], 2)]
+    _check_against_differences(atoms, grid, physics, idx, delta=SES_DELTA, rtol=1e-12,
+                               kappa_subsamples=2, nbisect=FINE_BISECTION)  # fmt: skip
+
+
+def test_ses_forces_in_a_periodic_box_match_central_differences():
+    atoms = _molecule(8, n=10, spread=1.4)
+    box = (16.0, 16.0, 16.0)
+    grid = M.grid_for_box(box, 0.65, origin=(-7.8, -8.1, -7.6))
+    physics = pb.PhysicsOptions(surface="mol", ionic_strength=0.15, **HIGH_CONTRAST)
+    _check_against_differences(atoms, grid, physics, _outermost(atoms, 2), boundary="periodic",
+                               box=box, kappa_subsamples=2, method="sor", delta=SES_DELTA,
+                               rtol=1e-12, nbisect=FINE_BISECTION)  # fmt: skip
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("surface", ["mol", "smol"])
+def test_ses_forces_on_the_gpu_match_the_cpu(surface):
+    """The calculator on CUDA (maps on the GPU, sensitivities gathered from CuPy) vs the CPU."""
+    import cupy as cp
+
+    atoms = _molecule(7, n=14)
+    kw = {"spacing": 0.5, "margin": 3.0, "skin": 1.0, "method": "multigrid", "rtol": 1e-10,
+          "dtype": np.float64, "surface": surface, "ionic_strength": 0.15, "forces": "exact",
+          "engine": "general", **HIGH_CONTRAST}  # fmt: skip
+    cpu = pb.ReactionFieldCalculator(atoms, backend="cpu", **kw).compute()
+    gpu = pb.ReactionFieldCalculator(atoms, backend="cuda", map_options={"maps_backend": "cuda"},
+                                     **kw).compute(cp.asarray(atoms.positions))  # fmt: skip
+    assert gpu.forces_kind == "exact" and isinstance(gpu.forces, cp.ndarray)
+    assert gpu.energy == pytest.approx(cpu.energy, rel=1e-8)
+    scale = np.abs(cpu.forces).max()
+    np.testing.assert_allclose(cp.asnumpy(gpu.forces), cpu.forces, atol=1e-6 * scale)
+
+
 # ---------------------------------------------------------------------- the smooth surface
 def test_smooth_surface_is_as_accurate_as_the_exact_fractions():
     solver = pb.Solver(**SOLVER)
@@ -296,12 +398,18 @@ def test_calculator_returns_exact_forces_and_says_so(caplog):
     fd = -(e[0].energy - e[1].energy) / (2 * DELTA)
     assert first.forces[i, 1] == pytest.approx(fd, rel=1e-3, abs=1e-3)
     assert e[1].warm_start
-    # where exact forces are not available: field forces, said aloud, or refused
+    # where exact forces are not smooth: field forces, said aloud, unless asked for
     with caplog.at_level(logging.WARNING, logger="pbsolver"):
         mol = pb.ReactionFieldCalculator(atoms, surface="mol", **kw)
     assert mol.force_kind == "field" and "force_kind='field'" in caplog.text
+    ses_calc = pb.ReactionFieldCalculator(atoms, surface="mol", forces="exact", **kw)
+    ses = ses_calc.compute()
+    assert ses.forces_kind == "exact"
+    ref = solvation_forces(atoms, ses_calc.problem, ses.solve.phi_rf, physics=ses_calc.physics,
+                           solver=pb.Solver(**SOLVER))  # fmt: skip
+    np.testing.assert_allclose(ses.forces, ref.forces, atol=1e-6 * np.abs(ref.forces).max())
     with pytest.raises(pb.InputError, match="forces='exact'"):
-        pb.ReactionFieldCalculator(atoms, surface="mol", forces="exact", **kw)
+        pb.ReactionFieldCalculator(atoms, surface="vdw", engine="stacked", forces="exact", **kw)
     vdw = pb.ReactionFieldCalculator(atoms, surface="vdw", **kw)
     assert vdw.force_kind == "field"  # exact but unbounded where lines graze spheres: asked for
     assert pb.ReactionFieldCalculator(atoms, surface="vdw", forces="exact", **kw).force_kind == (
@@ -337,7 +445,7 @@ def test_bad_input():
     mol = pb.Problem.from_maps(M.build_maps(atoms, grid, surface="vdw"))
     phi = np.zeros(grid.shape)
     with pytest.raises(pb.InputError, match="surface"):
-        solvation_forces(atoms, mol, phi, surface="mol")
+        solvation_forces(atoms, mol, phi, surface="apbs-mol")
     nodes = pb.Problem(grid, np.full(grid.shape, 2.0), mol.phi_coulomb, 2.0)
     with pytest.raises(pb.InputError, match="face maps"):
         solvation_forces(atoms, nodes, phi, surface="vdw")
@@ -350,5 +458,7 @@ def test_bad_input():
     with pytest.raises(pb.InputError, match="linearised"):
         solvation_forces(atoms, mol, phi, surface="vdw", ionic_strength=0.1, nonlinear=True)
     assert pb.forces.supports(pb.PhysicsOptions(surface="smol", probe_radius=0.0))
-    assert not pb.forces.supports(pb.PhysicsOptions(surface="smol"))
+    assert pb.forces.supports(pb.PhysicsOptions(surface="smol"))
+    assert not pb.forces.supports(pb.PhysicsOptions(surface="smol"), smooth=True)
+    assert not pb.forces.supports(pb.PhysicsOptions(surface="apbs-mol"))
     assert not pb.forces.supports(pb.PhysicsOptions(surface="vdw"), smooth=True)

@@ -13,8 +13,10 @@ and solver; :mod:`.adjoint`),
 
 and every ∂/∂p is sparse and local: :mod:`.interpolation` (the charge term and ½ Iᵀq),
 :mod:`.dielectric` (∂G/∂ε of a face is (λ_s − λ_s')(Φ_s' − Φ_s)/h², Φ = φ_c + φ_rf; ∂ε/∂f),
-:mod:`.lines` ("vdw": the ends of the merged chords move with their spheres), :mod:`.smooth`
-("svdw"), :mod:`.ionic` (κ̄²: the same chord ends on the sub-sampled lines), :mod:`.coulomb`
+:mod:`.lines` ("vdw": the ends of the merged chords move with their spheres), :mod:`.ses`
+("mol", "smol": vdW chord ends and reentrant crossings, which move with the one to three atoms
+holding the nearest probe centre), :mod:`.smooth` ("svdw"), :mod:`.ionic` (κ̄²: the same chord
+ends on the sub-sampled lines), :mod:`.coulomb`
 (φ_c in b: a direct sum over the nodes, the cost of one φ_c map; the boundary values). Each
 module's docstring has its derivation; :func:`solvation_forces` assembles them.
 
@@ -36,9 +38,13 @@ Where the energy is not differentiable
 * A grid that moves with the atoms (the calculator's following grid, re-placed by whole nodes)
   makes G jump; forces are those of a fixed grid.
 
-Not covered: the surfaces "mol" and "smol" (the SES crossings are bisection results, a step
-function of the positions at the 10⁻⁵ Å scale, on top of the kinks above), and the stacked
-frame engine; there :func:`supports` is False and the calculator keeps −q ∇φ_rf, saying so.
+* "mol" and "smol": the kinks of "vdw", and more where the nearest probe centre changes feature
+  (radial projection, free arc, arc end) or the reentrant surface meets itself. The map finds
+  each reentrant crossing by bisection to ``ses_step·2⁻ⁿᵇⁱˢᵉᶜᵗ`` (8e-6 Å by default), so the
+  computed energy is a staircase on that scale around the exact surface's energy, whose
+  gradient these forces are (checked against the maps at ``nbisect=45``).
+
+Not covered: the stacked frame engine; there the calculator keeps −q ∇φ_rf, saying so.
 """
 
 from pbsolver.forces.gradient import (

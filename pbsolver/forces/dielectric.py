@@ -25,6 +25,7 @@ import numpy as np
 
 from pbsolver.arrays import array_module
 from pbsolver.forces.lines import periodic_owners, union_gradient
+from pbsolver.forces.ses import ses_gradient
 from pbsolver.forces.smooth import smooth_gradient
 
 
@@ -75,22 +76,29 @@ def smoothing_transpose(gx, gy, gz):
     return tuple(out)
 
 
-def dielectric_gradient(atoms, problem, phi, lam, physics, *, box=None):
+def dielectric_gradient(atoms, problem, phi, lam, physics, *, box=None, ses_step=None,
+                        nbisect=14):  # fmt: skip
     """∂G/∂r_i through the face fractions of ``physics.surface``: (n, 3).
 
-    "svdw": the smooth union (:mod:`pbsolver.forces.smooth`); "vdw" and, with a zero probe,
-    "mol" and "smol" (after :func:`smoothing_transpose`): the chord ends of the sphere union
-    (:mod:`pbsolver.forces.lines`). ``box``: the periodic images the maps used.
+    "svdw": the smooth union (:mod:`pbsolver.forces.smooth`); "mol" and "smol" (after
+    :func:`smoothing_transpose`): the SES interval ends (:mod:`pbsolver.forces.ses`, with the
+    maps' ``ses_step`` and ``nbisect``), with a zero probe the chord ends of the sphere union
+    (:mod:`pbsolver.forces.lines`), as for "vdw". ``box``: the periodic images the maps used.
     """
     grid = problem.grid
     sens = fraction_sensitivities(problem, phi, lam, physics.eps_in, physics.eps_out)
     if physics.surface == "smol":
         sens = smoothing_transpose(*sens)
     pos, rad, owners = atoms.positions, atoms.radii, np.arange(len(atoms))
-    if box is not None:  # the images face_fractions makes for a sphere surface
-        pos, rad, owners = periodic_owners(pos, rad, box, grid.origin, rad.max() + 1.0)
+    probe = physics.probe_radius if physics.surface in ("mol", "smol") else 0.0
+    if box is not None:  # the images face_fractions makes
+        pos, rad, owners = periodic_owners(pos, rad, box, grid.origin,
+                                           rad.max() + 2.0 * probe + 1.0)  # fmt: skip
     if physics.surface == "svdw":
         return smooth_gradient(pos, rad, owners, grid, sens, len(atoms))
+    if probe > 0:
+        return ses_gradient(pos, rad, owners, probe, grid, sens, len(atoms), ses_step=ses_step,
+                            nbisect=nbisect)  # fmt: skip
     axes = grid.axes()
     grad = 0.0
     for axis in range(3):

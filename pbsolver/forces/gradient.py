@@ -35,11 +35,13 @@ from pbsolver.forces.interpolation import interpolation_gradient, interpolation_
 from pbsolver.forces.ionic import ionic_gradient, kappa_sensitivity
 from pbsolver.options import PhysicsOptions, unit_factor
 
-#: Surfaces whose energy :func:`solvation_forces` differentiates exactly ("mol" and "smol" too
-#: with ``probe_radius=0``, where they are the vdW surface and its 9-point smoothing).
-EXACT_SURFACES = ("vdw", "svdw")
+#: Surfaces whose energy :func:`solvation_forces` differentiates exactly (with
+#: ``probe_radius=0`` "mol" and "smol" are the vdW surface and its 9-point smoothing).
+EXACT_SURFACES = ("vdw", "svdw", "mol", "smol")
 #: Of those, the surfaces whose energy is differentiable (smooth in the positions): "vdw" has
-#: kinks and unbounded slopes where grid lines graze spheres (see :mod:`pbsolver.forces.lines`).
+#: kinks and unbounded slopes where grid lines graze spheres (see :mod:`pbsolver.forces.lines`),
+#: and so do "mol" and "smol", with more kinks where the reentrant surface changes feature
+#: (:mod:`pbsolver.forces.ses`).
 SMOOTH_SURFACES = ("svdw",)
 
 
@@ -48,16 +50,12 @@ def supports(physics, *, smooth=False) -> bool:
 
     Both boundaries (periodic or Dirichlet) and every boundary kind are covered; the surfaces of
     :data:`EXACT_SURFACES` (``smooth=True``: of :data:`SMOOTH_SURFACES`, whose energy is also
-    differentiable), "mol" and "smol" with a zero probe radius (not smooth); the linearised
-    equation only (``nonlinear=True`` with salt is not covered).
+    differentiable); the linearised equation only (``nonlinear=True`` with salt is not
+    covered).
     """
     if physics.nonlinear and physics.has_salt:
         return False
-    if smooth:
-        return physics.surface in SMOOTH_SURFACES
-    return physics.surface in EXACT_SURFACES or (
-        physics.surface in ("mol", "smol") and physics.probe_radius == 0
-    )
+    return physics.surface in (SMOOTH_SURFACES if smooth else EXACT_SURFACES)
 
 
 @dataclass
@@ -98,6 +96,8 @@ def solvation_forces(
     solver=None,
     units="kJ/mol",
     adjoint_guess=None,
+    ses_step=None,
+    nbisect=14,
     **physics_fields,
 ) -> Forces:
     """F_i = −∂G/∂r_i of G = ½ Σ q_i φ_rf(r_i), the exact gradient of the discrete energy.
@@ -125,6 +125,9 @@ def solvation_forces(
     units : {"kJ/mol", "kcal/mol"}
     adjoint_guess : array, optional
         Initial guess of λ (the previous frame's :attr:`Forces.adjoint`).
+    ses_step, nbisect
+        The SES sampling the maps used ("mol" and "smol" with a probe;
+        :func:`pbsolver.molecule.maps.face_fractions`).
     **physics_fields
         Fields of :class:`~pbsolver.PhysicsOptions`.
 
@@ -156,7 +159,8 @@ def solvation_forces(
 
     hq = xp.asarray(half_q)[:, None]
     grads = {"charge": hq * interpolation_gradient(grid, phi, atoms.positions, periodic=periodic)}
-    grads["dielectric"] = dielectric_gradient(atoms, problem, phi, lam, ph, box=box)
+    grads["dielectric"] = dielectric_gradient(atoms, problem, phi, lam, ph, box=box,
+                                              ses_step=ses_step, nbisect=nbisect)  # fmt: skip
     grads["ionic"] = xp.zeros((len(atoms), 3))
     if problem.kappa2 is not None:
         sens = kappa_sensitivity(problem, phi, lam)
@@ -178,9 +182,8 @@ def _check(atoms, problem, ph, box, periodic):
         raise InputError("exact forces cover the linearised equation; this problem is nonlinear")
     if not supports(ph):
         raise InputError(
-            f"exact forces cover the linearised equation on the surfaces {EXACT_SURFACES} (and "
-            f"'mol'/'smol' with probe_radius=0); got surface={ph.surface!r}, probe_radius="
-            f"{ph.probe_radius:g}, nonlinear={ph.nonlinear}"
+            f"exact forces cover the linearised equation on the surfaces {EXACT_SURFACES}; got "
+            f"surface={ph.surface!r}, nonlinear={ph.nonlinear}"
         )
     if problem.epsilon_faces is None:
         raise InputError("exact forces need a problem with face maps built from the atoms")

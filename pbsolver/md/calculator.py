@@ -39,11 +39,12 @@ interpolations of the grid field and of its central-difference gradient, exactly
 :mod:`pbsolver.molecule.energy`.
 
 **What the forces are.** A frame of the general engine on the smooth vdW surface "svdw"
-(``forces="auto"``, the default, or ``"exact"``), or on "vdw" with ``forces="exact"``, returns
+(``forces="auto"``, the default, or ``"exact"``), or on "vdw", "mol" or "smol" with
+``forces="exact"``, returns
 F_i = −∂G/∂r_i, the exact gradient of the discrete energy it reports at a fixed grid (charge,
 dielectric-boundary, ionic-boundary, φ_c and boundary-value terms; :mod:`pbsolver.forces`), at
 the cost of one more (adjoint) solve, warm-started like the forward one. Everywhere else
-(``forces="field"``, "vdw" under "auto", "mol" and "smol", the stacked engine) ``forces`` is
+(``forces="field"``, "vdw", "mol" and "smol" under "auto", the stacked engine) ``forces`` is
 −q_i ∇φ_rf(r_i), the force of the reaction field on each charge: −∂G/∂r_i only for charges
 inside a rigid cavity, missing the dielectric and ionic boundary forces (measured 5–75 % off on a
 protein). :attr:`ReactionFieldCalculator.force_kind` and :attr:`FrameResult.forces_kind` say
@@ -52,8 +53,9 @@ which ("exact" or "field"); "auto" logs a warning when it falls back to "field".
 Energy and forces are those of a fixed grid: when the following grid is re-placed (by whole
 nodes), the energy jumps by the discretisation error and no force sees that. The "vdw"
 surface's energy is continuous but has kinks and integrable slope singularities (chord ends
-crossing nodes, lines grazing spheres); "svdw" (a smooth union) is differentiable, the surface
-for dynamics.
+crossing nodes, lines grazing spheres), "mol" and "smol" more kinks where the reentrant surface
+changes feature and, at the map's bisection resolution (``ses_step·2⁻¹⁴``), steps; "svdw" (a
+smooth union) is differentiable, the surface for dynamics.
 """
 
 from __future__ import annotations
@@ -193,8 +195,9 @@ class ReactionFieldCalculator:
         warm-started from the previous frame's φ_rf like a linear solve.
     forces : {"auto", "exact", "field"}
         "exact": the exact gradient of the energy (:mod:`pbsolver.forces`; general engine,
-        surfaces "vdw" and "svdw"; anything else is refused). "field": −q ∇φ_rf. "auto": exact
-        where the energy is also smooth ("svdw"), else field with a logged warning.
+        surfaces "vdw", "svdw", "mol" and "smol"; anything else is refused). "field":
+        −q ∇φ_rf. "auto": exact where the energy is also smooth ("svdw"), else field with a
+        logged warning.
         :attr:`force_kind` says which.
     map_options : dict, optional
         ``ses_step``, ``kappa_subsamples``, ``maps_backend`` ("cpu" default, or "cuda": the
@@ -479,7 +482,7 @@ class ReactionFieldCalculator:
         out = solvation_forces(
             atoms, problem, phi_rf, physics=self.physics, box=self.box, solver=self.solver,
             kappa_subsamples=self.map_options.get("kappa_subsamples", 4), units=self.units,
-            adjoint_guess=guess,
+            adjoint_guess=guess, ses_step=self.map_options.get("ses_step"),
         )  # fmt: skip
         self._adjoint, self._adjoint_grid = out.adjoint, grid
         return out

@@ -33,6 +33,7 @@ import numpy as np
 from pbsolver.backends.bodies.maps import compact_circles
 from pbsolver.backends.frame_kernels import LINE_THREADS, SES_CANDIDATES, SES_NEIGHBOURS
 from pbsolver.exceptions import InputError
+from pbsolver.molecule.maps import ses_sampling_step
 
 
 class FrameSES:
@@ -67,13 +68,7 @@ class FrameSES:
         self.radii = radii
         self.maxacc = float((radii + self.probe).max())
         self.maxreach = self.maxacc + self.probe
-        steps = []
-        for h in self.spacing:
-            step = float(ses_step) if ses_step is not None else min(0.5 * h, 0.25)
-            if not step > 0:
-                raise InputError(f"ses_step must be > 0 Å, got {ses_step}")
-            steps.append(step)
-        self.steps = steps
+        self.steps = [ses_sampling_step(h, ses_step) for h in self.spacing]
         self.nbisect = int(nbisect)
         self._tiled = {}  # frames in a call → (vdW radii, accessible radii) of the B·N rows
 

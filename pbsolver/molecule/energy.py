@@ -507,6 +507,7 @@ def exact_forces(atoms, problem, result, solver, physics, problem_options, units
     out = solvation_forces(
         atoms, problem, result.phi_rf, physics=physics, box=opts.get("box"), solver=solver,
         kappa_subsamples=opts.get("kappa_subsamples", 4), units=units,
+        ses_step=opts.get("ses_step"),
     )  # fmt: skip
     solver.check(out.result)
     return to_numpy(out.forces)

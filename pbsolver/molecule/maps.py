@@ -220,7 +220,7 @@ def face_fractions(
     elif spheres_only:
         for axis in range(3):
             a1, a2 = [a for a in range(3) if a != axis]
-            bins = _plane_bins(pos, rad, axis, axes[a1], axes[a2])
+            bins = line_bins(pos, rad, axis, axes[a1], axes[a2])
             out[axis] += _union_lines(
                 backend, grid.shape, axis, axes[a1], axes[a2], grid.origin[axis],
                 grid.spacing[axis], grid.shape[axis], pos, rad, bins,
@@ -234,11 +234,9 @@ def face_fractions(
         for axis in range(3):
             a1, a2 = [a for a in range(3) if a != axis]
             h = grid.spacing[axis]
-            step = float(ses_step) if ses_step is not None else min(0.5 * h, 0.25)
-            if not step > 0:
-                raise InputError(f"ses_step must be > 0 Å, got {ses_step}")
-            bins = _plane_bins(pos, acc, axis, axes[a1], axes[a2])
-            ebins = _plane_bins(pos, acc + probe, axis, axes[a1], axes[a2], subset=exp_idx)
+            step = ses_sampling_step(h, ses_step)
+            bins = line_bins(pos, acc, axis, axes[a1], axes[a2])
+            ebins = line_bins(pos, acc + probe, axis, axes[a1], axes[a2], subset=exp_idx)
             out[axis] += _run(
                 backend, f"SES faces along axis {axis}", "ses_lines", grid.shape, axis,
                 axes[a1], axes[a2], grid.origin[axis], h, grid.shape[axis], pos, rad, acc, probe,
@@ -335,7 +333,7 @@ def ion_accessibility(atoms, grid, ion_radius=2.0, *, subsamples=4, box=None, ba
         for b in range(s):
             us = x + ((a + 0.5) / s - 0.5) * hx
             vs = y + ((b + 0.5) / s - 0.5) * hy
-            bins = _plane_bins(pos, rad, 2, us, vs)
+            bins = line_bins(pos, rad, 2, us, vs)
             covered += _union_lines(
                 backend, grid.shape, 2, us, vs, grid.origin[2] - 0.5 * hz, hz, grid.shape[2],
                 pos, rad, bins,
@@ -581,6 +579,7 @@ def build_maps(
     kappa_subsamples=4,
     maps_backend="cpu",
     progress=None,
+    nbisect=14,
     dirichlet_values=None,
     **physics_fields,
 ) -> Maps:
@@ -607,6 +606,9 @@ def build_maps(
         A bar over the map stages on stderr (:mod:`pbsolver.progress`): None shows it on a
         terminal when the molecule and grid are large (atoms × nodes ≥
         :data:`PROGRESS_WORK`).
+    nbisect : int
+        Bisection steps locating each SES crossing (:func:`face_fractions`); the crossings are
+        found to ``ses_step·2⁻ⁿᵇⁱˢᵉᶜᵗ``.
     dirichlet_values : array (nx, ny, nz), optional
         φ_rf on the outer layer of a Dirichlet ``grid`` (kJ mol⁻¹ e⁻¹), given by the caller
         instead of ``boundary_kind``'s estimate: a coarser solve's φ_rf when focusing
@@ -656,14 +658,17 @@ def build_maps(
     stages = ["surface", "ions", "Coulomb"] + (["boundary"] if estimate else [])
     bar = progress_bar(len(stages), progress, unit="map", desc=f"maps of {len(atoms)} atoms")
     with bar:
-        return _build(atoms, grid, ph, boundary, box, ses_step, kappa_subsamples, be, stages, bar,
-                      dirichlet_values)  # fmt: skip
+        return _build(atoms, grid, ph, boundary, box, (ses_step, nbisect), kappa_subsamples, be,
+                      stages, bar, dirichlet_values)  # fmt: skip
 
 
 def _build(
-    atoms, grid, ph, boundary, box, ses_step, kappa_subsamples, be, stages, bar, dirichlet_values
+    atoms, grid, ph, boundary, box, ses, kappa_subsamples, be, stages, bar, dirichlet_values
 ) -> Maps:
-    """The maps of :func:`build_maps`, one stage after the other (``bar`` counts them)."""
+    """The maps of :func:`build_maps`, one stage after the other (``bar`` counts them).
+
+    ``ses`` is the SES sampling (``ses_step``, ``nbisect``).
+    """
     eps_in = ph.eps_in
     stage = iter(stages)
 
@@ -677,7 +682,8 @@ def _build(
         faces = tuple(np.full(grid.shape, float(eps_in)) for _ in range(3))
     else:
         fr = face_fractions(
-            atoms, grid, ph.surface, ph.probe_radius, box=box, ses_step=ses_step, backend=be,
+            atoms, grid, ph.surface, ph.probe_radius, box=box, ses_step=ses[0], nbisect=ses[1],
+            backend=be,
             ion_radius=ph.ion_radius if ph.ionic_strength > 0 else 0.0,
         )  # fmt: skip
         faces = faces_from_fractions(fr, eps_in, ph.eps_out)
@@ -790,8 +796,20 @@ def _union_lines(backend, shape, axis, us, vs, t0, h, nbins, pos, rad, bins):
     )  # fmt: skip
 
 
-def _plane_bins(pos, reach, axis, us, vs, subset=None):
-    """2D bins of the atoms (or of ``subset``, global indices kept) across ``axis``."""
+def ses_sampling_step(h, ses_step=None):
+    """The SES reentrant zone's sampling interval, Å: ``ses_step``, or min(h/2, 0.25)."""
+    step = float(ses_step) if ses_step is not None else min(0.5 * h, 0.25)
+    if not step > 0:
+        raise InputError(f"ses_step must be > 0 Å, got {ses_step}")
+    return step
+
+
+def line_bins(pos, reach, axis, us, vs, subset=None):
+    """2D bins of the atoms (or of ``subset``, global indices kept) across ``axis``.
+
+    What the line kernels take as ``bins``: the atoms that may reach the lines along ``axis``
+    through ``us`` × ``vs`` within ``reach`` (per atom) of their centres.
+    """
     a1, a2 = [a for a in range(3) if a != axis]
     maxreach = float(reach.max()) if reach.size else 0.0
     size = max(0.5 * maxreach, 0.25)  # Å; never tiny (bare charges have zero reach)

@@ -76,6 +76,23 @@ def accumulate_range_body(out, axis, row, iu, iv, s, e, t0, h, k_lo, k_hi):
                 out[row + iu, iv, k] += (b - a) / h
 
 
+def record_range_body(out, axis, row, iu, iv, s, e, t0, h, k_lo, k_hi):
+    """Record the interval [s, e] of line (iu, iv) instead of adding it to bins.
+
+    ``out[iu, iv, 0, 0]`` counts the line's intervals (all of them, also those past the
+    capacity ``out.shape[2] − 1``, so a caller can tell an overflow and redo the line);
+    ``out[iu, iv, n, :]`` (n ≥ 1) holds (s, e). Empty intervals are skipped, as
+    :func:`accumulate_range_body` skips them. The other arguments are that body's.
+    """
+    if e <= s:
+        return
+    n = int(out[iu, iv, 0, 0]) + 1
+    if n < out.shape[2]:
+        out[iu, iv, n, 0] = s
+        out[iu, iv, n, 1] = e
+    out[iu, iv, 0, 0] = n
+
+
 def make_accumulate(accumulate_range):
     """The whole-line accumulate body on a compiled :func:`accumulate_range_body`."""
 

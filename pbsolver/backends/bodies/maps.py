@@ -162,6 +162,25 @@ def buried_body(px, py, pz, i, pos, rad, nb_start, nb_index):
     return False
 
 
+def sphere_offset_body(x, y, z, pos, i):
+    """(dx, dy, dz, |d|²): the point's offset from atom i's centre."""
+    dx = x - pos[i, 0]
+    dy = y - pos[i, 1]
+    dz = z - pos[i, 2]
+    return dx, dy, dz, dx * dx + dy * dy + dz * dz
+
+
+def circle_local_body(geom, c, x, y, z):
+    """The point in circle c's frame: (height zz on the axis, in-plane xu, xv, radius rx, ρ)."""
+    wx = x - geom[c, 0]
+    wy = y - geom[c, 1]
+    wz = z - geom[c, 2]
+    zz = wx * geom[c, 3] + wy * geom[c, 4] + wz * geom[c, 5]
+    xu = wx * geom[c, 6] + wy * geom[c, 7] + wz * geom[c, 8]
+    xv = wx * geom[c, 9] + wy * geom[c, 10] + wz * geom[c, 11]
+    return zz, xu, xv, math.sqrt(xu * xu + xv * xv), geom[c, 12]
+
+
 def remember_body(hit, px, py, pz):
     """Cache an accessible probe centre (hit[3] = 1 marks it set)."""
     hit[0] = px
@@ -305,8 +324,13 @@ def make_free_arcs(sort_merge):
     return free_arcs_body
 
 
-def make_ses(jit, sort_merge, accumulate):
-    """The SES bodies compiled by ``jit`` on the compiled line bodies; a dict by name."""
+def make_ses(jit, sort_merge, accumulate, range_body=accumulate_range_body):
+    """The SES bodies compiled by ``jit`` on the compiled line bodies; a dict by name.
+
+    ``range_body`` is what the SES lines do with each solute interval of a line (signature of
+    :func:`~pbsolver.backends.bodies.lines.accumulate_range_body`): add its share to the bins,
+    or, for the forces, record it (:func:`~pbsolver.backends.bodies.lines.record_range_body`).
+    """
     point = jit(point_body)
     bin_range = jit(bin_range_body)
     across = jit(across_body)
@@ -314,10 +338,12 @@ def make_ses(jit, sort_merge, accumulate):
     buried = jit(buried_body)
     remember = jit(remember_body)
     arc_point = jit(arc_point_body)
+    sphere_offset = jit(sphere_offset_body)
+    circle_local = jit(circle_local_body)
     circle = jit(circle_body)
     free_arcs = jit(make_free_arcs(sort_merge))
     insert_sorted = jit(insert_sorted_body)
-    accumulate_range = jit(accumulate_range_body)
+    accumulate_range = jit(range_body)
 
     def bin_count(u, v, reach, u0, v0, bsize, nbu, nbv, bstart):
         """Atoms in the bins within ``reach`` of the line (an upper bound of the spheres met).
@@ -356,10 +382,7 @@ def make_ses(jit, sort_merge, accumulate):
                 return True
         for s in range(lo, hi):
             i = cand[s]
-            dx = x - pos[i, 0]
-            dy = y - pos[i, 1]
-            dz = z - pos[i, 2]
-            r2 = dx * dx + dy * dy + dz * dz
+            dx, dy, dz, r2 = sphere_offset(x, y, z, pos, i)
             reach = rad[i] + probe
             if r2 >= reach * reach:
                 continue
@@ -376,14 +399,7 @@ def make_ses(jit, sort_merge, accumulate):
                     return True
             # 2. free arcs of the circles (i, j > i), and their ends
             for c in range(circ_start[i], circ_start[i + 1]):
-                wx = x - geom[c, 0]
-                wy = y - geom[c, 1]
-                wz = z - geom[c, 2]
-                rho = geom[c, 12]
-                zz = wx * geom[c, 3] + wy * geom[c, 4] + wz * geom[c, 5]
-                xu = wx * geom[c, 6] + wy * geom[c, 7] + wz * geom[c, 8]
-                xv = wx * geom[c, 9] + wy * geom[c, 10] + wz * geom[c, 11]
-                rx = math.sqrt(xu * xu + xv * xv)
+                zz, xu, xv, rx, rho = circle_local(geom, c, x, y, z)
                 if (rx - rho) * (rx - rho) + zz * zz >= p2:
                     continue
                 if rx <= 1e-12 * rho:
@@ -527,6 +543,34 @@ def make_ses(jit, sort_merge, accumulate):
 
     line_chords = jit(line_chords)
 
+    def exposed_candidates(
+        u, v, axis, pos, acc, probe, maxreach, key_lo, key_hi,
+        e_u0, e_v0, e_bsize, e_nbu, e_nbv, e_bstart, e_border, cand, ckey,
+    ):  # fmt: skip
+        """Exposed atoms within acc + probe of the line, sorted along it; their count.
+
+        Only atoms between ``key_lo`` and ``key_hi`` along the line; into ``cand`` (their keys
+        in ``ckey``); −1 when ``cand`` is full.
+        """
+        ncand = 0
+        lo_u, hi_u, lo_v, hi_v = bin_range(u, v, maxreach, e_u0, e_v0, e_bsize, e_nbu, e_nbv)
+        for bu in range(lo_u, hi_u + 1):
+            for s in range(e_bstart[bu * e_nbv + lo_v], e_bstart[bu * e_nbv + hi_v + 1]):
+                i = e_border[s]
+                du, dv = across(pos, i, axis, u, v)
+                rr = acc[i] + probe
+                if du * du + dv * dv >= rr * rr:
+                    continue
+                if pos[i, axis] < key_lo or pos[i, axis] > key_hi:
+                    continue
+                if ncand >= cand.shape[0]:
+                    return -1
+                insert_sorted(ckey, cand, ncand, pos[i, axis], i)
+                ncand += 1
+        return ncand
+
+    exposed_candidates = jit(exposed_candidates)
+
     def union_line(
         out, axis, iu, iv, u, v, t0, h, nbins, pos, radius, maxr,
         u0, v0, bsize, nbu, nbv, bstart, border, starts, ends,
@@ -574,26 +618,17 @@ def make_ses(jit, sort_merge, accumulate):
         nsas = sort_merge(ss_, se_, nsas)
         for s in range(nvdw):
             accumulate_range(out, axis, row, iu, iv, vs_[s], ve_[s], t0, h, k_lo, k_hi)
-        # exposed candidates within acc + probe, insertion-sorted along the line; only those a
-        # point of this piece can reach: its zone samples and bisections lie within one sample
-        # interval (≤ step) of its edges, and a point looks ``maxreach`` either way
-        ncand = 0
+        # only the candidates a point of this piece can reach: its zone samples and bisections
+        # lie within one sample interval (≤ step) of its edges, and a point looks ``maxreach``
+        # either way
         key_lo = t0 + k_lo * h - step - maxreach - CANDIDATE_SLACK
         key_hi = t0 + k_hi * h + step + maxreach + CANDIDATE_SLACK
-        lo_u, hi_u, lo_v, hi_v = bin_range(u, v, maxreach, e_u0, e_v0, e_bsize, e_nbu, e_nbv)
-        for bu in range(lo_u, hi_u + 1):
-            for s in range(e_bstart[bu * e_nbv + lo_v], e_bstart[bu * e_nbv + hi_v + 1]):
-                i = e_border[s]
-                du, dv = across(pos, i, axis, u, v)
-                rr = acc[i] + probe
-                if du * du + dv * dv >= rr * rr:
-                    continue
-                if pos[i, axis] < key_lo or pos[i, axis] > key_hi:
-                    continue
-                if ncand >= cand.shape[0]:
-                    return 1
-                insert_sorted(ckey, cand, ncand, pos[i, axis], i)
-                ncand += 1
+        ncand = exposed_candidates(
+            u, v, axis, pos, acc, probe, maxreach, key_lo, key_hi,
+            e_u0, e_v0, e_bsize, e_nbu, e_nbv, e_bstart, e_border, cand, ckey,
+        )  # fmt: skip
+        if ncand < 0:
+            return 1
         for k in range(4):
             hit[k] = 0.0
         # reentrant zone: accessible spheres minus vdW spheres, clipped to the line
@@ -691,6 +726,9 @@ def make_ses(jit, sort_merge, accumulate):
         "pair_owner": pair_owner,
         "fill_circle": fill_circle,
         "probe_reaches": probe_reaches,
+        "exposed_candidates": exposed_candidates,
+        "sphere_offset": sphere_offset,
+        "circle_local": circle_local,
         "chord": chord,
         "bin_count": jit(bin_count),
     }

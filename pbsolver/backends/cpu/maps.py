@@ -214,29 +214,42 @@ def ses_features(pos, rad, nb_start, nb_index):
     return exposed, circ_start, circ_j, geom, arc_start, arcs
 
 
-@njit(**_JIT, parallel=True)
-def _ses_lines(
-    out, axis, us, vs, t0, h, nbins, pos, vdw, acc, probe, step, nbisect, maxacc, maxreach,
-    u0, v0, bsize, nbu, nbv, bstart, border,
-    e_u0, e_v0, e_bsize, e_nbu, e_nbv, e_bstart, e_border,
-    nb_start, nb_index, circ_start, geom, arc_start, arcs,
-):  # fmt: skip
-    nu = us.shape[0]
-    nv = vs.shape[0]
-    for line in prange(nu * nv):
-        iu, iv, u, v = _line(line, us, vs)
-        cap = _bin_count(u, v, maxacc, u0, v0, bsize, nbu, nbv, bstart)
-        if cap == 0:
-            continue
-        ecap = max(1, _bin_count(u, v, maxreach, e_u0, e_v0, e_bsize, e_nbu, e_nbv, e_bstart))
-        _ses_line(
-            out, axis, 0, iu, iv, u, v, t0, h, nbins, 0, nbins, pos, vdw, acc, probe, step,
-            nbisect, maxacc, maxreach, u0, v0, bsize, nbu, nbv, bstart, border,
-            e_u0, e_v0, e_bsize, e_nbu, e_nbv, e_bstart, e_border,
-            nb_start, nb_index, circ_start, geom, arc_start, arcs,
-            np.empty(cap), np.empty(cap), np.empty(cap), np.empty(cap),
-            np.empty(ecap, dtype=np.int64), np.empty(ecap), np.zeros(4),
-        )  # fmt: skip
+def make_ses_lines(ses_line):
+    """The parallel loop of a compiled SES line body over every line of a plane.
+
+    The maps' loop adds each line's solute share to the bins; the forces' loop
+    (:mod:`pbsolver.backends.cpu.ses_forces`) runs the body compiled with a recorder.
+    """
+
+    @njit(**_JIT, parallel=True)
+    def ses_lines_kernel(
+        out, axis, us, vs, t0, h, nbins, pos, vdw, acc, probe, step, nbisect, maxacc, maxreach,
+        u0, v0, bsize, nbu, nbv, bstart, border,
+        e_u0, e_v0, e_bsize, e_nbu, e_nbv, e_bstart, e_border,
+        nb_start, nb_index, circ_start, geom, arc_start, arcs,
+    ):  # fmt: skip
+        nu = us.shape[0]
+        nv = vs.shape[0]
+        for line in prange(nu * nv):
+            iu, iv, u, v = _line(line, us, vs)
+            cap = _bin_count(u, v, maxacc, u0, v0, bsize, nbu, nbv, bstart)
+            if cap == 0:
+                continue
+            ecap = max(1, _bin_count(u, v, maxreach, e_u0, e_v0, e_bsize, e_nbu, e_nbv,
+                                     e_bstart))  # fmt: skip
+            ses_line(
+                out, axis, 0, iu, iv, u, v, t0, h, nbins, 0, nbins, pos, vdw, acc, probe, step,
+                nbisect, maxacc, maxreach, u0, v0, bsize, nbu, nbv, bstart, border,
+                e_u0, e_v0, e_bsize, e_nbu, e_nbv, e_bstart, e_border,
+                nb_start, nb_index, circ_start, geom, arc_start, arcs,
+                np.empty(cap), np.empty(cap), np.empty(cap), np.empty(cap),
+                np.empty(ecap, dtype=np.int64), np.empty(ecap), np.zeros(4),
+            )  # fmt: skip
+
+    return ses_lines_kernel
+
+
+_ses_lines = make_ses_lines(_ses_line)
 
 
 def ses_lines(out_shape, axis, us, vs, t0, h, nbins, pos, vdw, acc, probe, step, nbisect,

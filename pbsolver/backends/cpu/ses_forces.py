@@ -1,0 +1,215 @@
+"""Numba CPU kernels of the SES forces: each solute interval end of a line, and how it moves.
+
+:func:`interval_end_slopes` runs the map's own SES line body
+(:func:`pbsolver.backends.bodies.maps.make_ses`) with a range body that records the solute
+intervals instead of adding them to bins, so the ends are the map's ends, bit for bit. Each end
+inside the grid is then classified (bodies in :mod:`pbsolver.backends.bodies.ses_forces`): an
+end where one recorded interval meets the next (a vdW chord continued by a reentrant run) moves
+nothing; a vdW chord end moves with its atom; a reentrant crossing moves with the one, two or
+three atoms whose accessible spheres hold the nearest probe centre.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit, prange
+
+from pbsolver.backends.bodies import maps as B
+from pbsolver.backends.bodies import ses_forces as F
+from pbsolver.backends.bodies.lines import compile_lines, record_range_body
+from pbsolver.backends.cpu.maps import make_ses_lines
+
+_JIT = {"cache": True, "nogil": True, "boundscheck": False, "error_model": "numpy"}
+_jit = njit(**_JIT)
+_S = B.make_ses(_jit, *compile_lines(_jit), range_body=record_range_body)
+_line, _bin_count, _candidates = _S["line"], _S["bin_count"], _S["exposed_candidates"]
+_record = make_ses_lines(_S["ses_line"])
+_bin_range = _jit(B.bin_range_body)
+_across = _jit(B.across_body)
+_point = _jit(B.point_body)
+_arc_point = _jit(B.arc_point_body)
+_nearest = _jit(F.make_nearest_probe(_jit(B.buried_body), _S["sphere_offset"],
+                                     _S["circle_local"]))  # fmt: skip
+_crossing_slopes = _jit(F.make_crossing_slopes(_jit, _jit(F.solve_small_body)))
+_third_sphere = _jit(F.third_sphere_body)
+
+#: Intervals a line records before the line is redone with room for all of them.
+FIRST_CAPACITY = 16
+#: |n · e_axis| at or below this: the line is tangent to the reentrant surface (no slope).
+TANGENT = 1e-6
+#: A point within this of an accessible sphere lies on it (the third sphere of an arc end).
+ON_SPHERE = 1e-6
+
+
+@njit(**_JIT)
+def _cancelled(rec, iu, iv, n, q, t):
+    """Whether another interval of the line has its opposite end exactly at t."""
+    side = q % 2
+    for q2 in range(2 * n):
+        if q2 // 2 != q // 2 and q2 % 2 != side and rec[iu, iv, 1 + q2 // 2, q2 % 2] == t:
+            return True
+    return False
+
+
+@njit(**_JIT)
+def _vdw_end(t, side, u, v, axis, pos, vdw, maxacc, u0, v0, bsize, nbu, nbv, bstart, border):
+    """(atom, du, dv, w) of the vdW chord whose end (side 1) or start (side 0) is at t."""
+    best = math.inf
+    found = -1
+    bw, bdu, bdv = 0.0, 0.0, 0.0
+    lo_u, hi_u, lo_v, hi_v = _bin_range(u, v, maxacc, u0, v0, bsize, nbu, nbv)
+    for bu in range(lo_u, hi_u + 1):
+        for s in range(bstart[bu * nbv + lo_v], bstart[bu * nbv + hi_v + 1]):
+            i = border[s]
+            du, dv = _across(pos, i, axis, u, v)
+            d2 = du * du + dv * dv
+            r = vdw[i]
+            if d2 >= r * r:
+                continue
+            w = math.sqrt(r * r - d2)
+            end = pos[i, axis] + w if side == 1 else pos[i, axis] - w
+            miss = abs(end - t)
+            if miss < best:
+                best, found, bw, bdu, bdv = miss, i, w, du, dv
+    return found, bdu, bdv, bw, best
+
+
+@njit(**_JIT, parallel=True)
+def _slopes(
+    rec, offsets, axis, us, vs, t0, h, nbins, pos, vdw, acc, probe, tol, maxacc, maxreach,
+    u0, v0, bsize, nbu, nbv, bstart, border,
+    e_u0, e_v0, e_bsize, e_nbu, e_nbv, e_bstart, e_border,
+    nb_start, nb_index, circ_start, circ_j, geom, arc_start, arcs,
+    out_bin, out_atoms, out_slopes, unmatched,
+):  # fmt: skip
+    nu = us.shape[0]
+    nv = vs.shape[0]
+    for line in prange(nu * nv):
+        iu, iv, u, v = _line(line, us, vs)
+        n = int(rec[iu, iv, 0, 0])
+        if n == 0:
+            continue
+        # the exposed atoms a point of this line can take its probe from (as the map does)
+        ecap = max(1, _bin_count(u, v, maxreach, e_u0, e_v0, e_bsize, e_nbu, e_nbv, e_bstart))
+        cand = np.empty(ecap, dtype=np.int64)
+        ncand = _candidates(u, v, axis, pos, acc, probe, maxreach, -math.inf, math.inf, e_u0,
+                            e_v0, e_bsize, e_nbu, e_nbv, e_bstart, e_border, cand,
+                            np.empty(ecap))  # fmt: skip
+        feat = np.zeros(4)
+        atoms = np.full(3, -1, dtype=np.int64)
+        slopes = np.zeros((3, 3))
+        g = np.zeros((3, 3))
+        b = np.zeros(3)
+        misses = 0
+        for q in range(2 * n):
+            slot = offsets[line] + q
+            t = rec[iu, iv, 1 + q // 2, q % 2]
+            side = q % 2  # 0: a start, 1: an end
+            sign = 1.0 if side == 1 else -1.0
+            k = int(math.floor((t - t0) / h))
+            if t <= t0 or k < 0 or k >= nbins or _cancelled(rec, iu, iv, n, q, t):
+                continue
+            i, du, dv, w, miss = _vdw_end(t, side, u, v, axis, pos, vdw, maxacc, u0, v0, bsize,
+                                          nbu, nbv, bstart, border)  # fmt: skip
+            if miss <= 1e-10 * (1.0 + abs(t)):
+                if w <= 1e-6 * vdw[i]:  # a grazing line: no slope (as for the sphere union)
+                    continue
+                out_bin[slot] = k
+                out_atoms[slot, 0] = i
+                a1 = 1 if axis == 0 else 0
+                a2 = 1 if axis == 2 else 2
+                out_slopes[slot, 0, axis] = sign
+                out_slopes[slot, 0, a1] = -du / w
+                out_slopes[slot, 0, a2] = -dv / w
+                continue
+            x, y, z = _point(axis, t, u, v)
+            d = _nearest(x, y, z, cand, ncand, pos, acc, probe, nb_start, nb_index, circ_start,
+                         geom, arc_start, arcs, feat)  # fmt: skip
+            if abs(d - probe) > tol:
+                misses += 1
+                continue
+            kind = int(feat[0])
+            i = int(feat[1])
+            atoms[0] = i
+            if kind == F.SPHERE:
+                r = math.sqrt((x - pos[i, 0]) ** 2 + (y - pos[i, 1]) ** 2 + (z - pos[i, 2]) ** 2)
+                f = acc[i] / r
+                cx = pos[i, 0] + f * (x - pos[i, 0])
+                cy = pos[i, 1] + f * (y - pos[i, 1])
+                cz = pos[i, 2] + f * (z - pos[i, 2])
+                m = 1
+            else:
+                c = int(feat[2])
+                cx, cy, cz = _arc_point(geom, c, feat[3])
+                atoms[1] = circ_j[c]
+                m = 2
+                if kind == F.TRIPLE:
+                    k3, off = _third_sphere(cx, cy, cz, i, circ_j[c], pos, acc, nb_start,
+                                            nb_index)  # fmt: skip
+                    if k3 < 0 or off > ON_SPHERE * acc[i]:
+                        misses += 1
+                        continue
+                    atoms[2] = k3
+                    m = 3
+            if not _crossing_slopes(x, y, z, axis, cx, cy, cz, atoms, m, pos, slopes, g, b,
+                                    TANGENT):  # fmt: skip
+                continue
+            out_bin[slot] = k
+            for mm in range(m):
+                out_atoms[slot, mm] = atoms[mm]
+                for a in range(3):
+                    out_slopes[slot, mm, a] = sign * slopes[mm, a]
+        unmatched[line] = misses
+
+
+def interval_end_slopes(shape, axis, us, vs, t0, h, nbins, pos, vdw, acc, probe, step, nbisect,
+                        bins, ebins, features, nb):  # fmt: skip
+    """How the solute interval ends of every line along ``axis`` move with the atoms.
+
+    Arguments are those of :func:`pbsolver.backends.cpu.maps.ses_lines` (``features`` from
+    ``ses_features``, ``nb`` the neighbour lists of the accessible spheres).
+
+    Returns
+    -------
+    lines : int64 (m, 2)
+        (iu, iv) of each moving end's line.
+    bins : int64 (m,)
+        The edge k of the line the end lies in.
+    atoms : int64 (m, 3)
+        The atoms (−1: none) the end moves with.
+    slopes : float64 (m, 3, 3)
+        ``slopes[e, j, :]`` is ∂(covered length of the edge)/∂(position of atoms[e, j]).
+    unmatched : int
+        Ends that were neither a vdW chord end nor a crossing at the probe radius (to
+        ``step·2⁻ⁿᵇⁱˢᵉᶜᵗ``); their slopes are left out.
+    """
+    _exposed, circ_start, circ_j, geom, arc_start, arcs = features
+    geom = geom if len(geom) else np.zeros((1, 13))
+    arcs = arcs if len(arcs) else np.zeros((1, 2))
+    nu, nv = len(us), len(vs)
+    maxacc = float(acc.max())
+    maxreach = maxacc + float(probe)
+    args = (axis, us, vs, float(t0), float(h), int(nbins), pos, vdw, acc, float(probe))
+    rec = np.zeros((nu, nv, FIRST_CAPACITY + 1, 2))
+    _record(rec, *args, float(step), int(nbisect), maxacc, maxreach, *bins, *ebins,
+            *nb, circ_start, geom, arc_start, arcs)  # fmt: skip
+    counts = rec[:, :, 0, 0].astype(np.int64)
+    if counts.max(initial=0) > FIRST_CAPACITY:  # redo the full lines with room for all
+        rec = np.zeros((nu, nv, int(counts.max()) + 1, 2))
+        _record(rec, *args, float(step), int(nbisect), maxacc, maxreach, *bins, *ebins,
+                *nb, circ_start, geom, arc_start, arcs)  # fmt: skip
+    offsets = np.concatenate([[0], np.cumsum(2 * counts.ravel())]).astype(np.int64)
+    total = int(offsets[-1])
+    out_bin = np.full(total, -1, dtype=np.int64)
+    out_atoms = np.full((total, 3), -1, dtype=np.int64)
+    out_slopes = np.zeros((total, 3, 3))
+    unmatched = np.zeros(nu * nv, dtype=np.int64)
+    tol = float(step) * 2.0 ** (-int(nbisect)) + 1e-9
+    _slopes(rec, offsets, *args, tol, maxacc, maxreach, *bins, *ebins, *nb, circ_start,
+            circ_j, geom, arc_start, arcs, out_bin, out_atoms, out_slopes, unmatched)  # fmt: skip
+    keep = np.flatnonzero(out_bin >= 0)
+    line = np.searchsorted(offsets, keep, side="right") - 1
+    lines = np.column_stack([line // nv, line % nv])
+    return lines, out_bin[keep], out_atoms[keep], out_slopes[keep], int(unmatched.sum())

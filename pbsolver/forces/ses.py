@@ -1,0 +1,105 @@
+"""Derivative of the SES edge fractions ("mol", and "smol" before its smoothing) in the atoms.
+
+The SES map (:func:`pbsolver.molecule.maps.face_fractions`) adds to each edge the solute
+intervals of its line: vdW chords, and the runs of the reentrant zone between the vdW and the
+accessible spheres that no probe reaches. An edge's covered fraction moves only through the
+interval ends inside it; an end shared by two intervals (a vdW chord continued by a reentrant
+run) moves nothing. The others move with their atoms
+(:mod:`pbsolver.backends.bodies.ses_forces` derives each kind):
+
+* a vdW chord end: with its atom, as for the union of spheres (:mod:`pbsolver.forces.lines`);
+* a reentrant crossing, where the nearest accessible probe centre is at the probe radius: with
+  the atoms whose accessible spheres hold that centre (one: a radial projection; two: a point
+  of a free arc, the torus; three: an arc end, the probe touching three atoms).
+
+The ends are the map's own: :func:`pbsolver.backends.cpu.ses_forces.interval_end_slopes` runs
+the map's SES line body with a recorder in place of the bins. The map finds each crossing by
+``nbisect`` bisections of a sample interval (to ``ses_step·2⁻ⁿᵇⁱˢᵉᶜᵗ``, about 8e-6 Å by
+default), so the computed energy is a staircase at that scale around the smooth energy of the
+exact surface; these are the slopes of the exact surface's energy. Where it is not
+differentiable: as for "vdw" (ends crossing nodes, grazing lines), and where the nearest probe
+centre switches from one feature to another (a kink), or the reentrant surface meets itself (a
+cusp). The ends' classification runs on the CPU; the sensitivities are gathered where they are
+(NumPy or CuPy).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+
+from pbsolver.arrays import array_module, to_numpy
+from pbsolver.exceptions import InputError
+
+
+def ses_gradient(positions, radii, owners, probe, grid, sensitivity, n_atoms, *, ses_step=None,
+                 nbisect=14):  # fmt: skip
+    """∂/∂c of Σ_axes Σ sensitivity · (SES edge fraction), accumulated per owner atom.
+
+    Parameters
+    ----------
+    positions, radii, owners : arrays (m, 3), (m,), (m,)
+        Sphere centres (Å), vdW radii (Å) and the atom each sphere moves with (periodic images
+        included, as :func:`pbsolver.forces.lines.periodic_owners` gives them).
+    probe : float
+        Probe radius, Å (> 0).
+    grid : Grid
+    sensitivity : 3 arrays of ``grid.shape``
+        ∂(quantity)/∂(edge fraction) per orientation (NumPy or CuPy).
+    n_atoms : int
+        Length of the result.
+    ses_step, nbisect
+        The map's sampling of the reentrant zone (:func:`pbsolver.molecule.maps.face_fractions`).
+
+    Returns
+    -------
+    array (n_atoms, 3)
+        In the sensitivities' array library.
+    """
+    from pbsolver.backends.cpu import maps as cpu_maps
+    from pbsolver.backends.cpu.ses_forces import interval_end_slopes
+    from pbsolver.molecule.maps import line_bins, ses_sampling_step
+
+    if not probe > 0:
+        raise InputError(f"the SES slopes need a probe radius > 0, got {probe}")
+    xp = array_module(sensitivity[0])
+    pos = np.ascontiguousarray(positions, dtype=np.float64)
+    vdw = np.ascontiguousarray(radii, dtype=np.float64)
+    owners = np.asarray(owners, dtype=np.int64)
+    acc = vdw + probe
+    nb = cpu_maps.neighbour_lists(pos, acc)
+    features = cpu_maps.ses_features(pos, acc, *nb)
+    exposed = np.flatnonzero(features[0])
+    axes = grid.axes()
+    grad = np.zeros((n_atoms, 3))
+    for axis in range(3):
+        a1, a2 = [a for a in range(3) if a != axis]
+        h = grid.spacing[axis]
+        bins = line_bins(pos, acc, axis, axes[a1], axes[a2])
+        ebins = line_bins(pos, acc + probe, axis, axes[a1], axes[a2], subset=exposed)
+        lines, k, atoms, slopes, unmatched = interval_end_slopes(
+            grid.shape, axis, axes[a1], axes[a2], grid.origin[axis], h, grid.shape[axis], pos,
+            vdw, acc, probe, ses_sampling_step(h, ses_step), nbisect, bins, ebins, features, nb,
+        )  # fmt: skip
+        if unmatched:
+            logging.getLogger("pbsolver").warning(
+                "SES forces: %d interval ends along axis %d are neither a vdW chord end nor a "
+                "crossing at the probe radius; their share of the forces is left out",
+                unmatched, axis,
+            )  # fmt: skip
+        if len(k) == 0:
+            continue
+        idx = [None, None, None]
+        idx[axis], idx[a1], idx[a2] = k, lines[:, 0], lines[:, 1]
+        s = to_numpy(sensitivity[axis][tuple(xp.asarray(i) for i in idx)]) / h
+        for m in range(3):
+            used = atoms[:, m] >= 0
+            who = owners[atoms[used, m]]
+            for a in range(3):
+                grad[:, a] += np.bincount(who, weights=s[used] * slopes[used, m, a],
+                                          minlength=n_atoms)[:n_atoms]  # fmt: skip
+    return xp.asarray(grad)
+
+
+__all__ = ["ses_gradient"]
