@@ -177,7 +177,10 @@ elif [ "${1:-single}" = "s10e" ]; then  # tenth session: the maps' arrays throug
     --only '*FKBP*' --backend cuda --runs 3 --json "$R/apbs_inprocess_fkbp.json"
 elif [ "${1:-single}" = "s11" ]; then  # eleventh session: SES forces (issue 19); every GPU test after the SES body refactor
   step gpu_tests 500 python3 -m pytest -n 0 -m gpu -q -p no:cacheprovider -W ignore::Warning -rs
-elif [ "${1:-single}" = "s11b" ]; then  # eleventh session: the cost of exact forces per surface
+elif [ "${1:-single}" = "s11b" ]; then  # eleventh session: the cost of exact forces per surface; the map tests after the SES body changes
+  step gpu_map_tests 240 python3 -m pytest -n 0 -m gpu -q -p no:cacheprovider -W ignore::Warning -rs \
+    tests/test_forces.py tests/test_cuda_maps.py tests/test_frames_ses.py tests/test_calculator.py \
+    tests/test_frames.py tests/test_apbs_input.py
   for s in svdw mol smol; do
     step "forces_cost_$s" 60 python3 benchmarks/forces_cost.py --backend cuda --maps-backend cuda \
       --surface "$s" --pqr data/1lpb_chainA.pqr --spacing 0.5 --json "$R/forces_cost_$s.json"

@@ -14,32 +14,21 @@ everywhere except where an end crosses a node (the fraction has a kink: one-side
 differ by the sensitivities of the two bins) and where a line grazes a sphere (w → 0, the
 slope ∝ 1/w is integrable but unbounded); both are sets of measure zero in the positions, but
 near them the energy is rough on a scale of 10⁻³ Å (see :mod:`pbsolver.molecule.smooth_surface`,
-whose "svdw" surface is smooth). Chords of half-length below :data:`GRAZE` · r (a line tangent to
-a sphere up to rounding) are left out.
+whose "svdw" surface is smooth). Chords of half-length below
+:data:`pbsolver.backends.bodies.lines.GRAZE` · r (a line tangent to a sphere up to rounding) are
+left out.
 
-:func:`union_gradient` does it in array code (NumPy or CuPy): every (line, sphere) chord of a
-plane of lines is enumerated, the chord ends are sorted per line, and a running count of open
-chords tells which ends bound the union (a start with nothing open before it, an end that
-closes the last one; at equal positions starts sort first, which is the kernels' merging of
-touching chords).
+:func:`union_gradient` takes the ends from the CPU map kernels themselves: the sphere-union
+line body runs with a recorder of the merged intervals, and each end in the grid is matched to
+the sphere whose chord it ends (:func:`pbsolver.backends.cpu.line_ends.sphere_end_slopes`); the
+sensitivities are gathered at those edges where they are (NumPy or CuPy, :func:`end_gradient`).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-#: Chords shorter than this fraction of the radius on each side of the centre's projection are
-#: left out of the derivative (tangency up to rounding: their share of an edge is < 1e-6).
-GRAZE = 1e-6
-
-
-def _candidate_range(c, reach, start, step, count, xp):
-    """Lowest index and count of the coordinates start + k·step within ``reach`` of c."""
-    lo = xp.floor((c - reach - start) / step).astype(xp.int64)
-    hi = xp.floor((c + reach - start) / step).astype(xp.int64) + 1
-    lo = xp.clip(lo, 0, count)
-    hi = xp.clip(hi, -1, count - 1)
-    return lo, xp.maximum(hi - lo + 1, 0)
+from pbsolver.arrays import array_module, to_numpy
 
 
 def union_gradient(positions, radii, owners, axis, us, vs, t0, h, nbins, sensitivity, n_atoms):
@@ -72,79 +61,40 @@ def union_gradient(positions, radii, owners, axis, us, vs, t0, h, nbins, sensiti
     -------
     array (n_atoms, 3)
     """
-    from pbsolver.arrays import array_module
+    from pbsolver.backends.cpu.line_ends import sphere_end_slopes
+    from pbsolver.molecule.maps import line_bins
 
+    pos = np.ascontiguousarray(positions, dtype=np.float64)
+    rad = np.ascontiguousarray(radii, dtype=np.float64)
+    us = np.ascontiguousarray(to_numpy(us), dtype=np.float64)
+    vs = np.ascontiguousarray(to_numpy(vs), dtype=np.float64)
+    bins = line_bins(pos, rad, axis, us, vs)
+    ends = sphere_end_slopes(axis, us, vs, t0, h, nbins, pos, rad, bins)
+    return end_gradient(sensitivity, axis, h, *ends, owners, n_atoms)
+
+
+def end_gradient(sensitivity, axis, h, lines, bins, atoms, slopes, owners, n_atoms):
+    """Σ over moving interval ends of sensitivity[edge]/h · slope, per owner atom: (n_atoms, 3).
+
+    ``lines``, ``bins``, ``atoms``, ``slopes`` are the CPU line-end kernels' output
+    (:mod:`pbsolver.backends.cpu.line_ends`) for lines along ``axis``; ``sensitivity`` (NumPy
+    or CuPy) is gathered at the ends' edges; the result is in its array library.
+    """
     xp = array_module(sensitivity)
     a1, a2 = [a for a in range(3) if a != axis]
-    pos = xp.asarray(positions, dtype=xp.float64)
-    rad = xp.asarray(radii, dtype=xp.float64)
-    own = xp.asarray(owners, dtype=xp.int64)
-    us = xp.asarray(us, dtype=xp.float64)
-    vs = xp.asarray(vs, dtype=xp.float64)
-    grad = xp.zeros((n_atoms, 3))
-    keep = rad > 0
-    if not bool(keep.any()):
-        return grad
-    pos, rad, own = pos[keep], rad[keep], own[keep]
-    nu, nv = us.shape[0], vs.shape[0]
-    du_step = float(us[1] - us[0]) if nu > 1 else 1.0
-    dv_step = float(vs[1] - vs[0]) if nv > 1 else 1.0
-    iu0, cu = _candidate_range(pos[:, a1], rad, float(us[0]), du_step, nu, xp)
-    iv0, cv = _candidate_range(pos[:, a2], rad, float(vs[0]), dv_step, nv, xp)
-    # every (sphere, line) pair of the sphere's candidate rectangle of lines
-    offsets = xp.concatenate([xp.zeros(1, dtype=xp.int64), xp.cumsum(cu * cv)])
-    total = int(offsets[-1])
-    if total == 0:
-        return grad
-    pair = xp.arange(total, dtype=xp.int64)
-    sph = xp.searchsorted(offsets, pair, side="right") - 1
-    local = pair - offsets[sph]
-    iu = iu0[sph] + local // cv[sph]
-    iv = iv0[sph] + local % cv[sph]
-    # the kernels' chord test and formula (chord_body), bit for bit
-    du = pos[sph, a1] - us[iu]
-    dv = pos[sph, a2] - vs[iv]
-    d2 = du * du + dv * dv
-    r = rad[sph]
-    hit = d2 < r * r
-    sph, iu, iv, du, dv = sph[hit], iu[hit], iv[hit], du[hit], dv[hit]
-    if sph.shape[0] == 0:
-        return grad
-    r = rad[sph]
-    w = xp.sqrt(r * r - (du * du + dv * dv))
-    # a line tangent to a sphere up to rounding (an atom on a node, a radius a multiple of the
-    # spacing) gets a chord of ~1e-8 Å whose slope ∝ 1/w means nothing: it is left out
-    keep = w > GRAZE * r
-    sph, iu, iv, du, dv, w, r = sph[keep], iu[keep], iv[keep], du[keep], dv[keep], w[keep], r[keep]
-    t = pos[sph, axis]
-    line = iu * nv + iv
-    # chord ends as events: (line, position, kind) with kind 0 = start, 1 = end
-    n = sph.shape[0]
-    ev_line = xp.concatenate([line, line])
-    ev_pos = xp.concatenate([t - w, t + w])
-    ev_kind = xp.concatenate([xp.zeros(n, dtype=xp.int64), xp.ones(n, dtype=xp.int64)])
-    ev_chord = xp.concatenate([xp.arange(n), xp.arange(n)])
-    order = xp.lexsort(xp.stack([ev_kind, ev_pos, ev_line]))
-    ev_kind, ev_pos, ev_chord = ev_kind[order], ev_pos[order], ev_chord[order]
-    depth = xp.cumsum(1 - 2 * ev_kind)  # open chords after each event (lines sum to zero)
-    bounding = ((ev_kind == 0) & (depth == 1)) | ((ev_kind == 1) & (depth == 0))
-    k = xp.floor((ev_pos - t0) / h).astype(xp.int64)
-    bounding &= (k >= 0) & (k < nbins)
-    ev_kind, k, c = ev_kind[bounding], k[bounding], ev_chord[bounding]
-    if c.shape[0] == 0:
-        return grad
-    idx = [None, None, None]
-    idx[axis], idx[a1], idx[a2] = k, iu[c], iv[c]
-    s = sensitivity[tuple(idx)] / h
-    sign = (2 * ev_kind - 1).astype(xp.float64)  # −1 at a start, +1 at an end
-    parts = [None, None, None]
-    parts[axis] = sign * s
-    parts[a1] = -s * du[c] / w[c]
-    parts[a2] = -s * dv[c] / w[c]
-    owner = own[sph[c]]
-    for a in range(3):
-        grad[:, a] = xp.bincount(owner, weights=parts[a], minlength=n_atoms)[:n_atoms]
-    return grad
+    owners = np.asarray(owners, dtype=np.int64)
+    grad = np.zeros((n_atoms, 3))
+    if len(bins):
+        idx = [None, None, None]
+        idx[axis], idx[a1], idx[a2] = bins, lines[:, 0], lines[:, 1]
+        s = to_numpy(sensitivity[tuple(xp.asarray(i) for i in idx)]) / h
+        for m in range(atoms.shape[1]):
+            used = atoms[:, m] >= 0
+            who = owners[atoms[used, m]]
+            for a in range(3):
+                grad[:, a] += np.bincount(who, weights=s[used] * slopes[used, m, a],
+                                          minlength=n_atoms)[:n_atoms]  # fmt: skip
+    return xp.asarray(grad)
 
 
 def periodic_owners(positions, radii, box, origin, cutoff):
@@ -161,4 +111,4 @@ def periodic_owners(positions, radii, box, origin, cutoff):
     return pos, tagged[:, 0], tagged[:, 1].astype(np.int64)
 
 
-__all__ = ["periodic_owners", "union_gradient"]
+__all__ = ["end_gradient", "periodic_owners", "union_gradient"]

@@ -12,7 +12,7 @@ run) moves nothing. The others move with their atoms
   the atoms whose accessible spheres hold that centre (one: a radial projection; two: a point
   of a free arc, the torus; three: an arc end, the probe touching three atoms).
 
-The ends are the map's own: :func:`pbsolver.backends.cpu.ses_forces.interval_end_slopes` runs
+The ends are the map's own: :func:`pbsolver.backends.cpu.line_ends.interval_end_slopes` runs
 the map's SES line body with a recorder in place of the bins. The map finds each crossing by
 ``nbisect`` bisections of a sample interval (to ``ses_step·2⁻ⁿᵇⁱˢᵉᶜᵗ``, about 8e-6 Å by
 default), so the computed energy is a staircase at that scale around the smooth energy of the
@@ -29,7 +29,7 @@ import logging
 
 import numpy as np
 
-from pbsolver.arrays import array_module, to_numpy
+from pbsolver.arrays import array_module
 from pbsolver.exceptions import InputError
 
 
@@ -58,7 +58,8 @@ def ses_gradient(positions, radii, owners, probe, grid, sensitivity, n_atoms, *,
         In the sensitivities' array library.
     """
     from pbsolver.backends.cpu import maps as cpu_maps
-    from pbsolver.backends.cpu.ses_forces import interval_end_slopes
+    from pbsolver.backends.cpu.line_ends import interval_end_slopes
+    from pbsolver.forces.lines import end_gradient
     from pbsolver.molecule.maps import line_bins, ses_sampling_step
 
     if not probe > 0:
@@ -72,14 +73,14 @@ def ses_gradient(positions, radii, owners, probe, grid, sensitivity, n_atoms, *,
     features = cpu_maps.ses_features(pos, acc, *nb)
     exposed = np.flatnonzero(features[0])
     axes = grid.axes()
-    grad = np.zeros((n_atoms, 3))
+    grad = xp.zeros((n_atoms, 3))
     for axis in range(3):
         a1, a2 = [a for a in range(3) if a != axis]
         h = grid.spacing[axis]
         bins = line_bins(pos, acc, axis, axes[a1], axes[a2])
         ebins = line_bins(pos, acc + probe, axis, axes[a1], axes[a2], subset=exposed)
-        lines, k, atoms, slopes, unmatched = interval_end_slopes(
-            grid.shape, axis, axes[a1], axes[a2], grid.origin[axis], h, grid.shape[axis], pos,
+        *ends, unmatched = interval_end_slopes(
+            axis, axes[a1], axes[a2], grid.origin[axis], h, grid.shape[axis], pos,
             vdw, acc, probe, ses_sampling_step(h, ses_step), nbisect, bins, ebins, features, nb,
         )  # fmt: skip
         if unmatched:
@@ -88,18 +89,8 @@ def ses_gradient(positions, radii, owners, probe, grid, sensitivity, n_atoms, *,
                 "crossing at the probe radius; their share of the forces is left out",
                 unmatched, axis,
             )  # fmt: skip
-        if len(k) == 0:
-            continue
-        idx = [None, None, None]
-        idx[axis], idx[a1], idx[a2] = k, lines[:, 0], lines[:, 1]
-        s = to_numpy(sensitivity[axis][tuple(xp.asarray(i) for i in idx)]) / h
-        for m in range(3):
-            used = atoms[:, m] >= 0
-            who = owners[atoms[used, m]]
-            for a in range(3):
-                grad[:, a] += np.bincount(who, weights=s[used] * slopes[used, m, a],
-                                          minlength=n_atoms)[:n_atoms]  # fmt: skip
-    return xp.asarray(grad)
+        grad = grad + end_gradient(sensitivity[axis], axis, h, *ends, owners, n_atoms)
+    return grad
 
 
 __all__ = ["ses_gradient"]

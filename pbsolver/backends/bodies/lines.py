@@ -10,6 +10,11 @@ from __future__ import annotations
 
 import math
 
+#: Chords shorter than this fraction of the radius on each side of the centre's projection (a
+#: line tangent to a sphere up to rounding) move no force: their share of an edge is < 1e-6 and
+#: their slope ∝ 1/w means nothing.
+GRAZE = 1e-6
+
 
 def insert_sorted_body(keys, vals, n, key, val):
     """Insert (key, val) into the first n entries of ``keys``/``vals``, kept sorted by key.
@@ -103,7 +108,11 @@ def make_accumulate(accumulate_range):
     return accumulate_body
 
 
-def compile_lines(jit):
-    """``(sort_merge, accumulate)``: the line bodies compiled by ``jit``."""
+def compile_lines(jit, range_body=accumulate_range_body):
+    """``(sort_merge, accumulate)``: the line bodies compiled by ``jit``.
+
+    ``accumulate`` hands each interval to ``range_body`` (the bins' accumulation, or
+    :func:`record_range_body`).
+    """
     return (jit(make_sort_merge(jit(insert_sorted_body))),
-            jit(make_accumulate(jit(accumulate_range_body))))  # fmt: skip
+            jit(make_accumulate(jit(range_body))))  # fmt: skip

@@ -162,12 +162,44 @@ def buried_body(px, py, pz, i, pos, rad, nb_start, nb_index):
     return False
 
 
-def sphere_offset_body(x, y, z, pos, i):
-    """(dx, dy, dz, |d|²): the point's offset from atom i's centre."""
+def near_sphere_body(x, y, z, pos, rad, i, probe):
+    """(dx, dy, dz, r): the point's offset from atom i's centre and its length.
+
+    r = −1 beyond rad[i] + probe: no probe centre on that sphere is within ``probe`` of it.
+    """
     dx = x - pos[i, 0]
     dy = y - pos[i, 1]
     dz = z - pos[i, 2]
-    return dx, dy, dz, dx * dx + dy * dy + dz * dz
+    r2 = dx * dx + dy * dy + dz * dz
+    reach = rad[i] + probe
+    if r2 >= reach * reach:
+        return dx, dy, dz, -1.0
+    return dx, dy, dz, math.sqrt(r2)
+
+
+def make_sphere_probe(buried, near_sphere):
+    """The accessible-sphere probe body on the compiled ``buried`` and ``near_sphere`` bodies."""
+
+    def sphere_probe_body(x, y, z, pos, rad, i, probe, limit, nb_start, nb_index):
+        """(r, distance, point): the point's distance r from centre i, and its radial projection.
+
+        r = −1 when no probe centre on accessible sphere i (radius rad[i]) is within ``probe``
+        of the point. The projection is the sphere's nearest accessible point only from inside
+        the ball (0 < r < rad[i]); its distance is inf where it is not, where it is ``limit``
+        or more, or where the projection is buried in another sphere.
+        """
+        dx, dy, dz, r = near_sphere(x, y, z, pos, rad, i, probe)
+        if not (0.0 < r < rad[i] and rad[i] - r < limit):
+            return r, math.inf, 0.0, 0.0, 0.0
+        f = rad[i] / r
+        px = pos[i, 0] + f * dx
+        py = pos[i, 1] + f * dy
+        pz = pos[i, 2] + f * dz
+        if buried(px, py, pz, i, pos, rad, nb_start, nb_index):
+            return r, math.inf, px, py, pz
+        return r, rad[i] - r, px, py, pz
+
+    return sphere_probe_body
 
 
 def circle_local_body(geom, c, x, y, z):
@@ -338,7 +370,7 @@ def make_ses(jit, sort_merge, accumulate, range_body=accumulate_range_body):
     buried = jit(buried_body)
     remember = jit(remember_body)
     arc_point = jit(arc_point_body)
-    sphere_offset = jit(sphere_offset_body)
+    sphere_probe = jit(make_sphere_probe(buried, jit(near_sphere_body)))
     circle_local = jit(circle_local_body)
     circle = jit(circle_body)
     free_arcs = jit(make_free_arcs(sort_merge))
@@ -382,21 +414,14 @@ def make_ses(jit, sort_merge, accumulate, range_body=accumulate_range_body):
                 return True
         for s in range(lo, hi):
             i = cand[s]
-            dx, dy, dz, r2 = sphere_offset(x, y, z, pos, i)
-            reach = rad[i] + probe
-            if r2 >= reach * reach:
+            # 1. radial projection on accessible sphere i
+            r, d, px, py, pz = sphere_probe(x, y, z, pos, rad, i, probe, probe, nb_start,
+                                            nb_index)  # fmt: skip
+            if r < 0.0:
                 continue
-            r = math.sqrt(r2)
-            # 1. radial projection on accessible sphere i (the nearest accessible point is a
-            # radial projection only when x is inside ball i)
-            if 0.0 < r < rad[i] and rad[i] - r < probe:
-                f = rad[i] / r
-                px = pos[i, 0] + f * dx
-                py = pos[i, 1] + f * dy
-                pz = pos[i, 2] + f * dz
-                if not buried(px, py, pz, i, pos, rad, nb_start, nb_index):
-                    remember(hit, px, py, pz)
-                    return True
+            if d < probe:
+                remember(hit, px, py, pz)
+                return True
             # 2. free arcs of the circles (i, j > i), and their ends
             for c in range(circ_start[i], circ_start[i + 1]):
                 zz, xu, xv, rx, rho = circle_local(geom, c, x, y, z)
@@ -727,7 +752,7 @@ def make_ses(jit, sort_merge, accumulate, range_body=accumulate_range_body):
         "fill_circle": fill_circle,
         "probe_reaches": probe_reaches,
         "exposed_candidates": exposed_candidates,
-        "sphere_offset": sphere_offset,
+        "sphere_probe": sphere_probe,
         "circle_local": circle_local,
         "chord": chord,
         "bin_count": jit(bin_count),

@@ -33,7 +33,7 @@ from pbsolver.backends.bodies.maps import TWO_PI
 NO_FEATURE, SPHERE, TORUS, TRIPLE = 0, 1, 2, 3
 
 
-def make_nearest_probe(buried, sphere_offset, circle_local):
+def make_nearest_probe(sphere_probe, circle_local):
     """The nearest-accessible-probe body on the compiled SES bodies of the same names."""
 
     def nearest_probe_body(
@@ -52,18 +52,14 @@ def make_nearest_probe(buried, sphere_offset, circle_local):
         feat[0] = NO_FEATURE
         for s in range(ncand):
             i = cand[s]
-            dx, dy, dz, r2 = sphere_offset(x, y, z, pos, i)
-            reach = rad[i] + probe
-            if r2 >= reach * reach:
+            r, d, _px, _py, _pz = sphere_probe(x, y, z, pos, rad, i, probe, best, nb_start,
+                                               nb_index)  # fmt: skip
+            if r < 0.0:
                 continue
-            r = math.sqrt(r2)
-            if 0.0 < r < rad[i] and rad[i] - r < best:
-                f = rad[i] / r
-                if not buried(pos[i, 0] + f * dx, pos[i, 1] + f * dy, pos[i, 2] + f * dz, i,
-                              pos, rad, nb_start, nb_index):  # fmt: skip
-                    best = rad[i] - r
-                    feat[0] = SPHERE
-                    feat[1] = i
+            if d < best:
+                best = d
+                feat[0] = SPHERE
+                feat[1] = i
             for c in range(circ_start[i], circ_start[i + 1]):
                 zz, xu, xv, rx, rho = circle_local(geom, c, x, y, z)
                 if (rx - rho) * (rx - rho) + zz * zz >= best * best:

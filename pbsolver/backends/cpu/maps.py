@@ -51,24 +51,36 @@ plane_bins = B.plane_bins
 
 
 # ---------------------------------------------------------------------- union of spheres
-@njit(**_JIT, parallel=True)
-def _union_lines(
-    out, axis, us, vs, t0, h, nbins, pos, radius, u0, v0, bsize, nbu, nbv, bstart, border
-):
-    nu = us.shape[0]
-    nv = vs.shape[0]
-    maxr = 0.0
-    for i in range(radius.shape[0]):
-        maxr = max(maxr, radius[i])
-    for line in prange(nu * nv):
-        iu, iv, u, v = _line(line, us, vs)
-        cap = _bin_count(u, v, maxr, u0, v0, bsize, nbu, nbv, bstart)
-        if cap == 0:
-            continue
-        starts = np.empty(cap)
-        ends = np.empty(cap)
-        _union_line(out, axis, iu, iv, u, v, t0, h, nbins, pos, radius, maxr,
-                    u0, v0, bsize, nbu, nbv, bstart, border, starts, ends)  # fmt: skip
+def make_union_lines(union_line):
+    """The parallel loop of a compiled sphere-union line body over every line of a plane.
+
+    The maps' loop adds each line's coverage to the bins; the forces' loop
+    (:mod:`pbsolver.backends.cpu.line_ends`) runs the body compiled with a recorder.
+    """
+
+    @njit(**_JIT, parallel=True)
+    def union_lines_kernel(
+        out, axis, us, vs, t0, h, nbins, pos, radius, u0, v0, bsize, nbu, nbv, bstart, border
+    ):
+        nu = us.shape[0]
+        nv = vs.shape[0]
+        maxr = 0.0
+        for i in range(radius.shape[0]):
+            maxr = max(maxr, radius[i])
+        for line in prange(nu * nv):
+            iu, iv, u, v = _line(line, us, vs)
+            cap = _bin_count(u, v, maxr, u0, v0, bsize, nbu, nbv, bstart)
+            if cap == 0:
+                continue
+            starts = np.empty(cap)
+            ends = np.empty(cap)
+            union_line(out, axis, iu, iv, u, v, t0, h, nbins, pos, radius, maxr,
+                       u0, v0, bsize, nbu, nbv, bstart, border, starts, ends)  # fmt: skip
+
+    return union_lines_kernel
+
+
+_union_lines = make_union_lines(_union_line)
 
 
 def sphere_union_lines(out_shape, axis, us, vs, t0, h, nbins, pos, radius, bins):
@@ -218,7 +230,7 @@ def make_ses_lines(ses_line):
     """The parallel loop of a compiled SES line body over every line of a plane.
 
     The maps' loop adds each line's solute share to the bins; the forces' loop
-    (:mod:`pbsolver.backends.cpu.ses_forces`) runs the body compiled with a recorder.
+    (:mod:`pbsolver.backends.cpu.line_ends`) runs the body compiled with a recorder.
     """
 
     @njit(**_JIT, parallel=True)

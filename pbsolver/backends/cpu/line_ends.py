@@ -1,12 +1,16 @@
-"""Numba CPU kernels of the SES forces: each solute interval end of a line, and how it moves.
+"""Numba CPU kernels of the forces' surface terms: how each covered interval end of a line moves.
 
-:func:`interval_end_slopes` runs the map's own SES line body
-(:func:`pbsolver.backends.bodies.maps.make_ses`) with a range body that records the solute
-intervals instead of adding them to bins, so the ends are the map's ends, bit for bit. Each end
-inside the grid is then classified (bodies in :mod:`pbsolver.backends.bodies.ses_forces`): an
-end where one recorded interval meets the next (a vdW chord continued by a reentrant run) moves
-nothing; a vdW chord end moves with its atom; a reentrant crossing moves with the one, two or
-three atoms whose accessible spheres hold the nearest probe centre.
+The maps' own line bodies (:func:`pbsolver.backends.bodies.maps.make_ses`: the SES lines and the
+sphere-union lines) run here with a range body that records the covered intervals instead of
+adding them to bins (:func:`pbsolver.backends.bodies.lines.record_range_body`), so the ends are
+the maps' ends, bit for bit. Each end inside the grid is then classified:
+
+* :func:`sphere_end_slopes` (a union of spheres: "vdw", the ion-accessible map): every end of a
+  merged chord is the chord end of one sphere and moves with it;
+* :func:`interval_end_slopes` (the SES; bodies in :mod:`pbsolver.backends.bodies.ses_forces`):
+  an end where one recorded interval meets the next (a vdW chord continued by a reentrant run)
+  moves nothing; a vdW chord end moves with its atom; a reentrant crossing moves with the one,
+  two or three atoms whose accessible spheres hold the nearest probe centre.
 """
 
 from __future__ import annotations
@@ -18,20 +22,20 @@ from numba import njit, prange
 
 from pbsolver.backends.bodies import maps as B
 from pbsolver.backends.bodies import ses_forces as F
-from pbsolver.backends.bodies.lines import compile_lines, record_range_body
-from pbsolver.backends.cpu.maps import make_ses_lines
+from pbsolver.backends.bodies.lines import GRAZE, compile_lines, record_range_body
+from pbsolver.backends.cpu.maps import make_ses_lines, make_union_lines
 
 _JIT = {"cache": True, "nogil": True, "boundscheck": False, "error_model": "numpy"}
 _jit = njit(**_JIT)
-_S = B.make_ses(_jit, *compile_lines(_jit), range_body=record_range_body)
+_S = B.make_ses(_jit, *compile_lines(_jit, record_range_body), range_body=record_range_body)
 _line, _bin_count, _candidates = _S["line"], _S["bin_count"], _S["exposed_candidates"]
 _record = make_ses_lines(_S["ses_line"])
+_record_union = make_union_lines(_S["union_line"])
 _bin_range = _jit(B.bin_range_body)
 _across = _jit(B.across_body)
 _point = _jit(B.point_body)
 _arc_point = _jit(B.arc_point_body)
-_nearest = _jit(F.make_nearest_probe(_jit(B.buried_body), _S["sphere_offset"],
-                                     _S["circle_local"]))  # fmt: skip
+_nearest = _jit(F.make_nearest_probe(_S["sphere_probe"], _S["circle_local"]))
 _crossing_slopes = _jit(F.make_crossing_slopes(_jit, _jit(F.solve_small_body)))
 _third_sphere = _jit(F.third_sphere_body)
 
@@ -41,6 +45,19 @@ FIRST_CAPACITY = 16
 TANGENT = 1e-6
 #: A point within this of an accessible sphere lies on it (the third sphere of an arc end).
 ON_SPHERE = 1e-6
+
+
+@njit(**_JIT)
+def _recorded_end(rec, iu, iv, q, t0, h, nbins):
+    """End q of line (iu, iv)'s recorded intervals: (t, side 0 start / 1 end, edge k).
+
+    k = −1 outside the grid's edges (and at t0 itself, where an interval is cut by the grid).
+    """
+    t = rec[iu, iv, 1 + q // 2, q % 2]
+    k = int(math.floor((t - t0) / h))
+    if t <= t0 or k >= nbins:
+        k = -1
+    return t, q % 2, k
 
 
 @njit(**_JIT)
@@ -76,6 +93,42 @@ def _vdw_end(t, side, u, v, axis, pos, vdw, maxacc, u0, v0, bsize, nbu, nbv, bst
     return found, bdu, bdv, bw, best
 
 
+@njit(**_JIT)
+def _sphere_end(slot, k, sign, i, du, dv, w, axis, out_bin, out_atoms, out_slopes):
+    """Record the slope of sphere i's chord end (a start: sign −1) in edge k.
+
+    ∂(t ± w)/∂c_axis = 1, ∂(t ± w)/∂c_a1 = ∓du/w (du = c_a1 − u): times the sign, the covered
+    length's slope is (sign, −du/w, −dv/w).
+    """
+    out_bin[slot] = k
+    out_atoms[slot, 0] = i
+    a1 = 1 if axis == 0 else 0
+    a2 = 1 if axis == 2 else 2
+    out_slopes[slot, 0, axis] = sign
+    out_slopes[slot, 0, a1] = -du / w
+    out_slopes[slot, 0, a2] = -dv / w
+
+
+@njit(**_JIT, parallel=True)
+def _union_slopes(
+    rec, offsets, axis, us, vs, t0, h, nbins, pos, rad, maxr, u0, v0, bsize, nbu, nbv, bstart,
+    border, out_bin, out_atoms, out_slopes,
+):  # fmt: skip
+    nu = us.shape[0]
+    nv = vs.shape[0]
+    for line in prange(nu * nv):
+        iu, iv, u, v = _line(line, us, vs)
+        for q in range(2 * int(rec[iu, iv, 0, 0])):
+            t, side, k = _recorded_end(rec, iu, iv, q, t0, h, nbins)
+            if k < 0:
+                continue
+            i, du, dv, w, _miss = _vdw_end(t, side, u, v, axis, pos, rad, maxr, u0, v0, bsize,
+                                           nbu, nbv, bstart, border)  # fmt: skip
+            if i >= 0 and w > GRAZE * rad[i]:  # a grazing line has no slope
+                _sphere_end(offsets[line] + q, k, 2.0 * side - 1.0, i, du, dv, w, axis,
+                            out_bin, out_atoms, out_slopes)  # fmt: skip
+
+
 @njit(**_JIT, parallel=True)
 def _slopes(
     rec, offsets, axis, us, vs, t0, h, nbins, pos, vdw, acc, probe, tol, maxacc, maxreach,
@@ -105,24 +158,16 @@ def _slopes(
         misses = 0
         for q in range(2 * n):
             slot = offsets[line] + q
-            t = rec[iu, iv, 1 + q // 2, q % 2]
-            side = q % 2  # 0: a start, 1: an end
-            sign = 1.0 if side == 1 else -1.0
-            k = int(math.floor((t - t0) / h))
-            if t <= t0 or k < 0 or k >= nbins or _cancelled(rec, iu, iv, n, q, t):
+            t, side, k = _recorded_end(rec, iu, iv, q, t0, h, nbins)
+            sign = 2.0 * side - 1.0  # −1 at a start, +1 at an end
+            if k < 0 or _cancelled(rec, iu, iv, n, q, t):
                 continue
             i, du, dv, w, miss = _vdw_end(t, side, u, v, axis, pos, vdw, maxacc, u0, v0, bsize,
                                           nbu, nbv, bstart, border)  # fmt: skip
             if miss <= 1e-10 * (1.0 + abs(t)):
-                if w <= 1e-6 * vdw[i]:  # a grazing line: no slope (as for the sphere union)
-                    continue
-                out_bin[slot] = k
-                out_atoms[slot, 0] = i
-                a1 = 1 if axis == 0 else 0
-                a2 = 1 if axis == 2 else 2
-                out_slopes[slot, 0, axis] = sign
-                out_slopes[slot, 0, a1] = -du / w
-                out_slopes[slot, 0, a2] = -dv / w
+                if w > GRAZE * vdw[i]:  # a grazing line has no slope (as for the sphere union)
+                    _sphere_end(slot, k, sign, i, du, dv, w, axis, out_bin, out_atoms,
+                                out_slopes)  # fmt: skip
                 continue
             x, y, z = _point(axis, t, u, v)
             d = _nearest(x, y, z, cand, ncand, pos, acc, probe, nb_start, nb_index, circ_start,
@@ -164,11 +209,12 @@ def _slopes(
         unmatched[line] = misses
 
 
-def interval_end_slopes(shape, axis, us, vs, t0, h, nbins, pos, vdw, acc, probe, step, nbisect,
+def interval_end_slopes(axis, us, vs, t0, h, nbins, pos, vdw, acc, probe, step, nbisect,
                         bins, ebins, features, nb):  # fmt: skip
     """How the solute interval ends of every line along ``axis`` move with the atoms.
 
-    Arguments are those of :func:`pbsolver.backends.cpu.maps.ses_lines` (``features`` from
+    Arguments are those of :func:`pbsolver.backends.cpu.maps.ses_lines` but the first
+    (``features`` from
     ``ses_features``, ``nb`` the neighbour lists of the accessible spheres).
 
     Returns
@@ -188,28 +234,53 @@ def interval_end_slopes(shape, axis, us, vs, t0, h, nbins, pos, vdw, acc, probe,
     _exposed, circ_start, circ_j, geom, arc_start, arcs = features
     geom = geom if len(geom) else np.zeros((1, 13))
     arcs = arcs if len(arcs) else np.zeros((1, 2))
-    nu, nv = len(us), len(vs)
     maxacc = float(acc.max())
     maxreach = maxacc + float(probe)
     args = (axis, us, vs, float(t0), float(h), int(nbins), pos, vdw, acc, float(probe))
-    rec = np.zeros((nu, nv, FIRST_CAPACITY + 1, 2))
-    _record(rec, *args, float(step), int(nbisect), maxacc, maxreach, *bins, *ebins,
-            *nb, circ_start, geom, arc_start, arcs)  # fmt: skip
-    counts = rec[:, :, 0, 0].astype(np.int64)
-    if counts.max(initial=0) > FIRST_CAPACITY:  # redo the full lines with room for all
-        rec = np.zeros((nu, nv, int(counts.max()) + 1, 2))
-        _record(rec, *args, float(step), int(nbisect), maxacc, maxreach, *bins, *ebins,
-                *nb, circ_start, geom, arc_start, arcs)  # fmt: skip
-    offsets = np.concatenate([[0], np.cumsum(2 * counts.ravel())]).astype(np.int64)
-    total = int(offsets[-1])
-    out_bin = np.full(total, -1, dtype=np.int64)
-    out_atoms = np.full((total, 3), -1, dtype=np.int64)
-    out_slopes = np.zeros((total, 3, 3))
-    unmatched = np.zeros(nu * nv, dtype=np.int64)
+    rec, offsets, out = _recorded(
+        _record, (len(us), len(vs)), *args, float(step), int(nbisect), maxacc, maxreach, *bins,
+        *ebins, *nb, circ_start, geom, arc_start, arcs,
+    )  # fmt: skip
+    unmatched = np.zeros(len(us) * len(vs), dtype=np.int64)
     tol = float(step) * 2.0 ** (-int(nbisect)) + 1e-9
     _slopes(rec, offsets, *args, tol, maxacc, maxreach, *bins, *ebins, *nb, circ_start,
-            circ_j, geom, arc_start, arcs, out_bin, out_atoms, out_slopes, unmatched)  # fmt: skip
+            circ_j, geom, arc_start, arcs, *out, unmatched)  # fmt: skip
+    return (*_kept(offsets, len(vs), *out), int(unmatched.sum()))
+
+
+def sphere_end_slopes(axis, us, vs, t0, h, nbins, pos, radius, bins):
+    """How the ends of the merged chords of every line along ``axis`` move with the spheres.
+
+    Arguments are those of :func:`pbsolver.backends.cpu.maps.sphere_union_lines` but the first;
+    returns ``(lines, bins, atoms, slopes)`` as :func:`interval_end_slopes` does (one atom per
+    end: ``atoms[:, 0]``, ``slopes[:, 0, :]``).
+    """
+    args = (axis, us, vs, float(t0), float(h), int(nbins), pos, radius)
+    rec, offsets, out = _recorded(_record_union, (len(us), len(vs)), *args, *bins)
+    maxr = float(radius.max()) if radius.size else 0.0
+    _union_slopes(rec, offsets, *args, maxr, *bins, *out)
+    return _kept(offsets, len(vs), *out)
+
+
+def _recorded(kernel, lines_shape, *args):
+    """Run a recording line ``kernel``: (intervals, slot offsets per line, output buffers)."""
+    nu, nv = lines_shape
+    rec = np.zeros((nu, nv, FIRST_CAPACITY + 1, 2))
+    kernel(rec, *args)
+    counts = rec[:, :, 0, 0].astype(np.int64)
+    if counts.max(initial=0) > FIRST_CAPACITY:  # redo the lines with room for all
+        rec = np.zeros((nu, nv, int(counts.max()) + 1, 2))
+        kernel(rec, *args)
+    offsets = np.concatenate([[0], np.cumsum(2 * counts.ravel())]).astype(np.int64)
+    total = int(offsets[-1])
+    out = (np.full(total, -1, dtype=np.int64), np.full((total, 3), -1, dtype=np.int64),
+           np.zeros((total, 3, 3)))  # fmt: skip
+    return rec, offsets, out
+
+
+def _kept(offsets, nv, out_bin, out_atoms, out_slopes):
+    """The recorded ends that move: (lines (m, 2), bins, atoms, slopes)."""
     keep = np.flatnonzero(out_bin >= 0)
     line = np.searchsorted(offsets, keep, side="right") - 1
     lines = np.column_stack([line // nv, line % nv])
-    return lines, out_bin[keep], out_atoms[keep], out_slopes[keep], int(unmatched.sum())
+    return lines, out_bin[keep], out_atoms[keep], out_slopes[keep]
