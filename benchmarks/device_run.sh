@@ -182,7 +182,7 @@ elif [ "${1:-single}" = "s11b" ]; then  # eleventh session: the cost of exact fo
     tests/test_forces.py tests/test_cuda_maps.py tests/test_frames_ses.py tests/test_calculator.py \
     tests/test_frames.py tests/test_apbs_input.py
   for s in svdw mol smol; do
-    step "forces_cost_$s" 60 python3 benchmarks/forces_cost.py --backend cuda --maps-backend cuda \
+    step "forces_cost_$s" 90 python3 benchmarks/forces_cost.py --backend cuda --maps-backend cuda --frames 6 \
       --surface "$s" --pqr data/1lpb_chainA.pqr --spacing 0.5 --json "$R/forces_cost_$s.json"
   done
 elif [ "${1:-single}" = "multi" ]; then
