@@ -566,6 +566,25 @@ def check_block_residual_norm():
             close([values["gpu"]], [values["cpu"]], 1e-12, "weighted block maximum")
 
 
+def check_force_radial_sums():
+    """The forces' φ_c and "mdh" sums (one block a centre) against the CPU loops."""
+    from pbsolver.backends.cpu import forces as cpu
+    from pbsolver.backends.cuda import forces as gpu
+
+    rng = ctx().rng
+    points = rng.uniform(-4.0, 4.0, (70, 3))
+    weights = rng.normal(size=70)
+    centres = rng.uniform(-3.0, 3.0, (3, 3))
+    radii = rng.uniform(1.0, 2.0, 3)
+    box = (9.0, 8.5, 10.0)
+    for args, what in (((), "Coulomb"), ((box,), "Coulomb, nearest image")):
+        want = cpu.coulomb_sums(points, weights, centres, *args)
+        close(gpu.coulomb_sums(points, weights, centres, *args), want, 1e-12, what)
+    want = cpu.debye_huckel_sums(points, weights, centres, radii, 0.12, 78.5, 2.0)
+    close(gpu.debye_huckel_sums(points, weights, centres, radii, 0.12, 78.5, 2.0), want, 1e-12,
+          "Debye-Huckel")  # fmt: skip
+
+
 CHECKS = sorted(name for name in dir() if name.startswith("check_"))
 
 

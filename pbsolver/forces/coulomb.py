@@ -35,9 +35,6 @@ from pbsolver.arrays import array_module
 from pbsolver.exceptions import InputError
 from pbsolver.molecule.maps import COULOMB_KJ
 
-#: Elements of one node × atom block of the direct sums (about eight arrays of it are alive).
-BLOCK = 1 << 20
-
 
 def coulomb_sensitivity(problem, lam):
     """μ = ∂G/∂φ_c at every node, equation (1) of the module (``lam`` zero on fixed nodes)."""
@@ -76,31 +73,17 @@ def node_points(grid, field, xp):
     return pts, flat[idx]
 
 
-def pair_sum(points, weights, centres, radial, box=None):
-    """Σ_p w_p f(r_pi) (p − c_i) for every centre i: an (n, 3) array.
+def radial_sums(xp):
+    """The compiled radial sums for arrays of ``xp``: the CPU loops, or the CUDA ones on CuPy.
 
-    ``radial(r2)`` returns f on an (m, n) block of squared distances (its columns are the
-    centres, all of them in every block). With ``box`` the nearest image of each pair is used.
+    Both modules have ``coulomb_sums`` and ``debye_huckel_sums`` (the formulas of
+    :mod:`pbsolver.backends.bodies.forces`).
     """
-    xp = array_module(points)
-    n = centres.shape[0]
-    out = xp.zeros((n, 3))
-    if n == 0 or points.shape[0] == 0:
-        return out
-    step = max(1, BLOCK // n)
-    boxa = None if box is None else xp.asarray(box, dtype=xp.float64)
-    for lo in range(0, points.shape[0], step):
-        p, w = points[lo : lo + step], weights[lo : lo + step]
-        d = []
-        for a in range(3):
-            da = p[:, a, None] - centres[None, :, a]
-            if boxa is not None:
-                da -= boxa[a] * xp.floor(da / boxa[a] + 0.5)
-            d.append(da)
-        f = w[:, None] * radial(d[0] * d[0] + d[1] * d[1] + d[2] * d[2])
-        for a in range(3):
-            out[:, a] += (f * d[a]).sum(axis=0)
-    return out
+    if xp is np:
+        from pbsolver.backends.cpu import forces
+    else:
+        from pbsolver.backends.cuda import forces
+    return forces
 
 
 def coulomb_gradient(atoms, grid, mu, eps_cavity, *, box=None):
@@ -111,12 +94,7 @@ def coulomb_gradient(atoms, grid, mu, eps_cavity, *, box=None):
     pos = xp.asarray(atoms.positions[charged], dtype=xp.float64)
     q = xp.asarray(atoms.charges[charged], dtype=xp.float64)
     out = xp.zeros((len(atoms), 3))
-    if xp is np:  # a compiled loop; the same sum in array code on CuPy
-        from pbsolver.backends.cpu.forces import coulomb_sums
-
-        g = coulomb_sums(pts, w, pos, box)
-    else:
-        g = pair_sum(pts, w, pos, lambda r2: 1.0 / (r2 * xp.sqrt(r2)), box)
+    g = radial_sums(xp).coulomb_sums(pts, w, pos, box)
     out[xp.asarray(charged)] = (COULOMB_KJ / eps_cavity) * q[:, None] * g
     return out
 
@@ -137,24 +115,14 @@ def boundary_gradient(atoms, grid, nu, physics, kind):
         raise InputError(f"boundary kind must be 'mdh', 'sdh' or 'zero', got {kind!r}")
     pts, w = node_points(grid, nu, xp)
     kappa, eps_out, eps_c = physics.kappa, physics.eps_out, physics.eps_in
-    if kind == "mdh" and xp is np:
-        from pbsolver.backends.cpu.forces import debye_huckel_sums
-
-        radii = atoms.radii + physics.ion_radius
-        return COULOMB_KJ * q[:, None] * debye_huckel_sums(pts, w, pos, radii, kappa, eps_out,
-                                                           eps_c)  # fmt: skip
+    sums = radial_sums(xp)
     if kind == "mdh":
-        a = xp.asarray(atoms.radii + physics.ion_radius, dtype=xp.float64)[None, :]
-
-        def radial(r2):  # −T'(r)/r; (p − c_i) = r_n − r_i carries the sign
-            r = xp.sqrt(r2)
-            screened = xp.exp(-kappa * (r - a)) * (1.0 + kappa * r) / (eps_out * (1.0 + kappa * a))
-            return (screened - 1.0 / eps_c) / (r2 * r)
-
-        # ∂g/∂r_i = −k q_i T'(r)(r_n − r_i)/r and T' = −(screened − 1/ε_c)/r²
-        return COULOMB_KJ * q[:, None] * pair_sum(pts, w, pos, radial)
+        # ∂g/∂r_i = −k q_i T'(r)(r_n − r_i)/r: the sum of −T'(r)/r (r_n − r_i)
+        radii = atoms.radii + physics.ion_radius
+        return COULOMB_KJ * q[:, None] * sums.debye_huckel_sums(pts, w, pos, radii, kappa,
+                                                                eps_out, eps_c)  # fmt: skip
     # sdh: the exact unscreened sum ...
-    unscreened = pair_sum(pts, w, pos, lambda r2: -1.0 / (r2 * xp.sqrt(r2)))
+    unscreened = -sums.coulomb_sums(pts, w, pos)
     grad += (COULOMB_KJ / eps_c) * q[:, None] * unscreened
     # ... and the screened sphere at c of radius a
     host = np.asarray(atoms.positions, dtype=np.float64)
@@ -189,5 +157,5 @@ __all__ = [
     "coulomb_gradient",
     "coulomb_sensitivity",
     "node_points",
-    "pair_sum",
+    "radial_sums",
 ]

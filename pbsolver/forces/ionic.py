@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from pbsolver.arrays import array_module
-from pbsolver.forces.lines import periodic_owners, union_gradient
+from pbsolver.forces.lines import end_gradient, periodic_owners
 
 
 def kappa_sensitivity(problem, phi, lam):
@@ -48,6 +48,9 @@ def ionic_gradient(atoms, grid, sensitivity, kappa2_bulk, ion_radius, *, subsamp
     box : 3 floats, optional
         Periodic box (the map's periodic images).
     """
+    from pbsolver.backends.cpu.line_ends import sphere_end_slopes
+    from pbsolver.molecule.maps import line_bins
+
     s = int(subsamples)
     pos, rad = atoms.positions, atoms.radii + float(ion_radius)
     owners = np.arange(len(atoms))
@@ -56,14 +59,14 @@ def ionic_gradient(atoms, grid, sensitivity, kappa2_bulk, ion_radius, *, subsamp
     x, y, _ = grid.axes()
     hx, hy, hz = grid.spacing
     per_line = sensitivity * (-kappa2_bulk / (s * s))
-    grad = 0.0
-    for a in range(s):
-        for b in range(s):
-            us = x + ((a + 0.5) / s - 0.5) * hx
-            vs = y + ((b + 0.5) / s - 0.5) * hy
-            grad = grad + union_gradient(pos, rad, owners, 2, us, vs, grid.origin[2] - 0.5 * hz,
-                                         hz, grid.shape[2], per_line, len(atoms))  # fmt: skip
-    return grad
+    # the S × S line sets together are one uniform plane of lines, S times finer: line
+    # (iu, iv) of it is line (iu mod S, iv mod S) of cell column (iu // S, iv // S)
+    us = x[0] + ((np.arange(len(x) * s) + 0.5) / s - 0.5) * hx
+    vs = y[0] + ((np.arange(len(y) * s) + 0.5) / s - 0.5) * hy
+    t0 = grid.origin[2] - 0.5 * hz
+    bins = line_bins(pos, rad, 2, us, vs)
+    lines, k, owner, slopes = sphere_end_slopes(2, us, vs, t0, hz, grid.shape[2], pos, rad, bins)
+    return end_gradient(per_line, 2, hz, lines // s, k, owner, slopes, owners, len(atoms))
 
 
 __all__ = ["ionic_gradient", "kappa_sensitivity"]
