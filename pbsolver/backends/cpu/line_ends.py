@@ -40,7 +40,7 @@ _crossing_slopes = _jit(F.make_crossing_slopes(_jit, _jit(F.solve_small_body)))
 _third_sphere = _jit(F.third_sphere_body)
 
 #: Intervals a line records before the line is redone with room for all of them.
-FIRST_CAPACITY = 16
+FIRST_CAPACITY = 48
 #: |n · e_axis| at or below this: the line is tangent to the reentrant surface (no slope).
 TANGENT = 1e-6
 #: A point within this of an accessible sphere lies on it (the third sphere of an arc end).
