@@ -301,6 +301,21 @@ def test_ses_fraction_derivatives_match_the_map_kernels(surface, periodic, caplo
             assert fd == pytest.approx(grad[i, a], rel=1e-4, abs=1e-4 * np.abs(grad).max())
 
 
+def test_line_ends_are_the_same_when_lines_overflow_the_first_buffers(monkeypatch):
+    """A line with more intervals than the first buffers hold is redone with room for all."""
+    import pbsolver.backends.cpu.line_ends as line_ends
+
+    atoms = _molecule(3, n=12)
+    grid = M.grid_for_atoms(atoms, 0.5, 3.0)
+    sens = tuple(np.random.default_rng(4).normal(size=grid.shape) for _ in range(3))
+    own = np.arange(len(atoms))
+    roomy = ses_gradient(atoms.positions, atoms.radii, own, 1.4, grid, sens, len(atoms))
+    monkeypatch.setattr(line_ends, "FIRST_CAPACITY", 1)
+    tight = ses_gradient(atoms.positions, atoms.radii, own, 1.4, grid, sens, len(atoms))
+    np.testing.assert_array_equal(tight, roomy)
+    assert np.abs(roomy).max() > 0
+
+
 @pytest.mark.parametrize(("surface", "salt"), [("mol", 0.0), ("smol", 0.15)])
 def test_ses_forces_of_a_random_molecule_match_central_differences(surface, salt):
     atoms = _molecule(7, n=14)
