@@ -185,7 +185,7 @@ elif [ "${1:-single}" = "s11b" ]; then  # eleventh session: the cost of exact fo
     step "forces_cost_$s" 90 python3 benchmarks/forces_cost.py --backend cuda --maps-backend cuda --frames 6 \
       --surface "$s" --pqr data/1lpb_chainA.pqr --spacing 0.5 --json "$R/forces_cost_$s.json"
   done
-elif [ "${1:-single}" = "s11c" ]; then  # eleventh session: force sums on the GPU, the ionic lines in one call
+elif [ "${1:-single}" = "s11d" ] || [ "${1:-single}" = "s11c" ]; then  # eleventh session: force sums on the GPU, the ionic lines in one call (s11d: line buffers sized per use)
   step gpu_force_tests 200 python3 -m pytest -n 0 -m gpu -q -p no:cacheprovider -W ignore::Warning -rs \
     tests/test_forces.py tests/test_calculator.py
   for s in svdw mol smol; do

@@ -311,6 +311,7 @@ def test_line_ends_are_the_same_when_lines_overflow_the_first_buffers(monkeypatc
     own = np.arange(len(atoms))
     roomy = ses_gradient(atoms.positions, atoms.radii, own, 1.4, grid, sens, len(atoms))
     monkeypatch.setattr(line_ends, "FIRST_CAPACITY", 1)
+    monkeypatch.setattr(line_ends, "FIRST_UNION_CAPACITY", 1)
     tight = ses_gradient(atoms.positions, atoms.radii, own, 1.4, grid, sens, len(atoms))
     np.testing.assert_array_equal(tight, roomy)
     assert np.abs(roomy).max() > 0

@@ -39,8 +39,11 @@ _nearest = _jit(F.make_nearest_probe(_S["sphere_probe"], _S["circle_local"]))
 _crossing_slopes = _jit(F.make_crossing_slopes(_jit, _jit(F.solve_small_body)))
 _third_sphere = _jit(F.third_sphere_body)
 
-#: Intervals a line records before the line is redone with room for all of them.
+#: Intervals a line of the SES records before the lines are redone with room for all of them
+#: (proteins need up to about 26).
 FIRST_CAPACITY = 48
+#: The same for a union of spheres (a few merged chords a line).
+FIRST_UNION_CAPACITY = 8
 #: |n · e_axis| at or below this: the line is tangent to the reentrant surface (no slope).
 TANGENT = 1e-6
 #: A point within this of an accessible sphere lies on it (the third sphere of an arc end).
@@ -238,8 +241,8 @@ def interval_end_slopes(axis, us, vs, t0, h, nbins, pos, vdw, acc, probe, step, 
     maxreach = maxacc + float(probe)
     args = (axis, us, vs, float(t0), float(h), int(nbins), pos, vdw, acc, float(probe))
     rec, offsets, out = _recorded(
-        _record, (len(us), len(vs)), *args, float(step), int(nbisect), maxacc, maxreach, *bins,
-        *ebins, *nb, circ_start, geom, arc_start, arcs,
+        _record, (len(us), len(vs), FIRST_CAPACITY), *args, float(step), int(nbisect), maxacc,
+        maxreach, *bins, *ebins, *nb, circ_start, geom, arc_start, arcs,
     )  # fmt: skip
     unmatched = np.zeros(len(us) * len(vs), dtype=np.int64)
     tol = float(step) * 2.0 ** (-int(nbisect)) + 1e-9
@@ -256,21 +259,27 @@ def sphere_end_slopes(axis, us, vs, t0, h, nbins, pos, radius, bins):
     end: ``atoms[:, 0]``, ``slopes[:, 0, :]``).
     """
     args = (axis, us, vs, float(t0), float(h), int(nbins), pos, radius)
-    rec, offsets, out = _recorded(_record_union, (len(us), len(vs)), *args, *bins)
+    rec, offsets, out = _recorded(_record_union, (len(us), len(vs), FIRST_UNION_CAPACITY), *args,
+                                  *bins)  # fmt: skip
     maxr = float(radius.max()) if radius.size else 0.0
     _union_slopes(rec, offsets, *args, maxr, *bins, *out)
     return _kept(offsets, len(vs), *out)
 
 
-def _recorded(kernel, lines_shape, *args):
-    """Run a recording line ``kernel``: (intervals, slot offsets per line, output buffers)."""
-    nu, nv = lines_shape
-    rec = np.zeros((nu, nv, FIRST_CAPACITY + 1, 2))
-    kernel(rec, *args)
-    counts = rec[:, :, 0, 0].astype(np.int64)
-    if counts.max(initial=0) > FIRST_CAPACITY:  # redo the lines with room for all
-        rec = np.zeros((nu, nv, int(counts.max()) + 1, 2))
+def _recorded(kernel, size, *args):
+    """Run a recording line ``kernel``: (intervals, slot offsets per line, output buffers).
+
+    ``size`` is (lines along u, lines along v, intervals a line has room for at first).
+    """
+    nu, nv, capacity = size
+    while True:
+        rec = np.empty((nu, nv, capacity + 1, 2))
+        rec[:, :, 0, 0] = 0.0  # the counts; the slots are written before they are read
         kernel(rec, *args)
+        counts = rec[:, :, 0, 0].astype(np.int64)
+        if counts.max(initial=0) <= capacity:
+            break
+        capacity = int(counts.max())  # redo the lines with room for all
     offsets = np.concatenate([[0], np.cumsum(2 * counts.ravel())]).astype(np.int64)
     total = int(offsets[-1])
     out = (np.full(total, -1, dtype=np.int64), np.full((total, 3), -1, dtype=np.int64),
