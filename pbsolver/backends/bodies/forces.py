@@ -28,3 +28,26 @@ def debye_huckel_slope_body(r2, radius, kappa, eps_out, inv_c):
 def minimum_image_body(d, length):
     """``d`` wrapped to the nearest image in a periodic box of side ``length``."""
     return d - length * math.floor(d / length + 0.5)
+
+
+def make_radial_term(inverse_cube, dh_slope, image):
+    """One (node, centre) term of the radial sums, on the compiled bodies above."""
+
+    def radial_term_body(points, weights, p, cx, cy, cz, box, periodic, mdh, radius, kappa,
+                         eps_out, inv_c):  # fmt: skip
+        """w_p g(|p − c|)(p − c): g the Coulomb or (``mdh``) the Debye–Hückel slope."""
+        dx = points[p, 0] - cx
+        dy = points[p, 1] - cy
+        dz = points[p, 2] - cz
+        if periodic:
+            dx = image(dx, box[0])
+            dy = image(dy, box[1])
+            dz = image(dz, box[2])
+        r2 = dx * dx + dy * dy + dz * dz
+        if mdh:
+            f = weights[p] * dh_slope(r2, radius, kappa, eps_out, inv_c)
+        else:
+            f = weights[p] * inverse_cube(r2)
+        return f * dx, f * dy, f * dz
+
+    return radial_term_body

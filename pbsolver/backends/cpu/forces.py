@@ -17,6 +17,8 @@ _FM = {"reassoc", "contract", "nsz", "arcp"}
 _inverse_cube = njit(**_JIT, fastmath=_FM, inline="always")(B.inverse_cube_body)
 _dh_slope = njit(**_JIT, fastmath=_FM, inline="always")(B.debye_huckel_slope_body)
 _image = njit(**_JIT, fastmath=_FM, inline="always")(B.minimum_image_body)
+_term = njit(**_JIT, fastmath=_FM, inline="always")(B.make_radial_term(_inverse_cube, _dh_slope,
+                                                                        _image))  # fmt: skip
 
 
 @njit(**_JIT, parallel=True, fastmath=_FM)
@@ -30,22 +32,13 @@ def _radial_sums(points, weights, centres, box, periodic, mdh, radii, kappa, eps
         gx = 0.0
         gy = 0.0
         gz = 0.0
+        cx, cy, cz, radius = centres[i, 0], centres[i, 1], centres[i, 2], radii[i]
         for p in range(points.shape[0]):
-            dx = points[p, 0] - centres[i, 0]
-            dy = points[p, 1] - centres[i, 1]
-            dz = points[p, 2] - centres[i, 2]
-            if periodic:
-                dx = _image(dx, box[0])
-                dy = _image(dy, box[1])
-                dz = _image(dz, box[2])
-            r2 = dx * dx + dy * dy + dz * dz
-            if mdh:
-                f = weights[p] * _dh_slope(r2, radii[i], kappa, eps_out, inv_c)
-            else:
-                f = weights[p] * _inverse_cube(r2)
-            gx += f * dx
-            gy += f * dy
-            gz += f * dz
+            fx, fy, fz = _term(points, weights, p, cx, cy, cz, box, periodic, mdh, radius, kappa,
+                               eps_out, inv_c)  # fmt: skip
+            gx += fx
+            gy += fy
+            gz += fz
         out[i, 0] = gx
         out[i, 1] = gy
         out[i, 2] = gz

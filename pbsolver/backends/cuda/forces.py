@@ -17,9 +17,8 @@ from pbsolver.backends.bodies import forces as B
 from pbsolver.backends.launch_sizes import FINISH_THREADS
 
 _dev = cuda.jit(device=True)
-_inverse_cube = _dev(B.inverse_cube_body)
-_dh_slope = _dev(B.debye_huckel_slope_body)
-_image = _dev(B.minimum_image_body)
+_term = _dev(B.make_radial_term(_dev(B.inverse_cube_body), _dev(B.debye_huckel_slope_body),
+                                _dev(B.minimum_image_body)))  # fmt: skip
 
 
 @cuda.jit
@@ -35,22 +34,13 @@ def _k_radial_sums(points, weights, centres, box, periodic, mdh, radii, kappa, e
     gx = 0.0
     gy = 0.0
     gz = 0.0
+    radius = radii[i]
     for p in range(t, points.shape[0], FINISH_THREADS):
-        dx = points[p, 0] - cx
-        dy = points[p, 1] - cy
-        dz = points[p, 2] - cz
-        if periodic:
-            dx = _image(dx, box[0])
-            dy = _image(dy, box[1])
-            dz = _image(dz, box[2])
-        r2 = dx * dx + dy * dy + dz * dz
-        if mdh:
-            f = weights[p] * _dh_slope(r2, radii[i], kappa, eps_out, inv_c)
-        else:
-            f = weights[p] * _inverse_cube(r2)
-        gx += f * dx
-        gy += f * dy
-        gz += f * dz
+        fx, fy, fz = _term(points, weights, p, cx, cy, cz, box, periodic, mdh, radius, kappa,
+                           eps_out, inv_c)  # fmt: skip
+        gx += fx
+        gy += fy
+        gz += fz
     acc[0, t] = gx
     acc[1, t] = gy
     acc[2, t] = gz
