@@ -426,6 +426,12 @@ def test_calculator_returns_exact_forces_and_says_so(caplog):
     ref = solvation_forces(atoms, ses_calc.problem, ses.solve.phi_rf, physics=ses_calc.physics,
                            solver=pb.Solver(**SOLVER))  # fmt: skip
     np.testing.assert_allclose(ses.forces, ref.forces, atol=1e-6 * np.abs(ref.forces).max())
+    # a batch's frames get the same exact forces as frames computed one at a time
+    batch = pb.ReactionFieldCalculator(atoms, surface="mol", forces="exact", **kw).compute_batch(
+        [atoms.positions, atoms.positions + 0.003]
+    )
+    assert [fr.forces_kind for fr in batch] == ["exact", "exact"]
+    np.testing.assert_allclose(batch[0].forces, ses.forces, atol=1e-6 * np.abs(ref.forces).max())
     with pytest.raises(pb.InputError, match="forces='exact'"):
         pb.ReactionFieldCalculator(atoms, surface="vdw", engine="stacked", forces="exact", **kw)
     vdw = pb.ReactionFieldCalculator(atoms, surface="vdw", **kw)
