@@ -9,6 +9,10 @@ What one run measures (GPU rows only where a CUDA device is usable; the CPU rows
 * wall time against GPU-busy time per sweep at 64³ and 100³, for bare sweeps and for the
   solver's loop (10 sweeps + one residual norm per check);
 * time to rtol 1e-6 for SOR and multigrid, and solves a second of ``solve_batch``;
+* the memory of each of those solves, bytes a grid node: the estimate that
+  :func:`pbsolver.resources.estimate_bytes` refuses by, beside the peak measured in a third
+  solve (CuPy's pool growth on the GPU, tracemalloc's peak on the CPU; the problem's own arrays
+  are on the host before the solve, so on the CPU they are not counted);
 * the seed kernel's 500-launch loop at 100³ as the forum thread ran it (CuPy arrays, one Python
   launch a sweep), and its GPU time per sweep at 100³ and 256³ (imported from ``--seed-dir``);
 * the CPU backend's sweep time and time to rtol 1e-6.
@@ -20,6 +24,7 @@ noisy). Other kernel shapes and launch modes are measured by ``benchmarks/sweep_
 from __future__ import annotations
 
 import datetime
+import functools
 import importlib.util
 import json
 import math
@@ -271,10 +276,37 @@ def busy_us_per_sweep(gpu, st, n):
     return _Timer(gpu.stream).gpu(lambda: gpu.sor_sweeps(st, x, 1.9, 20), reps=5) / 20 * 1e3
 
 
+def peak_bytes(call, backend: str) -> int:
+    """Peak bytes allocated during ``call()``: CuPy's pool growth ("cuda") or tracemalloc's."""
+    if backend == "cuda":
+        import cupy as cp
+
+        pool = cp.get_default_memory_pool()
+        pool.free_all_blocks()
+        before = pool.total_bytes()
+        call()
+        cp.cuda.Device().synchronize()
+        return int(pool.total_bytes() - before)
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        tracemalloc.reset_peak()
+        call()
+        return int(tracemalloc.get_traced_memory()[1] - base)
+    finally:
+        tracemalloc.stop()
+
+
 def solve_rows(sizes, gpu: bool):
-    """Time to rtol 1e-6 (second of two identical solves, so compilation is excluded)."""
+    """Time to rtol 1e-6 (second of two identical solves, so compilation is excluded).
+
+    A third solve measures the peak memory (:func:`peak_bytes`), beside the estimate.
+    """
     import pbsolver as pb
     from pbsolver.operator import relative_residual
+    from pbsolver.resources import estimate_bytes
     from pbsolver.solving.methods import METHODS
 
     rows = []
@@ -288,6 +320,7 @@ def solve_rows(sizes, gpu: bool):
                     solver = pb.Solver(method=method, backend=backend, rtol=1e-6)
                     solver.solve(prob)
                     res = solver.solve(prob)
+                    nodes = prob.grid.size
                     rows.append(
                         {
                             "n": n,
@@ -297,6 +330,14 @@ def solve_rows(sizes, gpu: bool):
                             "iterations": res.iterations,
                             "converged": res.converged,
                             "relative_residual_f64": relative_residual(prob, res.phi_rf),
+                            "estimated_B_per_node": estimate_bytes(
+                                prob.grid.shape, res.method, backend
+                            )
+                            / nodes,
+                            "measured_B_per_node": peak_bytes(
+                                functools.partial(solver.solve, prob), backend
+                            )
+                            / nodes,
                         }
                     )
                 except Exception as exc:
@@ -431,10 +472,13 @@ _TABLES = (
     ),
     (
         "solve",
-        "time to rtol 1e-6 (second solve; set-up and transfers included)",
-        f"{'n':>5} {'method':<10} {'backend':<7} {'s':>8} {'iters':>6} conv  rel.res(f64)",
+        "time to rtol 1e-6 (second solve; set-up and transfers included) and memory (bytes a "
+        "node: estimate, measured peak of a third solve)",
+        f"{'n':>5} {'method':<10} {'backend':<7} {'s':>8} {'iters':>6} conv  rel.res(f64) "
+        f"{'est B':>6} {'peak B':>6}",
         "{n:>5} {method:<10} {backend:<7} "
-        "{seconds:>8.3f} {iterations:>6} {converged!s:<5} {relative_residual_f64:.2e}",
+        "{seconds:>8.3f} {iterations:>6} {converged!s:<5} {relative_residual_f64:.2e}     "
+        "{estimated_B_per_node:>6.0f} {measured_B_per_node:>6.0f}",
         "{n:>5} {method:<10} {backend:<7} error: {error}",
     ),
     (

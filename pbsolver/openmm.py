@@ -23,9 +23,10 @@ Where the energy is smooth
 The energy is a function of the positions only while the grid holds still: the calculator's
 following grid is kept until an atomic sphere comes within ``margin`` Å of its outer layer, and
 is then shifted by whole nodes, which changes the discretisation (a small jump of the energy).
-The forces are the exact gradient of the energy only where the calculator computes them so
-(``forces="auto"`` on the smooth vdW surface ``surface="svdw"``; :mod:`pbsolver.forces`); on
-other surfaces they are −q∇φ_rf, and an MD run with them does not conserve energy.
+The forces are the exact gradient of the energy where the calculator computes them so
+(``forces="auto"`` on the smooth vdW surface ``surface="svdw"``, ``forces="exact"`` also on
+"vdw", "mol" and "smol", whose energies have kinks; :mod:`pbsolver.forces`); elsewhere they are
+−q∇φ_rf, and an MD run with them does not conserve energy.
 Give a ``skin`` that covers the motion of the run (``regrids`` counts the moves), or a periodic
 ``box``, whose grid never moves. The forces are the calculator's (see its *What a frame returns*).
 

@@ -25,6 +25,10 @@ def test_bench_without_gpu_runs_cpu_rows_and_says_gpu_skipped(tmp_path):
     assert res["environment"]["versions"]["numpy"]
     assert [r["backend"] for r in res["solve"]] == ["cpu"] * len(res["solve"])
     assert all(r["converged"] for r in res["solve"])
+    # memory: the estimate covers what a solve allocates (the problem's arrays are the caller's)
+    for r in res["solve"]:
+        assert 0 < r["measured_B_per_node"] <= 1.15 * r["estimated_B_per_node"], r
+    assert "peak B" in result.output
     assert res["cpu"][0]["us_per_sweep"] > 0
     assert res["batch"] and all(r["converged"] and r["solves_per_s"] > 0 for r in res["batch"])
     assert "sweeps" not in res

@@ -117,9 +117,7 @@ def _union_slopes(
     rec, offsets, axis, us, vs, t0, h, nbins, pos, rad, maxr, u0, v0, bsize, nbu, nbv, bstart,
     border, out_bin, out_atoms, out_slopes,
 ):  # fmt: skip
-    nu = us.shape[0]
-    nv = vs.shape[0]
-    for line in prange(nu * nv):
+    for line in prange(us.shape[0] * vs.shape[0]):
         iu, iv, u, v = _line(line, us, vs)
         for q in range(2 * int(rec[iu, iv, 0, 0])):
             t, side, k = _recorded_end(rec, iu, iv, q, t0, h, nbins)
@@ -140,9 +138,7 @@ def _slopes(
     nb_start, nb_index, circ_start, circ_j, geom, arc_start, arcs,
     out_bin, out_atoms, out_slopes, unmatched,
 ):  # fmt: skip
-    nu = us.shape[0]
-    nv = vs.shape[0]
-    for line in prange(nu * nv):
+    for line in prange(us.shape[0] * vs.shape[0]):
         iu, iv, u, v = _line(line, us, vs)
         n = int(rec[iu, iv, 0, 0])
         if n == 0:
