@@ -276,35 +276,14 @@ def busy_us_per_sweep(gpu, st, n):
     return _Timer(gpu.stream).gpu(lambda: gpu.sor_sweeps(st, x, 1.9, 20), reps=5) / 20 * 1e3
 
 
-def peak_bytes(call, backend: str) -> int:
-    """Peak bytes allocated during ``call()``: CuPy's pool growth ("cuda") or tracemalloc's."""
-    if backend == "cuda":
-        import cupy as cp
-
-        pool = cp.get_default_memory_pool()
-        pool.free_all_blocks()
-        before = pool.total_bytes()
-        call()
-        cp.cuda.Device().synchronize()
-        return int(pool.total_bytes() - before)
-    import tracemalloc
-
-    tracemalloc.start()
-    try:
-        base = tracemalloc.get_traced_memory()[0]
-        tracemalloc.reset_peak()
-        call()
-        return int(tracemalloc.get_traced_memory()[1] - base)
-    finally:
-        tracemalloc.stop()
-
-
 def solve_rows(sizes, gpu: bool):
     """Time to rtol 1e-6 (second of two identical solves, so compilation is excluded).
 
-    A third solve measures the peak memory (:func:`peak_bytes`), beside the estimate.
+    A third solve measures the peak memory (:meth:`pbsolver.backends.Backend.peak_bytes`),
+    beside the estimate.
     """
     import pbsolver as pb
+    from pbsolver.backends import get_backend
     from pbsolver.operator import relative_residual
     from pbsolver.resources import estimate_bytes
     from pbsolver.solving.methods import METHODS
@@ -334,8 +313,8 @@ def solve_rows(sizes, gpu: bool):
                                 prob.grid.shape, res.method, backend
                             )
                             / nodes,
-                            "measured_B_per_node": peak_bytes(
-                                functools.partial(solver.solve, prob), backend
+                            "measured_B_per_node": get_backend(backend).peak_bytes(
+                                functools.partial(solver.solve, prob)
                             )
                             / nodes,
                         }

@@ -262,6 +262,23 @@ class Backend:
 
         return to_numpy(a)
 
+    def peak_bytes(self, call) -> int:
+        """Peak bytes this backend's arrays take during ``call()`` above what they took before.
+
+        The CPU: tracemalloc's peak (NumPy registers every array buffer with it). A device
+        backend: its memory pool's growth.
+        """
+        import tracemalloc
+
+        tracemalloc.start()
+        try:
+            base = tracemalloc.get_traced_memory()[0]
+            tracemalloc.reset_peak()
+            call()
+            return int(tracemalloc.get_traced_memory()[1] - base)
+        finally:
+            tracemalloc.stop()
+
     def array_module(self):
         """The module of :attr:`array_library` (NumPy or CuPy), for array code."""
         import importlib

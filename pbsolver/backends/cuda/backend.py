@@ -143,6 +143,19 @@ class CUDABackend(Backend):
     def synchronize(self):
         self.dev.synchronize()
 
+    def peak_bytes(self, call) -> int:
+        """Growth of CuPy's memory pool during ``call()`` (emptied of free blocks first)."""
+        if self.array_library != "cupy":  # the numba layer allocates outside any pool
+            raise NotImplementedError("peak_bytes measures CuPy's pool; this backend has none")
+        import cupy as cp
+
+        pool = cp.get_default_memory_pool()
+        pool.free_all_blocks()
+        before = pool.total_bytes()
+        call()
+        self.synchronize()
+        return int(pool.total_bytes() - before)
+
     def set_values(self, dst, values):
         with self.dev.io():
             self.dev.copy_into(dst.reshape(-1) if dst.ndim != 1 else dst, values)
