@@ -90,6 +90,37 @@ def _moved(atoms, i, a, d):
     return atoms.with_positions(pos)
 
 
+def _fraction_case(surface, probe, box, origin, margin):
+    """A small molecule, its grid (filling ``box`` when given), random sensitivities, and its
+    spheres with their owners, periodic images included as :func:`M.face_fractions` makes them.
+    """
+    atoms = _molecule(1, n=8, spread=1.2)
+    rng = np.random.default_rng(2)
+    if box is not None:
+        grid = M.grid_for_box(box, 0.5, origin=origin)
+    else:
+        grid = M.grid_for_atoms(atoms, 0.5, margin)
+    sens = tuple(rng.normal(size=grid.shape) for _ in range(3))
+    spheres = atoms.positions, atoms.radii, np.arange(len(atoms))
+    if box is not None:
+        spheres = periodic_owners(*spheres[:2], box, grid.origin,
+                                  M.image_cutoff(atoms.radii, surface, probe))  # fmt: skip
+    return atoms, grid, sens, spheres
+
+
+def _assert_slopes_match_the_maps(atoms, sens, grad, fractions):
+    """``grad`` of Σ S·f against central differences (1e-6 Å) of ``fractions(atoms)``."""
+
+    def total(at):
+        return sum(float((s * fi).sum()) for s, fi in zip(sens, fractions(at), strict=True))
+
+    d = 1e-6
+    for i in (0, 3, 6):
+        for a in range(3):
+            fd = (total(_moved(atoms, i, a, d)) - total(_moved(atoms, i, a, -d))) / (2 * d)
+            assert fd == pytest.approx(grad[i, a], rel=1e-4, abs=1e-4 * np.abs(grad).max())
+
+
 @pytest.mark.parametrize("surface", ["vdw", "svdw", "smol"])
 @pytest.mark.parametrize("periodic", [False, True])
 def test_fraction_derivatives_match_the_map_kernels(surface, periodic):
@@ -97,37 +128,21 @@ def test_fraction_derivatives_match_the_map_kernels(surface, periodic):
 
     "smol" with a zero probe: the vdW fractions smoothed (the transpose of the smoothing).
     """
-    atoms = _molecule(1, n=8, spread=1.2)
-    rng = np.random.default_rng(2)
     box = (14.0, 13.0, 15.0) if periodic else None
-    if periodic:
-        grid = M.grid_for_box(box, 0.5, origin=(-7.1, -6.4, -7.3))
-    else:
-        grid = M.grid_for_atoms(atoms, 0.5, 1.5)
-    sens = tuple(rng.normal(size=grid.shape) for _ in range(3))
-    pos, rad, owners = atoms.positions, atoms.radii, np.arange(len(atoms))
-    if periodic:
-        pos, rad, owners = periodic_owners(pos, rad, box, grid.origin, rad.max() + 1.0)
+    atoms, grid, sens, spheres = _fraction_case(surface, 0.0, box, (-7.1, -6.4, -7.3), 1.5)
     if surface == "svdw":
-        grad = smooth_gradient(pos, rad, owners, grid, sens, len(atoms))
+        grad = smooth_gradient(*spheres, grid, sens, len(atoms))
     else:
         axes = grid.axes()
         raw = smoothing_transpose(*sens) if surface == "smol" else sens
         grad = sum(
-            union_gradient(pos, rad, owners, a, *[axes[b] for b in range(3) if b != a],
+            union_gradient(*spheres, a, *[axes[b] for b in range(3) if b != a],
                            grid.origin[a], grid.spacing[a], grid.shape[a], raw[a], len(atoms))
             for a in range(3)
         )  # fmt: skip
-
-    def total(at):
-        f = M.face_fractions(at, grid, surface, probe_radius=0.0, box=box)
-        return sum(float((s * fi).sum()) for s, fi in zip(sens, f, strict=True))
-
-    d = 1e-6
-    for i in (0, 3, 6):
-        for a in range(3):
-            fd = (total(_moved(atoms, i, a, d)) - total(_moved(atoms, i, a, -d))) / (2 * d)
-            assert fd == pytest.approx(grad[i, a], rel=1e-4, abs=1e-4 * np.abs(grad).max())
+    _assert_slopes_match_the_maps(
+        atoms, sens, grad, lambda at: M.face_fractions(at, grid, surface, probe_radius=0.0, box=box)
+    )
 
 
 def test_ion_accessibility_derivative_matches_the_map():
@@ -272,33 +287,17 @@ def test_lines_tangent_up_to_rounding_give_no_force():
 @pytest.mark.parametrize(("surface", "periodic"), [("mol", False), ("smol", True)])
 def test_ses_fraction_derivatives_match_the_map_kernels(surface, periodic, caplog):
     """d/dr of Σ S·f (random S) from the SES interval ends vs the SES maps (probe 1.4 Å)."""
-    atoms = _molecule(1, n=8, spread=1.2)
-    rng = np.random.default_rng(2)
-    box = (17.0, 16.0, 18.0) if periodic else None
-    if periodic:
-        grid = M.grid_for_box(box, 0.5, origin=(-8.6, -7.9, -8.8))
-    else:
-        grid = M.grid_for_atoms(atoms, 0.5, 3.0)
-    sens = tuple(rng.normal(size=grid.shape) for _ in range(3))
     probe = 1.4
-    pos, rad, owners = atoms.positions, atoms.radii, np.arange(len(atoms))
-    if periodic:
-        pos, rad, owners = periodic_owners(pos, rad, box, grid.origin, rad.max() + 2 * probe + 1.0)
+    box = (17.0, 16.0, 18.0) if periodic else None
+    atoms, grid, sens, spheres = _fraction_case(surface, probe, box, (-8.6, -7.9, -8.8), 3.0)
     raw = smoothing_transpose(*sens) if surface == "smol" else sens
     with caplog.at_level(logging.WARNING, logger="pbsolver"):
-        grad = ses_gradient(pos, rad, owners, probe, grid, raw, len(atoms),
-                            nbisect=FINE_BISECTION)  # fmt: skip
+        grad = ses_gradient(*spheres, probe, grid, raw, len(atoms), nbisect=FINE_BISECTION)
     assert "SES forces" not in caplog.text  # every interval end was classified
-
-    def total(at):
-        f = M.face_fractions(at, grid, surface, probe, box=box, nbisect=FINE_BISECTION)
-        return sum(float((s * fi).sum()) for s, fi in zip(sens, f, strict=True))
-
-    d = 1e-6
-    for i in (0, 3, 6):
-        for a in range(3):
-            fd = (total(_moved(atoms, i, a, d)) - total(_moved(atoms, i, a, -d))) / (2 * d)
-            assert fd == pytest.approx(grad[i, a], rel=1e-4, abs=1e-4 * np.abs(grad).max())
+    _assert_slopes_match_the_maps(
+        atoms, sens, grad,
+        lambda at: M.face_fractions(at, grid, surface, probe, box=box, nbisect=FINE_BISECTION),
+    )  # fmt: skip
 
 
 def test_line_ends_are_the_same_when_lines_overflow_the_first_buffers(monkeypatch):

@@ -27,6 +27,7 @@ from pbsolver.arrays import array_module
 from pbsolver.forces.lines import periodic_owners, union_gradient
 from pbsolver.forces.ses import ses_gradient
 from pbsolver.forces.smooth import smooth_gradient
+from pbsolver.molecule.maps import image_cutoff, reentrant_probe
 
 
 def face_sensitivities(problem, phi, lam):
@@ -90,10 +91,10 @@ def dielectric_gradient(atoms, problem, phi, lam, physics, *, box=None, ses_step
     if physics.surface == "smol":
         sens = smoothing_transpose(*sens)
     pos, rad, owners = atoms.positions, atoms.radii, np.arange(len(atoms))
-    probe = physics.probe_radius if physics.surface in ("mol", "smol") else 0.0
+    probe = reentrant_probe(physics.surface, physics.probe_radius)
     if box is not None:  # the images face_fractions makes
-        pos, rad, owners = periodic_owners(pos, rad, box, grid.origin,
-                                           rad.max() + 2.0 * probe + 1.0)  # fmt: skip
+        cutoff = image_cutoff(rad, physics.surface, physics.probe_radius)
+        pos, rad, owners = periodic_owners(pos, rad, box, grid.origin, cutoff)
     if physics.surface == "svdw":
         return smooth_gradient(pos, rad, owners, grid, sens, len(atoms))
     if probe > 0:

@@ -208,11 +208,11 @@ def face_fractions(
         return apbs_fractions(atoms, grid, probe, smooth=APBS_SURFACES[surface],
                               ion_radius=ion_radius)  # fmt: skip
     # a zero-radius probe leaves no reentrant zone: the SES is the union of the spheres
-    spheres_only = surface in SPHERE_SURFACES or probe == 0
+    spheres_only = reentrant_probe(surface, probe) == 0
     pos, rad = atoms.positions, atoms.radii
-    reach_extra = 0.0 if spheres_only else 2.0 * probe
     if box is not None:
-        pos, rad = periodic_images(pos, rad, box, grid.origin, rad.max() + reach_extra + 1.0)
+        pos, rad = periodic_images(pos, rad, box, grid.origin,
+                                   image_cutoff(rad, surface, probe))  # fmt: skip
     out = [np.zeros(grid.shape) for _ in range(3)]
     axes = grid.axes()
     if surface == "svdw":
@@ -247,6 +247,23 @@ def face_fractions(
     if surface == "smol":
         out = list(smooth_fractions(*out))
     return tuple(out)
+
+
+def reentrant_probe(surface, probe_radius) -> float:
+    """The probe radius of ``surface``'s reentrant zone, Å.
+
+    0 for the sphere surfaces ("vdw", "svdw") and for a zero probe (the SES is then the union
+    of the spheres).
+    """
+    return 0.0 if surface in SPHERE_SURFACES else float(probe_radius)
+
+
+def image_cutoff(radii, surface, probe_radius) -> float:
+    """How far beyond a periodic box's faces :func:`face_fractions` images atoms, Å.
+
+    A sphere reaches its radius; the reentrant zone of a probe reaches two probe radii more.
+    """
+    return float(np.max(radii)) + 2.0 * reentrant_probe(surface, probe_radius) + 1.0
 
 
 def smooth_fractions(fx, fy, fz):

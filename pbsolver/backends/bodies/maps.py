@@ -756,6 +756,10 @@ def make_ses(jit, sort_merge, accumulate, range_body=accumulate_range_body):
         "circle_local": circle_local,
         "chord": chord,
         "bin_count": jit(bin_count),
+        "bin_range": bin_range,
+        "across": across,
+        "point": point,
+        "arc_point": arc_point,
     }
 
 

@@ -118,7 +118,7 @@ def solve_small_body(g, b, k):
     return scale < 1e12
 
 
-def make_crossing_slopes(jit, solve_small):
+def make_crossing_slopes(solve_small):
     """The reentrant-crossing slope body on the compiled ``solve_small`` body."""
 
     def crossing_slopes_body(x, y, z, axis, cx, cy, cz, atoms, k, pos, slopes, g, b, tangent):

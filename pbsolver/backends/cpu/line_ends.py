@@ -31,12 +31,10 @@ _S = B.make_ses(_jit, *compile_lines(_jit, record_range_body), range_body=record
 _line, _bin_count, _candidates = _S["line"], _S["bin_count"], _S["exposed_candidates"]
 _record = make_ses_lines(_S["ses_line"])
 _record_union = make_union_lines(_S["union_line"])
-_bin_range = _jit(B.bin_range_body)
-_across = _jit(B.across_body)
-_point = _jit(B.point_body)
-_arc_point = _jit(B.arc_point_body)
+_bin_range, _across, _point, _arc_point = (_S[k] for k in ("bin_range", "across", "point",
+                                                             "arc_point"))  # fmt: skip
 _nearest = _jit(F.make_nearest_probe(_S["sphere_probe"], _S["circle_local"]))
-_crossing_slopes = _jit(F.make_crossing_slopes(_jit, _jit(F.solve_small_body)))
+_crossing_slopes = _jit(F.make_crossing_slopes(_jit(F.solve_small_body)))
 _third_sphere = _jit(F.third_sphere_body)
 
 #: Intervals a line of the SES records before the lines are redone with room for all of them
@@ -74,8 +72,12 @@ def _cancelled(rec, iu, iv, n, q, t):
 
 
 @njit(**_JIT)
-def _vdw_end(t, side, u, v, axis, pos, vdw, maxacc, u0, v0, bsize, nbu, nbv, bstart, border):
-    """(atom, du, dv, w) of the vdW chord whose end (side 1) or start (side 0) is at t."""
+def _chord_end(t, side, u, v, axis, pos, vdw, maxacc, u0, v0, bsize, nbu, nbv, bstart, border):
+    """(atom, du, dv, w, miss): the chord whose end (side 1) or start (side 0) lies nearest t.
+
+    Chords of the spheres of radii ``vdw``; ``miss`` is the distance to t; atom −1 when no
+    sphere meets the line.
+    """
     best = math.inf
     found = -1
     bw, bdu, bdv = 0.0, 0.0, 0.0
@@ -123,7 +125,7 @@ def _union_slopes(
             t, side, k = _recorded_end(rec, iu, iv, q, t0, h, nbins)
             if k < 0:
                 continue
-            i, du, dv, w, _miss = _vdw_end(t, side, u, v, axis, pos, rad, maxr, u0, v0, bsize,
+            i, du, dv, w, _miss = _chord_end(t, side, u, v, axis, pos, rad, maxr, u0, v0, bsize,
                                            nbu, nbv, bstart, border)  # fmt: skip
             if i >= 0 and w > GRAZE * rad[i]:  # a grazing line has no slope
                 _sphere_end(offsets[line] + q, k, 2.0 * side - 1.0, i, du, dv, w, axis,
@@ -161,7 +163,7 @@ def _slopes(
             sign = 2.0 * side - 1.0  # −1 at a start, +1 at an end
             if k < 0 or _cancelled(rec, iu, iv, n, q, t):
                 continue
-            i, du, dv, w, miss = _vdw_end(t, side, u, v, axis, pos, vdw, maxacc, u0, v0, bsize,
+            i, du, dv, w, miss = _chord_end(t, side, u, v, axis, pos, vdw, maxacc, u0, v0, bsize,
                                           nbu, nbv, bstart, border)  # fmt: skip
             if miss <= 1e-10 * (1.0 + abs(t)):
                 if w > GRAZE * vdw[i]:  # a grazing line has no slope (as for the sphere union)
