@@ -276,6 +276,16 @@ def busy_us_per_sweep(gpu, st, n):
     return _Timer(gpu.stream).gpu(lambda: gpu.sor_sweeps(st, x, 1.9, 20), reps=5) / 20 * 1e3
 
 
+def _measured_memory(backend: str, call, nodes: int) -> dict:
+    """``measured_B_per_node`` of ``call`` (NaN, with ``memory_error`` saying why, if it fails)."""
+    from pbsolver.backends import get_backend
+
+    try:
+        return {"measured_B_per_node": get_backend(backend).peak_bytes(call) / nodes}
+    except Exception as exc:  # the row keeps its timings; the failure is reported with it
+        return {"measured_B_per_node": float("nan"), "memory_error": repr(exc)}
+
+
 def solve_rows(sizes, gpu: bool):
     """Time to rtol 1e-6 (second of two identical solves, so compilation is excluded).
 
@@ -283,7 +293,6 @@ def solve_rows(sizes, gpu: bool):
     beside the estimate.
     """
     import pbsolver as pb
-    from pbsolver.backends import get_backend
     from pbsolver.operator import relative_residual
     from pbsolver.resources import estimate_bytes
     from pbsolver.solving.methods import METHODS
@@ -300,6 +309,7 @@ def solve_rows(sizes, gpu: bool):
                     solver.solve(prob)
                     res = solver.solve(prob)
                     nodes = prob.grid.size
+                    again = functools.partial(solver.solve, prob)
                     rows.append(
                         {
                             "n": n,
@@ -313,10 +323,7 @@ def solve_rows(sizes, gpu: bool):
                                 prob.grid.shape, res.method, backend
                             )
                             / nodes,
-                            "measured_B_per_node": get_backend(backend).peak_bytes(
-                                functools.partial(solver.solve, prob)
-                            )
-                            / nodes,
+                            **_measured_memory(backend, again, nodes),
                         }
                     )
                 except Exception as exc:
@@ -505,6 +512,10 @@ def format_tables(res: dict) -> str:
     _table(lines, res, *_CPU_TABLE)
     for line in res.get("skipped", []):
         lines.append(f"skipped: {line}")
+    for r in res.get("solve", []):
+        if "memory_error" in r:
+            lines.append(f"memory not measured (n {r['n']}, {r['method']}, {r['backend']}): "
+                         f"{r['memory_error']}")  # fmt: skip
     for err in res.get("errors", []):
         lines.append(f"ERROR in {err['section']}: {err['error'].splitlines()[-1]}")
     return "\n".join(lines)

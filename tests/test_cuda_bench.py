@@ -32,3 +32,18 @@ def test_bench_without_gpu_runs_cpu_rows_and_says_gpu_skipped(tmp_path):
     assert res["cpu"][0]["us_per_sweep"] > 0
     assert res["batch"] and all(r["converged"] and r["solves_per_s"] > 0 for r in res["batch"])
     assert "sweeps" not in res
+
+
+def test_a_failed_memory_measurement_keeps_the_row_and_says_why(monkeypatch):
+    from pbsolver.backends import Backend
+    from pbsolver.bench import format_tables, solve_rows
+
+    def broken(self, call):
+        raise RuntimeError("no pool here")
+
+    monkeypatch.setattr(Backend, "peak_bytes", broken)
+    rows = solve_rows([17], gpu=False)
+    assert rows and all(r["converged"] and r["seconds"] > 0 for r in rows)
+    assert all("no pool here" in r["memory_error"] for r in rows)
+    text = format_tables({"environment": {"date": "-", "versions": {}}, "solve": rows})
+    assert "memory not measured" in text and "no pool here" in text

@@ -484,4 +484,10 @@ def test_bad_input():
     assert pb.forces.supports(pb.PhysicsOptions(surface="smol"))
     assert not pb.forces.supports(pb.PhysicsOptions(surface="smol"), smooth=True)
     assert not pb.forces.supports(pb.PhysicsOptions(surface="apbs-mol"))
+    for bad in (0, 2.5, "14"):  # the maps' and the forces' SES bisection depth
+        with pytest.raises(pb.InputError, match="nbisect"):
+            M.face_fractions(atoms, grid, "mol", nbisect=bad)
+        with pytest.raises(pb.InputError, match="nbisect"):
+            ses_gradient(atoms.positions, atoms.radii, np.arange(len(atoms)), 1.4, grid,
+                         (phi, phi, phi), len(atoms), nbisect=bad)  # fmt: skip
     assert not pb.forces.supports(pb.PhysicsOptions(surface="vdw"), smooth=True)

@@ -60,10 +60,11 @@ def ses_gradient(positions, radii, owners, probe, grid, sensitivity, n_atoms, *,
     from pbsolver.backends.cpu import maps as cpu_maps
     from pbsolver.backends.cpu.line_ends import interval_end_slopes
     from pbsolver.forces.lines import end_gradient
-    from pbsolver.molecule.maps import line_bins, ses_sampling_step
+    from pbsolver.molecule.maps import line_bins, ses_bisections, ses_sampling_step
 
     if not probe > 0:
         raise InputError(f"the SES slopes need a probe radius > 0, got {probe}")
+    nbisect = ses_bisections(nbisect)
     xp = array_module(sensitivity[0])
     pos = np.ascontiguousarray(positions, dtype=np.float64)
     vdw = np.ascontiguousarray(radii, dtype=np.float64)

@@ -33,7 +33,7 @@ import numpy as np
 from pbsolver.backends.bodies.maps import compact_circles
 from pbsolver.backends.frame_kernels import LINE_THREADS, SES_CANDIDATES, SES_NEIGHBOURS
 from pbsolver.exceptions import InputError
-from pbsolver.molecule.maps import ses_sampling_step
+from pbsolver.molecule.maps import ses_bisections, ses_sampling_step
 
 
 class FrameSES:
@@ -69,7 +69,7 @@ class FrameSES:
         self.maxacc = float((radii + self.probe).max())
         self.maxreach = self.maxacc + self.probe
         self.steps = [ses_sampling_step(h, ses_step) for h in self.spacing]
-        self.nbisect = int(nbisect)
+        self.nbisect = ses_bisections(nbisect)
         self._tiled = {}  # frames in a call → (vdW radii, accessible radii) of the B·N rows
 
     def run(self, out, pos, origin, stride) -> None:

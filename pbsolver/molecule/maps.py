@@ -54,6 +54,7 @@ from pbsolver.options import (
     choice,
     nonnegative,
     positive,
+    valence,
 )
 from pbsolver.progress import progress_bar
 from pbsolver.resources import check_memory
@@ -240,7 +241,7 @@ def face_fractions(
             out[axis] += _run(
                 backend, f"SES faces along axis {axis}", "ses_lines", grid.shape, axis,
                 axes[a1], axes[a2], grid.origin[axis], h, grid.shape[axis], pos, rad, acc, probe,
-                step, int(nbisect), bins, ebins, features, nb,
+                step, ses_bisections(nbisect), bins, ebins, features, nb,
             )  # fmt: skip
     for f in out:
         snap_fractions(f)
@@ -819,6 +820,11 @@ def ses_sampling_step(h, ses_step=None):
     if not step > 0:
         raise InputError(f"ses_step must be > 0 Å, got {ses_step}")
     return step
+
+
+def ses_bisections(nbisect) -> int:
+    """``nbisect``, the bisection steps of each SES crossing, as an integer ≥ 1 (or InputError)."""
+    return valence(nbisect, "nbisect")  # the options' positive-integer check
 
 
 def line_bins(pos, reach, axis, us, vs, subset=None):
