@@ -192,6 +192,20 @@ elif [ "${1:-single}" = "s11d" ] || [ "${1:-single}" = "s11c" ]; then  # elevent
     step "forces_cost_$s" 90 python3 benchmarks/forces_cost.py --backend cuda --maps-backend cuda --frames 6 \
       --surface "$s" --pqr data/1lpb_chainA.pqr --spacing 0.5 --json "$R/forces_cost_$s.json"
   done
+elif [ "${1:-single}" = "s12" ]; then  # twelfth session: NVE drift, trilinear against cubic sampling of φ_rf
+  # OpenMM 8.6.1 (cp312 wheel in .gpu/omm, carried); the six runs share the GPU and the cores
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .gpu/omm/*.whl
+  for seed in ${SEEDS:-2024 1 2}; do
+    for how in cubic linear; do
+      solvent=pb; [ "$how" = cubic ] && solvent=both  # OBC2 once a seed, beside the cubic run
+      NUMBA_CACHE_DIR=/tmp/numba-cache-$how-$seed NUMBA_NUM_THREADS=2 timeout ${LIMIT:-540} \
+        python3 benchmarks/nve_drift.py --solvent $solvent --steps 2000 --surface svdw --spacing 0.7 \
+        --backend cuda --seed "$seed" --interpolation $how --json "$R/nve_${how}_$seed.json" \
+        > "$R/nve_${how}_$seed.log" 2>&1 &
+    done
+  done
+  wait
+  tail -n 3 "$R"/nve_*.log
 elif [ "${1:-single}" = "multi" ]; then
   step frames_profile 100 python3 benchmarks/frames_profile.py --batches 1 32 \
     --json "$R/frames_profile.json"

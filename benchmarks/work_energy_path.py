@@ -8,10 +8,12 @@ the smooth vdW surface, grid held still. For each step k the discrepancy
 
 is what the trapezoidal work misses: O(Δx³) where the energy is smooth, O(Δx²) where a force
 jumps. The steps are split by whether some atom crossed a plane of grid nodes (where the
-trilinear interpolation of φ_rf at the atoms has a kink). The sum of d over the steps is the
-drift an NVE integrator would see along this path.
+trilinear interpolation of φ_rf at the atoms has a kink; ``--interpolation cubic`` has none).
+The sum of d over the steps is the drift an NVE integrator would see along this path.
 
     python benchmarks/work_energy_path.py --json benchmarks/forces/work_energy_path.json
+    python benchmarks/work_energy_path.py --interpolation cubic \
+        --json benchmarks/forces/work_energy_path_cubic.json
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ def main(argv=None):
     p.add_argument("--spacing", type=float, default=0.7)
     p.add_argument("--surface", default="svdw")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--interpolation", default="linear", choices=["linear", "cubic"])
     p.add_argument("--json", default=None)
     args = p.parse_args(argv)
 
@@ -41,6 +44,7 @@ def main(argv=None):
     calc = pb.ReactionFieldCalculator(
         atoms, surface=args.surface, spacing=args.spacing, forces="exact", rtol=1e-10,
         margin=3.0, skin=4.0, eps_in=1.0, eps_out=78.5, backend="cpu", dtype=np.float64,
+        interpolation=args.interpolation,
     )  # fmt: skip
     energies, forces, points = [], [], []
     start = time.perf_counter()

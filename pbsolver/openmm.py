@@ -26,7 +26,11 @@ is then shifted by whole nodes, which changes the discretisation (a small jump o
 The forces are the exact gradient of the energy where the calculator computes them so
 (``forces="auto"`` on the smooth vdW surface ``surface="svdw"``, ``forces="exact"`` also on
 "vdw", "mol" and "smol", whose energies have kinks; :mod:`pbsolver.forces`); elsewhere they are
-−q∇φ_rf, and an MD run with them does not conserve energy.
+−q∇φ_rf, and an MD run with them does not conserve energy. :meth:`ReactionFieldForce.from_system`
+samples φ_rf at the atoms by cubic convolution (``interpolation="cubic"``, C¹ in the positions)
+unless told otherwise: the trilinear sampling's slope jumps each time an atom crosses a plane of
+grid nodes, and the work an integrator does then misses the energy change
+(``benchmarks/work_energy_path.py``; BENCHMARKS.md).
 Give a ``skin`` that covers the motion of the run (``regrids`` counts the moves), or a periodic
 ``box``, whose grid never moves. The forces are the calculator's (see its *What a frame returns*).
 
@@ -99,7 +103,8 @@ class ReactionFieldForce:
         **options
             Options of :class:`~pbsolver.ReactionFieldCalculator` (``spacing``, ``eps_in``,
             ``eps_out``, ``ionic_strength``, ``surface``, ``margin``, ``skin``, ``box``,
-            ``backend``, ``rtol``...).
+            ``backend``, ``rtol``...); ``interpolation`` defaults to "cubic" here (module
+            docstring).
         """
         from pbsolver.md.calculator import ReactionFieldCalculator
         from pbsolver.molecule.atoms import Atoms
@@ -107,6 +112,7 @@ class ReactionFieldForce:
         if "units" in options and options["units"] != "kJ/mol":
             raise InputError("an OpenMM force works in kJ/mol: leave units at its default")
         atoms = Atoms.from_openmm(system, positions, topology, radii=radii)
+        options = {"interpolation": "cubic", **options}
         return cls(ReactionFieldCalculator(atoms, **options), strict=strict)
 
     def __call__(self, state):

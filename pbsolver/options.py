@@ -27,6 +27,9 @@ EPS_WATER = 78.54
 SURFACES = ("mol", "smol", "vdw", "svdw", "apbs-mol", "apbs-smol")
 #: Surfaces made of the atomic spheres alone (no probe).
 SPHERE_SURFACES = ("vdw", "svdw")
+#: How a grid field is sampled at the atoms: trilinear, or Keys' cubic convolution (C¹;
+#: :mod:`pbsolver.backends.bodies.sampling`).
+INTERPOLATIONS = ("linear", "cubic")
 #: Dirichlet values of the outer layer: multiple or single Debye–Hückel spheres, or zero.
 BOUNDARY_KINDS = ("mdh", "sdh", "zero")
 #: kJ per kcal.

@@ -49,22 +49,26 @@ def _outermost(atoms, k):
     return np.argsort(d)[::-1][:k]
 
 
-def _energy(atoms, grid, physics, solver, x0=None, **options):
+def _energy(atoms, grid, physics, solver, x0=None, interpolation="linear", **options):
     problem = pb.Problem.from_maps(M.build_maps(atoms, grid, physics=physics, **options))
     res = solver.solve(problem, x0=x0)
     periodic = problem.boundary == "periodic"
-    return reaction_field_energy(atoms, grid, res.phi_rf, periodic=periodic), problem, res
+    energy = reaction_field_energy(atoms, grid, res.phi_rf, periodic=periodic,
+                                   interpolation=interpolation)  # fmt: skip
+    return energy, problem, res
 
 
 def _check_against_differences(atoms, grid, physics, idx, *, tol=1e-3, method="multigrid",
-                               delta=DELTA, rtol=SOLVER["rtol"], **options):  # fmt: skip
+                               delta=DELTA, rtol=SOLVER["rtol"], interpolation="linear",
+                               **options):  # fmt: skip
     """Exact forces of ``idx`` vs central differences; returns (relative error, exact, fd)."""
     solver = pb.Solver(**{**SOLVER, "method": method, "rtol": rtol})
     _, problem, res = _energy(atoms, grid, physics, solver, **options)
     exact = solvation_forces(atoms, problem, res.phi_rf, physics=physics, solver=solver,
                              box=options.get("box"),
                              kappa_subsamples=options.get("kappa_subsamples", 4),
-                             nbisect=options.get("nbisect", 14))  # fmt: skip
+                             nbisect=options.get("nbisect", 14),
+                             interpolation=interpolation)  # fmt: skip
     assert exact.result.converged
     fd = np.zeros((len(idx), 3))
     for n, i in enumerate(idx):
@@ -74,7 +78,8 @@ def _check_against_differences(atoms, grid, physics, idx, *, tol=1e-3, method="m
                 pos = atoms.positions.copy()
                 pos[i, a] += sign * delta
                 moved = atoms.with_positions(pos)
-                e.append(_energy(moved, grid, physics, solver, res.phi_rf, **options)[0])
+                e.append(_energy(moved, grid, physics, solver, res.phi_rf,
+                                 interpolation=interpolation, **options)[0])  # fmt: skip
             fd[n, a] = -(e[0] - e[1]) / (2 * delta)
     f = exact.forces[idx]
     rel = np.linalg.norm(f - fd) / np.linalg.norm(fd)
@@ -161,25 +166,67 @@ def test_ion_accessibility_derivative_matches_the_map():
         assert fd == pytest.approx(grad[5, a], rel=1e-4, abs=1e-4 * np.abs(grad).max())
 
 
+@pytest.mark.parametrize("interpolation", ["linear", "cubic"])
+@pytest.mark.parametrize("periodic", [False, True])
+def test_interpolation_transpose_and_slope(interpolation, periodic):
+    """Iᵀ and ∂I/∂r of the array code against the sampling body that the energy uses."""
+    rng = np.random.default_rng(5)
+    atoms = _molecule(6, n=10)
+    grid = M.grid_for_atoms(atoms, 0.5, 0.6 if periodic else 2.0)  # periodic: atoms near the edge
+    if periodic:
+        atoms = atoms.with_positions(atoms.positions + 0.5 * rng.normal(size=(len(atoms), 3)))
+    opts = {"periodic": periodic, "interpolation": interpolation}
+    phi = rng.normal(size=grid.shape)
+    c = rng.normal(size=len(atoms))
+    spread = interpolation_transpose(grid, c, atoms.positions, **opts)
+    assert float((spread * phi).sum()) == pytest.approx(
+        float(c @ interpolate(grid, phi, atoms.positions, **opts)), rel=1e-12
+    )
+    x, _, z = grid.coordinates()
+    smooth = np.sin(x * 0.7) * np.cos(z * 0.4) + 0.01 * phi  # a rough part: slopes of weights
+    slope = interpolation_gradient(grid, smooth, atoms.positions, **opts)
+    for a in range(3):
+        step = np.zeros(3)
+        step[a] = 1e-6
+        fd = (interpolate(grid, smooth, atoms.positions + step, **opts)
+              - interpolate(grid, smooth, atoms.positions - step, **opts)) / 2e-6  # fmt: skip
+        np.testing.assert_allclose(slope[:, a], fd, atol=1e-7)
+    if interpolation == "cubic":  # the sampling body's gradient is the interpolant's slope
+        _, body_slope = sample_field(grid, smooth, atoms.positions, **opts)
+        np.testing.assert_allclose(body_slope, slope, rtol=1e-12, atol=1e-12)
+
+
+def test_cubic_interpolation_is_c1_and_exact_for_quadratics():
+    """Keys' kernel: slope continuous across a node plane (trilinear jumps), quadratics exact."""
+    rng = np.random.default_rng(3)
+    grid = pb.Grid((9, 10, 11), spacing=(0.5, 0.6, 0.45), origin=(1.0, 2.0, 3.0))
+    phi = rng.normal(size=grid.shape)
+    plane = np.asarray(grid.origin) + np.array([4.0, 5.3, 6.6]) * np.asarray(grid.spacing)
+    for interpolation, continuous in (("linear", False), ("cubic", True)):
+        below, above = (
+            interpolation_gradient(grid, phi, [plane + [s, 0.0, 0.0]], interpolation=interpolation)
+            for s in (-1e-9, 1e-9)
+        )
+        jump = abs(float(above[0, 0] - below[0, 0]))
+        assert (jump < 1e-6) if continuous else (jump > 1e-2), (interpolation, jump)
+    x, y, z = grid.coordinates()
+    quadratic = 0.3 * x**2 - 0.2 * x * y + 0.1 * z**2 + y
+    inside = np.asarray(grid.origin) + np.asarray(grid.spacing) * (
+        1.0 + rng.uniform(0.0, 1.0, (12, 3)) * (np.asarray(grid.shape) - 3)
+    )
+    px, py, pz = inside.T
+    exact = 0.3 * px**2 - 0.2 * px * py + 0.1 * pz**2 + py
+    values, slopes = sample_field(grid, quadratic, inside, interpolation="cubic")
+    np.testing.assert_allclose(values, exact, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(slopes[:, 2], 0.2 * pz, rtol=1e-12, atol=1e-12)
+    with pytest.raises(pb.InputError, match="interpolation"):
+        sample_field(grid, quadratic, inside, interpolation="spline")
+
+
 def test_adjoint_pieces_are_transposes():
     rng = np.random.default_rng(5)
     atoms = _molecule(6, n=10)
     grid = M.grid_for_atoms(atoms, 0.5, 2.0)
-    # the interpolation and its transpose; its exact slope inside a cell
-    phi = rng.normal(size=grid.shape)
-    c = rng.normal(size=len(atoms))
-    spread = interpolation_transpose(grid, c, atoms.positions)
-    assert float((spread * phi).sum()) == pytest.approx(
-        float(c @ interpolate(grid, phi, atoms.positions)), rel=1e-12
-    )
-    smooth = np.sin(grid.coordinates()[0] * 0.7) * np.cos(grid.coordinates()[2] * 0.4) + 0.0 * phi
-    slope = interpolation_gradient(grid, smooth, atoms.positions)
-    for a in range(3):
-        step = np.zeros(3)
-        step[a] = 1e-6
-        fd = (interpolate(grid, smooth, atoms.positions + step)
-              - interpolate(grid, smooth, atoms.positions - step)) / 2e-6  # fmt: skip
-        np.testing.assert_allclose(slope[:, a], fd, atol=1e-7)
     # μ = (∂b/∂φ_c)ᵀ λ: b is linear in φ_c
     problem = pb.Problem.from_maps(M.build_maps(atoms, grid, surface="svdw", ionic_strength=0.1))
     lam = rng.normal(size=grid.shape)
@@ -237,6 +284,21 @@ def test_forces_in_a_periodic_box_match_central_differences(salt):
     # SOR: on this small grid faster than multigrid's dense coarsest (singular) level
     _check_against_differences(atoms, grid, physics, _outermost(atoms, 2), boundary="periodic",
                                box=box, kappa_subsamples=2, method="sor")  # fmt: skip
+
+
+@pytest.mark.parametrize("periodic", [False, True])
+def test_cubic_sampled_forces_match_central_differences(periodic):
+    """The energy with φ_rf sampled by cubic convolution: its charge term and adjoint source."""
+    atoms = _molecule(13, n=10, spread=1.4)
+    physics = pb.PhysicsOptions(surface="svdw", ionic_strength=0.15, **HIGH_CONTRAST)
+    options = {"kappa_subsamples": 2, "interpolation": "cubic"}
+    if periodic:
+        box = (13.0, 13.0, 13.0)
+        grid = M.grid_for_box(box, 0.65, origin=(-6.3, -6.6, -6.1))
+        options.update(boundary="periodic", box=box, method="sor")
+    else:
+        grid = M.grid_for_atoms(atoms, 0.5, 2.5)
+    _check_against_differences(atoms, grid, physics, _outermost(atoms, 2), **options)
 
 
 def test_sdh_boundary_forces_move_the_extreme_atoms():
@@ -444,6 +506,21 @@ def test_calculator_returns_exact_forces_and_says_so(caplog):
     assert stacked.force_kind == "field"
     with pytest.raises(pb.InputError, match="forces must be"):
         pb.ReactionFieldCalculator(atoms, surface="svdw", forces="yes", **kw)
+    # cubic sampling: energy, potentials and forces all sample φ_rf the same way
+    cubic_calc = pb.ReactionFieldCalculator(atoms, surface="svdw", interpolation="cubic", **kw)
+    cubic = cubic_calc.compute()
+    assert cubic_calc.engine == "general" and cubic.forces_kind == "exact"
+    ref = solvation_forces(atoms, cubic_calc.problem, cubic.solve.phi_rf,
+                           physics=cubic_calc.physics, solver=pb.Solver(**SOLVER),
+                           interpolation="cubic")  # fmt: skip
+    np.testing.assert_allclose(cubic.forces, ref.forces, atol=1e-6 * np.abs(ref.forces).max())
+    np.testing.assert_allclose(cubic.energy, 0.5 * atoms.charges @ cubic.potentials, rtol=1e-12)
+    assert abs(cubic.energy - first.energy) < 1e-2 * abs(first.energy)  # both O(h²) of φ_rf
+    assert cubic.energy != first.energy
+    with pytest.raises(pb.InputError, match="interpolation"):
+        pb.ReactionFieldCalculator(atoms, engine="stacked", interpolation="cubic", **kw)
+    with pytest.raises(pb.InputError, match="interpolation"):
+        pb.ReactionFieldCalculator(atoms, interpolation="quadratic", **kw)
 
 
 def test_solvate_returns_exact_forces():

@@ -35,9 +35,11 @@ def test_openmm_force_reports_the_calculators_energy_and_forces():
     forces = state.getForces(asNumpy=True).value_in_unit(
         openmm.unit.kilojoule_per_mole / openmm.unit.nanometer
     )
-    # the same frame through a calculator of its own
+    # the same frame through a calculator of its own; the MD force samples φ_rf by cubic
+    # convolution unless told otherwise (C¹ as atoms cross node planes)
+    assert rf.calculator.interpolation == "cubic"
     atoms = pb.Atoms.from_openmm(system, pdb.positions, pdb.topology, radii="bondi")
-    ref = pb.ReactionFieldCalculator(atoms, **OPTIONS).compute()
+    ref = pb.ReactionFieldCalculator(atoms, interpolation="cubic", **OPTIONS).compute()
     assert energy < 0 and energy == pytest.approx(ref.energy, rel=1e-7)
     np.testing.assert_allclose(forces, ref.forces * ANGSTROM_PER_NM, rtol=1e-5,
                                atol=1e-5 * np.abs(forces).max())  # fmt: skip

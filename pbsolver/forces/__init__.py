@@ -2,8 +2,9 @@
 
 Design notes
 ------------
-The energy pbsolver reports is G = ½ Σ_i q_i I(φ)(r_i): trilinear interpolation I of the solution
-of A φ = b at the atoms. It depends on the positions through the interpolation point, through
+The energy pbsolver reports is G = ½ Σ_i q_i I(φ)(r_i): interpolation I (trilinear, or Keys'
+cubic convolution with ``interpolation="cubic"``) of the solution of A φ = b at the atoms. It
+depends on the positions through the interpolation point, through
 φ_c in b (and the Debye–Hückel values on a Dirichlet grid's outer layer), through the face
 permittivities (edge fractions of the surface) and through κ̄² (the ion-accessible map). With λ
 the solution of the adjoint equation A λ = ½ Iᵀq (A is symmetric: the same stencil, hierarchy
@@ -34,7 +35,9 @@ Where the energy is not differentiable
   continuous, differentiated exactly, with the same kind of kinks as "vdw" but weighted by the
   small ionic sensitivities (no measurable effect on the differences above).
 * The trilinear interpolation has kinks where an atom crosses a node plane (probability 2δ/h
-  per coordinate that central differences of step δ straddle one).
+  per coordinate that central differences of step δ straddle one); an MD step crosses one
+  often, and the work done then misses the energy change (``benchmarks/work_energy_path.py``).
+  ``interpolation="cubic"`` is C¹ across node planes: no kink.
 * A grid that moves with the atoms (the calculator's following grid, re-placed by whole nodes)
   makes G jump; forces are those of a fixed grid.
 

@@ -98,6 +98,7 @@ def solvation_forces(
     adjoint_guess=None,
     ses_step=None,
     nbisect=14,
+    interpolation="linear",
     **physics_fields,
 ) -> Forces:
     """F_i = −∂G/∂r_i of G = ½ Σ q_i φ_rf(r_i), the exact gradient of the discrete energy.
@@ -128,6 +129,9 @@ def solvation_forces(
     ses_step, nbisect
         The SES sampling the maps used ("mol" and "smol" with a probe;
         :func:`pbsolver.molecule.maps.face_fractions`).
+    interpolation : {"linear", "cubic"}
+        How the energy samples φ_rf at the atoms (:func:`pbsolver.molecule.energy.sample_field`):
+        the charge term and the adjoint source use the same weights.
     **physics_fields
         Fields of :class:`~pbsolver.PhysicsOptions`.
 
@@ -153,12 +157,13 @@ def solvation_forces(
     xp = problem.xp
     phi = xp.asarray(phi_rf, dtype=xp.float64)
     half_q = 0.5 * np.asarray(atoms.charges, dtype=np.float64)
-    spread = interpolation_transpose(grid, half_q, atoms.positions, periodic=periodic, xp=xp)
+    sampling = {"periodic": periodic, "interpolation": interpolation}
+    spread = interpolation_transpose(grid, half_q, atoms.positions, xp=xp, **sampling)
     lam, result = adjoint_solve(problem, spread, solver, adjoint_guess)
     lam = xp.asarray(lam, dtype=xp.float64)
 
     hq = xp.asarray(half_q)[:, None]
-    grads = {"charge": hq * interpolation_gradient(grid, phi, atoms.positions, periodic=periodic)}
+    grads = {"charge": hq * interpolation_gradient(grid, phi, atoms.positions, **sampling)}
     grads["dielectric"] = dielectric_gradient(atoms, problem, phi, lam, ph, box=box,
                                               ses_step=ses_step, nbisect=nbisect)  # fmt: skip
     grads["ionic"] = xp.zeros((len(atoms), 3))

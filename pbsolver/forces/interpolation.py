@@ -1,89 +1,107 @@
-"""Trilinear interpolation at the atoms: its exact derivative and its transpose (adjoint source).
+"""Interpolation at the atoms: its exact derivative and its transpose (adjoint source).
 
-The energy samples φ_rf at each atom with the trilinear weights of
-:func:`pbsolver.backends.bodies.sampling.sample_body` (same cell choice: clamped to the grid on a
-Dirichlet grid, wrapped on a periodic one). Here, in array code for NumPy or CuPy:
+The energy samples φ_rf at each atom with the weights of
+:mod:`pbsolver.backends.bodies.sampling` ("linear": trilinear on the atom's cell; "cubic": Keys'
+cubic convolution on the 4×4×4 nodes around it), with the same cell choice (clamped to the
+grid on a Dirichlet grid, wrapped on a periodic one). Here, in array code for NumPy or CuPy:
 
-* :func:`interpolation_gradient`: ∂/∂r_i of I(φ)(r_i), the exact derivative of the trilinear
-  interpolant inside the atom's cell (the slopes of the weights, not the central-difference
-  gradient the field forces use): the charge term ½ q_i ∂I/∂r_i · φ of the force;
-* :func:`interpolation_transpose`: Iᵀc, the values c_i spread onto the eight corners of each
-  atom's cell with the same weights (the right-hand side ½ Iᵀq of the adjoint equation).
+* :func:`interpolation_gradient`: ∂/∂r_i of I(φ)(r_i), the exact derivative of the interpolant
+  at the atom (the slopes of the weights, not the central-difference gradient the linear field
+  forces use): the charge term ½ q_i ∂I/∂r_i · φ of the force;
+* :func:`interpolation_transpose`: Iᵀc, the values c_i spread onto the nodes of each atom's
+  stencil with the same weights (the right-hand side ½ Iᵀq of the adjoint equation).
+
+Both interpolations are separable: a node's weight is the product of one weight per axis.
 """
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
-
-def _cells(grid, positions, periodic, xp):
-    """Lower corner (n, 3) int, weights w in [0, 1] (n, 3) and spacing of the atoms' cells."""
-    shape = xp.asarray(grid.shape)
-    h = xp.asarray(grid.spacing, dtype=xp.float64)
-    s = (xp.asarray(positions, dtype=xp.float64) - xp.asarray(grid.origin)) / h
-    if periodic:
-        s = xp.mod(s, shape)
-        i0 = xp.minimum(xp.floor(s).astype(xp.int64), shape - 1)
-    else:
-        s = xp.clip(s, 0.0, shape - 1.0)
-        i0 = xp.minimum(xp.floor(s).astype(xp.int64), shape - 2)
-    return i0, s - i0, h
+from pbsolver.backends.bodies.sampling import cubic_slopes, cubic_weights
+from pbsolver.options import INTERPOLATIONS, choice
 
 
-def _corners(grid, i0, periodic, xp):
-    """The 8 corners' flat node indices, (8, n), in the order of ``np.ndindex(2, 2, 2)``."""
-    shape = xp.asarray(grid.shape)
+def _axis_stencils(grid, positions, periodic, cubic, xp):
+    """Per axis: node indices (m, n), weights (m, n) and slopes per Å (m, n) of each position.
+
+    m = 2 (linear) or 4 (cubic) nodes an axis; the cell as the sampling body picks it.
+    """
+    shape = np.asarray(grid.shape)
+    h = np.asarray(grid.spacing, dtype=np.float64)
+    s = (xp.asarray(positions, dtype=xp.float64) - xp.asarray(grid.origin)) / xp.asarray(h)
     out = []
-    for corner in np.ndindex(2, 2, 2):
-        idx = i0 + xp.asarray(corner)
+    for a in range(3):
+        n = int(shape[a])
+        sa = s[:, a]
         if periodic:
-            idx = xp.mod(idx, shape)
-        out.append((idx[:, 0] * grid.shape[1] + idx[:, 1]) * grid.shape[2] + idx[:, 2])
-    return xp.stack(out)
+            sa = xp.mod(sa, n)
+            i0 = xp.minimum(xp.floor(sa).astype(xp.int64), n - 1)
+        else:
+            sa = xp.clip(sa, 0.0, n - 1.0)
+            i0 = xp.minimum(xp.floor(sa).astype(xp.int64), n - 2)
+        t = sa - i0
+        if cubic:
+            offsets = range(-1, 3)
+            weights, slopes = xp.stack(cubic_weights(t)), xp.stack(cubic_slopes(t))
+        else:
+            offsets = range(2)
+            weights, slopes = xp.stack([1.0 - t, t]), xp.stack([-xp.ones_like(t), xp.ones_like(t)])
+        idx = xp.stack([i0 + o for o in offsets])
+        idx = xp.mod(idx, n) if periodic else xp.clip(idx, 0, n - 1)
+        out.append((idx, weights, slopes / h[a]))
+    return out
 
 
-def _weights(w, xp):
-    """Trilinear weights (8, n) and their derivatives along each axis in node units (3, 8, n)."""
-    one_minus = 1.0 - w
-    vals, slopes = [], []
-    for corner in np.ndindex(2, 2, 2):
-        f = [w[:, a] if corner[a] else one_minus[:, a] for a in range(3)]
-        df = [1.0 if corner[a] else -1.0 for a in range(3)]
-        vals.append(f[0] * f[1] * f[2])
-        slopes.append(xp.stack([df[0] * f[1] * f[2], f[0] * df[1] * f[2], f[0] * f[1] * df[2]]))
-    return xp.stack(vals), xp.stack(slopes, axis=1)
+def _stencil(grid, positions, periodic, cubic, xp):
+    """Flat node indices (m³, n), weights (m³, n) and their gradients (3, m³, n) per Å."""
+    axes = _axis_stencils(grid, positions, periodic, cubic, xp)
+    m = axes[0][0].shape[0]
+    flat, vals, grads = [], [], []
+    for a, b, c in itertools.product(range(m), repeat=3):
+        (ix, wx, dx), (iy, wy, dy), (iz, wz, dz) = axes
+        flat.append((ix[a] * grid.shape[1] + iy[b]) * grid.shape[2] + iz[c])
+        vals.append(wx[a] * wy[b] * wz[c])
+        grads.append(
+            xp.stack([dx[a] * wy[b] * wz[c], wx[a] * dy[b] * wz[c], wx[a] * wy[b] * dz[c]])
+        )
+    return xp.stack(flat), xp.stack(vals), xp.stack(grads, axis=1)
 
 
-def interpolation_gradient(grid, field, positions, *, periodic=False):
-    """∂I(field)(r)/∂r at each position: the slope of the trilinear interpolant, (n, 3).
+def interpolation_gradient(grid, field, positions, *, periodic=False, interpolation="linear"):
+    """∂I(field)(r)/∂r at each position: the slope of the interpolant, (n, 3).
 
     Parameters
     ----------
     grid : Grid
     field : array (nx, ny, nz)
-        Node values (NumPy or CuPy; the result is in the same library), finite at the corners
-        of the positions' cells.
+        Node values (NumPy or CuPy; the result is in the same library), finite on the stencils
+        of the positions.
     positions : array (n, 3)
         Å, inside the grid (Dirichlet) or anywhere (periodic: wrapped).
     periodic : bool
+    interpolation : {"linear", "cubic"}
 
     Returns
     -------
     array (n, 3)
-        In field units per Å. A position exactly on a cell face takes the slope of the cell
-        the sampling body picks (the interpolant has a kink there).
+        In field units per Å. With "linear", a position exactly on a cell face takes the slope
+        of the cell the sampling body picks (the interpolant has a kink there); "cubic" has none.
     """
     from pbsolver.arrays import array_module
 
     xp = array_module(field)
-    i0, w, h = _cells(grid, positions, periodic, xp)
-    _, slopes = _weights(w, xp)
-    values = field.reshape(-1)[_corners(grid, i0, periodic, xp)]  # (8, n)
-    return (slopes * values[None]).sum(axis=1).T / h
+    cubic = choice(interpolation, "interpolation", INTERPOLATIONS) == "cubic"
+    flat, _, grads = _stencil(grid, positions, periodic, cubic, xp)
+    values = field.reshape(-1)[flat]  # (m³, n)
+    return (grads * values[None]).sum(axis=1).T
 
 
-def interpolation_transpose(grid, values, positions, *, periodic=False, xp=np):
-    """Iᵀc: each value c_i spread on its cell's corners with the trilinear weights (grid array).
+def interpolation_transpose(grid, values, positions, *, periodic=False, xp=np,
+                            interpolation="linear"):  # fmt: skip
+    """Iᵀc: each value c_i spread on its stencil's nodes with the interpolation weights.
 
     Parameters
     ----------
@@ -95,17 +113,18 @@ def interpolation_transpose(grid, values, positions, *, periodic=False, xp=np):
     periodic : bool
     xp : module
         numpy or cupy: the library of the result.
+    interpolation : {"linear", "cubic"}
 
     Returns
     -------
     array (nx, ny, nz), float64
     """
-    i0, w, _ = _cells(grid, positions, periodic, xp)
-    weights, _ = _weights(w, xp)
+    cubic = choice(interpolation, "interpolation", INTERPOLATIONS) == "cubic"
+    flat, weights, _ = _stencil(grid, positions, periodic, cubic, xp)
     c = xp.asarray(values, dtype=xp.float64)
-    flat = xp.bincount(
-        _corners(grid, i0, periodic, xp).reshape(-1),
+    spread = xp.bincount(
+        flat.reshape(-1),
         weights=(weights * c[None]).reshape(-1),
         minlength=int(np.prod(grid.shape)),
     )
-    return flat.reshape(grid.shape)
+    return spread.reshape(grid.shape)

@@ -34,9 +34,10 @@ What a frame returns
 with ``nonlinear=True`` (and salt) the nonlinear equation's ΔG, which adds the mobile ions' terms
 (:mod:`pbsolver.nonlinear.energy`; ``FrameResult.terms``), each frame a Newton solve on the general
 engine warm-started from the previous frame's φ_rf (the stacked engine solves linear systems only);
-``potentials`` = φ_rf(r_i); ``forces`` = −q_i ∇φ_rf(r_i). Values at atoms are trilinear
-interpolations of the grid field and of its central-difference gradient, exactly as in
-:mod:`pbsolver.molecule.energy`.
+``potentials`` = φ_rf(r_i); ``forces`` = −q_i ∇φ_rf(r_i). Values at atoms are interpolations
+of the grid field exactly as in :mod:`pbsolver.molecule.energy` (``interpolation=``: trilinear
+by default; "cubic", Keys' cubic convolution, for molecular dynamics: the energy is then C¹
+as an atom crosses a plane of nodes, where the trilinear one has a kink).
 
 **What the forces are.** A frame of the general engine on the smooth vdW surface "svdw"
 (``forces="auto"``, the default, or ``"exact"``), or on "vdw", "mol" or "smol" with
@@ -73,7 +74,15 @@ from pbsolver.molecule.atoms import Atoms
 from pbsolver.molecule.build import build_problem
 from pbsolver.molecule.energy import sample_field
 from pbsolver.nonlinear.energy import SolvationTerms, ion_terms
-from pbsolver.options import PhysicsOptions, check_box, nonnegative, positive, unit_factor
+from pbsolver.options import (
+    INTERPOLATIONS,
+    PhysicsOptions,
+    check_box,
+    choice,
+    nonnegative,
+    positive,
+    unit_factor,
+)
 from pbsolver.problem import Problem
 
 #: Map options beside the physics, passed through to :func:`pbsolver.molecule.maps.build_maps`.
@@ -199,6 +208,11 @@ class ReactionFieldCalculator:
         −q ∇φ_rf. "auto": exact where the energy is also smooth ("svdw"), else field with a
         logged warning.
         :attr:`force_kind` says which.
+    interpolation : {"linear", "cubic"}
+        How φ_rf is sampled at the atoms (:func:`pbsolver.molecule.energy.sample_field`), for
+        energies, potentials and both kinds of forces. "linear" (trilinear, as APBS); "cubic"
+        (C¹ in the positions: an NVE run's energy does not jump in slope where an atom crosses
+        a plane of nodes; general engine only, "stacked" is refused, "auto" picks general).
     map_options : dict, optional
         ``ses_step``, ``kappa_subsamples``, ``maps_backend`` ("cpu" default, or "cuda": the
         numba-cuda map kernels) (see :func:`pbsolver.molecule.maps.build_maps`); the physics
@@ -241,6 +255,7 @@ class ReactionFieldCalculator:
         strict=False,
         engine="auto",
         forces="auto",
+        interpolation="linear",
         map_options=None,
         **options,
     ):
@@ -282,6 +297,8 @@ class ReactionFieldCalculator:
         self.phi_rf = None  # previous solution, on the solver's device
         self._solution_grid: Grid | None = None  # the grid phi_rf lives on
         self._batch_mode = "auto"
+        #: How φ_rf is sampled at the atoms ("linear" or "cubic").
+        self.interpolation = choice(interpolation, "interpolation", INTERPOLATIONS)
         self.engine = self._resolve_engine(engine, method, forces)
         #: What the frames' forces are: "exact" (−∂G/∂r) or "field" (−q ∇φ_rf).
         self.force_kind = self._resolve_forces(forces)
@@ -412,6 +429,13 @@ class ReactionFieldCalculator:
 
         if engine not in ("auto", "general", "stacked"):
             raise InputError(f"engine must be 'auto', 'general' or 'stacked', got {engine!r}")
+        if self.interpolation != "linear":
+            if engine == "stacked":
+                raise InputError(
+                    f"engine='stacked' samples φ_rf trilinearly; interpolation="
+                    f"{self.interpolation!r} runs on engine='general' (or 'auto')"
+                )
+            return "general"
         if forces == "exact" and engine == "auto":
             return "general"  # the stacked engine returns field forces only
         kind = self.physics.boundary_kind
@@ -483,6 +507,7 @@ class ReactionFieldCalculator:
             atoms, problem, phi_rf, physics=self.physics, box=self.box, solver=self.solver,
             kappa_subsamples=self.map_options.get("kappa_subsamples", 4), units=self.units,
             adjoint_guess=guess, ses_step=self.map_options.get("ses_step"),
+            interpolation=self.interpolation,
         )  # fmt: skip
         self._adjoint, self._adjoint_grid = out.adjoint, grid
         return out
@@ -735,7 +760,8 @@ class ReactionFieldCalculator:
     def _finish(self, atoms, xp, grid, problem, result, x0, regridded, t_maps, t_solve):
         t_eval0 = time.perf_counter()
         periodic = self.box is not None
-        phi_at, grad_at = sample_field(grid, result.phi_rf, atoms.positions, periodic=periodic)
+        phi_at, grad_at = sample_field(grid, result.phi_rf, atoms.positions, periodic=periodic,
+                                       interpolation=self.interpolation)  # fmt: skip
         fxp = array_module(phi_at)
         q = fxp.asarray(atoms.charges)
         energy = 0.5 * self._factor * float(fxp.sum(q * phi_at))

@@ -4,8 +4,14 @@ With ε_c = ε_in and a reference state of homogeneous ε_in without salt (READM
 solvation energy is G = ½ Σ_i q_i φ_rf(r_i) (the nonlinear equation adds the mobile ions'
 terms of :mod:`pbsolver.nonlinear.energy`), the reaction-field potential at atom i is
 φ_rf(r_i), and the reaction-field force on it is −q_i ∇φ_rf(r_i). Values at atoms come from
-trilinear interpolation of the grid field; gradients are central differences at the nodes,
-interpolated the same way (continuous across cells, second-order accurate for smooth fields).
+interpolation of the grid field (``interpolation=``, :mod:`pbsolver.backends.bodies.sampling`):
+
+* "linear" (the default, as APBS): trilinear; gradients are central differences at the nodes,
+  interpolated the same way (continuous across cells, second-order accurate for smooth
+  fields). The energy's slope jumps where an atom crosses a plane of nodes.
+* "cubic": Keys' cubic convolution on the 4×4×4 nodes around the atom, C¹ in the atom's
+  position (third-order accurate); gradients are the exact derivative of that interpolant.
+  The energy for molecular dynamics (:class:`pbsolver.ReactionFieldCalculator`).
 
 Units (:data:`pbsolver.options.UNITS`): kJ/mol (default) or kcal/mol (``units="kcal/mol"``);
 potentials in kJ mol⁻¹ e⁻¹ (or kcal mol⁻¹ e⁻¹); forces in kJ mol⁻¹ Å⁻¹ (or kcal mol⁻¹ Å⁻¹).
@@ -23,7 +29,15 @@ from pbsolver.exceptions import InputError
 from pbsolver.grid import Grid
 from pbsolver.molecule.maps import COULOMB_KJ
 from pbsolver.nonlinear.energy import SolvationTerms, ion_terms
-from pbsolver.options import KCAL, UNITS, PhysicsOptions, positive, unit_factor  # noqa: F401
+from pbsolver.options import (  # noqa: F401
+    INTERPOLATIONS,
+    KCAL,
+    UNITS,
+    PhysicsOptions,
+    choice,
+    positive,
+    unit_factor,
+)
 
 #: Pairs whose distances :func:`coulomb_energy` holds at once (float64: 32 MiB a block, twice
 #: that while the block is computed).
@@ -52,12 +66,13 @@ def node_coordinates(grid: Grid, points, periodic: bool) -> np.ndarray:
     return s
 
 
-def sample_field(grid: Grid, field, points, *, periodic: bool = False):
-    """φ and ∇φ at points: trilinear interpolation of the node values and of their gradient.
+def sample_field(grid: Grid, field, points, *, periodic: bool = False, interpolation="linear"):
+    """φ and ∇φ at points, interpolated from the node values.
 
-    The gradient at a node is the central difference (one-sided on the outer layer, as
-    :func:`numpy.gradient`; wrapped when periodic). One body computes both
-    (:func:`pbsolver.backends.bodies.sampling.sample_body`).
+    "linear": trilinear interpolation of the node values and of their gradient, the central
+    difference at the nodes (one-sided on the outer layer, as :func:`numpy.gradient`; wrapped
+    when periodic). "cubic": Keys' cubic convolution and its exact derivative. One body computes
+    both (:func:`pbsolver.backends.bodies.sampling.make_sample`).
 
     Parameters
     ----------
@@ -69,6 +84,7 @@ def sample_field(grid: Grid, field, points, *, periodic: bool = False):
     periodic : bool
         Wrap points into the periodic box of the grid (n·h a side); otherwise a point outside
         the grid raises :class:`~pbsolver.InputError`.
+    interpolation : {"linear", "cubic"}
 
     Returns
     -------
@@ -77,19 +93,22 @@ def sample_field(grid: Grid, field, points, *, periodic: bool = False):
     """
     from pbsolver.backends.cpu.sampling import sample_points
 
+    cubic = choice(interpolation, "interpolation", INTERPOLATIONS) == "cubic"
+
     f = np.asarray(to_numpy(field), dtype=np.float64)
     if f.shape != grid.shape:
         raise InputError(f"field has shape {f.shape}, the grid needs {grid.shape}")
-    out = sample_points(f, grid.spacing, node_coordinates(grid, points, periodic), periodic)
+    out = sample_points(f, grid.spacing, node_coordinates(grid, points, periodic), periodic, cubic)
     return out[:, 0], out[:, 1:]
 
 
-def interpolate(grid: Grid, field, points, *, periodic: bool = False) -> np.ndarray:
-    """Trilinear interpolation of a node field at points (Å); returns one value per point.
+def interpolate(grid: Grid, field, points, *, periodic: bool = False,
+                interpolation="linear") -> np.ndarray:  # fmt: skip
+    """A node field interpolated at points (Å); returns one value per point.
 
-    The values of :func:`sample_field` (same parameters).
+    The values of :func:`sample_field` (same parameters; trilinear by default).
     """
-    return sample_field(grid, field, points, periodic=periodic)[0]
+    return sample_field(grid, field, points, periodic=periodic, interpolation=interpolation)[0]
 
 
 def gradient_field(grid: Grid, field, *, periodic: bool = False):
@@ -105,29 +124,38 @@ def gradient_field(grid: Grid, field, *, periodic: bool = False):
     return tuple(grads)
 
 
-def interpolate_gradient(grid: Grid, field, points, *, periodic: bool = False) -> np.ndarray:
-    """∇field at points (n, 3): central differences at nodes, interpolated trilinearly."""
-    return sample_field(grid, field, points, periodic=periodic)[1]
+def interpolate_gradient(grid: Grid, field, points, *, periodic: bool = False,
+                         interpolation="linear") -> np.ndarray:  # fmt: skip
+    """∇field at points (n, 3): the gradients of :func:`sample_field` (same parameters)."""
+    return sample_field(grid, field, points, periodic=periodic, interpolation=interpolation)[1]
 
 
-def reaction_field_potentials(atoms, grid, phi_rf, *, units="kJ/mol", periodic=False):
+def reaction_field_potentials(atoms, grid, phi_rf, *, units="kJ/mol", periodic=False,
+                              interpolation="linear"):  # fmt: skip
     """φ_rf at each atom (kJ mol⁻¹ e⁻¹, or kcal with ``units="kcal/mol"``)."""
-    return unit_factor(units) * interpolate(grid, phi_rf, atoms.positions, periodic=periodic)
+    values = interpolate(grid, phi_rf, atoms.positions, periodic=periodic,
+                         interpolation=interpolation)  # fmt: skip
+    return unit_factor(units) * values
 
 
-def reaction_field_energy(atoms, grid, phi_rf, *, units="kJ/mol", periodic=False) -> float:
+def reaction_field_energy(atoms, grid, phi_rf, *, units="kJ/mol", periodic=False,
+                          interpolation="linear") -> float:  # fmt: skip
     """G = ½ Σ_i q_i φ_rf(r_i) (kJ/mol by default): the polar solvation energy when ε_c = ε_in."""
-    phi = reaction_field_potentials(atoms, grid, phi_rf, units=units, periodic=periodic)
+    phi = reaction_field_potentials(atoms, grid, phi_rf, units=units, periodic=periodic,
+                                    interpolation=interpolation)  # fmt: skip
     return 0.5 * float(np.dot(atoms.charges, phi))
 
 
-def reaction_field_forces(atoms, grid, phi_rf, *, units="kJ/mol", periodic=False):
+def reaction_field_forces(atoms, grid, phi_rf, *, units="kJ/mol", periodic=False,
+                          interpolation="linear"):  # fmt: skip
     """F_i = −q_i ∇φ_rf(r_i), shape (n, 3), kJ mol⁻¹ Å⁻¹ (or kcal)."""
-    grad = interpolate_gradient(grid, phi_rf, atoms.positions, periodic=periodic)
+    grad = interpolate_gradient(grid, phi_rf, atoms.positions, periodic=periodic,
+                                interpolation=interpolation)  # fmt: skip
     return -unit_factor(units) * atoms.charges[:, None] * grad
 
 
-def solvation_terms(atoms, problem, phi_rf, *, units="kJ/mol") -> SolvationTerms:
+def solvation_terms(atoms, problem, phi_rf, *, units="kJ/mol",
+                    interpolation="linear") -> SolvationTerms:  # fmt: skip
     """The polar solvation energy of ``atoms`` at a nonlinear solution, term by term.
 
     The fixed charges' ½ Σ q_i φ_rf(r_i) (:func:`reaction_field_energy`) and the mobile ions'
@@ -142,6 +170,8 @@ def solvation_terms(atoms, problem, phi_rf, *, units="kJ/mol") -> SolvationTerms
     phi_rf : array (nx, ny, nz)
         φ_rf of the nonlinear equation, kJ mol⁻¹ e⁻¹ (NumPy or CuPy).
     units : {"kJ/mol", "kcal/mol"}
+    interpolation : {"linear", "cubic"}
+        Of φ_rf at the atoms (:func:`sample_field`).
 
     Returns
     -------
@@ -150,7 +180,8 @@ def solvation_terms(atoms, problem, phi_rf, *, units="kJ/mol") -> SolvationTerms
     """
     factor = unit_factor(units)
     periodic = problem.boundary == "periodic"
-    fixed = reaction_field_energy(atoms, problem.grid, phi_rf, units=units, periodic=periodic)
+    fixed = reaction_field_energy(atoms, problem.grid, phi_rf, units=units, periodic=periodic,
+                                  interpolation=interpolation)  # fmt: skip
     mobile, osmotic = ion_terms(problem, phi_rf)
     return SolvationTerms(fixed, factor * mobile, factor * osmotic, units)
 
@@ -410,6 +441,7 @@ def solvate(
     problem_options=None,
     focus=None,
     forces="field",
+    interpolation="linear",
     **options,
 ) -> Solvation:
     """Build the problem for ``atoms``, solve it and evaluate energy, potentials and forces.
@@ -442,6 +474,9 @@ def solvate(
         "field": −q ∇φ_rf at the atoms. "exact": F = −∂G/∂r, the exact gradient of the energy
         returned (one more, adjoint, solve; :func:`pbsolver.forces.solvation_forces` says which
         set-ups it covers: the linearised equation, no focusing), in kJ mol⁻¹ Å⁻¹ (or kcal).
+    interpolation : {"linear", "cubic"}
+        Of φ_rf at the atoms (module docstring): "linear" (trilinear, as APBS) or "cubic"
+        (C¹ in the positions).
     **options
         Fields of :class:`~pbsolver.PhysicsOptions` (``eps_in``, ``eps_out``,
         ``ionic_strength``, ``surface``, ``probe_radius``, ``ion_radius``, ``temperature``,
@@ -460,6 +495,7 @@ def solvate(
     from pbsolver.solving.solver import Solver
 
     unit_factor(units)
+    choice(interpolation, "interpolation", INTERPOLATIONS)
     if forces not in ("field", "exact"):
         raise InputError(f"forces must be 'field' or 'exact', got {forces!r}")
     physics, solver_options, problem_options = PhysicsOptions.split(
@@ -472,30 +508,31 @@ def solvate(
         if forces == "exact":
             raise InputError("forces='exact' is not available with focusing (focus=...)")
         return _solvate_focused(atoms, focus, spacing, margin, physics, solver, units,
-                                problem_options)  # fmt: skip
+                                problem_options, interpolation)  # fmt: skip
     problem = Problem.from_atoms(
         atoms, spacing=spacing, margin=margin, physics=physics, **problem_options
     )
     result = solver.solve(problem)
     phi = to_numpy(result.phi_rf)
     periodic = problem.boundary == "periodic"
-    pot = reaction_field_potentials(atoms, problem.grid, phi, units=units, periodic=periodic)
+    sampling = {"units": units, "periodic": periodic, "interpolation": interpolation}
+    pot = reaction_field_potentials(atoms, problem.grid, phi, **sampling)
     if forces == "exact":
-        force_values = exact_forces(atoms, problem, result, solver, physics, problem_options, units)
+        force_values = exact_forces(atoms, problem, result, solver, physics, problem_options, units,
+                                    interpolation)  # fmt: skip
     else:
-        force_values = reaction_field_forces(
-            atoms, problem.grid, phi, units=units, periodic=periodic
-        )
+        force_values = reaction_field_forces(atoms, problem.grid, phi, **sampling)
     energy = 0.5 * float(np.dot(atoms.charges, pot))
     terms = None
     if result.newton_steps is not None:  # the nonlinear equation was solved
-        terms = solvation_terms(atoms, problem, phi, units=units)
+        terms = solvation_terms(atoms, problem, phi, units=units, interpolation=interpolation)
         energy = terms.total
     return Solvation(energy, pot, force_values, problem, result, units, atoms, terms=terms,
                      forces_kind=forces)  # fmt: skip
 
 
-def exact_forces(atoms, problem, result, solver, physics, problem_options, units):
+def exact_forces(atoms, problem, result, solver, physics, problem_options, units,
+                 interpolation="linear"):  # fmt: skip
     """−∂G/∂r of :func:`solvate`'s energy, (n, 3) NumPy (:func:`pbsolver.forces.solvation_forces`).
 
     ``problem_options`` are those the problem was built with (its ``box`` and
@@ -507,13 +544,14 @@ def exact_forces(atoms, problem, result, solver, physics, problem_options, units
     out = solvation_forces(
         atoms, problem, result.phi_rf, physics=physics, box=opts.get("box"), solver=solver,
         kappa_subsamples=opts.get("kappa_subsamples", 4), units=units,
-        ses_step=opts.get("ses_step"),
+        ses_step=opts.get("ses_step"), interpolation=interpolation,
     )  # fmt: skip
     solver.check(out.result)
     return to_numpy(out.forces)
 
 
-def _solvate_focused(atoms, focus, spacing, margin, physics, solver, units, problem_options):
+def _solvate_focused(atoms, focus, spacing, margin, physics, solver, units, problem_options,
+                     interpolation):  # fmt: skip
     """:func:`solvate` on focusing grids: each atom sampled on the finest level holding it."""
     import logging
 
@@ -532,8 +570,9 @@ def _solvate_focused(atoms, focus, spacing, margin, physics, solver, units, prob
     for k in np.unique(which):
         sel = np.flatnonzero(which == k)
         phi = to_numpy(levels[k].result.phi_rf)
-        pot[sel] = reaction_field_potentials(atoms[sel], levels[k].grid, phi, units=units)
-        forces[sel] = reaction_field_forces(atoms[sel], levels[k].grid, phi, units=units)
+        sampling = {"units": units, "interpolation": interpolation}
+        pot[sel] = reaction_field_potentials(atoms[sel], levels[k].grid, phi, **sampling)
+        forces[sel] = reaction_field_forces(atoms[sel], levels[k].grid, phi, **sampling)
     outside = int(np.count_nonzero(which < len(levels) - 1))
     if outside:
         logging.getLogger("pbsolver").info(

@@ -14,7 +14,7 @@ from types import SimpleNamespace
 from pbsolver.backends.bodies import maps as maps_bodies
 from pbsolver.backends.bodies.frames import make_frame_ses
 from pbsolver.backends.bodies.lines import compile_lines
-from pbsolver.backends.bodies.sampling import sample_body
+from pbsolver.backends.bodies.sampling import make_sample
 
 #: Intervals one grid line (or ion-accessibility column) may hold.
 CAP = 256
@@ -32,7 +32,7 @@ def make_frame_bodies(jit, fast):
     coulomb_node, dh_term = sums["coulomb_node"], sums["dh_term"]
     debye_huckel_point = sums["debye_huckel_node"]
     on_node = jit(maps_bodies.on_node_tol2)
-    sample = jit(sample_body)
+    sample = make_sample(jit)
     ses = make_frame_ses(jit, sort_merge, accumulate)
     lines_of = ses.lines_of
     line_place = ses.line_place
@@ -54,7 +54,7 @@ def make_frame_bodies(jit, fast):
         a = item - f * na
         sample(phi, f * stride, nx, ny, nz, h[0], h[1], h[2], (pos[f, a, 0] - origin[f, 0]) / h[0],
                (pos[f, a, 1] - origin[f, 1]) / h[1], (pos[f, a, 2] - origin[f, 2]) / h[2], False,
-               out[f, a])  # fmt: skip
+               False, out[f, a])  # fmt: skip
 
     @jit
     def edge_line(out, pos, rad, item, axis, nx, ny, nz, stride, origin, h, starts, ends):
