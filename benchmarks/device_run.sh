@@ -206,6 +206,15 @@ elif [ "${1:-single}" = "s12" ]; then  # twelfth session: NVE drift, trilinear a
   done
   wait
   tail -n 3 "$R"/nve_*.log
+elif [ "${1:-single}" = "s12b" ]; then  # twelfth session: GPU tests after the sampling change; exact forces in batches of 32
+  step gpu_tests 300 python3 -m pytest -n 0 -m gpu -q -p no:cacheprovider -W ignore::Warning -rs \
+    tests/test_forces.py tests/test_calculator.py tests/test_frames.py tests/test_frames_ses.py \
+    tests/test_energy.py tests/test_interop_md.py
+  for s in svdw mol smol; do
+    step "forces_batch_$s" 150 python3 benchmarks/forces_cost.py --backend cuda --maps-backend cuda \
+      --surface "$s" --pqr data/1lpb_chainA.pqr --spacing 0.5 --batch 32 --frames 64 --warmup 2 \
+      --energy-engine auto --json "$R/forces_batch_$s.json"
+  done
 elif [ "${1:-single}" = "multi" ]; then
   step frames_profile 100 python3 benchmarks/frames_profile.py --batches 1 32 \
     --json "$R/frames_profile.json"

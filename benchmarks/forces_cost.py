@@ -11,6 +11,7 @@ parts), and checks that the two calculators report the same energies.
     python benchmarks/forces_cost.py --backend cpu
     python benchmarks/forces_cost.py --backend cuda --pqr data/1lpb_chainA.pqr --spacing 0.5 \
         --json benchmarks/forces_cost_h200.json
+    python benchmarks/forces_cost.py --backend cuda --batch 32 --frames 64   # compute_batch
 """
 
 from __future__ import annotations
@@ -32,15 +33,26 @@ from trajectory import frames_of  # noqa: E402
 import pbsolver as pb  # noqa: E402
 
 
-def run(calc, frames, warmup):
-    """Per-frame wall times and timings of ``calc`` over ``frames`` (after ``warmup`` frames)."""
+def run(calc, frames, warmup, batch=0):
+    """Per-frame wall times and timings of ``calc`` over ``frames`` (after ``warmup`` frames).
+
+    ``batch`` > 0: the frames after the warm-up go through ``compute_batch`` in batches of that
+    many; each frame's time is its batch's wall time over the batch size.
+    """
     out = []
-    for k, pos in enumerate(frames):
+    for k, pos in enumerate(frames[:warmup] if batch else frames):
         start = time.perf_counter()
         fr = calc.compute(pos)
         seconds = time.perf_counter() - start
         if k >= warmup:
             out.append((seconds, fr))
+    if batch:
+        rest = frames[warmup:]
+        for k in range(0, len(rest) - batch + 1, batch):
+            start = time.perf_counter()
+            frs = calc.compute_batch(rest[k : k + batch])
+            seconds = (time.perf_counter() - start) / batch
+            out.extend((seconds, fr) for fr in frs)
     return out
 
 
@@ -90,6 +102,19 @@ def main(argv=None):
     p.add_argument("--maps-backend", choices=["cpu", "cuda"], default="cpu")
     p.add_argument("--frames", type=int, default=8)
     p.add_argument("--warmup", type=int, default=2)
+    p.add_argument(
+        "--batch",
+        type=int,
+        default=0,
+        help="frames per compute_batch call (0: compute, one frame at a time)",
+    )
+    p.add_argument(
+        "--energy-engine",
+        choices=["general", "auto"],
+        default="general",
+        help="engine of the energy-only calculator (auto: the stacked engine where "
+        "it applies, e.g. mol/smol/vdw on CUDA)",
+    )
     p.add_argument("--rtol", type=float, default=1e-6)
     p.add_argument("--json", default=None)
     args = p.parse_args(argv)
@@ -98,13 +123,14 @@ def main(argv=None):
     frames = frames_of(atoms, args.frames + args.warmup, drift=0.005, wiggle=0.01)
     common = {
         "spacing": args.spacing, "surface": args.surface, "ionic_strength": args.salt,
-        "backend": args.backend, "engine": "general", "rtol": args.rtol, "margin": 8.0,
+        "backend": args.backend, "rtol": args.rtol, "margin": 8.0,
         "skin": 2.0, "map_options": {"maps_backend": args.maps_backend},
     }  # fmt: skip
     results = {}
     for kind in ("field", "exact"):
-        calc = pb.ReactionFieldCalculator(atoms, forces=kind, **common)
-        rows = run(calc, frames, args.warmup)
+        engine = args.energy_engine if kind == "field" else "general"
+        calc = pb.ReactionFieldCalculator(atoms, forces=kind, engine=engine, **common)
+        rows = run(calc, frames, args.warmup, args.batch)
         results[kind] = {
             "seconds": float(np.median([s for s, _ in rows])),
             "solve": float(np.median([fr.timings["solve"] for _, fr in rows])),
@@ -113,13 +139,15 @@ def main(argv=None):
             "iterations": float(np.median([fr.iterations for _, fr in rows])),
             "energies": [fr.energy for _, fr in rows],
             "grid": list(rows[-1][1].grid.shape),
+            "engine": calc.engine,
         }
         if kind == "exact":
             results["terms"], results["adjoint_cold_iterations"] = term_times(calc, frames[-1])
     e_field, e_exact = (np.array(results[k]["energies"]) for k in ("field", "exact"))
     ratio = results["exact"]["seconds"] / results["field"]["seconds"]
     where = (f"surface {args.surface}, h {args.spacing} Å, {args.salt} M, backend "
-             f"{args.backend} (maps {args.maps_backend}), rtol {args.rtol:g}")  # fmt: skip
+             f"{args.backend} (maps {args.maps_backend}), rtol {args.rtol:g}, "
+             f"{f'batches of {args.batch}' if args.batch else 'one frame a call'}")  # fmt: skip
     print(f"{Path(args.pqr).name}: {len(atoms)} atoms, grid {results['exact']['grid']}, {where}")
     print("| frame | seconds | maps | solve | forces |")
     print("|---|---|---|---|---|")
