@@ -517,8 +517,19 @@ def test_calculator_returns_exact_forces_and_says_so(caplog):
     np.testing.assert_allclose(cubic.energy, 0.5 * atoms.charges @ cubic.potentials, rtol=1e-12)
     assert abs(cubic.energy - first.energy) < 1e-2 * abs(first.energy)  # both O(h²) of φ_rf
     assert cubic.energy != first.energy
-    with pytest.raises(pb.InputError, match="interpolation"):
-        pb.ReactionFieldCalculator(atoms, engine="stacked", interpolation="cubic", **kw)
+    # the stacked engine samples with the same body: its cubic energy is the general path's
+    stacked_kw = {**kw, "skin": 0.5}  # both engines place the grid the same way for one frame
+    stacked_cubic = pb.ReactionFieldCalculator(atoms, surface="vdw", engine="stacked",
+                                               interpolation="cubic", **stacked_kw)  # fmt: skip
+    general_cubic = pb.ReactionFieldCalculator(atoms, surface="vdw", engine="general",
+                                               interpolation="cubic", **stacked_kw)  # fmt: skip
+    a, b = stacked_cubic.compute(), general_cubic.compute()
+    assert a.grid == b.grid and a.solve.extra["engine"] == "stacked"
+    assert a.energy == pytest.approx(b.energy, rel=1e-6)
+    np.testing.assert_allclose(a.potentials, b.potentials, rtol=1e-5,
+                               atol=1e-5 * np.abs(b.potentials).max())  # fmt: skip
+    linear = pb.ReactionFieldCalculator(atoms, surface="vdw", engine="stacked", **stacked_kw)
+    assert linear.compute().energy != a.energy
     with pytest.raises(pb.InputError, match="interpolation"):
         pb.ReactionFieldCalculator(atoms, interpolation="quadratic", **kw)
 

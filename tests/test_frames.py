@@ -291,11 +291,12 @@ def test_cuda_frame_kernels_equal_the_cpu_ones_under_the_simulator():
         np.testing.assert_allclose(y, x, rtol=1e-12, atol=0)
     assert all(np.isfinite(x).all() for x in a_unl)  # every node written
     phi = np.random.default_rng(0).normal(size=big)
-    s_cpu, s_gpu = np.zeros((nf, pos.shape[1], 4)), np.zeros((nf, pos.shape[1], 4))
-    C.sample(phi, pos, nx, ny, nz, stride, origin, h, s_cpu)
-    G.sample[blocks(pos.shape[0] * pos.shape[1]), THREADS](phi, pos, nx, ny, nz, stride, origin,
-                                                           h, s_gpu)  # fmt: skip
-    np.testing.assert_allclose(s_gpu, s_cpu, rtol=1e-12, atol=1e-12)
+    for cubic in (False, True):
+        s_cpu, s_gpu = np.zeros((nf, pos.shape[1], 4)), np.zeros((nf, pos.shape[1], 4))
+        C.sample(phi, pos, nx, ny, nz, stride, origin, h, cubic, s_cpu)
+        G.sample[blocks(pos.shape[0] * pos.shape[1]), THREADS](phi, pos, nx, ny, nz, stride,
+                                                               origin, h, cubic, s_gpu)  # fmt: skip
+        np.testing.assert_allclose(s_gpu, s_cpu, rtol=1e-12, atol=1e-12)
 
 
 # ---------------------------------------------------------------------- on a GPU

@@ -319,10 +319,10 @@ def cuda_kernels():
                           unl)  # fmt: skip
 
     @cuda.jit
-    def sample(phi, pos, nx, ny, nz, stride, origin, h, out):
+    def sample(phi, pos, nx, ny, nz, stride, origin, h, cubic, out):
         item = cuda.grid(1)
         if item < pos.shape[0] * pos.shape[1]:
-            sample_point(phi, pos, item, nx, ny, nz, stride, origin, h, out)
+            sample_point(phi, pos, item, nx, ny, nz, stride, origin, h, cubic, out)
 
     ses_edge_line, neighbour_count = B.ses.ses_edge_line, B.ses.neighbour_count
     neighbour_fill = B.ses.neighbour_fill

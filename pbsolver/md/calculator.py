@@ -212,7 +212,7 @@ class ReactionFieldCalculator:
         How φ_rf is sampled at the atoms (:func:`pbsolver.molecule.energy.sample_field`), for
         energies, potentials and both kinds of forces. "linear" (trilinear, as APBS); "cubic"
         (C¹ in the positions: an NVE run's energy does not jump in slope where an atom crosses
-        a plane of nodes; general engine only, "stacked" is refused, "auto" picks general).
+        a plane of nodes).
     map_options : dict, optional
         ``ses_step``, ``kappa_subsamples``, ``maps_backend`` ("cpu" default, or "cuda": the
         numba-cuda map kernels) (see :func:`pbsolver.molecule.maps.build_maps`); the physics
@@ -429,13 +429,6 @@ class ReactionFieldCalculator:
 
         if engine not in ("auto", "general", "stacked"):
             raise InputError(f"engine must be 'auto', 'general' or 'stacked', got {engine!r}")
-        if self.interpolation != "linear":
-            if engine == "stacked":
-                raise InputError(
-                    f"engine='stacked' samples φ_rf trilinearly; interpolation="
-                    f"{self.interpolation!r} runs on engine='general' (or 'auto')"
-                )
-            return "general"
         if forces == "exact" and engine == "auto":
             return "general"  # the stacked engine returns field forces only
         kind = self.physics.boundary_kind
@@ -532,6 +525,7 @@ class ReactionFieldCalculator:
                 backend=self.backend,
                 surface=self.surface,
                 ses_step=self.map_options.get("ses_step"),
+                interpolation=self.interpolation,
             )
             self._stacked = eng
         return eng

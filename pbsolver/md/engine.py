@@ -47,7 +47,7 @@ from pbsolver.backends.frame_kernels import CAP, LINE_THREADS
 from pbsolver.exceptions import InputError
 from pbsolver.grid import Grid
 from pbsolver.md.ses import FrameSES
-from pbsolver.options import PhysicsOptions, nonnegative
+from pbsolver.options import INTERPOLATIONS, PhysicsOptions, choice, nonnegative
 from pbsolver.solving.methods import make_method
 from pbsolver.solving.system import LinearSystem
 
@@ -140,6 +140,8 @@ class StackedFrames:
         Sampling interval of the SES reentrant zone, Å (default min(h/2, 0.25)).
     nbisect : int
         Bisection steps locating each change of side in the reentrant zone.
+    interpolation : {"linear", "cubic"}
+        How φ_rf is sampled at the atoms (:func:`pbsolver.molecule.energy.sample_field`).
     """
 
     def __init__(
@@ -158,6 +160,7 @@ class StackedFrames:
         surface="vdw",
         ses_step=None,
         nbisect=14,
+        interpolation="linear",
         **physics_fields,
     ):
         from pbsolver.backends import get_backend
@@ -168,6 +171,7 @@ class StackedFrames:
             raise InputError(f"the stacked path maps surfaces {STACKED_SURFACES}, got {surface!r}")
         self.method = method
         self.surface = surface
+        self.cubic = choice(interpolation, "interpolation", INTERPOLATIONS) == "cubic"
         self.physics = PhysicsOptions.build(physics, **physics_fields)
         self.physics.require_linear("the stacked MD engine (StackedFrames)")
         boundary_kind = self.physics.boundary_kind
@@ -442,7 +446,7 @@ class StackedFrames:
         nx, ny, nz = self.grid.shape
         self._launch(
             self.kernels.sample, nf * self.n_atoms, buf.phi, buf.pos, nx, ny, nz, self.stride,
-            buf.origin, self._h, buf.samples,
+            buf.origin, self._h, self.cubic, buf.samples,
         )  # fmt: skip
 
     # ------------------------------------------------------------------ plumbing

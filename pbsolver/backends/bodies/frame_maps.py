@@ -47,14 +47,14 @@ def make_frame_bodies(jit, fast):
         return row, f, row - f * stride, j, k
 
     @jit
-    def sample_point(phi, pos, item, nx, ny, nz, stride, origin, h, out):
+    def sample_point(phi, pos, item, nx, ny, nz, stride, origin, h, cubic, out):
         """φ and ∇φ at work item ``item`` = (frame f, atom a) into ``out[f, a]``."""
         na = pos.shape[1]
         f = item // na
         a = item - f * na
         sample(phi, f * stride, nx, ny, nz, h[0], h[1], h[2], (pos[f, a, 0] - origin[f, 0]) / h[0],
                (pos[f, a, 1] - origin[f, 1]) / h[1], (pos[f, a, 2] - origin[f, 2]) / h[2], False,
-               False, out[f, a])  # fmt: skip
+               cubic, out[f, a])  # fmt: skip
 
     @jit
     def edge_line(out, pos, rad, item, axis, nx, ny, nz, stride, origin, h, starts, ends):

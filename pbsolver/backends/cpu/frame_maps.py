@@ -107,10 +107,10 @@ def assemble(fx, fy, fz, phic, cov, g, nf, nx, ny, nz, stride, p, out, out32, un
 
 
 @njit(**_PAR)
-def sample(phi, pos, nx, ny, nz, stride, origin, h, out):
-    """φ and ∇φ at every (frame, atom) into ``out``."""
+def sample(phi, pos, nx, ny, nz, stride, origin, h, cubic, out):
+    """φ and ∇φ at every (frame, atom) into ``out`` (``cubic``: cubic convolution)."""
     for item in prange(pos.shape[0] * pos.shape[1]):
-        _sample_point(phi, pos, item, nx, ny, nz, stride, origin, h, out)
+        _sample_point(phi, pos, item, nx, ny, nz, stride, origin, h, cubic, out)
 
 
 __all__ = ["KEEP_INFINITIES", "assemble", "boundary", "coulomb", "edges", "ion", "sample"]
