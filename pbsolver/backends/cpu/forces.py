@@ -33,7 +33,7 @@ def _radial_sums(points, weights, centres, box, periodic, mdh, radii, kappa, eps
         gy = 0.0
         gz = 0.0
         cx, cy, cz, radius = centres[i, 0], centres[i, 1], centres[i, 2], radii[i]
-        for p in range(points.shape[0]):
+        for p in range(points.shape[1]):
             fx, fy, fz = _term(points, weights, p, cx, cy, cz, box, periodic, mdh, radius, kappa,
                                eps_out, inv_c)  # fmt: skip
             gx += fx
@@ -48,7 +48,7 @@ def _sums(points, weights, centres, box=None, radii=None, kappa=0.0, eps_out=1.0
     out = np.zeros((len(centres), 3))
     periodic = box is not None
     mdh = radii is not None
-    _radial_sums(np.ascontiguousarray(points, dtype=np.float64),
+    _radial_sums(np.ascontiguousarray(np.asarray(points, dtype=np.float64).T),
                  np.ascontiguousarray(weights, dtype=np.float64),
                  np.ascontiguousarray(centres, dtype=np.float64),
                  np.asarray(box if periodic else (1.0, 1.0, 1.0), dtype=np.float64), periodic, mdh,

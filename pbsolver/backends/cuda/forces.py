@@ -35,7 +35,7 @@ def _k_radial_sums(points, weights, centres, box, periodic, mdh, radii, kappa, e
     gy = 0.0
     gz = 0.0
     radius = radii[i]
-    for p in range(t, points.shape[0], FINISH_THREADS):
+    for p in range(t, points.shape[1], FINISH_THREADS):
         fx, fy, fz = _term(points, weights, p, cx, cy, cz, box, periodic, mdh, radius, kappa,
                            eps_out, inv_c)  # fmt: skip
         gx += fx
@@ -70,9 +70,9 @@ def _sums(points, weights, centres, box=None, radii=None, kappa=0.0, eps_out=1.0
         return xp.ascontiguousarray(xp.asarray(a, dtype=xp.float64))
 
     _k_radial_sums[n, FINISH_THREADS](
-        dev(points), dev(weights), dev(centres), dev(box if periodic else (1.0, 1.0, 1.0)),
-        periodic, mdh, dev(radii if mdh else np.zeros(n)), float(kappa), float(eps_out),
-        float(inv_c), out,
+        dev(xp.asarray(points).T), dev(weights), dev(centres),
+        dev(box if periodic else (1.0, 1.0, 1.0)), periodic, mdh,
+        dev(radii if mdh else np.zeros(n)), float(kappa), float(eps_out), float(inv_c), out,
     )  # fmt: skip
     return out
 
