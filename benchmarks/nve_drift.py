@@ -64,40 +64,22 @@ def minimised_positions(args):
     return sim.context.getState(getPositions=True).getPositions()
 
 
-def run(solvent, args, start_positions) -> dict:
-    """One NVE run: from ``start_positions``, velocities drawn, integrate, record the energy."""
-    import openmm.unit as u
-
-    sim, force = build(solvent, args)
-    sim.context.setPositions(start_positions)
-    sim.context.setVelocitiesToTemperature(300 * u.kelvin, args.seed)
-    times, totals, potentials = [], [], []
-    start = time.perf_counter()
-    for k in range(0, args.steps + 1, args.every):
-        if k:
-            sim.step(args.every)
-        if k and k % (20 * args.every) == 0:
-            print(f"  {solvent}: step {k}, {time.perf_counter() - start:.1f} s", flush=True)
-        s = sim.context.getState(getEnergy=True)
-        pot = s.getPotentialEnergy().value_in_unit(u.kilojoule_per_mole)
-        kin = s.getKineticEnergy().value_in_unit(u.kilojoule_per_mole)
-        times.append(k * args.step_fs * 1e-3)
-        totals.append(pot + kin)
-        potentials.append(pot)
-    wall = time.perf_counter() - start
+def summary(solvent, args, times, totals, potentials, wall, force, complete=True) -> dict:
+    """A run's record: drift (slope of a line through the total energy), RMS about it, series."""
     t, e = np.asarray(times), np.asarray(totals)
     slope, offset = np.polyfit(t, e, 1)
     out = {
         "solvent": solvent,
-        "steps": args.steps,
+        "steps": args.steps if complete else int(round(times[-1] / (args.step_fs * 1e-3))),
+        "complete": complete,
         "step_fs": args.step_fs,
         "drift_kj_per_mol_per_ps": float(slope),
         "rms_about_line_kj_per_mol": float(np.sqrt(np.mean((e - (slope * t + offset)) ** 2))),
         "total_first_last": [float(e[0]), float(e[-1])],
         "wall_s": wall,
-        "times_ps": times,
-        "total_kj_per_mol": totals,
-        "potential_kj_per_mol": potentials,
+        "times_ps": list(times),
+        "total_kj_per_mol": list(totals),
+        "potential_kj_per_mol": list(potentials),
     }
     if force is not None:
         out["pb"] = {
@@ -108,8 +90,41 @@ def run(solvent, args, start_positions) -> dict:
             "rtol": args.rtol,
             "interpolation": args.interpolation,
         }
-    print(f"{solvent:5s} drift {slope:+.4f} kJ/mol/ps, rms {out['rms_about_line_kj_per_mol']:.4f}"
-          f" kJ/mol, {args.steps} steps in {wall:.1f} s", flush=True)  # fmt: skip
+    return out
+
+
+def run(solvent, args, start_positions, checkpoint=None) -> dict:
+    """One NVE run: from ``start_positions``, velocities drawn, integrate, record the energy.
+
+    ``checkpoint(record)`` receives the run so far (``complete`` False) with every progress
+    line, so that a run cut short by a time limit keeps what it did.
+    """
+    import openmm.unit as u
+
+    sim, force = build(solvent, args)
+    sim.context.setPositions(start_positions)
+    sim.context.setVelocitiesToTemperature(300 * u.kelvin, args.seed)
+    times, totals, potentials = [], [], []
+    start = time.perf_counter()
+    for k in range(0, args.steps + 1, args.every):
+        if k:
+            sim.step(args.every)
+        s = sim.context.getState(getEnergy=True)
+        pot = s.getPotentialEnergy().value_in_unit(u.kilojoule_per_mole)
+        kin = s.getKineticEnergy().value_in_unit(u.kilojoule_per_mole)
+        times.append(k * args.step_fs * 1e-3)
+        totals.append(pot + kin)
+        potentials.append(pot)
+        if k and k % (20 * args.every) == 0:
+            wall = time.perf_counter() - start
+            print(f"  {solvent}: step {k}, {wall:.1f} s", flush=True)
+            if checkpoint is not None and k < args.steps:
+                checkpoint(summary(solvent, args, times, totals, potentials, wall, force, False))
+    wall = time.perf_counter() - start
+    out = summary(solvent, args, times, totals, potentials, wall, force)
+    print(f"{solvent:5s} drift {out['drift_kj_per_mol_per_ps']:+.4f} kJ/mol/ps, rms "
+          f"{out['rms_about_line_kj_per_mol']:.4f} kJ/mol, {args.steps} steps in {wall:.1f} s",
+          flush=True)  # fmt: skip
     return out
 
 
@@ -146,8 +161,14 @@ def main(argv=None):
         "machine": platform.platform(),
         "runs": [],
     }
+
+    def checkpoint(partial):  # the finished runs and the one under way
+        if args.json is not None:
+            args.json.write_text(json.dumps({**record, "runs": [*record["runs"], partial]},
+                                            indent=1))  # fmt: skip
+
     for solvent in ["obc2", "pb"] if args.solvent == "both" else [args.solvent]:
-        record["runs"].append(run(solvent, args, start))
+        record["runs"].append(run(solvent, args, start, checkpoint))
         if args.json is not None:  # after each run: a run cut short keeps the ones before
             args.json.write_text(json.dumps(record, indent=1))
     runs = record["runs"]
