@@ -139,7 +139,7 @@ def test_gpu_maps_match_cpu_on_a_protein():
 
     atoms = pb.read_pqr(ROOT / "data" / "1lpb_chainA.pqr")
     grid = maps.grid_for_atoms(atoms, 0.7, 4.0)
-    for surface in ("vdw", "mol"):
+    for surface in ("vdw", "mol", "svdw"):  # svdw: the same array code on CuPy
         cpu = maps.face_fractions(atoms, grid, surface, backend="cpu")
         gpu = maps.face_fractions(atoms, grid, surface, backend="cuda")
         for a, b in zip(cpu, gpu, strict=True):

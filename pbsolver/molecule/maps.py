@@ -39,6 +39,7 @@ import math
 
 import numpy as np
 
+from pbsolver.arrays import to_numpy
 from pbsolver.backends.bodies.maps import FRACTION_SNAP, LineCapacityError, plane_bins
 from pbsolver.exceptions import InputError
 from pbsolver.grid import Grid
@@ -216,8 +217,9 @@ def face_fractions(
                                    image_cutoff(rad, surface, probe))  # fmt: skip
     out = [np.zeros(grid.shape) for _ in range(3)]
     axes = grid.axes()
-    if surface == "svdw":
-        out = list(union_fractions(pos, rad, grid))
+    if surface == "svdw":  # array code: on the backend's array library (CuPy on a GPU)
+        fractions = union_fractions(pos, rad, grid, xp=backend.array_module())
+        out = [np.asarray(to_numpy(f), dtype=np.float64) for f in fractions]
     elif spheres_only:
         for axis in range(3):
             a1, a2 = [a for a in range(3) if a != axis]
