@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 import pbsolver as pb
-from pbsolver.forces import solvation_forces
+from pbsolver.forces import central_difference_forces, solvation_forces
 from pbsolver.molecule import maps as M
 from pbsolver.molecule.energy import reaction_field_energy
 
@@ -46,17 +46,12 @@ def case(atoms, grid, physics, idx, deltas, nbisect, solver):
     seconds = time.perf_counter() - start
     f = np.asarray(exact.forces)[idx]
     out = {}
+
+    def moved(pos):
+        return energy(atoms.with_positions(pos), grid, physics, solver, nbisect, res.phi_rf)[0]
+
     for delta in deltas:
-        fd = np.zeros_like(f)
-        for n, i in enumerate(idx):
-            for a in range(3):
-                e = []
-                for sign in (1.0, -1.0):
-                    pos = atoms.positions.copy()
-                    pos[i, a] += sign * delta
-                    e.append(energy(atoms.with_positions(pos), grid, physics, solver, nbisect,
-                                    res.phi_rf)[0])  # fmt: skip
-                fd[n, a] = -(e[0] - e[1]) / (2 * delta)
+        fd = central_difference_forces(moved, atoms.positions, idx, delta)
         out[f"{delta:g}"] = float(np.linalg.norm(f - fd) / np.linalg.norm(fd))
     return out, seconds
 

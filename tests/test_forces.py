@@ -15,6 +15,7 @@ import pbsolver.forces
 from pbsolver.forces import solvation_forces
 from pbsolver.forces.coulomb import coulomb_sensitivity
 from pbsolver.forces.dielectric import smoothing_transpose
+from pbsolver.forces.differences import central_difference_forces
 from pbsolver.forces.interpolation import interpolation_gradient, interpolation_transpose
 from pbsolver.forces.ionic import ionic_gradient
 from pbsolver.forces.lines import periodic_owners, union_gradient
@@ -70,17 +71,12 @@ def _check_against_differences(atoms, grid, physics, idx, *, tol=1e-3, method="m
                              nbisect=options.get("nbisect", 14),
                              interpolation=interpolation)  # fmt: skip
     assert exact.result.converged
-    fd = np.zeros((len(idx), 3))
-    for n, i in enumerate(idx):
-        for a in range(3):
-            e = []
-            for sign in (1.0, -1.0):
-                pos = atoms.positions.copy()
-                pos[i, a] += sign * delta
-                moved = atoms.with_positions(pos)
-                e.append(_energy(moved, grid, physics, solver, res.phi_rf,
-                                 interpolation=interpolation, **options)[0])  # fmt: skip
-            fd[n, a] = -(e[0] - e[1]) / (2 * delta)
+
+    def energy(pos):
+        return _energy(atoms.with_positions(pos), grid, physics, solver, res.phi_rf,
+                       interpolation=interpolation, **options)[0]  # fmt: skip
+
+    fd = central_difference_forces(energy, atoms.positions, idx, delta)
     f = exact.forces[idx]
     rel = np.linalg.norm(f - fd) / np.linalg.norm(fd)
     assert rel <= tol, (rel, f, fd)
@@ -579,3 +575,5 @@ def test_bad_input():
             ses_gradient(atoms.positions, atoms.radii, np.arange(len(atoms)), 1.4, grid,
                          (phi, phi, phi), len(atoms), nbisect=bad)  # fmt: skip
     assert not pb.forces.supports(pb.PhysicsOptions(surface="vdw"), smooth=True)
+    with pytest.raises(pb.InputError, match="delta"):
+        pb.forces.central_difference_forces(lambda x: 0.0, atoms.positions, [0], delta=0.0)

@@ -19,7 +19,8 @@ and every ∂/∂p is sparse and local: :mod:`.interpolation` (the charge term a
 holding the nearest probe centre), :mod:`.smooth` ("svdw"), :mod:`.ionic` (κ̄²: the same chord
 ends on the sub-sampled lines), :mod:`.coulomb`
 (φ_c in b: a direct sum over the nodes, the cost of one φ_c map; the boundary values). Each
-module's docstring has its derivation; :func:`solvation_forces` assembles them.
+module's docstring has its derivation; :func:`solvation_forces` assembles them, and
+:func:`central_difference_forces` is the check they are held to.
 
 Where the energy is not differentiable
 --------------------------------------
@@ -50,6 +51,7 @@ Where the energy is not differentiable
 Not covered: the stacked frame engine; there the calculator keeps −q ∇φ_rf, saying so.
 """
 
+from pbsolver.forces.differences import central_difference_forces
 from pbsolver.forces.gradient import (
     EXACT_SURFACES,
     SMOOTH_SURFACES,
@@ -58,4 +60,11 @@ from pbsolver.forces.gradient import (
     supports,
 )
 
-__all__ = ["EXACT_SURFACES", "SMOOTH_SURFACES", "Forces", "solvation_forces", "supports"]
+__all__ = [
+    "EXACT_SURFACES",
+    "SMOOTH_SURFACES",
+    "Forces",
+    "central_difference_forces",
+    "solvation_forces",
+    "supports",
+]
