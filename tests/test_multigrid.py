@@ -1,5 +1,6 @@
 """Multigrid and MG-CG on the CPU: coarsening, transfer kernels, coarse operators, convergence."""
 
+import numba
 import numpy as np
 import pytest
 from conftest import coulomb_map, random_problem, random_spheres_epsilon
@@ -15,6 +16,18 @@ from pbsolver.backends.cpu import mg_kernels as MG
 from pbsolver.backends.cpu.backend import CPUBackend
 from pbsolver.multigrid.builders import grid_hierarchy
 from pbsolver.multigrid.coarsening import coarsen_axis, plan_coarsening
+
+
+def on_threads(threads, kernel, *args):
+    """``kernel(*args)`` on every numba thread (0) or on one, as the CPU backend runs it."""
+    if not threads:
+        return kernel(*args)
+    old = numba.get_num_threads()
+    numba.set_num_threads(threads)
+    try:
+        return kernel(*args)
+    finally:
+        numba.set_num_threads(old)
 
 
 def rel_err(x, ref):
@@ -147,9 +160,9 @@ def test_restrict_is_the_transpose_of_trilinear_interpolation(rng, shape, period
     args = (*tr.pos, *tr.lo, *tr.hi)
     args = (args[0], args[3], args[6], args[1], args[4], args[7], args[2], args[5], args[8])
     tol = {"rtol": 0, "atol": (1e-6 if dtype == np.float32 else 1e-14) * np.abs(want).max()}
-    for kernel in (MG.restrict, MG.restrict_serial):
+    for threads in (0, 1):  # every thread, then one (the backend's small grids)
         coarse = np.full(tr.coarse_shape, np.nan, dtype=dtype)
-        kernel(fine, coarse, *args, periodic)
+        on_threads(threads, MG.restrict, fine, coarse, *args, periodic)
         np.testing.assert_allclose(coarse, want, **tol)
     coarse = np.full(tr.coarse_shape, np.nan, dtype=dtype)
     be.restrict(tr, fine, coarse)
@@ -165,12 +178,11 @@ def test_prolong_add_adds_trilinear_interpolation_on_unknowns(rng, shape, period
     fine0 = rng.normal(size=shape).astype(dtype)
     add = (P @ coarse.astype(np.float64).ravel()).reshape(shape)
     want = fine0.astype(np.float64) + np.where(unknown_mask(shape, periodic), add, 0.0)
-    lo = tr.lo
-    hi = tr.hi
+    lo_hi = (tr.lo[0], tr.hi[0], tr.lo[1], tr.hi[1], tr.lo[2], tr.hi[2])
     tol = {"rtol": 0, "atol": (1e-6 if dtype == np.float32 else 1e-14) * np.abs(want).max()}
-    for kernel in (MG.prolong_add, MG.prolong_add_serial):
+    for threads in (0, 1):  # every thread, then one (the backend's small grids)
         fine = fine0.copy()
-        kernel(coarse, fine, lo[0], hi[0], lo[1], hi[1], lo[2], hi[2], periodic)
+        on_threads(threads, MG.prolong_add, coarse, fine, *lo_hi, periodic)
         np.testing.assert_allclose(fine, want, **tol)
         fixed = ~unknown_mask(shape, periodic)
         np.testing.assert_array_equal(fine[fixed], fine0[fixed])
@@ -185,7 +197,7 @@ def test_prolong_add_adds_trilinear_interpolation_on_unknowns(rng, shape, period
 )
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_mg_smoother_and_residual_match_the_core_kernels_bitwise(rng, shape, periodic, dtype):
-    """The z-vectorised colour sweep and residual (parallel and serial) against node-by-node."""
+    """The z-vectorised colour sweep and residual (all threads and one) against node-by-node."""
     cx, cy, cz = (rng.uniform(1.0, 80.0, shape).astype(dtype) for _ in range(3))
     diag = (rng.uniform(0.0, 5.0, shape) + 6 * 80).astype(dtype)
     b = rng.normal(size=shape).astype(dtype)
@@ -195,19 +207,18 @@ def test_mg_smoother_and_residual_match_the_core_kernels_bitwise(rng, shape, per
         want = x0.copy()
         reference_rb_sor_color(want, b, cx, cy, cz, diag, color, w, periodic)
         assert not np.array_equal(want, x0)
-        for kernel in (MG.rb_sor_color, MG.rb_sor_color_serial):
+        for threads in (0, 1):  # every thread, then one (the backend's small grids)
             got = x0.copy()
-            kernel(got, b, cx, cy, cz, diag, color, w, periodic)
+            on_threads(threads, MG.rb_sor_color, got, b, cx, cy, cz, diag, color, w, periodic)
             np.testing.assert_array_equal(got, want)
     want = np.empty_like(x0)
     reference_residual(x0, b, cx, cy, cz, diag, want, periodic)
-    for kernel in (MG.residual, MG.residual_serial):
+    for threads in (0, 1):  # every thread, then one (the backend's small grids)
         got = np.full_like(x0, np.nan)
-        kernel(x0, b, cx, cy, cz, diag, got, periodic)
+        on_threads(threads, MG.residual, x0, b, cx, cy, cz, diag, got, periodic)
         np.testing.assert_array_equal(got, want)
-    assert K.residual_sumsq(x0, b, cx, cy, cz, diag, periodic) == MG.residual_sumsq_serial(
-        x0, b, cx, cy, cz, diag, periodic
-    )
+    sums = [on_threads(n, K.residual_sumsq, x0, b, cx, cy, cz, diag, periodic) for n in (0, 1)]
+    assert sums[0] == sums[1]
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 
 from pbsolver.arrays import to_numpy
@@ -119,15 +120,16 @@ class CPUBackend(Backend):
         if isinstance(st, ProblemOperator):
             OK.residual(x, st.b, *st.eps, st.mode, *_kappa2(st), *st.spacing2, out, st.periodic)
             return
-        kernel = MG.residual_serial if x.size < MG.SERIAL_BELOW else MG.residual
-        kernel(x, st.b, st.cx, st.cy, st.cz, st.diag, out, st.periodic)
+        _launch(x.size, MG.residual, x, st.b, st.cx, st.cy, st.cz, st.diag, out, st.periodic)
 
     def residual_norm(self, st, x):
         if isinstance(st, ProblemOperator):
             return float(np.sqrt(OK.residual_sumsq(x, st.b, *st.eps, st.mode, *_kappa2(st),
                                                    *st.spacing2, st.periodic)))  # fmt: skip
-        kernel = MG.residual_sumsq_serial if x.size < MG.SERIAL_BELOW else K.residual_sumsq
-        return float(np.sqrt(kernel(x, st.b, st.cx, st.cy, st.cz, st.diag, st.periodic)))
+        total = _launch(
+            x.size, K.residual_sumsq, x, st.b, st.cx, st.cy, st.cz, st.diag, st.periodic
+        )
+        return float(np.sqrt(total))
 
     def axpy(self, y, x, a):
         K.axpy(y, x, a)
@@ -135,24 +137,23 @@ class CPUBackend(Backend):
     def remove_mean(self, x):
         K.add_scalar(x, x.dtype.type(-K.plane_sums(x).sum() / x.size))
 
-    # --- multigrid kernels (serial twins on small grids: see mg_kernels) -----------------
+    # --- multigrid kernels (one thread on small grids: see mg_kernels) --------------------
     def rb_sor_color(self, st, x, color, omega):
-        kernel = MG.rb_sor_color_serial if x.size < MG.SERIAL_BELOW else MG.rb_sor_color
-        kernel(x, st.b, st.cx, st.cy, st.cz, st.diag, color, x.dtype.type(omega), st.periodic)
+        w = x.dtype.type(omega)
+        args = (x, st.b, st.cx, st.cy, st.cz, st.diag, color, w, st.periodic)
+        _launch(x.size, MG.rb_sor_color, *args)
 
     def restrict(self, tr, fine, coarse):
-        kernel = MG.restrict_serial if fine.size < MG.SERIAL_BELOW else MG.restrict
         (px, py, pz), (lx, ly, lz), (hx, hy, hz) = tr.pos, tr.lo, tr.hi
-        kernel(fine, coarse, px, lx, hx, py, ly, hy, pz, lz, hz, tr.periodic)
+        args = (fine, coarse, px, lx, hx, py, ly, hy, pz, lz, hz, tr.periodic)
+        _launch(fine.size, MG.restrict, *args)
 
     def prolong_add(self, tr, coarse, fine):
-        kernel = MG.prolong_add_serial if fine.size < MG.SERIAL_BELOW else MG.prolong_add
         (lx, ly, lz), (hx, hy, hz) = tr.lo, tr.hi
-        kernel(coarse, fine, lx, hx, ly, hy, lz, hz, tr.periodic)
+        _launch(fine.size, MG.prolong_add, coarse, fine, lx, hx, ly, hy, lz, hz, tr.periodic)
 
     def fill(self, x, value):
-        kernel = MG.fill_serial if x.size < MG.SERIAL_BELOW else MG.fill
-        kernel(x, x.dtype.type(value))
+        _launch(x.size, MG.fill, x, x.dtype.type(value))
 
     def axpby(self, y, x, a, b):
         MG.axpby(y, x, y.dtype.type(a), y.dtype.type(b))
@@ -176,3 +177,19 @@ _NO_KAPPA2 = np.zeros((1, 1, 1))
 def _kappa2(op):
     """(κ̄² or a dummy, whether there is salt) of a ProblemOperator."""
     return (_NO_KAPPA2, False) if op.kappa2 is None else (op.kappa2, True)
+
+
+def _launch(size, kernel, *args):
+    """``kernel(*args)`` on every numba thread, or on the calling thread alone for small grids.
+
+    One thread below ``MG.SERIAL_BELOW`` points (see :mod:`pbsolver.backends.cpu.mg_kernels`);
+    numba's thread count belongs to the calling thread, so other threads' kernels keep theirs.
+    """
+    if size >= MG.SERIAL_BELOW:
+        return kernel(*args)
+    old = numba.get_num_threads()
+    numba.set_num_threads(1)
+    try:
+        return kernel(*args)
+    finally:
+        numba.set_num_threads(old)

@@ -15,11 +15,14 @@ is its transpose ``Pᵀ`` (the coarse operators are scaled to match, see
 :mod:`pbsolver.multigrid`). Both kernels are deterministic for any number of threads: every
 output value is written by exactly one thread from inputs nobody writes.
 
-Every kernel comes as a parallel entry point (``prange`` over x-planes) and a ``*_serial``
-twin running the same plane body. Coarse levels are small: there a parallel region costs more
-than the work (and on an oversubscribed machine a thread that has been descheduled stalls the
-whole region for a scheduler time slice), so the CPU backend calls the serial twins below
-:data:`SERIAL_BELOW` points.
+Every kernel is one parallel entry point (``prange`` over x-planes). Coarse levels are small:
+there a parallel region costs more than the work (and on an oversubscribed machine a thread
+that has been descheduled stalls the whole region for a scheduler time slice), so the CPU
+backend runs these kernels on the calling thread alone below :data:`SERIAL_BELOW` points
+(``CPUBackend``'s ``_launch``). One thread through the parallel entry point
+rather than a serial ``range`` twin: numba outlines a ``prange`` body into a function of its
+own, where LLVM vectorises the z-rows that it leaves scalar in an inlined serial loop (about 3×
+a sweep on one core, ``benchmarks/serial_kernels.py``).
 """
 
 from __future__ import annotations
@@ -27,12 +30,18 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from pbsolver.backends.cpu.kernels import B, ordered_sum, plane_sums, residual_sumsq_plane
+from pbsolver.backends.cpu.kernels import (
+    B,
+    ordered_sum,
+    plane_sums,
+)
 
 _JIT = {"cache": True, "nogil": True, "boundscheck": False}
 
-#: Grids with fewer points than this run the serial kernels.
-SERIAL_BELOW = 100_000
+#: Grids with fewer points than this run on the calling thread alone. On two idle cores the
+#: parallel sweep was faster down to about 10,000 points; below, the region's start-up and an
+#: oversubscribed machine's stalls cost more than the work.
+SERIAL_BELOW = 20_000
 
 
 @njit(**_JIT, inline="always")
@@ -111,18 +120,6 @@ def restrict(fine, coarse, pos_x, lo_x, hi_x, pos_y, lo_y, hi_y, pos_z, lo_z, hi
         )
 
 
-@njit(**_JIT)
-def restrict_serial(
-    fine, coarse, pos_x, lo_x, hi_x, pos_y, lo_y, hi_y, pos_z, lo_z, hi_z, periodic
-):
-    """Serial twin of :func:`restrict`."""
-    lo = 0 if periodic else 1
-    for ci in range(coarse.shape[0]):
-        _restrict_plane(
-            fine, coarse, ci, pos_x, lo_x, hi_x, pos_y, lo_y, hi_y, pos_z, lo_z, hi_z, lo
-        )
-
-
 # ---------------------------------------------------------------------- prolongation
 @njit(**_JIT, inline="always")
 def _prolong_plane(coarse, fine, i, lo_x, hi_x, lo_y, hi_y, lo_z, hi_z, lo):
@@ -157,14 +154,6 @@ def prolong_add(coarse, fine, lo_x, hi_x, lo_y, hi_y, lo_z, hi_z, periodic):
     """
     lo = 0 if periodic else 1
     for i in prange(lo, fine.shape[0] - lo):
-        _prolong_plane(coarse, fine, i, lo_x, hi_x, lo_y, hi_y, lo_z, hi_z, lo)
-
-
-@njit(**_JIT)
-def prolong_add_serial(coarse, fine, lo_x, hi_x, lo_y, hi_y, lo_z, hi_z, periodic):
-    """Serial twin of :func:`prolong_add`."""
-    lo = 0 if periodic else 1
-    for i in range(lo, fine.shape[0] - lo):
         _prolong_plane(coarse, fine, i, lo_x, hi_x, lo_y, hi_y, lo_z, hi_z, lo)
 
 
@@ -230,15 +219,6 @@ def rb_sor_color(x, b, cx, cy, cz, diag, color, omega, periodic):
         _rb_plane(x, b, cx, cy, cz, diag, i, color, omega, lo, tmp)
 
 
-@njit(**_JIT)
-def rb_sor_color_serial(x, b, cx, cy, cz, diag, color, omega, periodic):
-    """Serial twin of :func:`rb_sor_color`."""
-    lo = 0 if periodic else 1
-    tmp = np.empty(x.shape[2], dtype=x.dtype)
-    for i in range(lo, x.shape[0] - lo):
-        _rb_plane(x, b, cx, cy, cz, diag, i, color, omega, lo, tmp)
-
-
 @njit(**_JIT, inline="always")
 def _residual_plane(x, b, cx, cy, cz, diag, out, i, lo):
     nx, ny, nz = x.shape
@@ -280,36 +260,11 @@ def residual(x, b, cx, cy, cz, diag, out, periodic):
         _residual_plane(x, b, cx, cy, cz, diag, out, i, lo)
 
 
-@njit(**_JIT)
-def residual_serial(x, b, cx, cy, cz, diag, out, periodic):
-    """Serial twin of :func:`residual`."""
-    lo = 0 if periodic else 1
-    for i in range(x.shape[0]):
-        _residual_plane(x, b, cx, cy, cz, diag, out, i, lo)
-
-
-@njit(**_JIT)
-def residual_sumsq_serial(x, b, cx, cy, cz, diag, periodic):
-    """Serial twin of :func:`pbsolver.backends.cpu.kernels.residual_sumsq` (same arithmetic)."""
-    lo = 0 if periodic else 1
-    total = 0.0
-    for i in range(lo, x.shape[0] - lo):
-        total += residual_sumsq_plane(x, b, cx, cy, cz, diag, i, lo)
-    return total
-
-
 # ---------------------------------------------------------------------- vector operations
 @njit(**_JIT, parallel=True)
 def fill(x, value):
     """``x[...] = value`` in place."""
     for i in prange(x.shape[0]):
-        _fill_plane(x, i, value)
-
-
-@njit(**_JIT)
-def fill_serial(x, value):
-    """Serial twin of :func:`fill`."""
-    for i in range(x.shape[0]):
         _fill_plane(x, i, value)
 
 
