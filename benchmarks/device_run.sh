@@ -221,6 +221,14 @@ elif [ "${1:-single}" = "s12c" ]; then  # twelfth session: svdw exact forces in 
   step forces_batch_svdw 240 python3 benchmarks/forces_cost.py --backend cuda --maps-backend cuda \
     --surface svdw --pqr data/1lpb_chainA.pqr --spacing 0.5 --batch 32 --frames 32 --warmup 2 \
     --energy-engine auto --json "$R/forces_batch_svdw.json"
+elif [ "${1:-single}" = "s13" ]; then  # thirteenth session: the pending GPU tests, the svdw map on CuPy, 1025³
+  step gpu_tests 180 python3 -m pytest -n 0 -m gpu -q -p no:cacheprovider -W ignore::Warning -rs \
+    tests/test_cuda_maps.py tests/test_forces.py
+  step mem_1025 200 python3 benchmarks/memory_per_node.py --backend cuda --sizes 1025 \
+    --json "$R/mem_1025.json"
+  step forces_batch_svdw 180 python3 benchmarks/forces_cost.py --backend cuda --maps-backend cuda \
+    --surface svdw --pqr data/1lpb_chainA.pqr --spacing 0.5 --batch 32 --frames 32 --warmup 2 \
+    --energy-engine auto --json "$R/forces_batch_svdw.json"
 elif [ "${1:-single}" = "multi" ]; then
   step frames_profile 100 python3 benchmarks/frames_profile.py --batches 1 32 \
     --json "$R/frames_profile.json"

@@ -50,7 +50,8 @@ def random_problem(n, xp=np, seed=0, boundary="dirichlet", salt=False, shape=Non
 
     shape = shape or (n, n, n)
     rng = np.random.default_rng(seed)
-    grid = pb.Grid(shape, spacing=0.5)
+    # the size is the caller's explicit choice (e.g. 1025³, past Grid's default limit)
+    grid = pb.Grid(shape, spacing=0.5, max_points=max(pb.grid.MAX_POINTS, math.prod(shape)))
     x, y, z = (xp.asarray(c) for c in grid.coordinates())
     hi = np.array(grid.lengths)
     eps = xp.full(shape, 80.0)
