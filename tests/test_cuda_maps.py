@@ -75,6 +75,21 @@ out["features_int"] = bool(all(same) and np.array_equal(fc[4], fg[4]))
 out["features_float"] = max(
     float(np.abs(fc[3] - fg[3]).max()), float(np.abs(fc[5] - fg[5]).max())
 )
+# the forces' sphere-union line ends (ion-inflated spheres, lines 2x finer than the grid)
+from pbsolver.backends.cpu import line_ends as LC
+from pbsolver.backends.cuda import line_ends as LG
+LG.FIRST_UNION_CAPACITY = 1  # the redo with room for every interval runs too
+pos, rad = atoms.positions, atoms.radii + 2.0
+x, y, _ = grid.axes()
+us = x[0] + ((np.arange(2 * len(x)) + 0.5) / 2 - 0.5) * h[0]
+vs = y[0] + ((np.arange(2 * len(y)) + 0.5) / 2 - 0.5) * h[1]
+bins = maps.line_bins(pos, rad, 2, us, vs)
+args = (2, us, vs, origin[2] - 0.5 * h[2], h[2], grid.shape[2], pos, rad, bins)
+ec, eg = LC.sphere_end_slopes(*args), LG.sphere_end_slopes(*args)
+out["ends"] = int(len(ec[1]))
+out["ends_same"] = bool(np.array_equal(ec[0], eg[0]) and np.array_equal(ec[1], eg[1])
+                        and np.array_equal(ec[2][:, :1], eg[2]))
+out["ends_slopes"] = float(np.abs(ec[3][:, :1] - eg[3]).max())
 print("RESULT" + json.dumps(out))
 """
 
@@ -110,6 +125,13 @@ def test_cuda_faces_match_cpu(results):
     assert results["vdw_sum"] > 10 and results["mol_sum"] > results["vdw_sum"]
     assert results["vdw"] < 1e-12
     assert results["mol"] < 1e-9
+
+
+def test_cuda_sphere_union_line_ends_match_cpu(results):
+    """The forces' recorded chord ends (κ̄² and "vdw" terms): same ends, atoms and slopes."""
+    assert results["ends"] > 20
+    assert results["ends_same"]
+    assert results["ends_slopes"] < 1e-12
 
 
 def test_cuda_ses_features_match_cpu(results):

@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from pbsolver.arrays import array_module
-from pbsolver.forces.lines import end_gradient, periodic_owners
+from pbsolver.forces.lines import end_gradient, periodic_owners, sphere_end_slopes
 
 
 def kappa_sensitivity(problem, phi, lam):
@@ -48,7 +48,6 @@ def ionic_gradient(atoms, grid, sensitivity, kappa2_bulk, ion_radius, *, subsamp
     box : 3 floats, optional
         Periodic box (the map's periodic images).
     """
-    from pbsolver.backends.cpu.line_ends import sphere_end_slopes
     from pbsolver.molecule.maps import line_bins
 
     s = int(subsamples)
@@ -65,7 +64,9 @@ def ionic_gradient(atoms, grid, sensitivity, kappa2_bulk, ion_radius, *, subsamp
     vs = y[0] + ((np.arange(len(y) * s) + 0.5) / s - 0.5) * hy
     t0 = grid.origin[2] - 0.5 * hz
     bins = line_bins(pos, rad, 2, us, vs)
-    lines, k, owner, slopes = sphere_end_slopes(2, us, vs, t0, hz, grid.shape[2], pos, rad, bins)
+    xp = array_module(sensitivity)
+    lines, k, owner, slopes = sphere_end_slopes(xp, 2, us, vs, t0, hz, grid.shape[2], pos, rad,
+                                                bins)  # fmt: skip
     return end_gradient(per_line, 2, hz, lines // s, k, owner, slopes, owners, len(atoms))
 
 

@@ -61,7 +61,6 @@ def union_gradient(positions, radii, owners, axis, us, vs, t0, h, nbins, sensiti
     -------
     array (n_atoms, 3)
     """
-    from pbsolver.backends.cpu.line_ends import sphere_end_slopes
     from pbsolver.molecule.maps import line_bins
 
     pos = np.ascontiguousarray(positions, dtype=np.float64)
@@ -69,8 +68,28 @@ def union_gradient(positions, radii, owners, axis, us, vs, t0, h, nbins, sensiti
     us = np.ascontiguousarray(to_numpy(us), dtype=np.float64)
     vs = np.ascontiguousarray(to_numpy(vs), dtype=np.float64)
     bins = line_bins(pos, rad, axis, us, vs)
-    ends = sphere_end_slopes(axis, us, vs, t0, h, nbins, pos, rad, bins)
+    ends = sphere_end_slopes(array_module(sensitivity), axis, us, vs, t0, h, nbins, pos, rad, bins)
     return end_gradient(sensitivity, axis, h, *ends, owners, n_atoms)
+
+
+def sphere_end_slopes(xp, axis, us, vs, t0, h, nbins, pos, radius, bins):
+    """The moving ends of a sphere union's lines, by the kernels of the library ``xp``.
+
+    :func:`pbsolver.backends.cpu.line_ends.sphere_end_slopes` (NumPy) or its CUDA twin (CuPy,
+    :mod:`pbsolver.backends.cuda.line_ends`; the same ends, one atom an end). Where a line
+    meets more spheres than the CUDA kernel holds, the CPU kernels record them, as the maps do.
+    """
+    from pbsolver.backends.cpu import line_ends as cpu
+
+    if xp is not np:
+        from pbsolver.backends.bodies.maps import LineCapacityError
+        from pbsolver.backends.cuda import line_ends as cuda
+
+        try:
+            return cuda.sphere_end_slopes(axis, us, vs, t0, h, nbins, pos, radius, bins)
+        except LineCapacityError:
+            pass
+    return cpu.sphere_end_slopes(axis, us, vs, t0, h, nbins, pos, radius, bins)
 
 
 def end_gradient(sensitivity, axis, h, lines, bins, atoms, slopes, owners, n_atoms):
@@ -111,4 +130,4 @@ def periodic_owners(positions, radii, box, origin, cutoff):
     return pos, tagged[:, 0], tagged[:, 1].astype(np.int64)
 
 
-__all__ = ["end_gradient", "periodic_owners", "union_gradient"]
+__all__ = ["end_gradient", "periodic_owners", "sphere_end_slopes", "union_gradient"]

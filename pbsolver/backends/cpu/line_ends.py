@@ -22,6 +22,7 @@ from numba import njit, prange
 
 from pbsolver.backends.bodies import maps as B
 from pbsolver.backends.bodies import ses_forces as F
+from pbsolver.backends.bodies.line_ends import compile_line_ends
 from pbsolver.backends.bodies.lines import GRAZE, compile_lines, record_range_body
 from pbsolver.backends.cpu.maps import make_ses_lines, make_union_lines
 
@@ -31,11 +32,11 @@ _S = B.make_ses(_jit, *compile_lines(_jit, record_range_body), range_body=record
 _line, _bin_count, _candidates = _S["line"], _S["bin_count"], _S["exposed_candidates"]
 _record = make_ses_lines(_S["ses_line"])
 _record_union = make_union_lines(_S["union_line"])
-_bin_range, _across, _point, _arc_point = (_S[k] for k in ("bin_range", "across", "point",
-                                                             "arc_point"))  # fmt: skip
+_point, _arc_point = _S["point"], _S["arc_point"]
 _nearest = _jit(F.make_nearest_probe(_S["sphere_probe"], _S["circle_local"]))
 _crossing_slopes = _jit(F.make_crossing_slopes(_jit(F.solve_small_body)))
 _third_sphere = _jit(F.third_sphere_body)
+_recorded_end, _chord_end, _sphere_end, _union_line_slopes = compile_line_ends(_jit, _S)
 
 #: Intervals a line of the SES records before the lines are redone with room for all of them
 #: (proteins need up to about 26).
@@ -49,19 +50,6 @@ ON_SPHERE = 1e-6
 
 
 @njit(**_JIT)
-def _recorded_end(rec, iu, iv, q, t0, h, nbins):
-    """End q of line (iu, iv)'s recorded intervals: (t, side 0 start / 1 end, edge k).
-
-    k = −1 outside the grid's edges (and at t0 itself, where an interval is cut by the grid).
-    """
-    t = rec[iu, iv, 1 + q // 2, q % 2]
-    k = int(math.floor((t - t0) / h))
-    if t <= t0 or k >= nbins:
-        k = -1
-    return t, q % 2, k
-
-
-@njit(**_JIT)
 def _cancelled(rec, iu, iv, n, q, t):
     """Whether another interval of the line has its opposite end exactly at t."""
     side = q % 2
@@ -71,65 +59,15 @@ def _cancelled(rec, iu, iv, n, q, t):
     return False
 
 
-@njit(**_JIT)
-def _chord_end(t, side, u, v, axis, pos, vdw, maxacc, u0, v0, bsize, nbu, nbv, bstart, border):
-    """(atom, du, dv, w, miss): the chord whose end (side 1) or start (side 0) lies nearest t.
-
-    Chords of the spheres of radii ``vdw``; ``miss`` is the distance to t; atom −1 when no
-    sphere meets the line.
-    """
-    best = math.inf
-    found = -1
-    bw, bdu, bdv = 0.0, 0.0, 0.0
-    lo_u, hi_u, lo_v, hi_v = _bin_range(u, v, maxacc, u0, v0, bsize, nbu, nbv)
-    for bu in range(lo_u, hi_u + 1):
-        for s in range(bstart[bu * nbv + lo_v], bstart[bu * nbv + hi_v + 1]):
-            i = border[s]
-            du, dv = _across(pos, i, axis, u, v)
-            d2 = du * du + dv * dv
-            r = vdw[i]
-            if d2 >= r * r:
-                continue
-            w = math.sqrt(r * r - d2)
-            end = pos[i, axis] + w if side == 1 else pos[i, axis] - w
-            miss = abs(end - t)
-            if miss < best:
-                best, found, bw, bdu, bdv = miss, i, w, du, dv
-    return found, bdu, bdv, bw, best
-
-
-@njit(**_JIT)
-def _sphere_end(slot, k, sign, i, du, dv, w, axis, out_bin, out_atoms, out_slopes):
-    """Record the slope of sphere i's chord end (a start: sign −1) in edge k.
-
-    ∂(t ± w)/∂c_axis = 1, ∂(t ± w)/∂c_a1 = ∓du/w (du = c_a1 − u): times the sign, the covered
-    length's slope is (sign, −du/w, −dv/w).
-    """
-    out_bin[slot] = k
-    out_atoms[slot, 0] = i
-    a1 = 1 if axis == 0 else 0
-    a2 = 1 if axis == 2 else 2
-    out_slopes[slot, 0, axis] = sign
-    out_slopes[slot, 0, a1] = -du / w
-    out_slopes[slot, 0, a2] = -dv / w
-
-
 @njit(**_JIT, parallel=True)
 def _union_slopes(
     rec, offsets, axis, us, vs, t0, h, nbins, pos, rad, maxr, u0, v0, bsize, nbu, nbv, bstart,
     border, out_bin, out_atoms, out_slopes,
 ):  # fmt: skip
     for line in prange(us.shape[0] * vs.shape[0]):
-        iu, iv, u, v = _line(line, us, vs)
-        for q in range(2 * int(rec[iu, iv, 0, 0])):
-            t, side, k = _recorded_end(rec, iu, iv, q, t0, h, nbins)
-            if k < 0:
-                continue
-            i, du, dv, w, _miss = _chord_end(t, side, u, v, axis, pos, rad, maxr, u0, v0, bsize,
-                                           nbu, nbv, bstart, border)  # fmt: skip
-            if i >= 0 and w > GRAZE * rad[i]:  # a grazing line has no slope
-                _sphere_end(offsets[line] + q, k, 2.0 * side - 1.0, i, du, dv, w, axis,
-                            out_bin, out_atoms, out_slopes)  # fmt: skip
+        _union_line_slopes(line, rec, offsets, axis, us, vs, t0, h, nbins, pos, rad, maxr, u0, v0,
+                           bsize, nbu, nbv, bstart, border, out_bin, out_atoms,
+                           out_slopes)  # fmt: skip
 
 
 @njit(**_JIT, parallel=True)

@@ -156,7 +156,8 @@ def fill_circles_kernel(pos, rad, circ_i, circ_j, nb_start, nb_index, arc_start,
 
 
 # ------------------------------------------------------------------ host wrappers
-def _blocks(n):
+def blocks(n):
+    """Blocks of ``THREADS`` threads that cover ``n`` work items."""
     return max(1, (n + THREADS - 1) // THREADS)
 
 
@@ -179,7 +180,7 @@ def _cupy():
     return cupy
 
 
-def _device(a):
+def device_copy(a):
     """A device copy of the host array ``a`` (C order)."""
     cp = _cupy()
     a = np.ascontiguousarray(a)
@@ -189,7 +190,8 @@ def _device(a):
         return cp.asarray(a)
 
 
-def _zeros(shape, dtype=np.float64):
+def device_zeros(shape, dtype=np.float64):
+    """A zeroed device array (CuPy's pool where it runs)."""
     cp = _cupy()
     if cp is None:
         return cuda.to_device(np.zeros(shape, dtype))
@@ -197,7 +199,8 @@ def _zeros(shape, dtype=np.float64):
         return cp.zeros(shape, dtype)
 
 
-def _empty(shape, dtype=np.float64):
+def device_empty(shape, dtype=np.float64):
+    """An uninitialised device array (CuPy's pool where it runs)."""
     cp = _cupy()
     if cp is None:
         return cuda.device_array(shape, dtype=dtype)
@@ -205,7 +208,7 @@ def _empty(shape, dtype=np.float64):
         return cp.empty(shape, dtype)
 
 
-def _host(d):
+def host_copy(d):
     """The device array ``d`` as a NumPy array (synchronises)."""
     cp = _cupy()
     if cp is None:
@@ -214,24 +217,25 @@ def _host(d):
         return cp.asnumpy(d)
 
 
-def _check(overflow, what):
-    if _host(overflow)[0]:
+def check_overflow(overflow, what):
+    """Raise :class:`LineCapacityError` if a kernel set ``overflow[0]`` (a work item too big)."""
+    if host_copy(overflow)[0]:
         raise LineCapacityError(f"{what} than the CUDA kernel holds")
 
 
 def sphere_union_lines(out_shape, axis, us, vs, t0, h, nbins, pos, radius, bins):
     """CUDA :func:`.cpu.maps.sphere_union_lines` (same arguments, NumPy result)."""
-    out = _zeros(out_shape)
-    overflow = _zeros(1, np.int64)
+    out = device_zeros(out_shape)
+    overflow = device_zeros(1, np.int64)
     u0, v0, bsize, nbu, nbv, bstart, border = bins
     maxr = float(radius.max()) if radius.size else 0.0
-    _k_sphere_union_lines[_blocks(len(us) * len(vs)), THREADS](
-        out, axis, _device(us), _device(vs), float(t0), float(h), int(nbins), _device(pos),
-        _device(radius), maxr, float(u0), float(v0), float(bsize), int(nbu), int(nbv),
-        _device(bstart), _device(border), overflow,
+    _k_sphere_union_lines[blocks(len(us) * len(vs)), THREADS](
+        out, axis, device_copy(us), device_copy(vs), float(t0), float(h), int(nbins),
+        device_copy(pos), device_copy(radius), maxr, float(u0), float(v0), float(bsize),
+        int(nbu), int(nbv), device_copy(bstart), device_copy(border), overflow,
     )  # fmt: skip
-    _check(overflow, "a grid line meets more spheres")
-    return _host(out)
+    check_overflow(overflow, "a grid line meets more spheres")
+    return host_copy(out)
 
 
 def ses_lines(out_shape, axis, us, vs, t0, h, nbins, pos, vdw, acc, probe, step, nbisect,
@@ -239,49 +243,49 @@ def ses_lines(out_shape, axis, us, vs, t0, h, nbins, pos, vdw, acc, probe, step,
     """CUDA :func:`.cpu.maps.ses_lines` (same arguments, NumPy result)."""
     _exposed, circ_start, _cj, geom, arc_start, arcs = features
     nb_start, nb_index = nb
-    out = _zeros(out_shape)
-    overflow = _zeros(1, np.int64)
+    out = device_zeros(out_shape)
+    overflow = device_zeros(1, np.int64)
     maxacc = float(acc.max())
     geom = geom if len(geom) else np.zeros((1, 13))
     arcs = arcs if len(arcs) else np.zeros((1, 2))
     pieces = B.line_pieces(nbins)
-    _k_ses_lines[_blocks(len(us) * len(vs) * pieces), THREADS](
-        out, axis, _device(us), _device(vs), float(t0), float(h), int(nbins), pieces, _device(pos),
-        _device(vdw), _device(acc), float(probe), float(step), int(nbisect), maxacc,
-        maxacc + float(probe),
+    _k_ses_lines[blocks(len(us) * len(vs) * pieces), THREADS](
+        out, axis, device_copy(us), device_copy(vs), float(t0), float(h), int(nbins), pieces,
+        device_copy(pos), device_copy(vdw), device_copy(acc), float(probe), float(step),
+        int(nbisect), maxacc, maxacc + float(probe),
         float(bins[0]), float(bins[1]), float(bins[2]), int(bins[3]), int(bins[4]),
-        _device(bins[5]), _device(bins[6]),
+        device_copy(bins[5]), device_copy(bins[6]),
         float(ebins[0]), float(ebins[1]), float(ebins[2]), int(ebins[3]), int(ebins[4]),
-        _device(ebins[5]), _device(ebins[6]),
-        _device(nb_start), _device(nb_index), _device(circ_start), _device(geom),
-        _device(arc_start), _device(arcs), overflow,
+        device_copy(ebins[5]), device_copy(ebins[6]),
+        device_copy(nb_start), device_copy(nb_index), device_copy(circ_start), device_copy(geom),
+        device_copy(arc_start), device_copy(arcs), overflow,
     )  # fmt: skip
-    _check(overflow, "a grid line meets more spheres")
-    return _host(out)
+    check_overflow(overflow, "a grid line meets more spheres")
+    return host_copy(out)
 
 
 def coulomb_sum(shape, origin, spacing, pos, q, scale, box=None):
     """CUDA :func:`.cpu.maps.coulomb_sum` (same arguments, NumPy result)."""
-    out = _empty(tuple(shape))
+    out = device_empty(tuple(shape))
     periodic = box is not None
-    _k_coulomb_sum[_blocks(int(np.prod(shape))), THREADS](
-        out, _device(np.asarray(origin, float)), _device(np.asarray(spacing, float)),
-        _device(np.asarray(pos, float)[None]), _device(np.asarray(q, float)), float(scale),
-        periodic, _device(np.asarray(box if periodic else (1.0, 1.0, 1.0), float)),
+    _k_coulomb_sum[blocks(int(np.prod(shape))), THREADS](
+        out, device_copy(np.asarray(origin, float)), device_copy(np.asarray(spacing, float)),
+        device_copy(np.asarray(pos, float)[None]), device_copy(np.asarray(q, float)), float(scale),
+        periodic, device_copy(np.asarray(box if periodic else (1.0, 1.0, 1.0), float)),
         B.on_node_tol2(spacing),
     )  # fmt: skip
-    return _host(out)
+    return host_copy(out)
 
 
 def debye_huckel_points(points, pos, q, radii, kappa, coulomb, eps_out, eps_cavity):
     """CUDA :func:`.cpu.maps.debye_huckel_points` (same arguments, NumPy result)."""
-    out = _empty(len(points))
-    _k_debye_huckel_points[_blocks(len(points)), THREADS](
-        out, _device(np.asarray(points, float)), _device(np.asarray(pos, float)[None]),
-        _device(np.asarray(q, float)), _device(np.asarray(radii, float)), float(kappa),
+    out = device_empty(len(points))
+    _k_debye_huckel_points[blocks(len(points)), THREADS](
+        out, device_copy(np.asarray(points, float)), device_copy(np.asarray(pos, float)[None]),
+        device_copy(np.asarray(q, float)), device_copy(np.asarray(radii, float)), float(kappa),
         float(coulomb), float(eps_out), float(eps_cavity),
     )  # fmt: skip
-    return _host(out)
+    return host_copy(out)
 
 
 def ses_features(pos, rad, nb_start, nb_index):
@@ -293,31 +297,31 @@ def ses_features(pos, rad, nb_start, nb_index):
     """
     n = pos.shape[0]
     npair = nb_index.shape[0]
-    d_pos, d_rad = _device(pos), _device(rad)
-    d_start, d_index = _device(nb_start), _device(nb_index)
-    nfree = _zeros(max(npair, 1), np.int64)
-    nested = _zeros(n, np.bool_)
-    inter = _zeros(n, np.int64)
-    overflow = _zeros(1, np.int64)
-    count_arcs_kernel[_blocks(npair), THREADS](
+    d_pos, d_rad = device_copy(pos), device_copy(rad)
+    d_start, d_index = device_copy(nb_start), device_copy(nb_index)
+    nfree = device_zeros(max(npair, 1), np.int64)
+    nested = device_zeros(n, np.bool_)
+    inter = device_zeros(n, np.int64)
+    overflow = device_zeros(1, np.int64)
+    count_arcs_kernel[blocks(npair), THREADS](
         d_pos, d_rad, d_start, d_index, nfree, nested, inter, overflow
     )
-    _check(overflow, "an atom has more neighbours")
+    check_overflow(overflow, "an atom has more neighbours")
     exposed, circ_start, circ_i, circ_j, arc_start = B.compact_circles(
-        nb_start, nb_index, _host(nfree)[:npair], _host(nested), _host(inter),
+        nb_start, nb_index, host_copy(nfree)[:npair], host_copy(nested), host_copy(inter),
     )  # fmt: skip
     nc = len(circ_i)
     geom = np.zeros((nc, 13))
     arcs = np.zeros((int(arc_start[-1]), 2))
     if nc:
-        d_geom = _device(geom)
-        d_arcs = _device(arcs)
-        fill_circles_kernel[_blocks(nc), THREADS](
-            d_pos, d_rad, _device(circ_i), _device(circ_j), d_start, d_index,
-            _device(arc_start), d_geom, d_arcs,
+        d_geom = device_copy(geom)
+        d_arcs = device_copy(arcs)
+        fill_circles_kernel[blocks(nc), THREADS](
+            d_pos, d_rad, device_copy(circ_i), device_copy(circ_j), d_start, d_index,
+            device_copy(arc_start), d_geom, d_arcs,
         )  # fmt: skip
-        geom = _host(d_geom)
-        arcs = _host(d_arcs)
+        geom = host_copy(d_geom)
+        arcs = host_copy(d_arcs)
     return exposed, circ_start, circ_j, geom, arc_start, arcs
 
 
