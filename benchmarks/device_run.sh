@@ -229,6 +229,16 @@ elif [ "${1:-single}" = "s13" ]; then  # thirteenth session: the pending GPU tes
   step forces_batch_svdw 180 python3 benchmarks/forces_cost.py --backend cuda --maps-backend cuda \
     --surface svdw --pqr data/1lpb_chainA.pqr --spacing 0.5 --batch 32 --frames 32 --warmup 2 \
     --energy-engine auto --json "$R/forces_batch_svdw.json"
+elif [ "${1:-single}" = "s13b" ]; then  # thirteenth session: union line ends on the GPU; 1025³ past the grid limit
+  step gpu_tests 150 python3 -m pytest -n 0 -m gpu -q -p no:cacheprovider -W ignore::Warning -rs \
+    tests/test_cuda_maps.py tests/test_forces.py
+  for s in svdw mol; do
+    step "forces_batch_$s" 150 python3 benchmarks/forces_cost.py --backend cuda --maps-backend cuda \
+      --surface "$s" --pqr data/1lpb_chainA.pqr --spacing 0.5 --batch 32 --frames 32 --warmup 2 \
+      --energy-engine auto --json "$R/forces_batch_$s.json"
+  done
+  step mem_1025 140 python3 benchmarks/memory_per_node.py --backend cuda --sizes 1025 \
+    --json "$R/mem_1025.json"
 elif [ "${1:-single}" = "multi" ]; then
   step frames_profile 100 python3 benchmarks/frames_profile.py --batches 1 32 \
     --json "$R/frames_profile.json"
