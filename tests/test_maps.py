@@ -176,6 +176,40 @@ def test_smol_is_a_conservative_average(rng):
     assert smol[0][i, j, k] == pytest.approx(expect)
 
 
+def test_faces_from_fractions_kernel_equals_the_array_rule(rng):
+    """The one-pass CPU kernel (C-ordered float64 maps) gives the array code's values bit for
+    bit (a Fortran-ordered copy takes the array code), snapped ends included.
+    """
+    f = rng.uniform(0.0, 1.0, (9, 8, 7))
+    f[0] = 1.0
+    f[1] = 0.0
+    f[2, 0, :3] = (1.0 - 1e-13, 1e-13, 0.5)
+    fast = maps.faces_from_fractions((f,), 2.0, 78.54)[0]
+    array = maps.faces_from_fractions((np.asfortranarray(f),), 2.0, 78.54)[0]
+    assert np.array_equal(fast, array)
+    assert fast[0].min() == fast[0].max() == 2.0 and fast[2, 0, 0] == 2.0
+    assert fast[1].min() == fast[1].max() == 78.54 and fast[2, 0, 1] == 78.54
+    assert 2.0 < fast[2, 0, 2] < 78.54
+
+
+def test_build_maps_takes_the_callers_phi_coulomb(rng):
+    """φ_c is linear in the charges: two disjoint parts' maps sum to the whole's (as
+    binding_energies builds the complex's); every other map is the whole's own."""
+    a = random_cluster(rng, n=9)
+    g = odd_grid(a, rng)
+    kw = {"ionic_strength": 0.1, "surface": "mol"}
+    whole = maps.build_maps(a, g, **kw)
+    parts = [maps.build_maps(a[idx], g, **kw) for idx in (np.arange(5), np.arange(5, 9))]
+    given = maps.build_maps(a, g, phi_coulomb=parts[0].phi_coulomb + parts[1].phi_coulomb, **kw)
+    np.testing.assert_allclose(given.phi_coulomb, whole.phi_coulomb, rtol=1e-12, atol=0)
+    for mine, own in zip(given.epsilon_faces, whole.epsilon_faces, strict=True):
+        assert np.array_equal(mine, own)
+    assert np.array_equal(given.kappa2, whole.kappa2)
+    np.testing.assert_allclose(given.boundary_values, whole.boundary_values, rtol=1e-12)
+    with pytest.raises(pb.InputError, match="phi_coulomb has shape"):
+        maps.build_maps(a, g, phi_coulomb=np.zeros((3, 3, 3)), **kw)
+
+
 def test_faces_from_fractions():
     f = np.array([0.0, 0.25, 0.5, 1.0])
     (e,) = maps.faces_from_fractions((f,), 3.0, 80.0)

@@ -584,9 +584,13 @@ def _solve_general(opts: _Options, frames, grids) -> list[BindingEnergy]:
     for atoms, grid in zip(frames, grids, strict=True):
         parts = opts.species(atoms)
         species.append(parts)
-        for part in parts:
-            maps = build_maps(part, grid, physics=opts.physics, maps_backend=opts.maps_backend)
-            problems.append(Problem.from_maps(maps))
+        common = {"physics": opts.physics, "maps_backend": opts.maps_backend}
+        receptor, ligand = (build_maps(part, grid, **common) for part in parts[1:])
+        # the complex's φ_c is the sum of its two disjoint parts' (linear in the charges): one
+        # Coulomb sum over the whole molecule fewer, and the parts' rounding shared with them
+        phi_c = receptor.phi_coulomb + ligand.phi_coulomb
+        complex_ = build_maps(parts[0], grid, phi_coulomb=phi_c, **common)
+        problems += [Problem.from_maps(m) for m in (complex_, receptor, ligand)]
     results = solve_batch(problems, **opts.solver)
     out = []
     for f, (parts, grid) in enumerate(zip(species, grids, strict=True)):

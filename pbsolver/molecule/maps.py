@@ -312,6 +312,13 @@ def faces_from_fractions(fractions, eps_in, eps_out, dtype=np.float64):
     eps_out = positive(eps_out, "eps_out")
     faces = []
     for f in fractions:
+        if isinstance(f, np.ndarray) and f.dtype == np.float64 and f.flags.c_contiguous:
+            from pbsolver.backends.cpu.maps import faces_from_fractions as kernel
+
+            e = np.empty(f.shape)
+            kernel(f, eps_in, eps_out, e)  # one pass, the same values
+            faces.append(e.astype(dtype, copy=False))
+            continue
         with np.errstate(divide="ignore", invalid="ignore"):
             e = 1.0 / (f / eps_in + (1.0 - f) / eps_out)
         e[f >= 1.0 - FRACTION_SNAP] = eps_in
@@ -601,6 +608,7 @@ def build_maps(
     progress=None,
     nbisect=14,
     dirichlet_values=None,
+    phi_coulomb=None,
     **physics_fields,
 ) -> Maps:
     """Grid and every map for ``atoms`` (ε_c = ε_in): the arrays of a Problem.
@@ -635,6 +643,10 @@ def build_maps(
         (:mod:`pbsolver.molecule.focusing`). Atoms may then lie outside the grid: their spheres
         still shape the surface and the ion-accessible region near it and their charges still
         enter φ_c; only their energy cannot be sampled on this grid.
+    phi_coulomb : array (nx, ny, nz), optional
+        φ_c of ``atoms`` on ``grid`` in ε_in (kJ mol⁻¹ e⁻¹), computed by the caller instead of
+        here: φ_c is linear in the charges, so a complex's map is the sum of its disjoint parts'
+        maps (:func:`pbsolver.binding_energies` builds it so).
     **physics_fields
         Fields of :class:`~pbsolver.PhysicsOptions` (``eps_in``, ``eps_out``,
         ``ionic_strength``, ``surface``, ``probe_radius``, ``ion_radius``, ``temperature``,
@@ -669,6 +681,8 @@ def build_maps(
         # caller's own values, a coarser solve's φ_rf, hold wherever the atoms are)
         if dirichlet_values is None and (np.any(lo <= glo) or np.any(hi >= ghi)):
             raise InputError("some atoms lie on or outside the grid's outer layer")
+    if phi_coulomb is not None and np.shape(phi_coulomb) != grid.shape:
+        raise InputError(f"phi_coulomb has shape {np.shape(phi_coulomb)}, the grid {grid.shape}")
     # maps and a solve on this grid must fit in memory: refuse before allocating any map
     check_memory(grid.shape, molecule=True, n_atoms=len(atoms), what="the molecule's grid")
     be = map_backend(maps_backend)
@@ -679,12 +693,13 @@ def build_maps(
     bar = progress_bar(len(stages), progress, unit="map", desc=f"maps of {len(atoms)} atoms")
     with bar:
         return _build(atoms, grid, ph, boundary, box, (ses_step, nbisect), kappa_subsamples, be,
-                      stages, bar, dirichlet_values)  # fmt: skip
+                      stages, bar, dirichlet_values, phi_coulomb)  # fmt: skip
 
 
 def _build(
-    atoms, grid, ph, boundary, box, ses, kappa_subsamples, be, stages, bar, dirichlet_values
-) -> Maps:
+    atoms, grid, ph, boundary, box, ses, kappa_subsamples, be, stages, bar, dirichlet_values,
+    phi_coulomb,
+) -> Maps:  # fmt: skip
     """The maps of :func:`build_maps`, one stage after the other (``bar`` counts them).
 
     ``ses`` is the SES sampling (``ses_step``, ``nbisect``).
@@ -722,7 +737,10 @@ def _build(
     )
     bar.update()
     next_stage()
-    phi_c = coulomb_potential(atoms, grid, eps_in, box=box, backend=be)
+    if phi_coulomb is None:
+        phi_c = coulomb_potential(atoms, grid, eps_in, box=box, backend=be)
+    else:
+        phi_c = np.asarray(phi_coulomb, dtype=np.float64)
     bar.update()
     bvals = None
     if boundary == "dirichlet" and dirichlet_values is not None:

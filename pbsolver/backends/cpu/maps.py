@@ -286,6 +286,24 @@ def ses_lines(out_shape, axis, us, vs, t0, h, nbins, pos, vdw, acc, probe, step,
     return out
 
 
+# ---------------------------------------------------------------------- faces
+_face_eps = njit(**_JIT, inline="always")(B.face_eps_body)
+
+
+@njit(**_JIT, parallel=True)
+def faces_from_fractions(frac, eps_in, eps_out, out):
+    """``out`` = the harmonic face ε of every edge fraction of ``frac`` (C-ordered, same shape).
+
+    The face body of the frame engine (:func:`pbsolver.backends.bodies.maps.face_eps_body`),
+    without fast-math: bit for bit the NumPy rule of
+    :func:`pbsolver.molecule.maps.faces_from_fractions`, in one pass over the maps.
+    """
+    f = frac.reshape(-1)
+    o = out.reshape(-1)
+    for n in prange(f.shape[0]):
+        o[n] = _face_eps(f[n], eps_in, eps_out)
+
+
 # ---------------------------------------------------------------------- point potentials
 @njit(**_JIT, parallel=True, fastmath=_FM)
 def _coulomb_sum(out, origin, spacing, pos, q, scale, periodic, box, tol2):
