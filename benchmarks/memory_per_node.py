@@ -159,6 +159,7 @@ def measure(n, backend_name, method="auto"):
         peak = tracemalloc.get_traced_memory()[1] - base
         tracemalloc.stop()
         how = "tracemalloc peak during Solver.solve less the traced bytes before"
+    converged, iterations, residual = bool(res.converged), int(res.iterations), res.residual
     del res
     if gpu:
         pool.free_all_blocks()
@@ -171,6 +172,9 @@ def measure(n, backend_name, method="auto"):
         "method": name,
         "how": how,
         "seconds": seconds,
+        "converged": converged,
+        "iterations": iterations,
+        "relative_residual": float(residual),
         "peak_bytes": int(peak),
         "peak_per_node": peak / nodes,
         "problem_per_node": problem_bytes / nodes,
@@ -209,7 +213,7 @@ def _line(label, row):
     return (
         f"{label:<10} {row['n']:>4} {row['method']:<9} {row['peak_per_node']:>7.1f} "
         f"{row['problem_per_node']:>7.1f} {parts} {row['transient_per_node']:>9.1f} "
-        f"{row['seconds']:>7.2f}"
+        f"{row['seconds']:>7.2f} {row['iterations']:>4} {row['relative_residual']:.2e}"
     )
 
 
@@ -236,7 +240,7 @@ def main(argv=None):
               f"method {args.method}")  # fmt: skip
         head = " ".join(f"{k:>7}" for k in ("stencil", "ref64", "iter", "hier", "krylov", "rwork"))
         print(f"{'tree':<10} {'n':>4} {'method':<9} {'peak':>7} {'problem':>7} {head} "
-              f"{'transient':>9} {'solve s':>7}")  # fmt: skip
+              f"{'transient':>9} {'solve s':>7} iter residual")  # fmt: skip
         for n in args.sizes:
             for label, tree in trees:
                 row = _run_child(n, args.backend, tree or here, args.method)
