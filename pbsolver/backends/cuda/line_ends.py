@@ -18,40 +18,25 @@ from pbsolver.backends.bodies import maps as B
 from pbsolver.backends.bodies.line_ends import compile_line_ends
 from pbsolver.backends.bodies.lines import compile_lines, record_range_body
 from pbsolver.backends.cuda.maps import (
-    MAX_SPHERES,
     blocks,
     check_overflow,
     device_copy,
-    device_empty,
     device_zeros,
     host_copy,
+    make_union_lines_kernel,
 )
 from pbsolver.backends.launch_sizes import THREADS
 
 _dev = cuda.jit(device=True)
 _S = B.make_ses(_dev, *compile_lines(_dev, record_range_body), range_body=record_range_body)
-_line, _union_line = _S["line"], _S["union_line"]
+_union_line = _S["union_line"]
 _union_line_slopes = compile_line_ends(_dev, _S)[3]
 
 #: Intervals a line records before the lines are redone with room for all of them.
 FIRST_UNION_CAPACITY = 8
 
 
-@cuda.jit
-def _k_union_record(
-    rec, axis, us, vs, t0, h, nbins, pos, radius, maxr,
-    u0, v0, bsize, nbu, nbv, bstart, border, overflow,
-):  # fmt: skip
-    line = cuda.grid(1)
-    if line >= us.shape[0] * vs.shape[0]:
-        return
-    starts = cuda.local.array(MAX_SPHERES, dtype=np.float64)
-    ends = cuda.local.array(MAX_SPHERES, dtype=np.float64)
-    iu, iv, u, v = _line(line, us, vs)
-    rec[iu, iv, 0, 0] = 0.0
-    if _union_line(rec, axis, iu, iv, u, v, t0, h, nbins, pos, radius, maxr,
-                   u0, v0, bsize, nbu, nbv, bstart, border, starts, ends):  # fmt: skip
-        overflow[0] = 1
+_k_union_record = make_union_lines_kernel(_union_line)
 
 
 @cuda.jit
@@ -81,7 +66,7 @@ def sphere_end_slopes(axis, us, vs, t0, h, nbins, pos, radius, bins):
                 int(nbu), int(nbv), device_copy(bstart), device_copy(border))  # fmt: skip
     capacity = FIRST_UNION_CAPACITY
     while True:
-        rec = device_empty((nu, nv, capacity + 1, 2))  # the kernel zeroes each line's count
+        rec = device_zeros((nu, nv, capacity + 1, 2))  # the counts start at 0
         overflow = device_zeros(1, np.int64)
         _k_union_record[blocks(nu * nv), THREADS](rec, *geometry, overflow)
         check_overflow(overflow, "a grid line meets more spheres")

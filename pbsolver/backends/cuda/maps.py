@@ -45,20 +45,32 @@ _grid_point = _P["grid_point"]
 
 
 # ------------------------------------------------------------------ kernels
-@cuda.jit
-def _k_sphere_union_lines(
-    out, axis, us, vs, t0, h, nbins, pos, radius, maxr,
-    u0, v0, bsize, nbu, nbv, bstart, border, overflow,
-):  # fmt: skip
-    line = cuda.grid(1)
-    if line >= us.shape[0] * vs.shape[0]:
-        return
-    starts = cuda.local.array(MAX_SPHERES, dtype=np.float64)
-    ends = cuda.local.array(MAX_SPHERES, dtype=np.float64)
-    iu, iv, u, v = _line(line, us, vs)
-    if _union_line(out, axis, iu, iv, u, v, t0, h, nbins, pos, radius, maxr,
-                   u0, v0, bsize, nbu, nbv, bstart, border, starts, ends):  # fmt: skip
-        overflow[0] = 1
+def make_union_lines_kernel(union_line):
+    """The CUDA kernel of a compiled sphere-union line body, one thread a line of a plane.
+
+    The maps add each line's coverage to the bins; the forces
+    (:mod:`pbsolver.backends.cuda.line_ends`) run the body compiled with a recorder.
+    """
+
+    @cuda.jit
+    def union_lines_kernel(
+        out, axis, us, vs, t0, h, nbins, pos, radius, maxr,
+        u0, v0, bsize, nbu, nbv, bstart, border, overflow,
+    ):  # fmt: skip
+        line = cuda.grid(1)
+        if line >= us.shape[0] * vs.shape[0]:
+            return
+        starts = cuda.local.array(MAX_SPHERES, dtype=np.float64)
+        ends = cuda.local.array(MAX_SPHERES, dtype=np.float64)
+        iu, iv, u, v = _line(line, us, vs)
+        if union_line(out, axis, iu, iv, u, v, t0, h, nbins, pos, radius, maxr,
+                      u0, v0, bsize, nbu, nbv, bstart, border, starts, ends):  # fmt: skip
+            overflow[0] = 1
+
+    return union_lines_kernel
+
+
+_k_sphere_union_lines = make_union_lines_kernel(_union_line)
 
 
 @cuda.jit
@@ -332,6 +344,7 @@ KERNELS = B.MapKernels(sys.modules[__name__])
 __all__ = [
     "KERNELS",
     "LineCapacityError",
+    "make_union_lines_kernel",
     "count_arcs_kernel",
     "fill_circles_kernel",
     "neighbour_lists",
