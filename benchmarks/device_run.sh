@@ -239,6 +239,10 @@ elif [ "${1:-single}" = "s13b" ]; then  # thirteenth session: union line ends on
   done
   step mem_1025 140 python3 benchmarks/memory_per_node.py --backend cuda --sizes 1025 \
     --json "$R/mem_1025.json"
+elif [ "${1:-single}" = "s13c" ]; then  # thirteenth session: every GPU test (the first full run since s10), 1025³ again
+  step gpu_tests 470 python3 -m pytest -n 4 -m gpu -q -p no:cacheprovider -W ignore::Warning -rs
+  step mem_1025 100 python3 benchmarks/memory_per_node.py --backend cuda --sizes 1025 \
+    --json "$R/mem_1025.json"
 elif [ "${1:-single}" = "multi" ]; then
   step frames_profile 100 python3 benchmarks/frames_profile.py --batches 1 32 \
     --json "$R/frames_profile.json"
