@@ -299,7 +299,8 @@ def solve_rows(sizes, gpu: bool):
     from pbsolver.solving.methods import METHODS
 
     rows = []
-    methods = ["sor"] + (["multigrid"] if "multigrid" in METHODS else [])
+    # SOR, and the multigrid methods "auto" picks on larger grids (MG-CG is the GPU's)
+    methods = ["sor"] + [m for m in ("multigrid", "mgcg") if m in METHODS]
     for n in sizes:
         prob = random_problem(n, seed=100 + n, salt=True)
         backends = (["cuda"] if gpu else []) + (["cpu"] if not gpu or n <= 65 else [])

@@ -43,6 +43,7 @@ def test_a_failed_memory_measurement_keeps_the_row_and_says_why(monkeypatch):
 
     monkeypatch.setattr(Backend, "peak_bytes", broken)
     rows = solve_rows([17], gpu=False)
+    assert [r["method"] for r in rows] == ["sor", "multigrid", "mgcg"]
     assert rows and all(r["converged"] and r["seconds"] > 0 for r in rows)
     assert all("no pool here" in r["memory_error"] for r in rows)
     text = format_tables({"environment": {"date": "-", "versions": {}}, "solve": rows})
