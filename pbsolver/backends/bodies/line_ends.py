@@ -13,7 +13,13 @@ from __future__ import annotations
 
 import math
 
+from pbsolver.backends.bodies import ses_forces as F
 from pbsolver.backends.bodies.lines import GRAZE
+
+#: |n · e_axis| at or below this: the line is tangent to the reentrant surface (no slope).
+TANGENT = 1e-6
+#: A point within this of an accessible sphere lies on it (the third sphere of an arc end).
+ON_SPHERE = 1e-6
 
 
 def recorded_end_body(rec, iu, iv, q, t0, h, nbins):
@@ -102,14 +108,119 @@ def make_union_line_slopes(line_of, recorded_end, chord_end, sphere_end):
     return union_line_slopes_body
 
 
+def cancelled_body(rec, iu, iv, n, q, t):
+    """Whether another interval of the line has its opposite end exactly at t."""
+    side = q % 2
+    for q2 in range(2 * n):
+        if q2 // 2 != q // 2 and q2 % 2 != side and rec[iu, iv, 1 + q2 // 2, q2 % 2] == t:
+            return True
+    return False
+
+
+def make_ses_line_slopes(ses, recorded_end, cancelled, chord_end, sphere_end, nearest,
+                         crossing_slopes, third_sphere):  # fmt: skip
+    """The per-line body of the SES's end slopes, on the compiled bodies it names.
+
+    ``ses`` is the dict of :func:`pbsolver.backends.bodies.maps.make_ses` (``line``,
+    ``exposed_candidates``, ``point``, ``arc_point``); the others are this module's and
+    :mod:`pbsolver.backends.bodies.ses_forces`'s bodies, compiled alike.
+    """
+    line_of, candidates = ses["line"], ses["exposed_candidates"]
+    point, arc_point = ses["point"], ses["arc_point"]
+
+    def ses_line_slopes_body(
+        line, rec, offsets, axis, us, vs, t0, h, nbins, pos, vdw, acc, probe, tol, maxacc,
+        maxreach, u0, v0, bsize, nbu, nbv, bstart, border,
+        e_u0, e_v0, e_bsize, e_nbu, e_nbv, e_bstart, e_border,
+        nb_start, nb_index, circ_start, circ_j, geom, arc_start, arcs,
+        out_bin, out_atoms, out_slopes, cand, ckey, feat, atoms, slopes, g, b,
+    ):  # fmt: skip
+        """How each recorded end of line ``line`` moves; the count of unmatched ends.
+
+        An end where one recorded interval meets the next moves nothing; a vdW chord end
+        moves with its atom; a reentrant crossing moves with the one to three atoms holding
+        the nearest probe centre. Ends that are neither (to ``tol``) are counted and left out.
+        ``cand``/``ckey`` hold the line's exposed candidates (−1 when they do not fit),
+        ``feat`` (4), ``atoms`` (3, int), ``slopes``, ``g`` (3×3) and ``b`` (3) are scratch.
+        """
+        iu, iv, u, v = line_of(line, us, vs)
+        n = int(rec[iu, iv, 0, 0])
+        if n == 0:
+            return 0
+        # the exposed atoms a point of this line can take its probe from (as the map does)
+        ncand = candidates(u, v, axis, pos, acc, probe, maxreach, -math.inf, math.inf, e_u0,
+                           e_v0, e_bsize, e_nbu, e_nbv, e_bstart, e_border, cand,
+                           ckey)  # fmt: skip
+        if ncand < 0:
+            return -1
+        misses = 0
+        for q in range(2 * n):
+            slot = offsets[line] + q
+            t, side, k = recorded_end(rec, iu, iv, q, t0, h, nbins)
+            sign = 2.0 * side - 1.0  # −1 at a start, +1 at an end
+            if k < 0 or cancelled(rec, iu, iv, n, q, t):
+                continue
+            i, du, dv, w, miss = chord_end(t, side, u, v, axis, pos, vdw, maxacc, u0, v0, bsize,
+                                           nbu, nbv, bstart, border)  # fmt: skip
+            if miss <= 1e-10 * (1.0 + abs(t)):
+                if w > GRAZE * vdw[i]:  # a grazing line has no slope (as for the sphere union)
+                    sphere_end(slot, k, sign, i, du, dv, w, axis, out_bin, out_atoms, out_slopes)
+                continue
+            x, y, z = point(axis, t, u, v)
+            d = nearest(x, y, z, cand, ncand, pos, acc, probe, nb_start, nb_index, circ_start,
+                        geom, arc_start, arcs, feat)  # fmt: skip
+            if abs(d - probe) > tol:
+                misses += 1
+                continue
+            kind = int(feat[0])
+            i = int(feat[1])
+            atoms[0] = i
+            if kind == F.SPHERE:
+                r = math.sqrt((x - pos[i, 0]) ** 2 + (y - pos[i, 1]) ** 2 + (z - pos[i, 2]) ** 2)
+                f = acc[i] / r
+                cx = pos[i, 0] + f * (x - pos[i, 0])
+                cy = pos[i, 1] + f * (y - pos[i, 1])
+                cz = pos[i, 2] + f * (z - pos[i, 2])
+                m = 1
+            else:
+                c = int(feat[2])
+                cx, cy, cz = arc_point(geom, c, feat[3])
+                atoms[1] = circ_j[c]
+                m = 2
+                if kind == F.TRIPLE:
+                    k3, off = third_sphere(cx, cy, cz, i, circ_j[c], pos, acc, nb_start,
+                                           nb_index)  # fmt: skip
+                    if k3 < 0 or off > ON_SPHERE * acc[i]:
+                        misses += 1
+                        continue
+                    atoms[2] = k3
+                    m = 3
+            if not crossing_slopes(x, y, z, axis, cx, cy, cz, atoms, m, pos, slopes, g, b,
+                                   TANGENT):  # fmt: skip
+                continue
+            out_bin[slot] = k
+            for mm in range(m):
+                out_atoms[slot, mm] = atoms[mm]
+                for a in range(3):
+                    out_slopes[slot, mm, a] = sign * slopes[mm, a]
+        return misses
+
+    return ses_line_slopes_body
+
+
 def compile_line_ends(jit, ses):
-    """``(recorded_end, chord_end, sphere_end, union_line_slopes)`` compiled by ``jit``.
+    """``(union_line_slopes, ses_line_slopes)``: the per-line bodies compiled by ``jit``.
 
     ``ses`` is the dict of :func:`pbsolver.backends.bodies.maps.make_ses` compiled by the same
-    ``jit`` (its ``line``, ``bin_range`` and ``across``).
+    ``jit`` (with the recording range body).
     """
     recorded_end = jit(recorded_end_body)
     chord_end = jit(make_chord_end(ses["bin_range"], ses["across"]))
     sphere_end = jit(sphere_end_body)
     union = jit(make_union_line_slopes(ses["line"], recorded_end, chord_end, sphere_end))
-    return recorded_end, chord_end, sphere_end, union
+    nearest = jit(F.make_nearest_probe(ses["sphere_probe"], ses["circle_local"]))
+    crossing_slopes = jit(F.make_crossing_slopes(jit(F.solve_small_body)))
+    ses_slopes = jit(make_ses_line_slopes(ses, recorded_end, jit(cancelled_body), chord_end,
+                                          sphere_end, nearest, crossing_slopes,
+                                          jit(F.third_sphere_body)))  # fmt: skip
+    return union, ses_slopes

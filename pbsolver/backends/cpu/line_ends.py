@@ -7,7 +7,8 @@ the maps' ends, bit for bit. Each end inside the grid is then classified:
 
 * :func:`sphere_end_slopes` (a union of spheres: "vdw", the ion-accessible map): every end of a
   merged chord is the chord end of one sphere and moves with it;
-* :func:`interval_end_slopes` (the SES; bodies in :mod:`pbsolver.backends.bodies.ses_forces`):
+* :func:`interval_end_slopes` (the SES; bodies in :mod:`pbsolver.backends.bodies.line_ends`
+  and :mod:`pbsolver.backends.bodies.ses_forces`):
   an end where one recorded interval meets the next (a vdW chord continued by a reentrant run)
   moves nothing; a vdW chord end moves with its atom; a reentrant crossing moves with the one,
   two or three atoms whose accessible spheres hold the nearest probe centre.
@@ -15,48 +16,27 @@ the maps' ends, bit for bit. Each end inside the grid is then classified:
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 from numba import njit, prange
 
 from pbsolver.backends.bodies import maps as B
-from pbsolver.backends.bodies import ses_forces as F
 from pbsolver.backends.bodies.line_ends import compile_line_ends
-from pbsolver.backends.bodies.lines import GRAZE, compile_lines, record_range_body
+from pbsolver.backends.bodies.lines import compile_lines, record_range_body
 from pbsolver.backends.cpu.maps import make_ses_lines, make_union_lines
 
 _JIT = {"cache": True, "nogil": True, "boundscheck": False, "error_model": "numpy"}
 _jit = njit(**_JIT)
 _S = B.make_ses(_jit, *compile_lines(_jit, record_range_body), range_body=record_range_body)
-_line, _bin_count, _candidates = _S["line"], _S["bin_count"], _S["exposed_candidates"]
+_bin_count = _S["bin_count"]
 _record = make_ses_lines(_S["ses_line"])
 _record_union = make_union_lines(_S["union_line"])
-_point, _arc_point = _S["point"], _S["arc_point"]
-_nearest = _jit(F.make_nearest_probe(_S["sphere_probe"], _S["circle_local"]))
-_crossing_slopes = _jit(F.make_crossing_slopes(_jit(F.solve_small_body)))
-_third_sphere = _jit(F.third_sphere_body)
-_recorded_end, _chord_end, _sphere_end, _union_line_slopes = compile_line_ends(_jit, _S)
+_union_line_slopes, _ses_line_slopes = compile_line_ends(_jit, _S)
 
 #: Intervals a line of the SES records before the lines are redone with room for all of them
 #: (proteins need up to about 26).
 FIRST_CAPACITY = 48
 #: The same for a union of spheres (a few merged chords a line).
 FIRST_UNION_CAPACITY = 8
-#: |n · e_axis| at or below this: the line is tangent to the reentrant surface (no slope).
-TANGENT = 1e-6
-#: A point within this of an accessible sphere lies on it (the third sphere of an arc end).
-ON_SPHERE = 1e-6
-
-
-@njit(**_JIT)
-def _cancelled(rec, iu, iv, n, q, t):
-    """Whether another interval of the line has its opposite end exactly at t."""
-    side = q % 2
-    for q2 in range(2 * n):
-        if q2 // 2 != q // 2 and q2 % 2 != side and rec[iu, iv, 1 + q2 // 2, q2 % 2] == t:
-            return True
-    return False
 
 
 @njit(**_JIT, parallel=True)
@@ -78,74 +58,23 @@ def _slopes(
     nb_start, nb_index, circ_start, circ_j, geom, arc_start, arcs,
     out_bin, out_atoms, out_slopes, unmatched,
 ):  # fmt: skip
-    for line in prange(us.shape[0] * vs.shape[0]):
-        iu, iv, u, v = _line(line, us, vs)
-        n = int(rec[iu, iv, 0, 0])
-        if n == 0:
+    nv = vs.shape[0]
+    for line in prange(us.shape[0] * nv):
+        iu = line // nv
+        if rec[iu, line - iu * nv, 0, 0] == 0:
             continue
-        # the exposed atoms a point of this line can take its probe from (as the map does)
-        ecap = max(1, _bin_count(u, v, maxreach, e_u0, e_v0, e_bsize, e_nbu, e_nbv, e_bstart))
-        cand = np.empty(ecap, dtype=np.int64)
-        ncand = _candidates(u, v, axis, pos, acc, probe, maxreach, -math.inf, math.inf, e_u0,
-                            e_v0, e_bsize, e_nbu, e_nbv, e_bstart, e_border, cand,
-                            np.empty(ecap))  # fmt: skip
-        feat = np.zeros(4)
-        atoms = np.full(3, -1, dtype=np.int64)
-        slopes = np.zeros((3, 3))
-        g = np.zeros((3, 3))
-        b = np.zeros(3)
-        misses = 0
-        for q in range(2 * n):
-            slot = offsets[line] + q
-            t, side, k = _recorded_end(rec, iu, iv, q, t0, h, nbins)
-            sign = 2.0 * side - 1.0  # −1 at a start, +1 at an end
-            if k < 0 or _cancelled(rec, iu, iv, n, q, t):
-                continue
-            i, du, dv, w, miss = _chord_end(t, side, u, v, axis, pos, vdw, maxacc, u0, v0, bsize,
-                                          nbu, nbv, bstart, border)  # fmt: skip
-            if miss <= 1e-10 * (1.0 + abs(t)):
-                if w > GRAZE * vdw[i]:  # a grazing line has no slope (as for the sphere union)
-                    _sphere_end(slot, k, sign, i, du, dv, w, axis, out_bin, out_atoms,
-                                out_slopes)  # fmt: skip
-                continue
-            x, y, z = _point(axis, t, u, v)
-            d = _nearest(x, y, z, cand, ncand, pos, acc, probe, nb_start, nb_index, circ_start,
-                         geom, arc_start, arcs, feat)  # fmt: skip
-            if abs(d - probe) > tol:
-                misses += 1
-                continue
-            kind = int(feat[0])
-            i = int(feat[1])
-            atoms[0] = i
-            if kind == F.SPHERE:
-                r = math.sqrt((x - pos[i, 0]) ** 2 + (y - pos[i, 1]) ** 2 + (z - pos[i, 2]) ** 2)
-                f = acc[i] / r
-                cx = pos[i, 0] + f * (x - pos[i, 0])
-                cy = pos[i, 1] + f * (y - pos[i, 1])
-                cz = pos[i, 2] + f * (z - pos[i, 2])
-                m = 1
-            else:
-                c = int(feat[2])
-                cx, cy, cz = _arc_point(geom, c, feat[3])
-                atoms[1] = circ_j[c]
-                m = 2
-                if kind == F.TRIPLE:
-                    k3, off = _third_sphere(cx, cy, cz, i, circ_j[c], pos, acc, nb_start,
-                                            nb_index)  # fmt: skip
-                    if k3 < 0 or off > ON_SPHERE * acc[i]:
-                        misses += 1
-                        continue
-                    atoms[2] = k3
-                    m = 3
-            if not _crossing_slopes(x, y, z, axis, cx, cy, cz, atoms, m, pos, slopes, g, b,
-                                    TANGENT):  # fmt: skip
-                continue
-            out_bin[slot] = k
-            for mm in range(m):
-                out_atoms[slot, mm] = atoms[mm]
-                for a in range(3):
-                    out_slopes[slot, mm, a] = sign * slopes[mm, a]
-        unmatched[line] = misses
+        # the candidate buffers hold every exposed atom in reach of the line
+        ecap = max(1, _bin_count(us[iu], vs[line - iu * nv], maxreach, e_u0, e_v0, e_bsize,
+                                 e_nbu, e_nbv, e_bstart))  # fmt: skip
+        unmatched[line] = _ses_line_slopes(
+            line, rec, offsets, axis, us, vs, t0, h, nbins, pos, vdw, acc, probe, tol, maxacc,
+            maxreach, u0, v0, bsize, nbu, nbv, bstart, border,
+            e_u0, e_v0, e_bsize, e_nbu, e_nbv, e_bstart, e_border,
+            nb_start, nb_index, circ_start, circ_j, geom, arc_start, arcs,
+            out_bin, out_atoms, out_slopes, np.empty(ecap, dtype=np.int64), np.empty(ecap),
+            np.zeros(4), np.full(3, -1, dtype=np.int64), np.zeros((3, 3)), np.zeros((3, 3)),
+            np.zeros(3),
+        )  # fmt: skip
 
 
 def interval_end_slopes(axis, us, vs, t0, h, nbins, pos, vdw, acc, probe, step, nbisect,
