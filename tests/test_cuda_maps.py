@@ -90,6 +90,20 @@ out["ends"] = int(len(ec[1]))
 out["ends_same"] = bool(np.array_equal(ec[0], eg[0]) and np.array_equal(ec[1], eg[1])
                         and np.array_equal(ec[2][:, :1], eg[2]))
 out["ends_slopes"] = float(np.abs(ec[3][:, :1] - eg[3]).max())
+# the forces' SES interval ends (one axis; the recorder's redo with room for all runs too)
+LG.FIRST_CAPACITY = 1
+axes = grid.axes()
+exposed = np.flatnonzero(fc[0])
+bins = maps.line_bins(atoms.positions, acc, 1, axes[0], axes[2])
+ebins = maps.line_bins(atoms.positions, acc + 1.4, 1, axes[0], axes[2], subset=exposed)
+args = (1, axes[0], axes[2], grid.origin[1], h[1], grid.shape[1], atoms.positions, atoms.radii,
+        acc, 1.4, maps.ses_sampling_step(h[1], None), 14, bins, ebins, fc, nb)
+sc, sg = LC.interval_end_slopes(*args), LG.interval_end_slopes(*args)
+out["ses_ends"] = int(len(sc[1]))
+out["ses_ends_same"] = bool(all(np.array_equal(a, b) for a, b in zip(sc[:3], sg[:3]))
+                            and sc[4] == sg[4])
+out["ses_ends_slopes"] = float(np.abs(sc[3] - sg[3]).max())
+out["ses_crossings"] = int((sc[2][:, 1] >= 0).sum())
 print("RESULT" + json.dumps(out))
 """
 
@@ -132,6 +146,13 @@ def test_cuda_sphere_union_line_ends_match_cpu(results):
     assert results["ends"] > 20
     assert results["ends_same"]
     assert results["ends_slopes"] < 1e-12
+
+
+def test_cuda_ses_line_ends_match_cpu(results):
+    """The forces' SES ends (chord ends and reentrant crossings): same ends, atoms and slopes."""
+    assert results["ses_ends"] > 20 and results["ses_crossings"] > 3
+    assert results["ses_ends_same"]
+    assert results["ses_ends_slopes"] < 1e-12
 
 
 def test_cuda_ses_features_match_cpu(results):

@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from pbsolver.arrays import array_module
-from pbsolver.forces.lines import end_gradient, periodic_owners, sphere_end_slopes
+from pbsolver.forces.lines import end_gradient, end_slopes, periodic_owners
 
 
 def kappa_sensitivity(problem, phi, lam):
@@ -65,8 +65,8 @@ def ionic_gradient(atoms, grid, sensitivity, kappa2_bulk, ion_radius, *, subsamp
     t0 = grid.origin[2] - 0.5 * hz
     bins = line_bins(pos, rad, 2, us, vs)
     xp = array_module(sensitivity)
-    lines, k, owner, slopes = sphere_end_slopes(xp, 2, us, vs, t0, hz, grid.shape[2], pos, rad,
-                                                bins)  # fmt: skip
+    lines, k, owner, slopes = end_slopes(xp, "sphere_end_slopes", 2, us, vs, t0, hz, grid.shape[2],
+                                         pos, rad, bins)  # fmt: skip
     return end_gradient(per_line, 2, hz, lines // s, k, owner, slopes, owners, len(atoms))
 
 

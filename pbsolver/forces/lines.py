@@ -68,16 +68,18 @@ def union_gradient(positions, radii, owners, axis, us, vs, t0, h, nbins, sensiti
     us = np.ascontiguousarray(to_numpy(us), dtype=np.float64)
     vs = np.ascontiguousarray(to_numpy(vs), dtype=np.float64)
     bins = line_bins(pos, rad, axis, us, vs)
-    ends = sphere_end_slopes(array_module(sensitivity), axis, us, vs, t0, h, nbins, pos, rad, bins)
+    ends = end_slopes(array_module(sensitivity), "sphere_end_slopes", axis, us, vs, t0, h, nbins,
+                      pos, rad, bins)  # fmt: skip
     return end_gradient(sensitivity, axis, h, *ends, owners, n_atoms)
 
 
-def sphere_end_slopes(xp, axis, us, vs, t0, h, nbins, pos, radius, bins):
-    """The moving ends of a sphere union's lines, by the kernels of the library ``xp``.
+def end_slopes(xp, name, *args):
+    """The line-end kernel ``name`` for arrays of ``xp``: ``(lines, bins, atoms, slopes, …)``.
 
-    :func:`pbsolver.backends.cpu.line_ends.sphere_end_slopes` (NumPy) or its CUDA twin (CuPy,
-    :mod:`pbsolver.backends.cuda.line_ends`; the same ends, one atom an end). Where a line
-    meets more spheres than the CUDA kernel holds, the CPU kernels record them, as the maps do.
+    ``name`` is "sphere_end_slopes" or "interval_end_slopes" of
+    :mod:`pbsolver.backends.cpu.line_ends` (NumPy) or of its CUDA twin (CuPy,
+    :mod:`pbsolver.backends.cuda.line_ends`: the same ends). Where a line holds more spheres or
+    probe candidates than the CUDA kernels do, the CPU kernels record them, as the maps do.
     """
     from pbsolver.backends.cpu import line_ends as cpu
 
@@ -86,10 +88,10 @@ def sphere_end_slopes(xp, axis, us, vs, t0, h, nbins, pos, radius, bins):
         from pbsolver.backends.cuda import line_ends as cuda
 
         try:
-            return cuda.sphere_end_slopes(axis, us, vs, t0, h, nbins, pos, radius, bins)
+            return getattr(cuda, name)(*args)
         except LineCapacityError:
             pass
-    return cpu.sphere_end_slopes(axis, us, vs, t0, h, nbins, pos, radius, bins)
+    return getattr(cpu, name)(*args)
 
 
 def end_gradient(sensitivity, axis, h, lines, bins, atoms, slopes, owners, n_atoms):
@@ -130,4 +132,4 @@ def periodic_owners(positions, radii, box, origin, cutoff):
     return pos, tagged[:, 0], tagged[:, 1].astype(np.int64)
 
 
-__all__ = ["end_gradient", "periodic_owners", "sphere_end_slopes", "union_gradient"]
+__all__ = ["end_gradient", "end_slopes", "periodic_owners", "union_gradient"]

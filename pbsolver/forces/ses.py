@@ -58,8 +58,7 @@ def ses_gradient(positions, radii, owners, probe, grid, sensitivity, n_atoms, *,
         In the sensitivities' array library.
     """
     from pbsolver.backends.cpu import maps as cpu_maps
-    from pbsolver.backends.cpu.line_ends import interval_end_slopes
-    from pbsolver.forces.lines import end_gradient
+    from pbsolver.forces.lines import end_gradient, end_slopes
     from pbsolver.molecule.maps import line_bins, ses_bisections, ses_sampling_step
 
     if not probe > 0:
@@ -80,9 +79,10 @@ def ses_gradient(positions, radii, owners, probe, grid, sensitivity, n_atoms, *,
         h = grid.spacing[axis]
         bins = line_bins(pos, acc, axis, axes[a1], axes[a2])
         ebins = line_bins(pos, acc + probe, axis, axes[a1], axes[a2], subset=exposed)
-        *ends, unmatched = interval_end_slopes(
-            axis, axes[a1], axes[a2], grid.origin[axis], h, grid.shape[axis], pos,
-            vdw, acc, probe, ses_sampling_step(h, ses_step), nbisect, bins, ebins, features, nb,
+        *ends, unmatched = end_slopes(
+            xp, "interval_end_slopes", axis, axes[a1], axes[a2], grid.origin[axis], h,
+            grid.shape[axis], pos, vdw, acc, probe, ses_sampling_step(h, ses_step), nbisect,
+            bins, ebins, features, nb,
         )  # fmt: skip
         if unmatched:
             logging.getLogger("pbsolver").warning(

@@ -113,7 +113,7 @@ def interval_end_slopes(axis, us, vs, t0, h, nbins, pos, vdw, acc, probe, step, 
     tol = float(step) * 2.0 ** (-int(nbisect)) + 1e-9
     _slopes(rec, offsets, *args, tol, maxacc, maxreach, *bins, *ebins, *nb, circ_start,
             circ_j, geom, arc_start, arcs, *out, unmatched)  # fmt: skip
-    return (*_kept(offsets, len(vs), *out), int(unmatched.sum()))
+    return (*kept_ends(offsets, len(vs), *out), int(unmatched.sum()))
 
 
 def sphere_end_slopes(axis, us, vs, t0, h, nbins, pos, radius, bins):
@@ -128,7 +128,7 @@ def sphere_end_slopes(axis, us, vs, t0, h, nbins, pos, radius, bins):
                                   *bins)  # fmt: skip
     maxr = float(radius.max()) if radius.size else 0.0
     _union_slopes(rec, offsets, *args, maxr, *bins, *out)
-    return _kept(offsets, len(vs), *out)
+    return kept_ends(offsets, len(vs), *out)
 
 
 def _recorded(kernel, size, *args):
@@ -152,8 +152,12 @@ def _recorded(kernel, size, *args):
     return rec, offsets, out
 
 
-def _kept(offsets, nv, out_bin, out_atoms, out_slopes):
-    """The recorded ends that move: (lines (m, 2), bins, atoms, slopes)."""
+def kept_ends(offsets, nv, out_bin, out_atoms, out_slopes):
+    """The recorded ends that move: (lines (m, 2), bins, atoms, slopes).
+
+    Host arrays of the slope kernels' slots (line ``l`` owns ``offsets[l] … offsets[l + 1]``;
+    an unwritten slot has bin −1); the CUDA wrappers copy theirs back and call this too.
+    """
     keep = np.flatnonzero(out_bin >= 0)
     line = np.searchsorted(offsets, keep, side="right") - 1
     lines = np.column_stack([line // nv, line % nv])

@@ -1,11 +1,13 @@
-"""numba-cuda kernels of the forces' sphere-union terms: how each merged chord end moves.
+"""numba-cuda kernels of the forces' surface terms: how each covered interval end of a line moves.
 
-The CUDA twin of :func:`pbsolver.backends.cpu.line_ends.sphere_end_slopes` (the ion-accessible
-map's term and the "vdw" surface's): the sphere-union line body of the maps runs with a
-recorder in place of the bins, one thread a line, then a second kernel matches every end to
-its sphere (bodies :mod:`pbsolver.backends.bodies.line_ends`, the CPU loops' own). The ends are
-the CUDA map kernels' ends; the result is the CPU function's, in NumPy arrays. A line that
-meets more than :data:`pbsolver.backends.cuda.maps.MAX_SPHERES` spheres raises
+The CUDA twins of :func:`pbsolver.backends.cpu.line_ends.sphere_end_slopes` (the ion-accessible
+map's term and the "vdw" surface's) and :func:`~pbsolver.backends.cpu.line_ends.interval_end_slopes`
+(the SES's, for "mol" and "smol"). The maps' line bodies run with a recorder in place of the
+bins, one thread a line, then a second kernel says how each end moves (bodies
+:mod:`pbsolver.backends.bodies.line_ends`, the CPU loops' own). The ends are the CUDA map
+kernels' ends; the results are the CPU functions', in NumPy arrays. A line that meets more than
+:data:`pbsolver.backends.cuda.maps.MAX_SPHERES` spheres or
+:data:`~pbsolver.backends.cuda.maps.MAX_CANDIDATES` probe candidates raises
 :class:`~pbsolver.backends.bodies.maps.LineCapacityError`, as the map kernels do.
 """
 
@@ -17,26 +19,30 @@ from numba import cuda
 from pbsolver.backends.bodies import maps as B
 from pbsolver.backends.bodies.line_ends import compile_line_ends
 from pbsolver.backends.bodies.lines import compile_lines, record_range_body
+from pbsolver.backends.cpu.line_ends import kept_ends
 from pbsolver.backends.cuda.maps import (
+    MAX_CANDIDATES,
     blocks,
     check_overflow,
     device_copy,
     device_zeros,
     host_copy,
+    make_ses_lines_kernel,
     make_union_lines_kernel,
 )
 from pbsolver.backends.launch_sizes import THREADS
 
 _dev = cuda.jit(device=True)
 _S = B.make_ses(_dev, *compile_lines(_dev, record_range_body), range_body=record_range_body)
-_union_line = _S["union_line"]
-_union_line_slopes = compile_line_ends(_dev, _S)[3]
+_union_line_slopes, _ses_line_slopes = compile_line_ends(_dev, _S)
 
 #: Intervals a line records before the lines are redone with room for all of them.
 FIRST_UNION_CAPACITY = 8
+#: The same for the SES (proteins need up to about 26).
+FIRST_CAPACITY = 48
 
-
-_k_union_record = make_union_lines_kernel(_union_line)
+_k_union_record = make_union_lines_kernel(_S["union_line"])
+_k_ses_record = make_ses_lines_kernel(_S["ses_line"])
 
 
 @cuda.jit
@@ -52,6 +58,86 @@ def _k_union_slopes(
                        out_slopes)  # fmt: skip
 
 
+@cuda.jit
+def _k_ses_slopes(
+    rec, offsets, axis, us, vs, t0, h, nbins, pos, vdw, acc, probe, tol, maxacc, maxreach,
+    u0, v0, bsize, nbu, nbv, bstart, border,
+    e_u0, e_v0, e_bsize, e_nbu, e_nbv, e_bstart, e_border,
+    nb_start, nb_index, circ_start, circ_j, geom, arc_start, arcs,
+    out_bin, out_atoms, out_slopes, unmatched, overflow,
+):  # fmt: skip
+    line = cuda.grid(1)
+    if line >= us.shape[0] * vs.shape[0]:
+        return
+    cand = cuda.local.array(MAX_CANDIDATES, dtype=np.int64)
+    ckey = cuda.local.array(MAX_CANDIDATES, dtype=np.float64)
+    feat = cuda.local.array(4, dtype=np.float64)
+    atoms = cuda.local.array(3, dtype=np.int64)
+    slopes = cuda.local.array((3, 3), dtype=np.float64)
+    g = cuda.local.array((3, 3), dtype=np.float64)
+    b = cuda.local.array(3, dtype=np.float64)
+    for a in range(3):  # the CPU loop's fresh scratch
+        atoms[a] = -1
+        b[a] = 0.0
+        for c in range(3):
+            slopes[a, c] = 0.0
+            g[a, c] = 0.0
+    for a in range(4):
+        feat[a] = 0.0
+    misses = _ses_line_slopes(
+        line, rec, offsets, axis, us, vs, t0, h, nbins, pos, vdw, acc, probe, tol, maxacc,
+        maxreach, u0, v0, bsize, nbu, nbv, bstart, border,
+        e_u0, e_v0, e_bsize, e_nbu, e_nbv, e_bstart, e_border,
+        nb_start, nb_index, circ_start, circ_j, geom, arc_start, arcs,
+        out_bin, out_atoms, out_slopes, cand, ckey, feat, atoms, slopes, g, b,
+    )  # fmt: skip
+    if misses < 0:
+        overflow[0] = 1
+    else:
+        unmatched[line] = misses
+
+
+def _bins_args(bins):
+    """A plane's 2D bins (:func:`pbsolver.molecule.maps.line_bins`) as kernel arguments."""
+    u0, v0, bsize, nbu, nbv, bstart, border = bins
+    return (float(u0), float(v0), float(bsize), int(nbu), int(nbv), device_copy(bstart),
+            device_copy(border))  # fmt: skip
+
+
+def _recorded(kernel, size, args, more):
+    """Run a recording line kernel: the records (on the device) and the slots' offsets (host).
+
+    ``size`` is (lines along u, lines along v, intervals a line has room for at first);
+    ``kernel(rec, *args, *more, overflow)``. Lines are redone with room for all their intervals
+    when one had more.
+    """
+    nu, nv, capacity = size
+    while True:
+        rec = device_zeros((nu, nv, capacity + 1, 2))  # the counts start at 0
+        overflow = device_zeros(1, np.int64)
+        kernel[blocks(nu * nv), THREADS](rec, *args, *more, overflow)
+        check_overflow(overflow, "a grid line meets more spheres")
+        counts = host_copy(rec[:, :, 0, 0]).astype(np.int64)
+        if counts.max(initial=0) <= capacity:
+            break
+        capacity = int(counts.max())
+    offsets = np.concatenate([[0], np.cumsum(2 * counts.ravel())]).astype(np.int64)
+    return rec, offsets
+
+
+def _slots(total, width):
+    """Device slots of the slope kernels: (bins, atoms, slopes) for ``total`` ends."""
+    n = max(1, total)
+    return (device_copy(np.full(n, -1, dtype=np.int64)),
+            device_copy(np.full((n, width), -1, dtype=np.int64)),
+            device_zeros((n, width, 3)))  # fmt: skip
+
+
+def _host_ends(offsets, nv, out):
+    total = int(offsets[-1])
+    return kept_ends(offsets, nv, *(host_copy(a)[:total] for a in out))
+
+
 def sphere_end_slopes(axis, us, vs, t0, h, nbins, pos, radius, bins):
     """CUDA :func:`pbsolver.backends.cpu.line_ends.sphere_end_slopes`, in NumPy arrays.
 
@@ -59,32 +145,47 @@ def sphere_end_slopes(axis, us, vs, t0, h, nbins, pos, radius, bins):
     ``slopes`` (m, 1, 3): the CPU result's used columns).
     """
     nu, nv = len(us), len(vs)
-    u0, v0, bsize, nbu, nbv, bstart, border = bins
     maxr = float(radius.max()) if radius.size else 0.0
-    geometry = (axis, device_copy(us), device_copy(vs), float(t0), float(h), int(nbins),
-                device_copy(pos), device_copy(radius), maxr, float(u0), float(v0), float(bsize),
-                int(nbu), int(nbv), device_copy(bstart), device_copy(border))  # fmt: skip
-    capacity = FIRST_UNION_CAPACITY
-    while True:
-        rec = device_zeros((nu, nv, capacity + 1, 2))  # the counts start at 0
-        overflow = device_zeros(1, np.int64)
-        _k_union_record[blocks(nu * nv), THREADS](rec, *geometry, overflow)
-        check_overflow(overflow, "a grid line meets more spheres")
-        counts = host_copy(rec[:, :, 0, 0]).astype(np.int64)
-        if counts.max(initial=0) <= capacity:
-            break
-        capacity = int(counts.max())  # redo the lines with room for all
-    offsets = np.concatenate([[0], np.cumsum(2 * counts.ravel())]).astype(np.int64)
-    total = max(1, int(offsets[-1]))
+    args = (axis, device_copy(us), device_copy(vs), float(t0), float(h), int(nbins),
+            device_copy(pos), device_copy(radius), maxr, *_bins_args(bins))  # fmt: skip
+    rec, offsets = _recorded(_k_union_record, (nu, nv, FIRST_UNION_CAPACITY), args, ())
     # one atom an end (the union's ends move with one sphere): the CPU's (m, 3) and (m, 3, 3)
     # less their unused columns, a third of the bytes to copy back
-    out_bin = device_copy(np.full(total, -1, dtype=np.int64))
-    out_atoms = device_copy(np.full((total, 1), -1, dtype=np.int64))
-    out_slopes = device_zeros((total, 1, 3))
-    _k_union_slopes[blocks(nu * nv), THREADS](rec, device_copy(offsets), *geometry, out_bin,
-                                              out_atoms, out_slopes)  # fmt: skip
-    out_bin = host_copy(out_bin)[: offsets[-1]]
-    keep = np.flatnonzero(out_bin >= 0)
-    line = np.searchsorted(offsets, keep, side="right") - 1
-    lines = np.column_stack([line // nv, line % nv])
-    return lines, out_bin[keep], host_copy(out_atoms)[keep], host_copy(out_slopes)[keep]
+    out = _slots(int(offsets[-1]), 1)
+    _k_union_slopes[blocks(nu * nv), THREADS](rec, device_copy(offsets), *args, *out)
+    return _host_ends(offsets, nv, out)
+
+
+def interval_end_slopes(axis, us, vs, t0, h, nbins, pos, vdw, acc, probe, step, nbisect,
+                        bins, ebins, features, nb):  # fmt: skip
+    """CUDA :func:`pbsolver.backends.cpu.line_ends.interval_end_slopes`, in NumPy arrays.
+
+    Same arguments and results; one thread records a line's intervals (the map kernel cuts a
+    line into pieces, but a line's intervals are recorded in order).
+    """
+    _exposed, circ_start, circ_j, geom, arc_start, arcs = features
+    geom = geom if len(geom) else np.zeros((1, 13))
+    arcs = arcs if len(arcs) else np.zeros((1, 2))
+    nu, nv = len(us), len(vs)
+    maxacc = float(acc.max())
+    maxreach = maxacc + float(probe)
+    d = device_copy
+    line = (axis, d(us), d(vs), float(t0), float(h), int(nbins))
+    atoms = (d(pos), d(vdw), d(acc), float(probe))
+    reach = (maxacc, maxreach, *_bins_args(bins), *_bins_args(ebins), d(nb[0]), d(nb[1]))
+    circ_start, geom, arc_start, arcs = d(circ_start), d(geom), d(arc_start), d(arcs)
+    rec, offsets = _recorded(
+        _k_ses_record, (nu, nv, FIRST_CAPACITY),
+        (*line, 1, *atoms, float(step), int(nbisect)),  # one piece a line
+        (*reach, circ_start, geom, arc_start, arcs),
+    )  # fmt: skip
+    out = _slots(int(offsets[-1]), 3)
+    unmatched = device_zeros(nu * nv, np.int64)
+    overflow = device_zeros(1, np.int64)
+    tol = float(step) * 2.0 ** (-int(nbisect)) + 1e-9
+    _k_ses_slopes[blocks(nu * nv), THREADS](
+        rec, d(offsets), *line, *atoms, tol, *reach, circ_start, d(circ_j), geom, arc_start,
+        arcs, *out, unmatched, overflow,
+    )  # fmt: skip
+    check_overflow(overflow, "a grid line has more exposed probe candidates")
+    return (*_host_ends(offsets, nv, out), int(host_copy(unmatched).sum()))

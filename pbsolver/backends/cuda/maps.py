@@ -73,37 +73,50 @@ def make_union_lines_kernel(union_line):
 _k_sphere_union_lines = make_union_lines_kernel(_union_line)
 
 
-@cuda.jit
-def _k_ses_lines(
-    out, axis, us, vs, t0, h, nbins, pieces, pos, vdw, acc, probe, step, nbisect, maxacc,
-    maxreach, u0, v0, bsize, nbu, nbv, bstart, border,
-    e_u0, e_v0, e_bsize, e_nbu, e_nbv, e_bstart, e_border,
-    nb_start, nb_index, circ_start, geom, arc_start, arcs, overflow,
-):  # fmt: skip
-    # one thread a piece of a line (its edges k_lo ≤ k < k_hi; B.line_pieces)
-    item = cuda.grid(1)
-    if item >= us.shape[0] * vs.shape[0] * pieces:
-        return
-    line = item // pieces
-    piece = item - line * pieces
-    k_lo = piece * nbins // pieces
-    k_hi = (piece + 1) * nbins // pieces
-    vs_ = cuda.local.array(MAX_SPHERES, dtype=np.float64)
-    ve_ = cuda.local.array(MAX_SPHERES, dtype=np.float64)
-    ss_ = cuda.local.array(MAX_SPHERES, dtype=np.float64)
-    se_ = cuda.local.array(MAX_SPHERES, dtype=np.float64)
-    cand = cuda.local.array(MAX_CANDIDATES, dtype=np.int64)
-    ckey = cuda.local.array(MAX_CANDIDATES, dtype=np.float64)
-    hit = cuda.local.array(4, dtype=np.float64)
-    iu, iv, u, v = _line(line, us, vs)
-    if _ses_line(
-        out, axis, 0, iu, iv, u, v, t0, h, nbins, k_lo, k_hi, pos, vdw, acc, probe, step,
-        nbisect, maxacc, maxreach, u0, v0, bsize, nbu, nbv, bstart, border,
+def make_ses_lines_kernel(ses_line):
+    """The CUDA kernel of a compiled SES line body, one thread a piece of a line.
+
+    The maps add each piece's solute share to its bins; the forces
+    (:mod:`pbsolver.backends.cuda.line_ends`) run the body compiled with a recorder, one piece
+    a line (a line's intervals are recorded in order by one thread).
+    """
+
+    @cuda.jit
+    def ses_lines_kernel(
+        out, axis, us, vs, t0, h, nbins, pieces, pos, vdw, acc, probe, step, nbisect, maxacc,
+        maxreach, u0, v0, bsize, nbu, nbv, bstart, border,
         e_u0, e_v0, e_bsize, e_nbu, e_nbv, e_bstart, e_border,
-        nb_start, nb_index, circ_start, geom, arc_start, arcs, vs_, ve_, ss_, se_, cand, ckey,
-        hit,
+        nb_start, nb_index, circ_start, geom, arc_start, arcs, overflow,
     ):  # fmt: skip
-        overflow[0] = 1
+        # one thread a piece of a line (its edges k_lo ≤ k < k_hi; B.line_pieces)
+        item = cuda.grid(1)
+        if item >= us.shape[0] * vs.shape[0] * pieces:
+            return
+        line = item // pieces
+        piece = item - line * pieces
+        k_lo = piece * nbins // pieces
+        k_hi = (piece + 1) * nbins // pieces
+        vs_ = cuda.local.array(MAX_SPHERES, dtype=np.float64)
+        ve_ = cuda.local.array(MAX_SPHERES, dtype=np.float64)
+        ss_ = cuda.local.array(MAX_SPHERES, dtype=np.float64)
+        se_ = cuda.local.array(MAX_SPHERES, dtype=np.float64)
+        cand = cuda.local.array(MAX_CANDIDATES, dtype=np.int64)
+        ckey = cuda.local.array(MAX_CANDIDATES, dtype=np.float64)
+        hit = cuda.local.array(4, dtype=np.float64)
+        iu, iv, u, v = _line(line, us, vs)
+        if ses_line(
+            out, axis, 0, iu, iv, u, v, t0, h, nbins, k_lo, k_hi, pos, vdw, acc, probe, step,
+            nbisect, maxacc, maxreach, u0, v0, bsize, nbu, nbv, bstart, border,
+            e_u0, e_v0, e_bsize, e_nbu, e_nbv, e_bstart, e_border,
+            nb_start, nb_index, circ_start, geom, arc_start, arcs, vs_, ve_, ss_, se_, cand, ckey,
+            hit,
+        ):  # fmt: skip
+            overflow[0] = 1
+
+    return ses_lines_kernel
+
+
+_k_ses_lines = make_ses_lines_kernel(_ses_line)
 
 
 @cuda.jit
@@ -344,6 +357,7 @@ KERNELS = B.MapKernels(sys.modules[__name__])
 __all__ = [
     "KERNELS",
     "LineCapacityError",
+    "make_ses_lines_kernel",
     "make_union_lines_kernel",
     "count_arcs_kernel",
     "fill_circles_kernel",
