@@ -243,6 +243,14 @@ elif [ "${1:-single}" = "s13c" ]; then  # thirteenth session: every GPU test (th
   step gpu_tests 470 python3 -m pytest -n 4 -m gpu -q -p no:cacheprovider -W ignore::Warning -rs
   step mem_1025 100 python3 benchmarks/memory_per_node.py --backend cuda --sizes 1025 \
     --json "$R/mem_1025.json"
+elif [ "${1:-single}" = "s13d" ]; then  # thirteenth session: SES line ends on the GPU
+  step gpu_tests 200 python3 -m pytest -n 2 -m gpu -q -p no:cacheprovider -W ignore::Warning -rs \
+    tests/test_cuda_maps.py tests/test_forces.py
+  for s in mol smol; do
+    step "forces_batch_$s" 130 python3 benchmarks/forces_cost.py --backend cuda --maps-backend cuda \
+      --surface "$s" --pqr data/1lpb_chainA.pqr --spacing 0.5 --batch 32 --frames 32 --warmup 2 \
+      --energy-engine auto --json "$R/forces_batch_$s.json"
+  done
 elif [ "${1:-single}" = "multi" ]; then
   step frames_profile 100 python3 benchmarks/frames_profile.py --batches 1 32 \
     --json "$R/frames_profile.json"
