@@ -251,6 +251,11 @@ elif [ "${1:-single}" = "s13d" ]; then  # thirteenth session: SES line ends on t
       --surface "$s" --pqr data/1lpb_chainA.pqr --spacing 0.5 --batch 32 --frames 32 --warmup 2 \
       --energy-engine auto --json "$R/forces_batch_$s.json"
   done
+elif [ "${1:-single}" = "s13e" ]; then  # thirteenth session: the stacked SES energies, repeat after repeat
+  for s in mol smol; do
+    step "stacked_repeat_$s" 190 python3 benchmarks/stacked_repeatability.py --backend cuda \
+      --surface "$s" --repeats 3 --check 2
+  done
 elif [ "${1:-single}" = "multi" ]; then
   step frames_profile 100 python3 benchmarks/frames_profile.py --batches 1 32 \
     --json "$R/frames_profile.json"
