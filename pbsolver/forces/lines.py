@@ -18,10 +18,11 @@ whose "svdw" surface is smooth). Chords of half-length below
 :data:`pbsolver.backends.bodies.lines.GRAZE` · r (a line tangent to a sphere up to rounding) are
 left out.
 
-:func:`union_gradient` takes the ends from the CPU map kernels themselves: the sphere-union
-line body runs with a recorder of the merged intervals, and each end in the grid is matched to
-the sphere whose chord it ends (:func:`pbsolver.backends.cpu.line_ends.sphere_end_slopes`); the
-sensitivities are gathered at those edges where they are (NumPy or CuPy, :func:`end_gradient`).
+:func:`union_gradient` takes the ends from the map kernels themselves: the sphere-union line
+body runs with a recorder of the merged intervals, and each end in the grid is matched to the
+sphere whose chord it ends (:func:`pbsolver.backends.cpu.line_ends.sphere_end_slopes`, or its
+CUDA twin for CuPy sensitivities: :func:`end_slopes`); the sensitivities are gathered at those
+edges where they are (NumPy or CuPy, :func:`end_gradient`).
 """
 
 from __future__ import annotations
