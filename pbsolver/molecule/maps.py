@@ -643,7 +643,7 @@ def build_maps(
         (:mod:`pbsolver.molecule.focusing`). Atoms may then lie outside the grid: their spheres
         still shape the surface and the ion-accessible region near it and their charges still
         enter φ_c; only their energy cannot be sampled on this grid.
-    phi_coulomb : array (nx, ny, nz), optional
+    phi_coulomb : NumPy array (nx, ny, nz), optional
         φ_c of ``atoms`` on ``grid`` in ε_in (kJ mol⁻¹ e⁻¹), computed by the caller instead of
         here: φ_c is linear in the charges, so a complex's map is the sum of its disjoint parts'
         maps (:func:`pbsolver.binding_energies` builds it so).
