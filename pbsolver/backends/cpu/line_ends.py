@@ -22,16 +22,16 @@ from numba import njit, prange
 from pbsolver.backends.bodies import maps as B
 from pbsolver.backends.bodies.line_ends import compile_line_ends
 from pbsolver.backends.bodies.lines import compile_lines, record_range_body
-from pbsolver.backends.cpu.maps import make_ses_lines, make_union_lines
+from pbsolver.backends.cpu.maps import ses_lines_kernel, union_lines_kernel
 
 _JIT = {"cache": True, "nogil": True, "boundscheck": False, "error_model": "numpy"}
 _jit = njit(**_JIT)
 _S = B.make_ses(_jit, *compile_lines(_jit, record_range_body), range_body=record_range_body)
 _bin_count = _S["bin_count"]
-_record = make_ses_lines(_S["ses_line"])
-_record_union = make_union_lines(_S["union_line"])
 _union_line_slopes, _ses_line_slopes = compile_line_ends(_jit, _S)
 
+#: The bins' stand-in where the map kernels record intervals.
+_NO_BINS = np.zeros((1, 1, 1))
 #: Intervals a line of the SES records before the lines are redone with room for all of them
 #: (proteins need up to about 26).
 FIRST_CAPACITY = 48
@@ -106,8 +106,8 @@ def interval_end_slopes(axis, us, vs, t0, h, nbins, pos, vdw, acc, probe, step, 
     maxreach = maxacc + float(probe)
     args = (axis, us, vs, float(t0), float(h), int(nbins), pos, vdw, acc, float(probe))
     rec, offsets, out = _recorded(
-        _record, (len(us), len(vs), FIRST_CAPACITY), *args, float(step), int(nbisect), maxacc,
-        maxreach, *bins, *ebins, *nb, circ_start, geom, arc_start, arcs,
+        ses_lines_kernel, (len(us), len(vs), FIRST_CAPACITY), *args, float(step), int(nbisect),
+        maxacc, maxreach, *bins, *ebins, *nb, circ_start, geom, arc_start, arcs,
     )  # fmt: skip
     unmatched = np.zeros(len(us) * len(vs), dtype=np.int64)
     tol = float(step) * 2.0 ** (-int(nbisect)) + 1e-9
@@ -124,8 +124,8 @@ def sphere_end_slopes(axis, us, vs, t0, h, nbins, pos, radius, bins):
     end: ``atoms[:, 0]``, ``slopes[:, 0, :]``).
     """
     args = (axis, us, vs, float(t0), float(h), int(nbins), pos, radius)
-    rec, offsets, out = _recorded(_record_union, (len(us), len(vs), FIRST_UNION_CAPACITY), *args,
-                                  *bins)  # fmt: skip
+    size = (len(us), len(vs), FIRST_UNION_CAPACITY)
+    rec, offsets, out = _recorded(union_lines_kernel, size, *args, *bins)
     maxr = float(radius.max()) if radius.size else 0.0
     _union_slopes(rec, offsets, *args, maxr, *bins, *out)
     return kept_ends(offsets, len(vs), *out)
@@ -140,7 +140,7 @@ def _recorded(kernel, size, *args):
     while True:
         rec = np.empty((nu, nv, capacity + 1, 2))
         rec[:, :, 0, 0] = 0.0  # the counts; the slots are written before they are read
-        kernel(rec, *args)
+        kernel(_NO_BINS, rec, True, *args)
         counts = rec[:, :, 0, 0].astype(np.int64)
         if counts.max(initial=0) <= capacity:
             break

@@ -32,7 +32,7 @@ import numpy as np
 from numba import njit, prange
 
 from pbsolver.backends.bodies import maps as B
-from pbsolver.backends.bodies.lines import compile_lines
+from pbsolver.backends.bodies.lines import compile_lines, record_range_body
 from pbsolver.backends.cpu import coulomb_fast as CF
 
 #: The "numpy" error model: a charge on a node divides by zero into ±inf, as on the GPU.
@@ -42,6 +42,11 @@ _FM = {"reassoc", "contract", "nsz"}
 
 _jit = njit(**_JIT)
 _S = B.make_ses(_jit, *compile_lines(_jit))
+#: The same line bodies with a recorder in place of the bins (the forces' interval ends).
+_R = B.make_ses(_jit, *compile_lines(_jit, record_range_body), range_body=record_range_body)
+_union_line_record, _ses_line_record = _R["union_line"], _R["ses_line"]
+#: The record array's stand-in where the kernels fill bins.
+_NO_RECORD = np.zeros((1, 1, 1, 2))
 _P = B.make_point_sums(_jit, njit(**_JIT, fastmath=_FM, inline="always"))
 _line, _union_line, _ses_line = _S["line"], _S["union_line"], _S["ses_line"]
 _bin_count = _S["bin_count"]
@@ -51,36 +56,38 @@ plane_bins = B.plane_bins
 
 
 # ---------------------------------------------------------------------- union of spheres
-def make_union_lines(union_line):
-    """The parallel loop of a compiled sphere-union line body over every line of a plane.
+@njit(**_JIT, parallel=True)
+def union_lines_kernel(
+    out, rec, record, axis, us, vs, t0, h, nbins, pos, radius, u0, v0, bsize, nbu, nbv, bstart,
+    border,
+):  # fmt: skip
+    """The sphere-union line body over every line of a plane.
 
-    The maps' loop adds each line's coverage to the bins; the forces' loop
-    (:mod:`pbsolver.backends.cpu.line_ends`) runs the body compiled with a recorder.
+    The maps add each line's coverage to the bins of ``out``; with ``record`` the forces
+    (:mod:`pbsolver.backends.cpu.line_ends`) have each line's merged intervals recorded in
+    ``rec`` instead (:func:`pbsolver.backends.bodies.lines.record_range_body`; the unused array
+    may be a dummy). One module-level kernel for both, not a factory's closure: numba's disk
+    cache keys a closure by its cell contents, which change from process to process, so a
+    closure would be compiled again in every process.
     """
-
-    @njit(**_JIT, parallel=True)
-    def union_lines_kernel(
-        out, axis, us, vs, t0, h, nbins, pos, radius, u0, v0, bsize, nbu, nbv, bstart, border
-    ):
-        nu = us.shape[0]
-        nv = vs.shape[0]
-        maxr = 0.0
-        for i in range(radius.shape[0]):
-            maxr = max(maxr, radius[i])
-        for line in prange(nu * nv):
-            iu, iv, u, v = _line(line, us, vs)
-            cap = _bin_count(u, v, maxr, u0, v0, bsize, nbu, nbv, bstart)
-            if cap == 0:
-                continue
-            starts = np.empty(cap)
-            ends = np.empty(cap)
-            union_line(out, axis, iu, iv, u, v, t0, h, nbins, pos, radius, maxr,
-                       u0, v0, bsize, nbu, nbv, bstart, border, starts, ends)  # fmt: skip
-
-    return union_lines_kernel
-
-
-_union_lines = make_union_lines(_union_line)
+    nu = us.shape[0]
+    nv = vs.shape[0]
+    maxr = 0.0
+    for i in range(radius.shape[0]):
+        maxr = max(maxr, radius[i])
+    for line in prange(nu * nv):
+        iu, iv, u, v = _line(line, us, vs)
+        cap = _bin_count(u, v, maxr, u0, v0, bsize, nbu, nbv, bstart)
+        if cap == 0:
+            continue
+        starts = np.empty(cap)
+        ends = np.empty(cap)
+        if record:
+            _union_line_record(rec, axis, iu, iv, u, v, t0, h, nbins, pos, radius, maxr,
+                               u0, v0, bsize, nbu, nbv, bstart, border, starts, ends)  # fmt: skip
+        else:
+            _union_line(out, axis, iu, iv, u, v, t0, h, nbins, pos, radius, maxr,
+                        u0, v0, bsize, nbu, nbv, bstart, border, starts, ends)  # fmt: skip
 
 
 def sphere_union_lines(out_shape, axis, us, vs, t0, h, nbins, pos, radius, bins):
@@ -92,7 +99,8 @@ def sphere_union_lines(out_shape, axis, us, vs, t0, h, nbins, pos, radius, bins)
     across the axis (``u0, v0, size, nbu, nbv, start, order``).
     """
     out = np.zeros(out_shape)
-    _union_lines(out, axis, us, vs, float(t0), float(h), int(nbins), pos, radius, *bins)
+    union_lines_kernel(out, _NO_RECORD, False, axis, us, vs, float(t0), float(h), int(nbins), pos,
+                       radius, *bins)  # fmt: skip
     return out
 
 
@@ -226,42 +234,43 @@ def ses_features(pos, rad, nb_start, nb_index):
     return exposed, circ_start, circ_j, geom, arc_start, arcs
 
 
-def make_ses_lines(ses_line):
-    """The parallel loop of a compiled SES line body over every line of a plane.
+@njit(**_JIT, parallel=True)
+def ses_lines_kernel(
+    out, rec, record, axis, us, vs, t0, h, nbins, pos, vdw, acc, probe, step, nbisect, maxacc,
+    maxreach, u0, v0, bsize, nbu, nbv, bstart, border,
+    e_u0, e_v0, e_bsize, e_nbu, e_nbv, e_bstart, e_border,
+    nb_start, nb_index, circ_start, geom, arc_start, arcs,
+):  # fmt: skip
+    """The SES line body over every line of a plane.
 
-    The maps' loop adds each line's solute share to the bins; the forces' loop
-    (:mod:`pbsolver.backends.cpu.line_ends`) runs the body compiled with a recorder.
+    It fills the bins of ``out``, or with ``record`` each line's solute intervals in ``rec``
+    (as :func:`union_lines_kernel`).
     """
-
-    @njit(**_JIT, parallel=True)
-    def ses_lines_kernel(
-        out, axis, us, vs, t0, h, nbins, pos, vdw, acc, probe, step, nbisect, maxacc, maxreach,
-        u0, v0, bsize, nbu, nbv, bstart, border,
-        e_u0, e_v0, e_bsize, e_nbu, e_nbv, e_bstart, e_border,
-        nb_start, nb_index, circ_start, geom, arc_start, arcs,
-    ):  # fmt: skip
-        nu = us.shape[0]
-        nv = vs.shape[0]
-        for line in prange(nu * nv):
-            iu, iv, u, v = _line(line, us, vs)
-            cap = _bin_count(u, v, maxacc, u0, v0, bsize, nbu, nbv, bstart)
-            if cap == 0:
-                continue
-            ecap = max(1, _bin_count(u, v, maxreach, e_u0, e_v0, e_bsize, e_nbu, e_nbv,
-                                     e_bstart))  # fmt: skip
-            ses_line(
+    nu = us.shape[0]
+    nv = vs.shape[0]
+    for line in prange(nu * nv):
+        iu, iv, u, v = _line(line, us, vs)
+        cap = _bin_count(u, v, maxacc, u0, v0, bsize, nbu, nbv, bstart)
+        if cap == 0:
+            continue
+        ecap = max(1, _bin_count(u, v, maxreach, e_u0, e_v0, e_bsize, e_nbu, e_nbv,
+                                 e_bstart))  # fmt: skip
+        scratch = (np.empty(cap), np.empty(cap), np.empty(cap), np.empty(cap),
+                   np.empty(ecap, dtype=np.int64), np.empty(ecap), np.zeros(4))  # fmt: skip
+        if record:
+            _ses_line_record(
+                rec, axis, 0, iu, iv, u, v, t0, h, nbins, 0, nbins, pos, vdw, acc, probe, step,
+                nbisect, maxacc, maxreach, u0, v0, bsize, nbu, nbv, bstart, border,
+                e_u0, e_v0, e_bsize, e_nbu, e_nbv, e_bstart, e_border,
+                nb_start, nb_index, circ_start, geom, arc_start, arcs, *scratch,
+            )  # fmt: skip
+        else:
+            _ses_line(
                 out, axis, 0, iu, iv, u, v, t0, h, nbins, 0, nbins, pos, vdw, acc, probe, step,
                 nbisect, maxacc, maxreach, u0, v0, bsize, nbu, nbv, bstart, border,
                 e_u0, e_v0, e_bsize, e_nbu, e_nbv, e_bstart, e_border,
-                nb_start, nb_index, circ_start, geom, arc_start, arcs,
-                np.empty(cap), np.empty(cap), np.empty(cap), np.empty(cap),
-                np.empty(ecap, dtype=np.int64), np.empty(ecap), np.zeros(4),
+                nb_start, nb_index, circ_start, geom, arc_start, arcs, *scratch,
             )  # fmt: skip
-
-    return ses_lines_kernel
-
-
-_ses_lines = make_ses_lines(_ses_line)
 
 
 def ses_lines(out_shape, axis, us, vs, t0, h, nbins, pos, vdw, acc, probe, step, nbisect,
@@ -277,8 +286,9 @@ def ses_lines(out_shape, axis, us, vs, t0, h, nbins, pos, vdw, acc, probe, step,
     _exposed, circ_start, _cj, geom, arc_start, arcs = features
     maxacc = float(acc.max())
     out = np.zeros(out_shape)
-    _ses_lines(
-        out, axis, us, vs, float(t0), float(h), int(nbins), pos, vdw, acc, float(probe),
+    ses_lines_kernel(
+        out, _NO_RECORD, False, axis, us, vs, float(t0), float(h), int(nbins), pos, vdw, acc,
+        float(probe),
         float(step), int(nbisect), maxacc, maxacc + float(probe), *bins, *ebins, *nb,
         circ_start, geom if len(geom) else np.zeros((1, 13)), arc_start,
         arcs if len(arcs) else np.zeros((1, 2)),
