@@ -255,22 +255,18 @@ def ses_lines_kernel(
             continue
         ecap = max(1, _bin_count(u, v, maxreach, e_u0, e_v0, e_bsize, e_nbu, e_nbv,
                                  e_bstart))  # fmt: skip
-        scratch = (np.empty(cap), np.empty(cap), np.empty(cap), np.empty(cap),
-                   np.empty(ecap, dtype=np.int64), np.empty(ecap), np.zeros(4))  # fmt: skip
+        args = (
+            axis, 0, iu, iv, u, v, t0, h, nbins, 0, nbins, pos, vdw, acc, probe, step,
+            nbisect, maxacc, maxreach, u0, v0, bsize, nbu, nbv, bstart, border,
+            e_u0, e_v0, e_bsize, e_nbu, e_nbv, e_bstart, e_border,
+            nb_start, nb_index, circ_start, geom, arc_start, arcs,
+            np.empty(cap), np.empty(cap), np.empty(cap), np.empty(cap),
+            np.empty(ecap, dtype=np.int64), np.empty(ecap), np.zeros(4),
+        )  # fmt: skip
         if record:
-            _ses_line_record(
-                rec, axis, 0, iu, iv, u, v, t0, h, nbins, 0, nbins, pos, vdw, acc, probe, step,
-                nbisect, maxacc, maxreach, u0, v0, bsize, nbu, nbv, bstart, border,
-                e_u0, e_v0, e_bsize, e_nbu, e_nbv, e_bstart, e_border,
-                nb_start, nb_index, circ_start, geom, arc_start, arcs, *scratch,
-            )  # fmt: skip
+            _ses_line_record(rec, *args)
         else:
-            _ses_line(
-                out, axis, 0, iu, iv, u, v, t0, h, nbins, 0, nbins, pos, vdw, acc, probe, step,
-                nbisect, maxacc, maxreach, u0, v0, bsize, nbu, nbv, bstart, border,
-                e_u0, e_v0, e_bsize, e_nbu, e_nbv, e_bstart, e_border,
-                nb_start, nb_index, circ_start, geom, arc_start, arcs, *scratch,
-            )  # fmt: skip
+            _ses_line(out, *args)
 
 
 def ses_lines(out_shape, axis, us, vs, t0, h, nbins, pos, vdw, acc, probe, step, nbisect,
