@@ -256,6 +256,8 @@ elif [ "${1:-single}" = "s13e" ]; then  # thirteenth session: the stacked SES en
     step "stacked_repeat_$s" 190 python3 benchmarks/stacked_repeatability.py --backend cuda \
       --surface "$s" --repeats 3 --check 2
   done
+elif [ "${1:-single}" = "s13f" ]; then  # thirteenth session: pbsolver bench with its MG-CG rows
+  step bench 250 python3 -m pbsolver bench --sizes 256 --solve-sizes 129,257 --json "$R/bench.json"
 elif [ "${1:-single}" = "multi" ]; then
   step frames_profile 100 python3 benchmarks/frames_profile.py --batches 1 32 \
     --json "$R/frames_profile.json"
