@@ -310,11 +310,11 @@ def faces_from_fractions(fractions, eps_in, eps_out, dtype=np.float64):
     """
     eps_in = positive(eps_in, "eps_in")
     eps_out = positive(eps_out, "eps_out")
+    from pbsolver.backends.cpu.maps import faces_from_fractions as kernel
+
     faces = []
     for f in fractions:
         if isinstance(f, np.ndarray) and f.dtype == np.float64 and f.flags.c_contiguous:
-            from pbsolver.backends.cpu.maps import faces_from_fractions as kernel
-
             e = np.empty(f.shape)
             kernel(f, eps_in, eps_out, e)  # one pass, the same values
             faces.append(e.astype(dtype, copy=False))

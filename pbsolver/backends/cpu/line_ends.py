@@ -19,16 +19,13 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from pbsolver.backends.bodies import maps as B
 from pbsolver.backends.bodies.line_ends import compile_line_ends
-from pbsolver.backends.bodies.lines import compile_lines, record_range_body
-from pbsolver.backends.cpu.maps import ses_lines_kernel, union_lines_kernel
+from pbsolver.backends.cpu.maps import RECORDING_BODIES, ses_lines_kernel, union_lines_kernel
 
 _JIT = {"cache": True, "nogil": True, "boundscheck": False, "error_model": "numpy"}
 _jit = njit(**_JIT)
-_S = B.make_ses(_jit, *compile_lines(_jit, record_range_body), range_body=record_range_body)
-_bin_count = _S["bin_count"]
-_union_line_slopes, _ses_line_slopes = compile_line_ends(_jit, _S)
+_bin_count = RECORDING_BODIES["bin_count"]
+_union_line_slopes, _ses_line_slopes = compile_line_ends(_jit, RECORDING_BODIES)
 
 #: The bins' stand-in where the map kernels record intervals.
 _NO_BINS = np.zeros((1, 1, 1))

@@ -42,9 +42,12 @@ _FM = {"reassoc", "contract", "nsz"}
 
 _jit = njit(**_JIT)
 _S = B.make_ses(_jit, *compile_lines(_jit))
-#: The same line bodies with a recorder in place of the bins (the forces' interval ends).
-_R = B.make_ses(_jit, *compile_lines(_jit, record_range_body), range_body=record_range_body)
-_union_line_record, _ses_line_record = _R["union_line"], _R["ses_line"]
+#: The same bodies with a recorder in place of the bins (the forces' interval ends; the line
+#: slope bodies of :mod:`pbsolver.backends.cpu.line_ends` compile on these too).
+RECORDING_BODIES = B.make_ses(_jit, *compile_lines(_jit, record_range_body),
+                              range_body=record_range_body)  # fmt: skip
+_union_line_record = RECORDING_BODIES["union_line"]
+_ses_line_record = RECORDING_BODIES["ses_line"]
 #: The record array's stand-in where the kernels fill bins.
 _NO_RECORD = np.zeros((1, 1, 1, 2))
 _P = B.make_point_sums(_jit, njit(**_JIT, fastmath=_FM, inline="always"))

@@ -21,8 +21,8 @@ that has been descheduled stalls the whole region for a scheduler time slice), s
 backend runs these kernels on the calling thread alone below :data:`SERIAL_BELOW` points
 (``CPUBackend``'s ``_launch``). One thread through the parallel entry point
 rather than a serial ``range`` twin: numba outlines a ``prange`` body into a function of its
-own, where LLVM vectorises the z-rows that it leaves scalar in an inlined serial loop (about 3×
-a sweep on one core, ``benchmarks/serial_kernels.py``).
+own, where LLVM vectorises the z-rows that it leaves scalar in an inlined serial loop
+(``benchmarks/mg_level_sweeps.py`` times both; the figures are in BENCHMARKS.md).
 """
 
 from __future__ import annotations
@@ -38,9 +38,9 @@ from pbsolver.backends.cpu.kernels import (
 
 _JIT = {"cache": True, "nogil": True, "boundscheck": False}
 
-#: Grids with fewer points than this run on the calling thread alone. On two idle cores the
-#: parallel sweep was faster down to about 10,000 points; below, the region's start-up and an
-#: oversubscribed machine's stalls cost more than the work.
+#: Grids with fewer points than this run on the calling thread alone: below it a parallel
+#: region's start-up and an oversubscribed machine's stalls cost more than the work
+#: (``benchmarks/mg_level_sweeps.py --one-thread-below N`` measures the threshold).
 SERIAL_BELOW = 20_000
 
 

@@ -19,7 +19,9 @@ from numba import cuda
 from pbsolver.backends.bodies import maps as B
 from pbsolver.backends.bodies.line_ends import compile_line_ends
 from pbsolver.backends.bodies.lines import compile_lines, record_range_body
-from pbsolver.backends.cpu.line_ends import kept_ends
+
+# the first room a line gets, as on the CPU (module globals here, so a test can shrink them)
+from pbsolver.backends.cpu.line_ends import FIRST_CAPACITY, FIRST_UNION_CAPACITY, kept_ends
 from pbsolver.backends.cuda.maps import (
     MAX_CANDIDATES,
     blocks,
@@ -35,11 +37,6 @@ from pbsolver.backends.launch_sizes import THREADS
 _dev = cuda.jit(device=True)
 _S = B.make_ses(_dev, *compile_lines(_dev, record_range_body), range_body=record_range_body)
 _union_line_slopes, _ses_line_slopes = compile_line_ends(_dev, _S)
-
-#: Intervals a line records before the lines are redone with room for all of them.
-FIRST_UNION_CAPACITY = 8
-#: The same for the SES (proteins need up to about 26).
-FIRST_CAPACITY = 48
 
 _k_union_record = make_union_lines_kernel(_S["union_line"])
 _k_ses_record = make_ses_lines_kernel(_S["ses_line"])
