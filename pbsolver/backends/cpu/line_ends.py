@@ -142,11 +142,16 @@ def _recorded(kernel, size, *args):
         if counts.max(initial=0) <= capacity:
             break
         capacity = int(counts.max())  # redo the lines with room for all
-    offsets = np.concatenate([[0], np.cumsum(2 * counts.ravel())]).astype(np.int64)
+    offsets = slot_offsets(counts)
     total = int(offsets[-1])
     out = (np.full(total, -1, dtype=np.int64), np.full((total, 3), -1, dtype=np.int64),
            np.zeros((total, 3, 3)))  # fmt: skip
     return rec, offsets, out
+
+
+def slot_offsets(counts):
+    """Where each line's slots start (two a recorded interval), and the total at the end."""
+    return np.concatenate([[0], np.cumsum(2 * counts.ravel())]).astype(np.int64)
 
 
 def kept_ends(offsets, nv, out_bin, out_atoms, out_slopes):

@@ -21,7 +21,12 @@ from pbsolver.backends.bodies.line_ends import compile_line_ends
 from pbsolver.backends.bodies.lines import compile_lines, record_range_body
 
 # the first room a line gets, as on the CPU (module globals here, so a test can shrink them)
-from pbsolver.backends.cpu.line_ends import FIRST_CAPACITY, FIRST_UNION_CAPACITY, kept_ends
+from pbsolver.backends.cpu.line_ends import (
+    FIRST_CAPACITY,
+    FIRST_UNION_CAPACITY,
+    kept_ends,
+    slot_offsets,
+)
 from pbsolver.backends.cuda.maps import (
     MAX_CANDIDATES,
     blocks,
@@ -101,25 +106,24 @@ def _bins_args(bins):
             device_copy(border))  # fmt: skip
 
 
-def _recorded(kernel, size, args, more):
+def _recorded(kernel, size, *args):
     """Run a recording line kernel: the records (on the device) and the slots' offsets (host).
 
     ``size`` is (lines along u, lines along v, intervals a line has room for at first);
-    ``kernel(rec, *args, *more, overflow)``. Lines are redone with room for all their intervals
-    when one had more.
+    ``kernel(rec, *args, overflow)``. Lines are redone with room for all their intervals when
+    one had more.
     """
     nu, nv, capacity = size
     while True:
         rec = device_zeros((nu, nv, capacity + 1, 2))  # the counts start at 0
         overflow = device_zeros(1, np.int64)
-        kernel[blocks(nu * nv), THREADS](rec, *args, *more, overflow)
+        kernel[blocks(nu * nv), THREADS](rec, *args, overflow)
         check_overflow(overflow, "a grid line meets more spheres")
         counts = host_copy(rec[:, :, 0, 0]).astype(np.int64)
         if counts.max(initial=0) <= capacity:
             break
         capacity = int(counts.max())
-    offsets = np.concatenate([[0], np.cumsum(2 * counts.ravel())]).astype(np.int64)
-    return rec, offsets
+    return rec, slot_offsets(counts)
 
 
 def _slots(total, width):
@@ -145,7 +149,7 @@ def sphere_end_slopes(axis, us, vs, t0, h, nbins, pos, radius, bins):
     maxr = float(radius.max()) if radius.size else 0.0
     args = (axis, device_copy(us), device_copy(vs), float(t0), float(h), int(nbins),
             device_copy(pos), device_copy(radius), maxr, *_bins_args(bins))  # fmt: skip
-    rec, offsets = _recorded(_k_union_record, (nu, nv, FIRST_UNION_CAPACITY), args, ())
+    rec, offsets = _recorded(_k_union_record, (nu, nv, FIRST_UNION_CAPACITY), *args)
     # one atom an end (the union's ends move with one sphere): the CPU's (m, 3) and (m, 3, 3)
     # less their unused columns, a third of the bytes to copy back
     out = _slots(int(offsets[-1]), 1)
@@ -172,9 +176,8 @@ def interval_end_slopes(axis, us, vs, t0, h, nbins, pos, vdw, acc, probe, step, 
     reach = (maxacc, maxreach, *_bins_args(bins), *_bins_args(ebins), d(nb[0]), d(nb[1]))
     circ_start, geom, arc_start, arcs = d(circ_start), d(geom), d(arc_start), d(arcs)
     rec, offsets = _recorded(
-        _k_ses_record, (nu, nv, FIRST_CAPACITY),
-        (*line, 1, *atoms, float(step), int(nbisect)),  # one piece a line
-        (*reach, circ_start, geom, arc_start, arcs),
+        _k_ses_record, (nu, nv, FIRST_CAPACITY), *line, 1,  # one piece a line
+        *atoms, float(step), int(nbisect), *reach, circ_start, geom, arc_start, arcs,
     )  # fmt: skip
     out = _slots(int(offsets[-1]), 3)
     unmatched = device_zeros(nu * nv, np.int64)
