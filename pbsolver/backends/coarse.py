@@ -185,9 +185,60 @@ def rebuild_levels(inputs, levels):
     return cx, cy, cz, k2
 
 
+def build_with_kernels(inputs, levels, kernels, view, launch):
+    """Write every coarse level with the per-node kernels, level by level; the last's work.
+
+    The kernel path of :meth:`pbsolver.backends.Backend.coarse_operators` (backends whose
+    ``COARSE_KERNELS`` is set give each level ``work`` arrays and ``two`` flags).
+
+    Parameters
+    ----------
+    inputs : 4 arrays
+        The finest level's faces (x, y, z) and κ̄² (or None).
+    levels : sequence of CoarseLevel
+        From the finest coarse level down, with ``work`` and ``two``.
+    kernels : module
+        ``coarse_faces``, ``coarse_diagonal`` and ``grid_diagonal`` (the CUDA kernels of
+        :mod:`pbsolver.backends.cuda.coarse_kernels` or the CPU's of
+        :mod:`pbsolver.backends.cpu.coarse_kernels`: one signature).
+    view : callable
+        An array as the kernels take it (flat, C-ordered).
+    launch : callable
+        ``launch(kernel, items, *args)``: run ``kernel`` over ``items`` coarse nodes.
+
+    Returns
+    -------
+    tuple of 4 arrays
+        The coarsest level's ``work`` (cx, cy, cz, κ̄²).
+    """
+    fine = inputs
+    for lv in levels:
+        tr, st = lv.transfer, lv.stencil
+        n = int(np.prod(st.shape))
+        per_axis = []
+        for a in range(3):
+            per_axis += [view(tr.pos[a]), view(tr.lo[a]), view(tr.hi[a]), view(lv.two[a])]
+        has_k2 = fine[3] is not None  # no salt: a stand-in the kernel does not read
+        k2 = fine[3] if has_k2 else lv.work[3]
+        launch(
+            kernels.coarse_faces, n, *(view(a) for a in fine[:3]), view(k2), int(has_k2),
+            tuple(view(a) for a in lv.work), (view(st.cx), view(st.cy), view(st.cz)), *per_axis,
+            tr.fine_shape, tr.coarse_shape,
+        )  # fmt: skip
+        work = tuple(view(a) for a in lv.work)
+        if lv.plan.blocks is not None:
+            launch(kernels.coarse_diagonal, n, *work, view(st.diag), st.shape, *lv.plan.blocks,
+                   PENALTY)  # fmt: skip
+        else:
+            launch(kernels.grid_diagonal, n, *work, view(st.diag), st.shape, int(st.periodic))
+        fine = lv.work
+    return levels[-1].work
+
+
 __all__ = [
     "PENALTY",
     "aggregate",
+    "build_with_kernels",
     "coarse_coefficients",
     "diagonal",
     "fixed_nodes",

@@ -110,9 +110,95 @@ def rhs_node(ps, eps_c, exm, pxm, exp_, pxp, eym, pym, eyp, pyp, ezm, pzm, ezp, 
     return acc
 
 
+def faces_in_series(c, p, step, two):
+    """Faces ``c[p]`` (and ``c[p + step]`` when ``two``) in series, ``1/Σ 1/c``; 0 if any is 0.
+
+    In float64 whatever ``c``'s dtype: a coarse face from the fine faces along its axis.
+    """
+    a = c[p]
+    if a == 0.0:
+        return 0.0
+    s = 1.0 / a
+    if two:
+        b = c[p + step]
+        if b == 0.0:
+            return 0.0
+        s += 1.0 / b
+    return 1.0 / s
+
+
+def restriction_weight(lo, hi, n, i):
+    """Restriction weight of fine node ``i`` (in ``[-1, n]``, wrapped) beside a coarse node."""
+    return midpoint_weight(lo, hi, wrap(i, n))
+
+
+def coarse_node(cx, cy, cz, k2, has_k2, pi, pj, pk, two_x, two_y, two_z, lo_x, hi_x, lo_y,
+                hi_y, lo_z, hi_z, nx, ny, nz):  # fmt: skip
+    """``(cx, cy, cz, κ̄²)`` of the coarse node on fine node ``(pi, pj, pk)``, in float64.
+
+    Flat C-ordered fine arrays of shape ``(nx, ny, nz)``. Each face: the fine faces along its
+    axis in series (two where ``two_*`` says the coarse interval spans two fine ones), added
+    across the two other axes with the restriction weights (1 on the line through the coarse
+    node, ½ on midpoint lines); κ̄²: ``Pᵀ κ̄²`` (0 without salt, ``has_k2`` false).
+    """
+    sx, sy, sz, kk = 0.0, 0.0, 0.0, 0.0
+    for dx in range(-1, 2):
+        wx = 1.0 if dx == 0 else restriction_weight(lo_x, hi_x, nx, pi + dx)
+        if wx == 0.0:
+            continue
+        i = wrap(pi + dx, nx)
+        for dy in range(-1, 2):
+            wy = 1.0 if dy == 0 else restriction_weight(lo_y, hi_y, ny, pj + dy)
+            if wy == 0.0:
+                continue
+            j = wrap(pj + dy, ny)
+            for dz in range(-1, 2):
+                wz = 1.0 if dz == 0 else restriction_weight(lo_z, hi_z, nz, pk + dz)
+                if wz == 0.0:
+                    continue
+                k = wrap(pk + dz, nz)
+                p = (i * ny + j) * nz + k
+                if has_k2:
+                    kk += wx * wy * wz * k2[p]
+                # a face along x lies on the line through (j, k): only dx = 0 carries it
+                if dx == 0:
+                    sx += wy * wz * faces_in_series(cx, p, ny * nz, two_x)
+                if dy == 0:
+                    sy += wx * wz * faces_in_series(cy, p, nz, two_y)
+                if dz == 0:
+                    sz += wx * wy * faces_in_series(cz, p, 1, two_z)
+    return sx, sy, sz, kk
+
+
+def stack_diagonal(cx, cy, cz, k2, q, I, J, K, my, mz, nx_block, stride, penalty):
+    """Diagonal of coarse node ``q`` = (I, J, K) of a stack: ``penalty`` on a fixed node.
+
+    Fixed: every block's outer layer and padding planes (``nx_block`` nodes of a block along x,
+    ``stride`` planes a block); elsewhere ``Σ faces + κ̄²``.
+    """
+    local = I % stride
+    if local == 0 or local >= nx_block - 1 or J == 0 or J == my - 1 or K == 0 or K == mz - 1:
+        return penalty
+    # float(): the sum in float64 whatever the faces' dtype
+    faces = diagonal_sum(cx[q - mz * my], float(cx[q]), cy[q - mz], cy[q], cz[q - 1], cz[q])
+    return faces + k2[q]
+
+
+def grid_diagonal(cx, cy, cz, k2, q, I, J, K, mx, my, mz, periodic):
+    """Diagonal of coarse node ``q`` = (I, J, K) of one grid: 1 on a Dirichlet outer layer."""
+    if not periodic and (I == 0 or I == mx - 1 or J == 0 or J == my - 1 or K == 0 or K == mz - 1):
+        return 1.0
+    xm = (wrap(I - 1, mx) * my + J) * mz + K
+    ym = (I * my + wrap(J - 1, my)) * mz + K
+    zm = (I * my + J) * mz + wrap(K - 1, mz)
+    faces = diagonal_sum(cx[xm], float(cx[q]), cy[ym], cy[q], cz[zm], cz[q])
+    return faces + k2[q]
+
+
 #: The bodies in dependency order (a body may call those before it).
 BODIES = (wrap, neighbours, midpoint_weight, stencil_sum, diagonal_sum, relax, residual, face_rule,
-          face_term, rhs_node)  # fmt: skip
+          face_term, rhs_node, faces_in_series, restriction_weight, coarse_node, stack_diagonal,
+          grid_diagonal)  # fmt: skip
 
 
 def compile_bodies(jit):

@@ -742,34 +742,13 @@ class CUDABackend(Backend):
         return levels[-1].work
 
     def _coarse_kernels(self, inputs, levels):
-        from pbsolver.backends.coarse import PENALTY
-        from pbsolver.backends.cuda import coarse_kernels as CK
+        from pbsolver.backends.coarse import build_with_kernels
+        from pbsolver.backends.cuda import coarse_kernels
 
-        v, threads, fine = self._v, 128, inputs
-        for lv in levels:
-            tr, st = lv.transfer, lv.stencil
-            n = int(np.prod(st.shape))
-            per_axis = []
-            for a in range(3):
-                per_axis += [v(tr.pos[a]), v(tr.lo[a]), v(tr.hi[a]), v(lv.two[a])]
-            has_k2 = fine[3] is not None  # no salt: a stand-in the kernel does not read
-            k2 = fine[3] if has_k2 else lv.work[3]
-            self.dev.launch(
-                CK.coarse_faces, grid_for(n, threads), threads,
-                *(v(a) for a in fine[:3]), v(k2), int(has_k2), tuple(v(a) for a in lv.work),
-                (v(st.cx), v(st.cy), v(st.cz)), *per_axis, tr.fine_shape, tr.coarse_shape,
-            )  # fmt: skip
-            if lv.plan.blocks is not None:
-                self.dev.launch(
-                    CK.coarse_diagonal, grid_for(n, threads), threads,
-                    *(v(a) for a in lv.work), v(st.diag), st.shape, *lv.plan.blocks, PENALTY,
-                )  # fmt: skip
-            else:
-                self.dev.launch(
-                    CK.grid_diagonal, grid_for(n, threads), threads,
-                    *(v(a) for a in lv.work), v(st.diag), st.shape, int(st.periodic),
-                )  # fmt: skip
-            fine = lv.work
+        def launch(kernel, items, *args):
+            self.dev.launch(kernel, grid_for(items, 128), 128, *args)
+
+        build_with_kernels(inputs, levels, coarse_kernels, self._v, launch)
 
     def block_norms(self, a, n_blocks):
         with self.dev.io():  # ordered after this backend's queued work
