@@ -576,7 +576,7 @@ def _stacked_engines(opts: _Options, complex_atoms, grid: Grid) -> list:
 
 
 def _solve_general(opts: _Options, frames, grids) -> list[BindingEnergy]:
-    """Maps of the three species of every frame, one batched solve, then the energies."""
+    """Maps of the three species of every frame, batched solves, then the energies."""
     from pbsolver.problem import Problem
     from pbsolver.solving.batched import solve_batch
 
@@ -585,13 +585,23 @@ def _solve_general(opts: _Options, frames, grids) -> list[BindingEnergy]:
         parts = opts.species(atoms)
         species.append(parts)
         common = {"physics": opts.physics, "maps_backend": opts.maps_backend}
-        receptor, ligand = (build_maps(part, grid, **common) for part in parts[1:])
+        surfaces = _ses_fractions(opts, parts, grid)
+        receptor = build_maps(parts[1], grid, fractions=surfaces[1], **common)
+        ligand = build_maps(parts[2], grid, **common)
         # the complex's φ_c is the sum of its two disjoint parts' (linear in the charges): one
         # Coulomb sum over the whole molecule fewer, and the parts' rounding shared with them
         phi_c = receptor.phi_coulomb + ligand.phi_coulomb
-        complex_ = build_maps(parts[0], grid, phi_coulomb=phi_c, **common)
+        complex_ = build_maps(parts[0], grid, phi_coulomb=phi_c, fractions=surfaces[0], **common)
         problems += [Problem.from_maps(m) for m in (complex_, receptor, ligand)]
-    results = solve_batch(problems, **opts.solver)
+    # the parts first; the complex starts from the sum of their reaction fields, which differs
+    # from its own only where the ligand changed the dielectric (fewer cycles to the same rtol)
+    parts_solved = solve_batch([p for i, p in enumerate(problems) if i % 3], **opts.solver)
+    x0 = [r.phi_rf + lig.phi_rf for r, lig in zip(parts_solved[::2], parts_solved[1::2],
+                                                  strict=True)]  # fmt: skip
+    complexes = solve_batch(problems[::3], x0=x0, **opts.solver)
+    results = []
+    for f, c in enumerate(complexes):
+        results += [c, *parts_solved[2 * f : 2 * f + 2]]
     out = []
     for f, (parts, grid) in enumerate(zip(species, grids, strict=True)):
         three = results[3 * f : 3 * f + 3]
@@ -608,6 +618,27 @@ def _solve_general(opts: _Options, frames, grids) -> list[BindingEnergy]:
         summaries = [_summary(r, "general") for r in three]
         out.append(_energies(opts, parts, grid, polar, rf_terms, summaries))
     return out
+
+
+def _ses_fractions(opts: _Options, parts, grid) -> tuple:
+    """The complex's and receptor's SES edge fractions, the receptor's from the complex's.
+
+    (None, None) unless the surface is "mol" or "smol" with a probe and two permittivities:
+    then :func:`~pbsolver.molecule.part_surface.part_face_fractions` computes again only the
+    grid lines near the ligand ("smol" smooths the "mol" fractions, as ``face_fractions``).
+    """
+    from pbsolver.molecule.maps import face_fractions, smooth_fractions
+    from pbsolver.molecule.part_surface import part_face_fractions
+
+    ph = opts.physics
+    if ph.surface not in ("mol", "smol") or not ph.probe_radius > 0 or ph.eps_in == ph.eps_out:
+        return None, None
+    whole = face_fractions(parts[0], grid, "mol", ph.probe_radius, backend=opts.maps_backend)
+    part = part_face_fractions(parts[1], whole, parts[2], grid, ph.probe_radius,
+                               backend=opts.maps_backend)  # fmt: skip
+    if ph.surface == "smol":
+        return smooth_fractions(*whole), smooth_fractions(*part)
+    return whole, part
 
 
 def _solve_stacked(opts: _Options, engines, frames, grids) -> list[BindingEnergy]:

@@ -229,27 +229,55 @@ def face_fractions(
                 grid.spacing[axis], grid.shape[axis], pos, rad, bins,
             )  # fmt: skip
     else:
-        acc = rad + probe
-        nb = backend.map_kernels().neighbour_lists(pos, acc)
-        # too many neighbours for the GPU's buffers: the CPU does it
-        features = _run(backend, "SES features", "ses_features", pos, acc, *nb)
-        exp_idx = np.flatnonzero(features[0])
+        geometry = ses_geometry(backend, pos, rad, probe)
         for axis in range(3):
             a1, a2 = [a for a in range(3) if a != axis]
-            h = grid.spacing[axis]
-            step = ses_sampling_step(h, ses_step)
-            bins = line_bins(pos, acc, axis, axes[a1], axes[a2])
-            ebins = line_bins(pos, acc + probe, axis, axes[a1], axes[a2], subset=exp_idx)
-            out[axis] += _run(
-                backend, f"SES faces along axis {axis}", "ses_lines", grid.shape, axis,
-                axes[a1], axes[a2], grid.origin[axis], h, grid.shape[axis], pos, rad, acc, probe,
-                step, ses_bisections(nbisect), bins, ebins, features, nb,
-            )  # fmt: skip
+            out[axis] += ses_line_fractions(backend, grid, axis, axes[a1], axes[a2], pos, rad,
+                                            probe, geometry, ses_step, nbisect)  # fmt: skip
     for f in out:
         snap_fractions(f)
     if surface == "smol":
         out = list(smooth_fractions(*out))
     return tuple(out)
+
+
+def ses_geometry(backend, pos, rad, probe):
+    """What every SES line of a molecule needs: ``(neighbour lists, SES features, exposed)``.
+
+    ``pos``, ``rad``: atom centres and radii (Å), ``probe`` the probe radius; the neighbour
+    lists pair overlapping accessible spheres (R + r_p), the features are
+    :func:`pbsolver.backends.cpu.maps.ses_features`'s and ``exposed`` the indices of the atoms
+    whose accessible sphere is exposed.
+    """
+    acc = rad + probe
+    nb = backend.map_kernels().neighbour_lists(pos, acc)
+    # too many neighbours for the GPU's buffers: the CPU does it
+    features = _run(backend, "SES features", "ses_features", pos, acc, *nb)
+    return nb, features, np.flatnonzero(features[0])
+
+
+def ses_line_fractions(backend, grid, axis, us, vs, pos, rad, probe, geometry, ses_step=None,
+                       nbisect=14):  # fmt: skip
+    """SES fractions of the edges of the grid lines along ``axis`` through ``us`` × ``vs``.
+
+    ``us``, ``vs``: coordinates (Å) of the lines along the other two axes in increasing axis
+    order (all of ``grid``'s nodes, or a contiguous run of them); ``geometry`` is
+    :func:`ses_geometry`'s for the same atoms. Returns an array shaped as the grid with the two
+    other axes cut to ``len(us)`` and ``len(vs)``, unsnapped (:func:`snap_fractions`).
+    """
+    a1, a2 = [a for a in range(3) if a != axis]
+    nb, features, exposed = geometry
+    acc = rad + probe
+    shape = list(grid.shape)
+    shape[a1], shape[a2] = len(us), len(vs)
+    h = grid.spacing[axis]
+    bins = line_bins(pos, acc, axis, us, vs)
+    ebins = line_bins(pos, acc + probe, axis, us, vs, subset=exposed)
+    return _run(
+        backend, f"SES faces along axis {axis}", "ses_lines", tuple(shape), axis, us, vs,
+        grid.origin[axis], h, grid.shape[axis], pos, rad, acc, probe,
+        ses_sampling_step(h, ses_step), ses_bisections(nbisect), bins, ebins, features, nb,
+    )  # fmt: skip
 
 
 def reentrant_probe(surface, probe_radius) -> float:
@@ -609,6 +637,7 @@ def build_maps(
     nbisect=14,
     dirichlet_values=None,
     phi_coulomb=None,
+    fractions=None,
     **physics_fields,
 ) -> Maps:
     """Grid and every map for ``atoms`` (ε_c = ε_in): the arrays of a Problem.
@@ -647,6 +676,10 @@ def build_maps(
         φ_c of ``atoms`` on ``grid`` in ε_in (kJ mol⁻¹ e⁻¹), computed by the caller instead of
         here: φ_c is linear in the charges, so a complex's map is the sum of its disjoint parts'
         maps (:func:`pbsolver.binding_energies` builds it so).
+    fractions : 3 NumPy arrays (nx, ny, nz), optional
+        The edge fractions of ``atoms``' surface on ``grid`` (:func:`face_fractions` with this
+        physics' surface and probe), computed by the caller instead of here: a receptor's from
+        its complex's (:func:`pbsolver.molecule.part_surface.part_face_fractions`).
     **physics_fields
         Fields of :class:`~pbsolver.PhysicsOptions` (``eps_in``, ``eps_out``,
         ``ionic_strength``, ``surface``, ``probe_radius``, ``ion_radius``, ``temperature``,
@@ -683,6 +716,10 @@ def build_maps(
             raise InputError("some atoms lie on or outside the grid's outer layer")
     if phi_coulomb is not None and np.shape(phi_coulomb) != grid.shape:
         raise InputError(f"phi_coulomb has shape {np.shape(phi_coulomb)}, the grid {grid.shape}")
+    if fractions is not None and (
+        len(fractions) != 3 or any(np.shape(f) != grid.shape for f in fractions)
+    ):
+        raise InputError(f"fractions must be three arrays of the grid's shape {grid.shape}")
     # maps and a solve on this grid must fit in memory: refuse before allocating any map
     check_memory(grid.shape, molecule=True, n_atoms=len(atoms), what="the molecule's grid")
     be = map_backend(maps_backend)
@@ -693,12 +730,12 @@ def build_maps(
     bar = progress_bar(len(stages), progress, unit="map", desc=f"maps of {len(atoms)} atoms")
     with bar:
         return _build(atoms, grid, ph, boundary, box, (ses_step, nbisect), kappa_subsamples, be,
-                      stages, bar, dirichlet_values, phi_coulomb)  # fmt: skip
+                      stages, bar, dirichlet_values, phi_coulomb, fractions)  # fmt: skip
 
 
 def _build(
     atoms, grid, ph, boundary, box, ses, kappa_subsamples, be, stages, bar, dirichlet_values,
-    phi_coulomb,
+    phi_coulomb, fractions,
 ) -> Maps:  # fmt: skip
     """The maps of :func:`build_maps`, one stage after the other (``bar`` counts them).
 
@@ -715,6 +752,8 @@ def _build(
         # one permittivity everywhere (e.g. APBS's reference calculations, pdie = sdie): every
         # face is ε whatever the surface, so the surface is not built
         faces = tuple(np.full(grid.shape, float(eps_in)) for _ in range(3))
+    elif fractions is not None:
+        faces = faces_from_fractions(fractions, eps_in, ph.eps_out)
     else:
         fr = face_fractions(
             atoms, grid, ph.surface, ph.probe_radius, box=box, ses_step=ses[0], nbisect=ses[1],
