@@ -258,6 +258,13 @@ elif [ "${1:-single}" = "s13e" ]; then  # thirteenth session: the stacked SES en
   done
 elif [ "${1:-single}" = "s13f" ]; then  # thirteenth session: pbsolver bench with its MG-CG rows
   step bench 250 python3 -m pbsolver bench --sizes 256 --solve-sizes 129,257 --json "$R/bench.json"
+elif [ "${1:-single}" = "s14" ]; then  # fourteenth session: every GPU test (coarse kernels from the shared bodies)
+  step gpu_tests 480 python3 -m pytest -n 4 -m gpu -q -p no:cacheprovider -W ignore::Warning -rs
+elif [ "${1:-single}" = "s14b" ]; then  # fourteenth session: ω 1.2 on the GPU, pbsolver bench, MM/PBSA on the GPU
+  step omega 150 python3 benchmarks/grid_mg_omega.py
+  step bench 200 python3 -m pbsolver bench --sizes 256 --solve-sizes 129,257 --json "$R/bench.json"
+  step mmpbsa_gpu 200 python3 benchmarks/mmpbsa_apbs.py --backend cuda --no-apbs --copies 4 \
+    --batch 32 --json "$R/mmpbsa_gpu.json"
 elif [ "${1:-single}" = "multi" ]; then
   step frames_profile 100 python3 benchmarks/frames_profile.py --batches 1 32 \
     --json "$R/frames_profile.json"

@@ -122,10 +122,11 @@ def fixed_values(problem, dtype=np.float64):
     """φ₀: the boundary values on the outer layer (Dirichlet) and zero elsewhere."""
     xp = problem.xp
     x = xp.zeros(problem.grid.shape, dtype=dtype)
-    if problem.boundary_values is not None:
-        g = problem.boundary_values.astype(dtype)
-        x[...] = g
-        x[1:-1, 1:-1, 1:-1] = 0
+    g = problem.boundary_values
+    if g is not None:  # the six outer planes only (no whole-grid copy)
+        x[0], x[-1] = g[0], g[-1]
+        x[:, 0], x[:, -1] = g[:, 0], g[:, -1]
+        x[:, :, 0], x[:, :, -1] = g[:, :, 0], g[:, :, -1]
     return x
 
 

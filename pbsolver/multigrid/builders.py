@@ -37,8 +37,10 @@ from pbsolver.multigrid.hierarchy import (
     add_level,
 )
 
-#: A grid's default cycle options (the "multigrid" method's cycle is F, MG-CG's V).
-GRID_CYCLE = {"cycle": "V", "presmooth": 2, "postsmooth": 2, "omega": 1.0, "coarse_sweeps": 8}
+#: A grid's default cycle options (the "multigrid" method's cycle is F, MG-CG's V). Red–black
+#: SOR with ω = 1.2 as the smoother: as few cycles as ω = 1 or one or two fewer on proteins
+#: (``benchmarks/grid_mg_omega.py`` compares ω from 1 to 1.3; BENCHMARKS.md).
+GRID_CYCLE = {"cycle": "V", "presmooth": 2, "postsmooth": 2, "omega": 1.2, "coarse_sweeps": 8}
 #: A stack's default cycle: V(3,3) smoothed by red–black SOR with ω = 1.15, the cheapest of the
 #: cycles compared by ``benchmarks/stacked_mg_cycles.py`` (BENCHMARKS.md).
 STACK_CYCLE = {"cycle": "V", "presmooth": 3, "postsmooth": 3, "omega": 1.15, "coarse_sweeps": 1}
@@ -69,13 +71,13 @@ def grid_hierarchy(
     spacing,
     kappa2=None,
     *,
-    cycle: str = "V",
-    presmooth: int = 2,
-    postsmooth: int = 2,
-    omega: float = 1.0,
+    cycle: str = GRID_CYCLE["cycle"],
+    presmooth: int = GRID_CYCLE["presmooth"],
+    postsmooth: int = GRID_CYCLE["postsmooth"],
+    omega: float = GRID_CYCLE["omega"],
     max_levels: int | None = None,
     coarsest_nodes: int = 512,
-    coarse_sweeps: int = 8,
+    coarse_sweeps: int = GRID_CYCLE["coarse_sweeps"],
 ) -> Hierarchy:
     """The hierarchy of one grid, its coarse operators built.
 

@@ -43,7 +43,7 @@ class Multigrid:
     presmooth, postsmooth : int, optional
         Red–black sweeps before / after the coarse-grid correction (default 2, 2 on one grid).
     omega : float, optional
-        Smoother relaxation factor (default 1: Gauss–Seidel on one grid).
+        Smoother relaxation factor (default 1.2 on one grid: red–black SOR).
     max_levels : int, optional
         Cap on the number of levels (one grid only).
     coarsest_nodes : int, optional
