@@ -576,7 +576,7 @@ def _stacked_engines(opts: _Options, complex_atoms, grid: Grid) -> list:
 
 
 def _solve_general(opts: _Options, frames, grids) -> list[BindingEnergy]:
-    """Maps of the three species of every frame, batched solves, then the energies."""
+    """Maps of the three species of every frame, one batched solve, then the energies."""
     from pbsolver.problem import Problem
     from pbsolver.solving.batched import solve_batch
 
@@ -593,15 +593,7 @@ def _solve_general(opts: _Options, frames, grids) -> list[BindingEnergy]:
         phi_c = receptor.phi_coulomb + ligand.phi_coulomb
         complex_ = build_maps(parts[0], grid, phi_coulomb=phi_c, fractions=surfaces[0], **common)
         problems += [Problem.from_maps(m) for m in (complex_, receptor, ligand)]
-    # the parts first; the complex starts from the sum of their reaction fields, which differs
-    # from its own only where the ligand changed the dielectric (fewer cycles to the same rtol)
-    parts_solved = solve_batch([p for i, p in enumerate(problems) if i % 3], **opts.solver)
-    x0 = [r.phi_rf + lig.phi_rf for r, lig in zip(parts_solved[::2], parts_solved[1::2],
-                                                  strict=True)]  # fmt: skip
-    complexes = solve_batch(problems[::3], x0=x0, **opts.solver)
-    results = []
-    for f, c in enumerate(complexes):
-        results += [c, *parts_solved[2 * f : 2 * f + 2]]
+    results = solve_batch(problems, **opts.solver)
     out = []
     for f, (parts, grid) in enumerate(zip(species, grids, strict=True)):
         three = results[3 * f : 3 * f + 3]

@@ -19,8 +19,7 @@ with the rest of the rebuild):
     neighbours wrapped on a periodic one.
 
 Arrays are flat, C-ordered; shapes come as ``(nx, ny, nz)`` tuples (see :mod:`.kernels`).
-The per-node arithmetic is the operator bodies' (:mod:`pbsolver.backends.bodies.operator`),
-which the CPU's kernels (:mod:`pbsolver.backends.cpu.coarse_kernels`) compile too;
+The per-node arithmetic is the operator bodies' (:mod:`pbsolver.backends.bodies.operator`);
 :func:`pbsolver.backends.coarse.build_with_kernels` launches them level by level.
 """
 
