@@ -97,10 +97,10 @@ def part_face_fractions(
     backend = map_backend(backend)
     probe = float(probe_radius)
     reach = part_reach(np.concatenate([part.radii, removed.radii]), probe)
-    windows = part_windows(grid, removed.positions, reach)
-    out = [np.array(f, dtype=np.float64) for f in whole_fractions]
     if len(part) == 0:
         return tuple(np.zeros(grid.shape) for _ in range(3))
+    windows = part_windows(grid, removed.positions, reach)
+    out = [np.array(f, dtype=np.float64) for f in whole_fractions]
     pos, rad = part.positions, part.radii
     geometry = ses_geometry(backend, pos, rad, probe)
     axes = grid.axes()
