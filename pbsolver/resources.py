@@ -26,9 +26,10 @@ building                          the stencil's float64 b while its float32 copy
                                   iterate's dtype, beside the stencil and the checked
                                   operator
 method                            SOR 0; Jacobi s; multigrid 2·s + ½ (the fine residual,
-                                  the coarse levels ≈ 1/7 of 7 fine arrays), plus 12
-                                  while it is set up (the first coarse level's float64
-                                  planes, before e exists); MG-CG multigrid + 5·s (r, z,
+                                  the coarse levels ≈ 1/7 of 7 fine arrays), plus s/7
+                                  while it is set up (each level's κ̄² work array: the
+                                  level kernels write straight into the levels' stencils,
+                                  before e exists); MG-CG multigrid + 5·s (r, z,
                                   p, q, a zero b)
 problem's maps on a GPU           16 (ε and κ̄², float64) where they are host arrays:
                                   the kernels read them on the device
@@ -84,8 +85,10 @@ from pbsolver.exceptions import InputError
 ENV = "PBSOLVER_MEMORY_LIMIT"
 #: Transient float64 arrays while a nonlinear solve's float64 stencil is built (docstring).
 _BUILD = 10 * 8
-#: A grid hierarchy's set-up temporaries (the first coarse level's float64 planes).
-_MG_SETUP = 12
+#: A grid hierarchy's set-up arrays, per storage byte: each coarse level's κ̄² work array (the
+#: level kernels write its faces into the level's own stencil), 1/8 + 1/64 + … ≈ 1/7 of the
+#: fine nodes.
+_MG_SETUP_PER_ITEM_BYTE = 1 / 7
 #: The problem's ε and κ̄² in float64 on a GPU (read there by the kernels).
 _GPU_MAPS = 2 * 8
 #: Bytes (not per node) of a grid hierarchy's coarsest dense inverse while it is computed:
@@ -164,7 +167,8 @@ def bytes_per_node(
         method_bytes = _method_bytes(name, s)
         setup = 0.0
         if name in ("multigrid", "mgcg"):
-            setup = stencil + checked + iterate + _method_bytes("multigrid", s) + _MG_SETUP
+            setup = stencil + checked + iterate + _method_bytes("multigrid", s)
+            setup += s * _MG_SETUP_PER_ITEM_BYTE
         steady = stencil + checked + iterate + (s if refine else 0) + method_bytes
         total = max(build, setup, steady) + (_GPU_MAPS if gpu else 0)
     if molecule:

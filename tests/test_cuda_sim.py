@@ -436,30 +436,40 @@ def check_stacked_coarse_operator_kernels():
 
 
 def check_grid_coarse_operator_kernels():
-    """One grid's hierarchy built by the device kernels equals the array code's.
+    """One grid's hierarchy built by the device and the CPU kernels equals the array code's.
 
     Dirichlet with salt and periodic without (singular): every coarse level's faces and
-    diagonal, and the coarsest level's dense inverse. The device levels are built from the
-    level above's float32 faces, the array code's in float64: float32 rounding apart.
+    diagonal, and the coarsest level's dense inverse. The kernels build each level from the
+    level above's float32 faces, the array code in float64: float32 rounding apart.
     """
+    from pbsolver.backends.cpu.backend import CPUBackend
     from pbsolver.multigrid.builders import grid_hierarchy
+
+    class ArrayCodeCPU(CPUBackend):
+        COARSE_KERNELS = False  # the levels get no work arrays: the array code builds them
 
     c = ctx()
     for name in ("dirichlet", "periodic"):
         p = c.problem(name)
         st_c, st_g = c.stencils(name)
         made = {}
-        for which, be, st in (("cpu", c.cpu, st_c), ("gpu", c.gpu, st_g)):
+        for which, be, st in (("array", ArrayCodeCPU(), st_c), ("cpu", c.cpu, st_c),
+                              ("gpu", c.gpu, st_g)):  # fmt: skip
             made[which] = grid_hierarchy(be, st, p.grid.spacing, p.kappa2, coarsest_nodes=40)
-        cpu, gpu = made["cpu"], made["gpu"]
-        assert gpu.coarse[0].work is not None and cpu.coarse[0].work is None
-        assert len(cpu.levels) == len(gpu.levels) >= 3, name
-        for i, (a, b) in enumerate(zip(cpu.levels[1:], gpu.levels[1:], strict=True)):
-            for attr in ("cx", "cy", "cz", "diag"):
-                close(c.host(getattr(b.stencil, attr)), getattr(a.stencil, attr), 2e-6,
-                      f"{name} level {i + 1} {attr}")  # fmt: skip
-        assert cpu.coarse_inverse is not None and gpu.coarse_inverse is not None
-        close(c.host(gpu.coarse_inverse), cpu.coarse_inverse, 1e-5, f"{name} dense inverse")
+        ref = made["array"]
+        assert ref.coarse[0].work is None
+        for which in ("cpu", "gpu"):
+            h = made[which]
+            host = c.host if which == "gpu" else np.asarray
+            assert h.coarse[0].work is not None, which
+            assert len(ref.levels) == len(h.levels) >= 3, name
+            for i, (a, b) in enumerate(zip(ref.levels[1:], h.levels[1:], strict=True)):
+                for attr in ("cx", "cy", "cz", "diag"):
+                    close(host(getattr(b.stencil, attr)), getattr(a.stencil, attr), 2e-6,
+                          f"{which} {name} level {i + 1} {attr}")  # fmt: skip
+            assert h.coarse_inverse is not None and ref.coarse_inverse is not None
+            close(host(h.coarse_inverse), ref.coarse_inverse, 1e-5,
+                  f"{which} {name} dense inverse")  # fmt: skip
 
 
 def _stack_case(c):

@@ -164,8 +164,10 @@ def test_solver_refuses_before_building_the_stencil(monkeypatch):
 
     problem = small_problem(9)
     built = []
-    real = CPUBackend.stencil
-    monkeypatch.setattr(CPUBackend, "stencil", lambda *a: built.append(1) or real(*a))
+    # the stencil alone, or with the float64 operator in one pass (a refined solve)
+    for verb in ("stencil", "refined_system"):
+        real = getattr(CPUBackend, verb)
+        monkeypatch.setattr(CPUBackend, verb, lambda *a, real=real: built.append(1) or real(*a))
     monkeypatch.setenv(resources.ENV, "10K")
     with pytest.raises(InputError, match="needs about .* 10.0 KiB available"):
         pb.Solver(method="sor", backend="cpu").solve(problem)

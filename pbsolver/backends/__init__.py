@@ -366,6 +366,14 @@ class Backend:
         """
         return self.stencil(problem, dtype)
 
+    def refined_system(self, problem, dtype) -> tuple:
+        """``(sweep stencil in dtype, float64 operator)`` of a refined solve of ``problem``.
+
+        :meth:`sweep_stencil` and :meth:`operator64`; a backend may form both in one pass over
+        the maps (their right-hand sides are one float64 array and its rounding).
+        """
+        return self.sweep_stencil(problem, dtype), self.operator64(problem)
+
     def operator64(self, problem) -> ProblemOperator:
         """``problem``'s float64 operator on its own maps, with its float64 right-hand side.
 

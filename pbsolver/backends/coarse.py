@@ -198,8 +198,9 @@ def build_with_kernels(inputs, levels, kernels, view, launch):
     levels : sequence of CoarseLevel
         From the finest coarse level down, with ``work`` and ``two``.
     kernels : module
-        ``coarse_faces``, ``coarse_diagonal`` and ``grid_diagonal`` (as the CUDA kernels of
-        :mod:`pbsolver.backends.cuda.coarse_kernels`).
+        ``coarse_faces``, ``coarse_diagonal`` and ``grid_diagonal`` (the CUDA kernels of
+        :mod:`pbsolver.backends.cuda.coarse_kernels` or the CPU's of
+        :mod:`pbsolver.backends.cpu.coarse_kernels`: one signature).
     view : callable
         An array as the kernels take it (flat, C-ordered).
     launch : callable

@@ -139,11 +139,13 @@ class LinearSystem:
         start (x0 included: rounding it to float32 would put its residual at float32's floor).
         """
         dtype = np.dtype(dtype)
-        st = backend.sweep_stencil(problem, dtype)
         refine = bool(refine) and dtype == np.float32
-        # the float64 operator read from the problem's own maps: one float64 array (b), not a
-        # second, float64 stencil (see pbsolver.backends.ProblemOperator)
-        checked = backend.operator64(problem) if refine else st
+        if refine:
+            # the float64 operator read from the problem's own maps: one float64 array (b), not
+            # a second, float64 stencil (see pbsolver.backends.ProblemOperator)
+            st, checked = backend.refined_system(problem, dtype)
+        else:
+            st = checked = backend.sweep_stencil(problem, dtype)
         fixed = fixed_values(problem, checked.dtype)
         zero_inside = backend.asarray(fixed, checked.dtype)
         x = zero_inside if x0 is None else _guess(backend, problem, x0, fixed, checked.dtype)

@@ -25,6 +25,7 @@ class CPUBackend(Backend):
     """
 
     name = "cpu"
+    COARSE_KERNELS = True
     #: How φ_c is summed (a class default too, for subclasses that keep their own __init__).
     coulomb = "auto"
 
@@ -65,6 +66,14 @@ class CPUBackend(Backend):
 
     # --- setup -------------------------------------------------------------------------
     def stencil(self, problem, dtype) -> Stencil:
+        return self._stencil_and_b(problem, dtype)[0]
+
+    def refined_system(self, problem, dtype):
+        st, b = self._stencil_and_b(problem, dtype)
+        return st, self._operator(problem, b)
+
+    def _stencil_and_b(self, problem, dtype):
+        """The stencil in ``dtype`` and the float64 b its own b is rounded from."""
         # one pass over the maps: faces formed node by node (no whole-grid float64 faces,
         # coefficients or diagonal), b in float64 (its mean removed there when singular)
         dtype = np.dtype(dtype)
@@ -72,13 +81,17 @@ class CPUBackend(Backend):
         b = np.empty(shape, dtype=np.float64)
         cx, cy, cz, diag = (np.empty(shape, dtype=dtype) for _ in range(4))
         self._assemble(problem, b, (cx, cy, cz, diag))
-        if dtype != np.float64:
-            b = b.astype(dtype)
-        return Stencil(cx, cy, cz, diag, b, problem.boundary == "periodic", problem.is_singular)
+        st_b = b if dtype == np.float64 else b.astype(dtype)
+        periodic = problem.boundary == "periodic"
+        return Stencil(cx, cy, cz, diag, st_b, periodic, problem.is_singular), b
 
     def operator64(self, problem) -> ProblemOperator:
         b = np.empty(problem.grid.shape, dtype=np.float64)
         self._assemble(problem, b, None)
+        return self._operator(problem, b)
+
+    def _operator(self, problem, b) -> ProblemOperator:
+        """The ProblemOperator of ``problem`` with its float64 right-hand side ``b``."""
         eps, mode = _eps_source(problem)
         k2 = None if problem.kappa2 is None else np.asarray(to_numpy(problem.kappa2))
         h2 = tuple(h * h for h in problem.grid.spacing)
@@ -152,6 +165,19 @@ class CPUBackend(Backend):
         (lx, ly, lz), (hx, hy, hz) = tr.lo, tr.hi
         _launch(fine.size, MG.prolong_add, coarse, fine, lx, hx, ly, hy, lz, hz, tr.periodic)
 
+    def coarse_operators(self, inputs, levels):
+        """The coarse levels by the numba kernels of :mod:`.coarse_kernels`, level by level."""
+        from pbsolver.backends.coarse import build_with_kernels
+        from pbsolver.backends.cpu import coarse_kernels
+
+        if not levels or any(lv.work is None for lv in levels):
+            return super().coarse_operators(inputs, levels)
+
+        def launch(kernel, items, *args):
+            _launch(items, kernel, *args)
+
+        return build_with_kernels(inputs, levels, coarse_kernels, _flat, launch)
+
     def fill(self, x, value):
         _launch(x.size, MG.fill, x, x.dtype.type(value))
 
@@ -177,6 +203,11 @@ _NO_KAPPA2 = np.zeros((1, 1, 1))
 def _kappa2(op):
     """(κ̄² or a dummy, whether there is salt) of a ProblemOperator."""
     return (_NO_KAPPA2, False) if op.kappa2 is None else (op.kappa2, True)
+
+
+def _flat(a):
+    """The flat, C-ordered view of a contiguous array (the coarse kernels' indexing)."""
+    return a.reshape(-1)
 
 
 def _launch(size, kernel, *args):
