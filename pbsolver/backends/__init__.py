@@ -236,6 +236,14 @@ class Backend:
         """Copy a NumPy/CuPy array into a new backend array of ``dtype``."""
         raise NotImplementedError
 
+    def take(self, a, dtype):
+        """A backend array of ``dtype`` with the values of ``a``, which the caller gives up.
+
+        :meth:`asarray`, except that a backend may return ``a`` itself where it can serve as
+        it is (a C-ordered host array of ``dtype`` on the CPU): no copy of a fresh array.
+        """
+        return self.asarray(a, dtype)
+
     def to_caller(self, a, like):
         """Return backend array ``a`` in the array library of ``like`` (NumPy or CuPy)."""
         raise NotImplementedError
@@ -508,6 +516,15 @@ class Backend:
         ``st`` is a :class:`Stencil` or a :class:`ProblemOperator`.
         """
         raise NotImplementedError
+
+    def residual_and_norm(self, st: Stencil, x, out) -> float:
+        """:meth:`residual` into ``out`` and :meth:`residual_norm`'s value (synchronises).
+
+        The norm is of the residual in the operator's own precision (before ``out``'s
+        rounding); a backend may form both in one pass.
+        """
+        self.residual(st, x, out)
+        return self.residual_norm(st, x)
 
     def axpy(self, y, x, a: float) -> None:
         """``y += a·x`` in place (``y`` may be float64 while ``x`` is float32)."""

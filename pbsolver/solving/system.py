@@ -147,9 +147,12 @@ class LinearSystem:
         else:
             st = checked = backend.sweep_stencil(problem, dtype)
         fixed = fixed_values(problem, checked.dtype)
-        zero_inside = backend.asarray(fixed, checked.dtype)
-        x = zero_inside if x0 is None else _guess(backend, problem, x0, fixed, checked.dtype)
-        del fixed  # the host copy is not needed past here
+        if x0 is None:
+            zero_inside = x = backend.take(fixed, checked.dtype)
+        else:
+            zero_inside = backend.asarray(fixed, checked.dtype)
+            x = _guess(backend, problem, x0, fixed, checked.dtype)
+        del fixed  # the host array is the backend's now, or not needed past here
         system = cls(backend, st, checked, x, block_shape=problem.grid.shape,
                      spacing=problem.grid.spacing, n_blocks=1, stride=problem.grid.shape[0],
                      kept=False)  # fmt: skip

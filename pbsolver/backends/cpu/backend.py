@@ -38,6 +38,11 @@ class CPUBackend(Backend):
     def asarray(self, a, dtype):
         return np.array(to_numpy(a), dtype=dtype, order="C", copy=True)
 
+    def take(self, a, dtype):
+        if isinstance(a, np.ndarray) and a.dtype == dtype and a.flags.c_contiguous:
+            return a
+        return self.asarray(a, dtype)
+
     def to_caller(self, a, like):
         from pbsolver.arrays import array_module
 
@@ -142,6 +147,13 @@ class CPUBackend(Backend):
         total = _launch(
             x.size, K.residual_sumsq, x, st.b, st.cx, st.cy, st.cz, st.diag, st.periodic
         )
+        return float(np.sqrt(total))
+
+    def residual_and_norm(self, st, x, out):
+        if not isinstance(st, ProblemOperator):
+            return super().residual_and_norm(st, x, out)
+        total = OK.residual_and_sumsq(x, st.b, *st.eps, st.mode, *_kappa2(st), *st.spacing2, out,
+                                      st.periodic)  # fmt: skip
         return float(np.sqrt(total))
 
     def axpy(self, y, x, a):

@@ -76,6 +76,31 @@ def residual(x, b, e0, e1, e2, mode, k2, has_k2, hx2, hy2, hz2, out, periodic):
 
 
 @njit(**_JIT, parallel=True)
+def residual_and_sumsq(x, b, e0, e1, e2, mode, k2, has_k2, hx2, hy2, hz2, out, periodic):
+    """:func:`residual` into ``out`` and :func:`residual_sumsq`'s total, in one pass.
+
+    The squares are of the float64 residual (before ``out``'s rounding), added plane by plane
+    in the order :func:`residual_sumsq` adds them: the same total, bit for bit.
+    """
+    nx, ny, nz = x.shape
+    partial = np.zeros(nx, dtype=np.float64)
+    for i in prange(nx):
+        acc = 0.0
+        for j in range(ny):
+            for k in range(nz):
+                if not unknown(i, j, k, nx, ny, nz, periodic):
+                    out[i, j, k] = 0
+                    continue
+                im, ip, jm, jp, km, kp = stencil_indices(i, j, k, nx, ny, nz)
+                r = residual_at(x, b, e0, e1, e2, mode, k2, has_k2, hx2, hy2, hz2, i, j, k,
+                                im, ip, jm, jp, km, kp)  # fmt: skip
+                out[i, j, k] = r
+                acc += r * r
+        partial[i] = acc
+    return ordered_sum(partial)
+
+
+@njit(**_JIT, parallel=True)
 def residual_sumsq(x, b, e0, e1, e2, mode, k2, has_k2, hx2, hy2, hz2, periodic):
     """Σ (b − A x)² over the unknowns in float64 (one partial per plane, fixed-order sum)."""
     nx, ny, nz = x.shape
