@@ -416,3 +416,16 @@ def test_protein_maps_are_consistent():
     assert vdw[1].sum() == pytest.approx(vdw[0].sum(), rel=1e-2)
     assert mol[2].sum() == pytest.approx(mol[0].sum(), rel=1e-2)
     assert 1.1 * vol_vdw < vol_mol < 1.5 * vol_vdw
+
+
+@pytest.mark.parametrize("shape", [(2, 2, 2), (3, 3, 3), (5, 4, 7), (9, 2, 6)])
+def test_outer_layer_is_the_masked_outer_nodes_in_c_order(shape):
+    from pbsolver.molecule.maps import outer_layer
+
+    mask = np.zeros(shape, dtype=bool)
+    mask[[0, -1]] = True
+    mask[:, [0, -1]] = True
+    mask[:, :, [0, -1]] = True
+    layer = outer_layer(shape)
+    np.testing.assert_array_equal(layer, np.flatnonzero(mask))
+    assert not layer.flags.writeable  # shared by every call on this shape

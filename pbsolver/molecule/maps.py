@@ -35,6 +35,7 @@ arrays.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 
 import numpy as np
@@ -215,7 +216,7 @@ def face_fractions(
     if box is not None:
         pos, rad = periodic_images(pos, rad, box, grid.origin,
                                    image_cutoff(rad, surface, probe))  # fmt: skip
-    out = [np.zeros(grid.shape) for _ in range(3)]
+    out = [None] * 3
     axes = grid.axes()
     if surface == "svdw":  # array code: on the backend's array library (CuPy on a GPU)
         fractions = union_fractions(pos, rad, grid, xp=backend.array_module())
@@ -224,7 +225,7 @@ def face_fractions(
         for axis in range(3):
             a1, a2 = [a for a in range(3) if a != axis]
             bins = line_bins(pos, rad, axis, axes[a1], axes[a2])
-            out[axis] += _union_lines(
+            out[axis] = _union_lines(
                 backend, grid.shape, axis, axes[a1], axes[a2], grid.origin[axis],
                 grid.spacing[axis], grid.shape[axis], pos, rad, bins,
             )  # fmt: skip
@@ -232,8 +233,10 @@ def face_fractions(
         geometry = ses_geometry(backend, pos, rad, probe)
         for axis in range(3):
             a1, a2 = [a for a in range(3) if a != axis]
-            out[axis] += ses_line_fractions(backend, grid, axis, axes[a1], axes[a2], pos, rad,
-                                            probe, geometry, ses_step, nbisect)  # fmt: skip
+            out[axis] = ses_line_fractions(backend, grid, axis, axes[a1], axes[a2], pos, rad,
+                                           probe, geometry, ses_step, nbisect)  # fmt: skip
+    # each axis' lines come as a new float64 array of the grid's shape, filled in place below
+    out = [np.ascontiguousarray(f, dtype=np.float64) for f in out]
     for f in out:
         snap_fractions(f)
     if surface == "smol":
@@ -504,15 +507,16 @@ def boundary_values(
     eps_cavity = positive(eps_in if eps_cavity is None else eps_cavity, "eps_cavity")
     eps_out = positive(eps_out, "eps_out")
     kappa = kappa_from_ionic_strength(ionic_strength, eps_out, temperature)
-    mask = np.zeros(grid.shape, dtype=bool)
-    mask[[0, -1], :, :] = True
-    mask[:, [0, -1], :] = True
-    mask[:, :, [0, -1]] = True
-    points = np.asarray(grid.origin) + np.argwhere(mask) * np.asarray(grid.spacing)
+    layer = outer_layer(grid.shape)
+    points = np.asarray(grid.origin) + np.column_stack(
+        np.unravel_index(layer, grid.shape)
+    ) * np.asarray(grid.spacing)
     sums = backend.map_kernels().debye_huckel_points
     pos, q = atoms.positions, np.asarray(atoms.charges, dtype=float)
     # Σ k q_i / (ε_c r_i) on the outer layer: from the caller's φ_c map, or summed below
-    exact = None if phi_coulomb is None else np.asarray(phi_coulomb, dtype=float)[mask]
+    exact = None
+    if phi_coulomb is not None:
+        exact = np.asarray(phi_coulomb, dtype=float).reshape(-1)[layer]
     if kind == "mdh":
         radii = atoms.radii + float(ion_radius)
         if exact is None:
@@ -532,8 +536,27 @@ def boundary_values(
             vals += sums(points, pos, q, atoms.radii, kappa, COULOMB_KJ, math.inf, eps_cavity)
         else:
             vals -= exact
-    out[mask] = vals
+    out.reshape(-1)[layer] = vals
     return out
+
+
+@functools.lru_cache(maxsize=8)
+def outer_layer(shape) -> np.ndarray:
+    """Flat indices (C order, increasing) of the outer layer of a grid of ``shape``; read-only.
+
+    Built plane by plane, without a whole-grid mask, and kept for the next call on that shape.
+    """
+    nx, ny, nz = (int(n) for n in shape)
+    # a (j, k) plane of an inner i: its outer ring; of the first and last i: all of it
+    ring = np.zeros((ny, nz), dtype=bool)
+    ring[[0, -1], :] = True
+    ring[:, [0, -1]] = True
+    ring_flat = np.flatnonzero(ring)
+    full = np.arange(ny * nz)
+    parts = [i * ny * nz + (ring_flat if 0 < i < nx - 1 else full) for i in range(nx)]
+    layer = np.concatenate(parts).astype(np.intp)
+    layer.flags.writeable = False
+    return layer
 
 
 def periodic_images(positions, radii, box, origin, cutoff):
