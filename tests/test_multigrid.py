@@ -211,6 +211,14 @@ def test_mg_smoother_and_residual_match_the_core_kernels_bitwise(rng, shape, per
             got = x0.copy()
             on_threads(threads, MG.rb_sor_color, got, b, cx, cy, cz, diag, color, w, periodic)
             np.testing.assert_array_equal(got, want)
+        # the one-pass sweep: this colour then the other, any number of blocks of planes
+        reference_rb_sor_color(want, b, cx, cy, cz, diag, 1 - color, w, periodic)
+        for blocks in (1, 2, 3, 64):
+            for threads in (0, 1):
+                got = x0.copy()
+                on_threads(threads, MG.rb_sor_sweep, got, b, cx, cy, cz, diag, color, w,
+                           periodic, blocks)  # fmt: skip
+                np.testing.assert_array_equal(got, want, err_msg=f"{blocks} blocks")
     want = np.empty_like(x0)
     reference_residual(x0, b, cx, cy, cz, diag, want, periodic)
     for threads in (0, 1):  # every thread, then one (the backend's small grids)
@@ -545,7 +553,7 @@ def test_cycle_only_enqueues_kernels_and_goes_through_capture(rng):
         be.calls.clear()
         h.cycle()
         # nothing that allocates or reads a value back (a host synchronisation)
-        kernels = {"rb_sor_color", "residual", "restrict", "fill", "prolong_add", "dense_solve"}
+        kernels = {"rb_sor_sweep", "residual", "restrict", "fill", "prolong_add", "dense_solve"}
         assert set(be.calls) == kernels
         assert np.abs(x).max() > 0
     res = pb.Solver(method="mgcg", backend=be, dtype=np.float64).solve(p)

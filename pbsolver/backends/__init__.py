@@ -553,6 +553,14 @@ class Backend:
         """
         raise NotImplementedError
 
+    def rb_sor_sweep(self, st: Stencil, x, first: int, omega: float) -> None:
+        """A whole red–black SOR sweep: colour ``first``, then the other.
+
+        Two :meth:`rb_sor_color` calls; a backend may do both in one pass, with the same values.
+        """
+        self.rb_sor_color(st, x, first, omega)
+        self.rb_sor_color(st, x, 1 - first, omega)
+
     def restrict(self, tr: Transfer, fine, coarse) -> None:
         """``coarse = Pᵀ fine`` on the coarse unknowns, zero on fixed coarse nodes.
 

@@ -192,8 +192,7 @@ class Hierarchy:
                 be.rb_sor_color(st, x, 0, 1.0)
             return
         for _ in range(self.presmooth):
-            be.rb_sor_color(st, x, 0, self.omega)
-            be.rb_sor_color(st, x, 1, self.omega)
+            be.rb_sor_sweep(st, x, 0, self.omega)
         nxt = self.levels[level + 1]
         be.residual(st, x, lev.r)
         be.restrict(lev.transfer, lev.r, nxt.stencil.b)
@@ -209,8 +208,7 @@ class Hierarchy:
                 self._visit(level + 1, shape)
         be.prolong_add(lev.transfer, nxt.x, x)
         for _ in range(self.postsmooth):
-            be.rb_sor_color(st, x, 1, self.omega)
-            be.rb_sor_color(st, x, 0, self.omega)
+            be.rb_sor_sweep(st, x, 1, self.omega)
 
     # ------------------------------------------------------------------ inspection
     def buffers(self) -> list:

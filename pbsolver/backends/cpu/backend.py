@@ -120,10 +120,9 @@ class CPUBackend(Backend):
 
     # --- kernels -----------------------------------------------------------------------
     def sor_sweeps(self, st, x, omega, count):
-        # one colour-sweep kernel for SOR and the multigrid smoother (the z-vectorised one)
+        # one sweep kernel for SOR and the multigrid smoother (the z-vectorised one)
         for _ in range(count):
-            for color in (0, 1):
-                self.rb_sor_color(st, x, color, omega)
+            self.rb_sor_sweep(st, x, 0, omega)
 
     def jacobi_sweeps(self, st, x, work, omega, count):
         w = x.dtype.type(omega)
@@ -167,6 +166,12 @@ class CPUBackend(Backend):
         w = x.dtype.type(omega)
         args = (x, st.b, st.cx, st.cy, st.cz, st.diag, color, w, st.periodic)
         _launch(x.size, MG.rb_sor_color, *args)
+
+    def rb_sor_sweep(self, st, x, first, omega):
+        w = x.dtype.type(omega)
+        threads = numba.get_num_threads() if x.size >= MG.SERIAL_BELOW else 1
+        args = (x, st.b, st.cx, st.cy, st.cz, st.diag, first, w, st.periodic, threads)
+        _launch(x.size, MG.rb_sor_sweep, *args)
 
     def restrict(self, tr, fine, coarse):
         (px, py, pz), (lx, ly, lz), (hx, hy, hz) = tr.pos, tr.lo, tr.hi

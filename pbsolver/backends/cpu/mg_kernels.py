@@ -219,6 +219,40 @@ def rb_sor_color(x, b, cx, cy, cz, diag, color, omega, periodic):
         _rb_plane(x, b, cx, cy, cz, diag, i, color, omega, lo, tmp)
 
 
+@njit(**_JIT, parallel=True)
+def rb_sor_sweep(x, b, cx, cy, cz, diag, first, omega, periodic, threads):
+    """Colour ``first``, then the other, in one pass over the x planes: a whole SOR sweep.
+
+    The values of :func:`rb_sor_color` for ``first`` then for ``1 − first``, bit for bit, while
+    reading the arrays about once instead of twice. A node of one colour reads only nodes of
+    the other, so plane p's second colour may follow as soon as planes p − 1 … p + 1 have their
+    first: each block of planes runs its first colour plane by plane with the second one plane
+    behind; a block's two end planes, whose neighbours lie in other blocks, get their second
+    colour after every block has its first (the second loop). One block a thread
+    (``threads``).
+    """
+    lo = 0 if periodic else 1
+    second = 1 - first
+    planes = x.shape[0] - 2 * lo
+    nblocks = max(1, min(threads, planes))
+    for blk in prange(nblocks):
+        tmp = np.empty(x.shape[2], dtype=x.dtype)
+        start = lo + blk * planes // nblocks
+        end = lo + (blk + 1) * planes // nblocks
+        for p in range(start, end):
+            _rb_plane(x, b, cx, cy, cz, diag, p, first, omega, lo, tmp)
+            if p - 1 > start:
+                _rb_plane(x, b, cx, cy, cz, diag, p - 1, second, omega, lo, tmp)
+    for blk in prange(nblocks):
+        tmp = np.empty(x.shape[2], dtype=x.dtype)
+        start = lo + blk * planes // nblocks
+        end = lo + (blk + 1) * planes // nblocks
+        if end > start:
+            _rb_plane(x, b, cx, cy, cz, diag, start, second, omega, lo, tmp)
+        if end - 1 > start:
+            _rb_plane(x, b, cx, cy, cz, diag, end - 1, second, omega, lo, tmp)
+
+
 @njit(**_JIT, inline="always")
 def _residual_plane(x, b, cx, cy, cz, diag, out, i, lo):
     nx, ny, nz = x.shape
