@@ -144,7 +144,7 @@ class CPUBackend(Backend):
             return float(np.sqrt(OK.residual_sumsq(x, st.b, *st.eps, st.mode, *_kappa2(st),
                                                    *st.spacing2, st.periodic)))  # fmt: skip
         total = _launch(
-            x.size, K.residual_sumsq, x, st.b, st.cx, st.cy, st.cz, st.diag, st.periodic
+            x.size, MG.residual_sumsq, x, st.b, st.cx, st.cy, st.cz, st.diag, st.periodic
         )
         return float(np.sqrt(total))
 

@@ -53,20 +53,6 @@ def stencil_indices(i, j, k, nx, ny, nz):
 
 
 @njit(**_JIT, inline="always")
-def residual_sumsq_plane(x, b, cx, cy, cz, diag, i, lo):
-    """Σ (b − A x)² over the unknowns of plane ``i``, in float64."""
-    nx, ny, nz = x.shape
-    acc = 0.0
-    for j in range(lo, ny - lo):
-        for k in range(lo, nz - lo):
-            im, ip, jm, jp, km, kp = stencil_indices(i, j, k, nx, ny, nz)
-            s = stencil_sum_at(x, b, cx, cy, cz, i, j, k, im, ip, jm, jp, km, kp)
-            r = B.residual(np.float64(s), np.float64(diag[i, j, k]), np.float64(x[i, j, k]))
-            acc += r * r
-    return acc
-
-
-@njit(**_JIT, inline="always")
 def ordered_sum(partial):
     """Σ partial[i] in index order: the deterministic total of per-plane float64 partials."""
     total = 0.0
@@ -89,17 +75,6 @@ def jacobi_step(x, out, b, cx, cy, cz, diag, omega, periodic):
                 im, ip, jm, jp, km, kp = stencil_indices(i, j, k, nx, ny, nz)
                 s = stencil_sum_at(x, b, cx, cy, cz, i, j, k, im, ip, jm, jp, km, kp)
                 out[i, j, k] = B.relax(old, s, diag[i, j, k], omega)
-
-
-@njit(**_JIT, parallel=True)
-def residual_sumsq(x, b, cx, cy, cz, diag, periodic):
-    """Σ (b − A x)² over the unknowns in float64 (one partial per plane, fixed-order sum)."""
-    nx = x.shape[0]
-    lo = 0 if periodic else 1
-    partial = np.zeros(nx, dtype=np.float64)
-    for i in prange(lo, nx - lo):
-        partial[i] = residual_sumsq_plane(x, b, cx, cy, cz, diag, i, lo)
-    return ordered_sum(partial)
 
 
 @njit(**_JIT, parallel=True)

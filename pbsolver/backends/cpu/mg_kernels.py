@@ -294,6 +294,52 @@ def residual(x, b, cx, cy, cz, diag, out, periodic):
         _residual_plane(x, b, cx, cy, cz, diag, out, i, lo)
 
 
+@njit(**_JIT, inline="always")
+def _sumsq_plane(x, b, cx, cy, cz, diag, i, lo, lanes):
+    """Σ (b − A x)² over plane ``i``'s unknowns, in float64, vectorised along z.
+
+    ``lanes[k]`` gathers column k's squares row by row (a unit-stride loop LLVM vectorises);
+    the columns are then added in k order, so the sum's order is fixed for any thread count.
+    """
+    nx, ny, nz = x.shape
+    im, ip = B.neighbours(i, nx)
+    last = nz - 1
+    for k in range(nz):
+        lanes[k] = 0.0
+    for j in range(lo, ny - lo):
+        jm, jp = B.neighbours(j, ny)
+        xr, br, dr = x[i, j], b[i, j], diag[i, j]
+        xim, xip, xjm, xjp = x[im, j], x[ip, j], x[i, jm], x[i, jp]
+        cxm, cx0, cym, cy0, cz0 = cx[im, j], cx[i, j], cy[i, jm], cy[i, j], cz[i, j]
+        for k in range(1, last):
+            s = _row_sum(xr, br, cxm, cx0, cym, cy0, cz0, xim, xip, xjm, xjp, k, k - 1, k + 1)
+            r = B.residual(np.float64(s), np.float64(dr[k]), np.float64(xr[k]))
+            lanes[k] += r * r
+        if lo == 0:  # periodic: the row's two ends wrap (one end on a one-node row)
+            for k, km, kp in ((0, last, 1 % nz), (last, last - 1, 0)):
+                s = _row_sum(xr, br, cxm, cx0, cym, cy0, cz0, xim, xip, xjm, xjp, k, km, kp)
+                r = B.residual(np.float64(s), np.float64(dr[k]), np.float64(xr[k]))
+                lanes[k] += r * r
+                if last == 0:
+                    break
+    acc = 0.0
+    for k in range(nz):
+        acc += lanes[k]
+    return acc
+
+
+@njit(**_JIT, parallel=True)
+def residual_sumsq(x, b, cx, cy, cz, diag, periodic):
+    """Σ (b − A x)² over the unknowns in float64 (a partial per plane, added in plane order)."""
+    nx = x.shape[0]
+    lo = 0 if periodic else 1
+    partial = np.zeros(nx, dtype=np.float64)
+    for i in prange(lo, nx - lo):
+        lanes = np.empty(x.shape[2], dtype=np.float64)
+        partial[i] = _sumsq_plane(x, b, cx, cy, cz, diag, i, lo, lanes)
+    return ordered_sum(partial)
+
+
 # ---------------------------------------------------------------------- vector operations
 @njit(**_JIT, parallel=True)
 def fill(x, value):
