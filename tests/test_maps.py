@@ -429,3 +429,19 @@ def test_outer_layer_is_the_masked_outer_nodes_in_c_order(shape):
     layer = outer_layer(shape)
     np.testing.assert_array_equal(layer, np.flatnonzero(mask))
     assert not layer.flags.writeable  # shared by every call on this shape
+
+
+def test_snap_fractions_kernel_equals_the_array_code():
+    """The NumPy one-pass kernel and the array code (other arrays, e.g. CuPy's) agree bitwise."""
+    from pbsolver.molecule.maps import snap_fractions
+
+    gen = np.random.default_rng(3)
+    f = gen.uniform(-0.5, 1.5, (9, 8, 7))
+    f.flat[::5] = 1.0 - 1e-13
+    f.flat[::7] = 1e-13
+    f.flat[::11] = 1.0 - 1e-11  # not snapped
+    kernel = snap_fractions(f.copy())
+    array_code = snap_fractions(np.asfortranarray(f))  # not C-ordered: the array code
+    np.testing.assert_array_equal(kernel, array_code)
+    assert kernel.min() == 0.0 and kernel.max() == 1.0
+    assert np.all((kernel == 0) | (kernel == 1) | ((kernel > 1e-12) & (kernel < 1 - 1e-12)))

@@ -326,6 +326,11 @@ def snap_fractions(f):
     An edge inside the solute sums its covered pieces to 1 ± a rounding error; snapped, its face
     is ε_in exactly (see :func:`faces_from_fractions`).
     """
+    if isinstance(f, np.ndarray) and f.dtype == np.float64 and f.flags.c_contiguous:
+        from pbsolver.backends.cpu.maps import snap_fractions as kernel
+
+        kernel(f)  # one pass, the same values
+        return f
     np.clip(f, 0.0, 1.0, out=f)
     f[f >= 1.0 - FRACTION_SNAP] = 1.0
     f[f <= FRACTION_SNAP] = 0.0

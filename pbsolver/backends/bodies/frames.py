@@ -47,16 +47,7 @@ def make_frame_ses(jit, sort_merge, accumulate):
 
     line_place = jit(line_place)
 
-    def snap(x):
-        """An edge fraction clipped to [0, 1], within FRACTION_SNAP of 0 or 1 made exactly so."""
-        x = min(max(x, 0.0), 1.0)
-        if x >= 1.0 - maps_bodies.FRACTION_SNAP:
-            return 1.0
-        if x <= maps_bodies.FRACTION_SNAP:
-            return 0.0
-        return x
-
-    snap = jit(snap)
+    snap = jit(maps_bodies.snap_fraction_body)
 
     def snap_line(out, axis, row, iu, iv, k_lo, k_hi):
         """:func:`snap` the edges ``k_lo ≤ k < k_hi`` of one line (as ``snap_fractions`` does)."""

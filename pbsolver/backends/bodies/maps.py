@@ -886,6 +886,16 @@ def make_point_sums(jit, fast):
     }
 
 
+def snap_fraction_body(x):
+    """An edge fraction clipped to [0, 1], within :data:`FRACTION_SNAP` of 0 or 1 made so."""
+    x = min(max(x, 0.0), 1.0)
+    if x >= 1.0 - FRACTION_SNAP:
+        return 1.0
+    if x <= FRACTION_SNAP:
+        return 0.0
+    return x
+
+
 def face_eps_body(frac, eps_in, eps_out):
     """ε of a face from its edge fraction inside the solute (harmonic mixture).
 

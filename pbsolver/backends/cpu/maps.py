@@ -297,6 +297,19 @@ def ses_lines(out_shape, axis, us, vs, t0, h, nbins, pos, vdw, acc, probe, step,
 
 # ---------------------------------------------------------------------- faces
 _face_eps = njit(**_JIT, inline="always")(B.face_eps_body)
+_snap = njit(**_JIT, inline="always")(B.snap_fraction_body)
+
+
+@njit(**_JIT, parallel=True)
+def snap_fractions(frac):
+    """Every edge fraction of ``frac`` (C-ordered) snapped in place by the frames' body.
+
+    :func:`pbsolver.backends.bodies.maps.snap_fraction_body`: the values of
+    :func:`pbsolver.molecule.maps.snap_fractions`' array code, in one pass.
+    """
+    f = frac.reshape(-1)
+    for n in prange(f.shape[0]):
+        f[n] = _snap(f[n])
 
 
 @njit(**_JIT, parallel=True)
