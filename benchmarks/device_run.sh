@@ -266,9 +266,11 @@ elif [ "${1:-single}" = "s14b" ]; then  # fourteenth session: ω 1.2 on the GPU,
   step mmpbsa_gpu 200 python3 benchmarks/mmpbsa_apbs.py --backend cuda --no-apbs --copies 4 \
     --batch 32 --json "$R/mmpbsa_gpu.json"
 elif [ "${1:-single}" = "s15" ]; then  # fifteenth session: MM/PBSA frames (npz: no MDAnalysis there)
-  step mmpbsa_frames 240 python3 benchmarks/mmpbsa_frames.py run .gpu/fkbp_frames.npz \
-    --backend cuda --copies ${COPIES:-8} --batch 32 --profile 45 --json "$R/mmpbsa_frames_gpu.json"
-  [ -n "${TESTS:-}" ] && step gpu_tests 300 python3 -m pytest -n 4 -m gpu -q -p no:cacheprovider \
+  # each part on request: MM=1 (frames from .gpu/fkbp_frames.npz), TESTS=1, BENCH=1
+  [ -n "${MM:-}" ] && step mmpbsa_frames 200 python3 benchmarks/mmpbsa_frames.py run \
+    .gpu/fkbp_frames.npz --backend cuda --copies ${COPIES:-8} --batch 32 --profile 45 \
+    --json "$R/mmpbsa_frames_gpu.json"
+  [ -n "${TESTS:-}" ] && step gpu_tests 330 python3 -m pytest -n 4 -m gpu -q -p no:cacheprovider \
     -W ignore::Warning -rs
   [ -n "${BENCH:-}" ] && step bench 200 python3 -m pbsolver bench --sizes 256 \
     --solve-sizes 129,257 --json "$R/bench.json"

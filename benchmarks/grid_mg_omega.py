@@ -9,6 +9,8 @@ and a random high-contrast problem (:func:`pbsolver.bench.random_problem`, 97³)
 not depend on the machine, times do (all measured in the same run).
 
     python benchmarks/grid_mg_omega.py > benchmarks/grid_mg_omega.log
+    python benchmarks/grid_mg_omega.py --cycles F:2:2:1.2 V:3:3:1.2 F:3:3:1.2 V:2:2:1.2 \
+        V:4:4:1.2 > benchmarks/grid_mg_cycles.log
 """
 
 from __future__ import annotations
@@ -44,17 +46,32 @@ def problems() -> dict:
     return out
 
 
+def cycle_option(text: str) -> dict:
+    """``"V:3:3:1.2"`` → the Solver options of that cycle, sweeps before and after, and ω."""
+    cycle, pre, post, omega = text.split(":")
+    return {"cycle": cycle, "presmooth": int(pre), "postsmooth": int(post), "omega": float(omega)}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--omegas", type=float, nargs="*", default=list(OMEGAS))
+    ap.add_argument("--cycles", type=cycle_option, nargs="*", default=None,
+                    help="compare cycles CYCLE:PRE:POST:OMEGA (e.g. V:3:3:1.2) instead of "
+                         "ω alone")  # fmt: skip
     args = ap.parse_args(argv)
-    print(f"{'problem':<22} {'shape':<16} " + " ".join(f"{'ω ' + str(w):>14}" for w in args.omegas))
-    print(f"{'':<22} {'':<16} " + " ".join(f"{'cycles, s':>14}" for _ in args.omegas))
-    totals = [0.0] * len(args.omegas)
+    columns = args.cycles or [{"omega": w} for w in args.omegas]
+    labels = [
+        f"{c['cycle']}({c['presmooth']},{c['postsmooth']}) ω{c['omega']}" if "cycle" in c
+        else f"ω {c['omega']}"
+        for c in columns
+    ]  # fmt: skip
+    print(f"{'problem':<22} {'shape':<16} " + " ".join(f"{t:>14}" for t in labels))
+    print(f"{'':<22} {'':<16} " + " ".join(f"{'cycles, s':>14}" for _ in columns))
+    totals = [0.0] * len(columns)
     for name, problem in problems().items():
         cells = []
-        for n, omega in enumerate(args.omegas):
-            solver = Solver(method="multigrid", rtol=1e-6, omega=omega, strict=True)
+        for n, options in enumerate(columns):
+            solver = Solver(method="multigrid", rtol=1e-6, strict=True, **options)
             solver.solve(problem)
             start = time.perf_counter()
             result = solver.solve(problem)

@@ -37,9 +37,10 @@ from pbsolver.multigrid.hierarchy import (
     add_level,
 )
 
-#: A grid's default cycle options (the "multigrid" method's cycle is F, MG-CG's V). Red–black
-#: SOR with ω = 1.2 as the smoother: as few cycles as ω = 1 or one or two fewer on proteins
-#: (``benchmarks/grid_mg_omega.py`` compares ω from 1 to 1.3; BENCHMARKS.md).
+#: A grid's default cycle options (the methods set some of their own: the "multigrid" method
+#: V(3,3), MG-CG V(2,2)). Red–black SOR with ω = 1.2 as the smoother: as few cycles as ω = 1 or
+#: one or two fewer on proteins (``benchmarks/grid_mg_omega.py`` compares ω from 1 to 1.3, and
+#: cycles; BENCHMARKS.md).
 GRID_CYCLE = {"cycle": "V", "presmooth": 2, "postsmooth": 2, "omega": 1.2, "coarse_sweeps": 8}
 #: A stack's default cycle: V(3,3) smoothed by red–black SOR with ω = 1.15, the cheapest of the
 #: cycles compared by ``benchmarks/stacked_mg_cycles.py`` (BENCHMARKS.md).

@@ -1,7 +1,7 @@
 """Multigrid as iterative methods of the solve loop: ``"multigrid"`` and ``"mgcg"``.
 
 ``"multigrid"``
-    One cycle an iteration (F-cycles by default on one grid, the stack's V(3,3) on a stack).
+    One cycle an iteration (V(3,3) by default, on one grid as on a stack).
 ``"mgcg"``
     Conjugate gradients preconditioned with one symmetric cycle (V or W with
     ``presmooth == postsmooth``), for the hardest maps: face maps whose axes describe different
@@ -37,11 +37,14 @@ class Multigrid:
     Parameters
     ----------
     cycle : {"F", "V", "W"}, optional
-        Cycle shape. "F" (the default on one grid) converges like "W" at a rate that does not
-        grow with the number of levels, for less work and far fewer coarse-level visits; a
-        V-cycle's rate creeps up with the number of levels.
+        Cycle shape (default "V"). "F" converges like "W" at a rate that does not grow with
+        the number of levels, for less work and far fewer coarse-level visits than "W"; a
+        V-cycle's rate creeps up with the number of levels, but with three sweeps each side
+        it took less time than F(2,2) on the proteins of ``benchmarks/grid_mg_omega.py
+        --cycles`` and on a random 193³ problem (BENCHMARKS.md).
     presmooth, postsmooth : int, optional
-        Red–black sweeps before / after the coarse-grid correction (default 2, 2 on one grid).
+        Red–black sweeps before / after the coarse-grid correction (default 3, 3 on one grid,
+        as on a stack).
     omega : float, optional
         Smoother relaxation factor (default 1.2 on one grid: red–black SOR).
     max_levels : int, optional
@@ -62,7 +65,8 @@ class Multigrid:
     name = "multigrid"
     check_every = 1
     options = OPTIONS
-    default_cycle = "F"
+    #: The options of this method's cycle on one grid (the rest: ``GRID_CYCLE``'s).
+    grid_defaults = {"cycle": "V", "presmooth": 3, "postsmooth": 3}
     cycles = ("F", "V", "W")
 
     def __init__(
@@ -90,7 +94,7 @@ class Multigrid:
         """Get the system's hierarchy (built, or rebuilt for the system's current blocks)."""
         self.backend = system.backend
         self.keep = system.kept
-        self.hierarchy = system.hierarchy(self.given, self.default_cycle)
+        self.hierarchy = system.hierarchy(self.given, self.grid_defaults)
         self.omega = self.hierarchy.omega
 
     def start(self, st, x) -> None:
@@ -114,7 +118,8 @@ class MGCG(Multigrid):
     """
 
     name = "mgcg"
-    default_cycle = "V"
+    #: MG-CG's preconditioner: a V(2,2) cycle (three sweeps a side cost more than they gain).
+    grid_defaults = {"cycle": "V"}
     cycles = ("V", "W")
 
     def __init__(self, *args, **kwargs):

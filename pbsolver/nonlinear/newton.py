@@ -179,9 +179,9 @@ class NewtonStepSystem(LinearSystem):
         self._faces = (checked.cx, checked.cy, checked.cz) if checked.dtype == np.float64 else None
         self._hierarchies = {}
 
-    def hierarchy(self, given: dict, default_cycle: str):
+    def hierarchy(self, given: dict, defaults: dict):
         """The grid hierarchy (made once per set of options), rebuilt for the current κ̄²."""
-        options = {"cycle": default_cycle, **given}
+        options = {**defaults, **given}
         key = tuple(sorted(options.items()))
         h = self._hierarchies.get(key)
         if h is None:

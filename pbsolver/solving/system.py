@@ -214,15 +214,16 @@ class LinearSystem:
         self.guessed = [g is not None for g in (x0 or [None] * self.n_blocks)]
 
     # ------------------------------------------------------------------ for the methods
-    def hierarchy(self, given: dict, default_cycle: str):
+    def hierarchy(self, given: dict, defaults: dict):
         """The system's multigrid hierarchy with options ``given`` (the rest: defaults).
 
-        One problem: built for its grid (``default_cycle`` unless ``cycle`` is given). A stack:
+        One problem: built for its grid (the method's grid ``defaults`` where ``given`` is
+        silent, then the builder's). A stack:
         built once for its buffers with the stack's defaults, its coarse operators rebuilt
         from :attr:`unlifted` on every call.
         """
         if self.problem is not None:
-            options = {"cycle": default_cycle, **given}
+            options = {**defaults, **given}
             return grid_hierarchy(self.backend, self.st, self.spacing, self.problem.kappa2,
                                   **options)  # fmt: skip
         bad = sorted(set(given) & set(GRID_ONLY))
