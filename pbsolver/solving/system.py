@@ -372,11 +372,11 @@ def _guess(backend, problem, x0, fixed, dtype):
     if not bool(xp.isfinite(x0).all()):
         raise InputError("x0 must be finite")
     x = backend.asarray(x0, dtype)
-    if problem.boundary == "dirichlet":
-        g = backend.asarray(fixed, dtype)
-        inner = (slice(1, -1),) * 3
-        g[inner] = x[inner]
-        x = g
+    if problem.boundary == "dirichlet":  # the six outer planes (no whole-grid copy)
+        for axis in range(3):
+            for end in (0, -1):
+                plane = tuple(end if a == axis else slice(None) for a in range(3))
+                x[plane] = backend.asarray(fixed[plane], dtype)
     return x
 
 
