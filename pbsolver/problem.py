@@ -327,6 +327,10 @@ def _array_library(xp):
 
 def _check_finite(a, name):
     xp = array_module(a)
+    # one reduction, no temporary: a finite sum means every value is finite (a NaN or an
+    # infinity makes it NaN or infinite); a sum that overflows is settled node by node below
+    if bool(xp.isfinite(a.sum())):
+        return
     finite = xp.isfinite(a)
     if not bool(finite.all()):
         idx = first_bad_index(~finite)
@@ -335,7 +339,7 @@ def _check_finite(a, name):
 
 def _check_positive(a, name):
     _check_finite(a, name)
-    if bool((a <= 0).any()):
+    if bool(a.min() <= 0):
         idx = first_bad_index(a <= 0)
         raise InputError(f"{name} must be > 0, got {float(a[idx])} at node {idx}")
 
