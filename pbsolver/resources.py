@@ -39,7 +39,7 @@ molecule maps (from_atoms)        12·8 (face fractions and face ε, κ̄², φ_
 ================================  =====================================================
 
 Measured CPU peaks (tracemalloc, the solve's own arrays on top of the problem's, 129³, the
-issue-18 sphere map with salt, float32 with refinement): multigrid 56 B/node, estimated 57;
+issue-18 sphere map with salt, float32 with refinement): multigrid 48.8 B/node, estimated 48.5;
 see ``tests/test_memory_estimate.py`` for the traced comparison of every method.
 
 Nonlinear (Newton) solves, in float64 unless stated:
