@@ -27,9 +27,10 @@ building                          the stencil's float64 b while its float32 copy
                                   operator
 method                            SOR 0; Jacobi s; multigrid 2·s + ½ (the fine residual,
                                   the coarse levels ≈ 1/7 of 7 fine arrays), plus s/7
-                                  while it is set up (each level's κ̄² work array: the
-                                  level kernels write straight into the levels' stencils,
-                                  before e exists); MG-CG multigrid + 5·s (r, z,
+                                  while it is set up on the CPU (each level's κ̄² work
+                                  array: the level kernels write straight into the levels'
+                                  stencils, before e exists), 12 on a GPU (CuPy's pool,
+                                  measured); MG-CG multigrid + 5·s (r, z,
                                   p, q, a zero b)
 problem's maps on a GPU           16 (ε and κ̄², float64) where they are host arrays:
                                   the kernels read them on the device
@@ -85,10 +86,13 @@ from pbsolver.exceptions import InputError
 ENV = "PBSOLVER_MEMORY_LIMIT"
 #: Transient float64 arrays while a nonlinear solve's float64 stencil is built (docstring).
 _BUILD = 10 * 8
-#: A grid hierarchy's set-up arrays, per storage byte: each coarse level's κ̄² work array (the
-#: level kernels write its faces into the level's own stencil), 1/8 + 1/64 + … ≈ 1/7 of the
-#: fine nodes.
+#: A grid hierarchy's set-up arrays on the CPU, per storage byte: each coarse level's κ̄² work
+#: array (the level kernels write its faces into the level's own stencil), 1/8 + 1/64 + … ≈ 1/7
+#: of the fine nodes (tracemalloc's peak, tests/test_memory_estimate.py).
 _MG_SETUP_PER_ITEM_BYTE = 1 / 7
+#: The same on a GPU, bytes a node: what CuPy's pool holds while the levels are made (measured
+#: by ``pbsolver bench`` on the H200: 68 and 72 B/node for multigrid at 129³ and 257³).
+_MG_SETUP_GPU = 12
 #: The problem's ε and κ̄² in float64 on a GPU (read there by the kernels).
 _GPU_MAPS = 2 * 8
 #: Bytes (not per node) of a grid hierarchy's coarsest dense inverse while it is computed:
@@ -168,7 +172,7 @@ def bytes_per_node(
         setup = 0.0
         if name in ("multigrid", "mgcg"):
             setup = stencil + checked + iterate + _method_bytes("multigrid", s)
-            setup += s * _MG_SETUP_PER_ITEM_BYTE
+            setup += _MG_SETUP_GPU if gpu else s * _MG_SETUP_PER_ITEM_BYTE
         steady = stencil + checked + iterate + (s if refine else 0) + method_bytes
         total = max(build, setup, steady) + (_GPU_MAPS if gpu else 0)
     if molecule:
