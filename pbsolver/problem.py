@@ -329,7 +329,9 @@ def _check_finite(a, name):
     xp = array_module(a)
     # one reduction, no temporary: a finite sum means every value is finite (a NaN or an
     # infinity makes it NaN or infinite); a sum that overflows is settled node by node below
-    if bool(xp.isfinite(a.sum())):
+    with np.errstate(over="ignore", invalid="ignore"):  # those cases go node by node
+        total = a.sum()
+    if bool(xp.isfinite(total)):
         return
     finite = xp.isfinite(a)
     if not bool(finite.all()):
@@ -339,7 +341,7 @@ def _check_finite(a, name):
 
 def _check_positive(a, name):
     _check_finite(a, name)
-    if bool(a.min() <= 0):
+    if a.size and bool(a.min() <= 0):  # (min of an empty array raises)
         idx = first_bad_index(a <= 0)
         raise InputError(f"{name} must be > 0, got {float(a[idx])} at node {idx}")
 
