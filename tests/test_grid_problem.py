@@ -158,3 +158,18 @@ def test_to_cupy_and_back(rng):
         assert (a is None) == (b is None)
         if a is not None:
             np.testing.assert_array_equal(a, b)
+
+
+def test_map_checks_settle_overflowing_sums_node_by_node():
+    """The one-sum shortcut of the finite check: huge finite maps pass, ±inf pairs are caught."""
+    import warnings
+
+    from pbsolver.problem import _check_finite, _check_positive
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no overflow warning escapes
+        _check_positive(np.full((2, 2, 2), 1e308), "epsilon")
+    with pytest.raises(pb.InputError, match=r"epsilon must be finite, got inf at node \(0, 0, 0\)"):
+        _check_finite(np.array([[[np.inf, -np.inf]]]), "epsilon")
+    with pytest.raises(pb.InputError, match=r"must be > 0, got -2.0 at node \(0, 1, 0\)"):
+        _check_positive(np.array([[[1.0], [-2.0]]]), "epsilon")
