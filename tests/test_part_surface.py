@@ -7,7 +7,14 @@ import pytest
 
 import pbsolver as pb
 from pbsolver.molecule import maps
-from pbsolver.molecule.part_surface import part_face_fractions, part_reach, part_windows
+from pbsolver.molecule.part_surface import (
+    LINE_SLACK,
+    changed_atoms,
+    lines_near,
+    part_face_fractions,
+    part_reach,
+    part_windows,
+)
 
 
 def _complex(rng, n_receptor=60, n_ligand=6):
@@ -44,6 +51,28 @@ def test_part_fractions_equal_the_parts_own(seed):
         w1.stop - w1.start < grid.shape[a1] or w2.stop - w2.start < grid.shape[a2]
         for (w1, w2), (a1, a2) in zip(windows, ((1, 2), (0, 2), (0, 1)), strict=True)
     )
+    # the lines recomputed are fewer than the window's: the kept ones in it were kept right
+    centres, acc = changed_atoms(atoms[rec], atoms[lig], 1.4)
+    reach = acc + 1.4 + LINE_SLACK
+    changed_windows = part_windows(grid, centres, float(reach.max()))
+    kept_in_window = [
+        np.count_nonzero(~lines_near(grid, axis, window, centres, reach))
+        for axis, window in enumerate(changed_windows)
+    ]
+    assert min(kept_in_window) > 0
+
+
+def test_changed_atoms_are_the_ligand_and_the_atoms_meeting_it():
+    rng = np.random.default_rng(7)
+    atoms, rec, lig = _complex(rng)
+    centres, acc = changed_atoms(atoms[rec], atoms[lig], 1.4)
+    R = atoms.radii + 1.4
+    d = np.linalg.norm(atoms.positions[rec][:, None] - atoms.positions[lig][None], axis=2)
+    meets = (d < R[rec][:, None] + R[lig][None]).any(axis=1)
+    assert 0 < meets.sum() < len(rec)
+    np.testing.assert_array_equal(centres, np.vstack([atoms.positions[rec][meets],
+                                                      atoms.positions[lig]]))  # fmt: skip
+    np.testing.assert_array_equal(acc, np.concatenate([R[rec][meets], R[lig]]))
 
 
 def test_smoothed_part_fractions_equal_smol():

@@ -260,13 +260,15 @@ def ses_geometry(backend, pos, rad, probe):
 
 
 def ses_line_fractions(backend, grid, axis, us, vs, pos, rad, probe, geometry, ses_step=None,
-                       nbisect=14):  # fmt: skip
+                       nbisect=14, only=None):  # fmt: skip
     """SES fractions of the edges of the grid lines along ``axis`` through ``us`` × ``vs``.
 
     ``us``, ``vs``: coordinates (Å) of the lines along the other two axes in increasing axis
     order (all of ``grid``'s nodes, or a contiguous run of them); ``geometry`` is
     :func:`ses_geometry`'s for the same atoms. Returns an array shaped as the grid with the two
     other axes cut to ``len(us)`` and ``len(vs)``, unsnapped (:func:`snap_fractions`).
+    ``only`` (bool, ``(len(us), len(vs))``), when given, names the lines the caller keeps: a
+    backend may leave the others out (their fractions are then 0).
     """
     a1, a2 = [a for a in range(3) if a != axis]
     nb, features, exposed = geometry
@@ -280,6 +282,7 @@ def ses_line_fractions(backend, grid, axis, us, vs, pos, rad, probe, geometry, s
         backend, f"SES faces along axis {axis}", "ses_lines", tuple(shape), axis, us, vs,
         grid.origin[axis], h, grid.shape[axis], pos, rad, acc, probe,
         ses_sampling_step(h, ses_step), ses_bisections(nbisect), bins, ebins, features, nb,
+        only=only,
     )  # fmt: skip
 
 
@@ -882,15 +885,15 @@ def map_backend(backend):
     return get_backend("cpu" if backend == "auto" else backend)
 
 
-def _run(backend, what, name, *args):
-    """``backend.map_kernels().<name>(*args)``; on the CPU when a GPU kernel runs out of room."""
+def _run(backend, what, name, *args, **kwargs):
+    """``backend.map_kernels().<name>(...)``; on the CPU when a GPU kernel runs out of room."""
     from pbsolver.backends import get_backend
 
     try:
-        return getattr(backend.map_kernels(), name)(*args)
+        return getattr(backend.map_kernels(), name)(*args, **kwargs)
     except LineCapacityError as exc:
         _log_cpu_fallback(what, exc)
-        return getattr(get_backend("cpu").map_kernels(), name)(*args)
+        return getattr(get_backend("cpu").map_kernels(), name)(*args, **kwargs)
 
 
 def _union_lines(backend, shape, axis, us, vs, t0, h, nbins, pos, rad, bins):

@@ -20,7 +20,12 @@ import numpy as np
 from numba import njit, prange
 
 from pbsolver.backends.bodies.line_ends import compile_line_ends
-from pbsolver.backends.cpu.maps import RECORDING_BODIES, ses_lines_kernel, union_lines_kernel
+from pbsolver.backends.cpu.maps import (
+    RECORDING_BODIES,
+    every_line,
+    ses_lines_kernel,
+    union_lines_kernel,
+)
 
 _JIT = {"cache": True, "nogil": True, "boundscheck": False, "error_model": "numpy"}
 _jit = njit(**_JIT)
@@ -104,7 +109,7 @@ def interval_end_slopes(axis, us, vs, t0, h, nbins, pos, vdw, acc, probe, step, 
     args = (axis, us, vs, float(t0), float(h), int(nbins), pos, vdw, acc, float(probe))
     rec, offsets, out = _recorded(
         ses_lines_kernel, (len(us), len(vs), FIRST_CAPACITY), *args, float(step), int(nbisect),
-        maxacc, maxreach, *bins, *ebins, *nb, circ_start, geom, arc_start, arcs,
+        maxacc, maxreach, *bins, *ebins, *nb, circ_start, geom, arc_start, arcs, every_line(),
     )  # fmt: skip
     unmatched = np.zeros(len(us) * len(vs), dtype=np.int64)
     tol = float(step) * 2.0 ** (-int(nbisect)) + 1e-9

@@ -50,6 +50,7 @@ _union_line_record = RECORDING_BODIES["union_line"]
 _ses_line_record = RECORDING_BODIES["ses_line"]
 #: The record array's stand-in where the kernels fill bins.
 _NO_RECORD = np.zeros((1, 1, 1, 2))
+_EVERY_LINE = np.zeros(0, dtype=np.bool_)
 _P = B.make_point_sums(_jit, njit(**_JIT, fastmath=_FM, inline="always"))
 _line, _union_line, _ses_line = _S["line"], _S["union_line"], _S["ses_line"]
 _bin_count = _S["bin_count"]
@@ -242,16 +243,19 @@ def ses_lines_kernel(
     out, rec, record, axis, us, vs, t0, h, nbins, pos, vdw, acc, probe, step, nbisect, maxacc,
     maxreach, u0, v0, bsize, nbu, nbv, bstart, border,
     e_u0, e_v0, e_bsize, e_nbu, e_nbv, e_bstart, e_border,
-    nb_start, nb_index, circ_start, geom, arc_start, arcs,
+    nb_start, nb_index, circ_start, geom, arc_start, arcs, only,
 ):  # fmt: skip
     """The SES line body over every line of a plane.
 
     It fills the bins of ``out``, or with ``record`` each line's solute intervals in ``rec``
-    (as :func:`union_lines_kernel`).
+    (as :func:`union_lines_kernel`). A non-empty ``only`` (bool, a line each, ``iu·nv + iv``)
+    leaves out the lines where it is False.
     """
     nu = us.shape[0]
     nv = vs.shape[0]
     for line in prange(nu * nv):
+        if only.shape[0] != 0 and not only[line]:
+            continue
         iu, iv, u, v = _line(line, us, vs)
         cap = _bin_count(u, v, maxacc, u0, v0, bsize, nbu, nbv, bstart)
         if cap == 0:
@@ -273,14 +277,15 @@ def ses_lines_kernel(
 
 
 def ses_lines(out_shape, axis, us, vs, t0, h, nbins, pos, vdw, acc, probe, step, nbisect,
-              bins, ebins, features, nb):  # fmt: skip
+              bins, ebins, features, nb, only=None):  # fmt: skip
     """Solvent-excluded fraction of each bin of each line (see :func:`sphere_union_lines`).
 
     ``vdw`` are atomic radii, ``acc`` accessible radii (vdw + probe); ``step`` is the sampling
     interval (Å) of the reentrant zone and ``nbisect`` the bisection steps at each change.
     ``bins`` hold all atoms for reach ``acc``; ``ebins`` only the exposed atoms, for reach
     ``acc + probe`` (the point test's candidates). ``features`` are :func:`ses_features`'s
-    and ``nb`` the neighbour lists.
+    and ``nb`` the neighbour lists. ``only`` (bool, shaped ``(len(us), len(vs))``), when given,
+    names the lines to compute: the others are left 0.
     """
     _exposed, circ_start, _cj, geom, arc_start, arcs = features
     maxacc = float(acc.max())
@@ -290,9 +295,16 @@ def ses_lines(out_shape, axis, us, vs, t0, h, nbins, pos, vdw, acc, probe, step,
         float(probe),
         float(step), int(nbisect), maxacc, maxacc + float(probe), *bins, *ebins, *nb,
         circ_start, geom if len(geom) else np.zeros((1, 13)), arc_start,
-        arcs if len(arcs) else np.zeros((1, 2)),
+        arcs if len(arcs) else np.zeros((1, 2)), every_line(only),
     )  # fmt: skip
     return out
+
+
+def every_line(only=None):
+    """``only`` as the SES line kernel's flat mask; no mask (an empty one) for None."""
+    if only is None:
+        return _EVERY_LINE
+    return np.ascontiguousarray(only, dtype=np.bool_).ravel()
 
 
 # ---------------------------------------------------------------------- faces

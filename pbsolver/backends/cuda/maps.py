@@ -264,8 +264,12 @@ def sphere_union_lines(out_shape, axis, us, vs, t0, h, nbins, pos, radius, bins)
 
 
 def ses_lines(out_shape, axis, us, vs, t0, h, nbins, pos, vdw, acc, probe, step, nbisect,
-              bins, ebins, features, nb):  # fmt: skip
-    """CUDA :func:`.cpu.maps.ses_lines` (same arguments, NumPy result)."""
+              bins, ebins, features, nb, only=None):  # fmt: skip
+    """CUDA :func:`.cpu.maps.ses_lines` (same arguments, NumPy result).
+
+    ``only`` is accepted and every line is computed: a caller that passes it keeps only the
+    lines it names.
+    """
     _exposed, circ_start, _cj, geom, arc_start, arcs = features
     nb_start, nb_index = nb
     out = device_zeros(out_shape)
