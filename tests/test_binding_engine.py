@@ -172,3 +172,22 @@ def test_coulomb_interaction_is_the_complex_minus_its_parts():
     clash = pb.Atoms(np.vstack([b.positions[:1], [[9.0, 9.0, 9.0]]]), [1.0, 0.0], [1.0, 1.0])
     with pytest.raises(pb.InputError, match="same position"):
         coulomb_interaction(b, clash)
+
+
+@pytest.mark.gpu
+def test_stacked_on_the_gpu_equals_the_cpu_general_path():
+    """The stacked engine on CUDA (SES, salt, nonpolar areas counted while the GPU works)."""
+    atoms, lig, rng = random_complex(11)
+    frames = frames_of(atoms, rng, 3)
+    common = dict(spacing=0.6, shape=SHAPE, eps_in=2.0, eps_out=80.0, ionic_strength=0.15,
+                  surface="mol", solver=TIGHT, decompose="atom")  # fmt: skip
+    got = pb.binding_energies(atoms, frames, lig, engine="stacked", backend="cuda", **common)
+    ref = pb.binding_energies(atoms, frames, lig, engine="general", backend="cpu", **common)
+    for g, r in zip(got, ref, strict=True):
+        assert [s["engine"] for s in g.solves] == ["stacked"] * 3
+        assert [s["backend"] for s in g.solves] == ["cuda"] * 3
+        assert g.delta_sasa is not None and g.delta_sasa == r.delta_sasa
+        assert g.delta_nonpolar == r.delta_nonpolar and g.delta_coulomb == r.delta_coulomb
+        scale = abs(r.polar["complex"])
+        assert abs(g.delta_polar - r.delta_polar) < 2e-6 * scale
+        np.testing.assert_array_equal(g.per_atom_terms["nonpolar"], r.per_atom_terms["nonpolar"])

@@ -58,6 +58,7 @@ so decomposition is refused there.
 from __future__ import annotations
 
 import math
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -643,8 +644,15 @@ def _solve_stacked(opts: _Options, engines, frames, grids) -> list[BindingEnergy
     _check_inside(positions[:, opts.union], grids)
     nf = len(frames)
     runs = []
-    for eng, idx in zip(engines, (opts.union, opts.receptor, opts.ligand), strict=True):
-        runs.append(eng.run(np.ascontiguousarray(positions[:, idx]), origins))
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        # On a GPU the host waits on the kernels: the areas (host code that releases the GIL)
+        # are counted meanwhile. On the CPU the cores are busy anyway, and two threads in
+        # numba's parallel regions at once are not safe under every threading layer.
+        on_gpu = engines[0].backend.array_library == "cupy"
+        areas = pool.submit(_areas_of_frames, opts, frames) if on_gpu else None
+        for eng, idx in zip(engines, (opts.union, opts.receptor, opts.ligand), strict=True):
+            runs.append(eng.run(np.ascontiguousarray(positions[:, idx]), origins))
+        areas = areas.result() if on_gpu else [None] * nf
     # every species' and frame's solve checked (strict) before any energy is returned
     results = []
     for f in range(nf):
@@ -673,8 +681,22 @@ def _solve_stacked(opts: _Options, engines, frames, grids) -> list[BindingEnergy
         rf_terms = [0.5 * p.charges * r.values[f] for p, r in zip(parts, runs, strict=True)]
         polar = {name: float(np.sum(t)) for name, t in zip(SPECIES, rf_terms, strict=True)}
         summaries = [_summary(r, "stacked") for r in results[f]]
-        out.append(_energies(opts, parts, grid, polar, rf_terms, summaries))
+        out.append(_energies(opts, parts, grid, polar, rf_terms, summaries, areas[f]))
     return out
+
+
+def _areas_of_frames(opts: _Options, frames) -> list:
+    """Each frame's :func:`_areas` (None without the nonpolar term)."""
+    return [_areas(opts, opts.species(atoms)[0]) for atoms in frames]
+
+
+def _areas(opts: _Options, complex_atoms):
+    """(whole, alone): each atom's SASA in the complex and in its own part, Å², or None."""
+    if not opts.nonpolar:
+        return None
+    ligand = np.isin(opts.union, opts.ligand)
+    return sasa_parts(complex_atoms, ligand.astype(np.int64), probe=opts.sasa_probe,
+                      n_points=opts.n_points)  # fmt: skip
 
 
 def _check_inside(positions, grids) -> None:
@@ -691,11 +713,12 @@ def _check_inside(positions, grids) -> None:
         )
 
 
-def _energies(opts: _Options, parts, grid, polar, rf_terms, solves) -> BindingEnergy:
+def _energies(opts: _Options, parts, grid, polar, rf_terms, solves, areas=None) -> BindingEnergy:
     """The terms of one frame from its three species' polar energies (kJ/mol).
 
     ``rf_terms``: the three species' per-atom ½ qᵢ φ_rf(rᵢ) (kJ/mol; empty for the nonlinear
-    equation, whose mobile-ion terms belong to no atom).
+    equation, whose mobile-ion terms belong to no atom). ``areas``: the frame's
+    :func:`_areas` where already counted.
     """
     idx = (opts.union, opts.receptor, opts.ligand)
     delta_polar = polar["complex"] - polar["receptor"] - polar["ligand"]
@@ -714,9 +737,8 @@ def _energies(opts: _Options, parts, grid, polar, rf_terms, solves) -> BindingEn
     delta_nonpolar = 0.0
     if opts.nonpolar:
         # the complex's and the parts' areas in one pass (the same as sasa of each species)
+        whole, alone = _areas(opts, parts[0]) if areas is None else areas
         ligand = np.isin(opts.union, opts.ligand)
-        whole, alone = sasa_parts(parts[0], ligand.astype(np.int64), probe=opts.sasa_probe,
-                                  n_points=opts.n_points)  # fmt: skip
         areas = [whole, alone[~ligand], alone[ligand]]
         sasa_atoms = _delta_per_atom(opts.n, idx, areas)
         delta_sasa = float(np.sum(sasa_atoms))
