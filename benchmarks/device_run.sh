@@ -270,8 +270,9 @@ elif [ "${1:-single}" = "s15" ]; then  # fifteenth session: MM/PBSA frames (npz:
   [ -n "${MM:-}" ] && step mmpbsa_frames 200 python3 benchmarks/mmpbsa_frames.py run \
     .gpu/fkbp_frames.npz --backend cuda --copies ${COPIES:-8} --batch 32 --profile 45 \
     --json "$R/mmpbsa_frames_gpu.json"
+  # TESTS=1: every GPU test; TESTS="tests/a.py tests/b.py": those files' GPU tests
   [ -n "${TESTS:-}" ] && step gpu_tests 330 python3 -m pytest -n 4 -m gpu -q -p no:cacheprovider \
-    -W ignore::Warning -rs
+    -W ignore::Warning -rs $([ "${TESTS}" = 1 ] || echo "${TESTS}")
   [ -n "${BENCH:-}" ] && step bench 200 python3 -m pbsolver bench --sizes 256 \
     --solve-sizes 129,257 --json "$R/bench.json"
 elif [ "${1:-single}" = "multi" ]; then

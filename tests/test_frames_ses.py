@@ -119,6 +119,59 @@ def test_lines_cut_into_pieces_write_the_whole_lines_edges():
             np.testing.assert_allclose(b, a, rtol=0, atol=1e-9)
 
 
+def _check_part_of(be, atoms, removed, grid, nframes=2, seed=0, **ses_options):
+    """FrameSES of ``atoms`` less ``removed`` from the whole's fractions equals its own.
+
+    The whole's fractions are handed over marked (+0.5): a kept line keeps the mark, a
+    recomputed one does not. Every line where the part's surface differs from the whole's must
+    be recomputed; returns (lines kept, lines recomputed) along x over the frames.
+    """
+    from pbsolver.md.ses import FrameSES
+
+    rng = np.random.default_rng(seed)
+    keep = np.setdiff1d(np.arange(len(atoms)), removed)
+    pos = np.stack([atoms.positions + rng.normal(0.0, 0.1, atoms.positions.shape)
+                    for _ in range(nframes)])  # fmt: skip
+    origin = np.repeat(np.asarray(grid.origin)[None], nframes, axis=0)
+    nx, ny, nz = grid.shape
+    stride = nx + nx % 2
+    big = (nframes * stride, ny, nz)
+
+    def fractions(idx, part_of=None):
+        ses = FrameSES(be, atoms.radii[idx], 1.4, grid.shape, grid.spacing, **ses_options)
+        out = [np.zeros(big) for _ in range(3)]
+        ses.run(out, np.ascontiguousarray(pos[:, idx]), origin, stride, part_of)
+        return out
+
+    whole = fractions(np.arange(len(atoms)))
+    own = fractions(keep)
+    marked = [w + 0.5 for w in whole]
+    part = fractions(keep, ([m.copy() for m in marked], pos[:, removed], atoms.radii[removed]))
+    changed = 0
+    for w, o, m, p in zip(whole, own, marked, part, strict=True):
+        recomputed = p == o
+        np.testing.assert_array_equal(np.where(recomputed, o, m), p)  # each value one or other
+        assert np.all(recomputed[w != o])  # every line the ligand changed was recomputed
+        changed += int(np.count_nonzero(w != o))
+    assert changed > 0  # the removed atoms changed the surface
+    kept = redone = 0
+    for f in range(nframes):  # whole lines along x
+        rows = slice(f * stride, f * stride + nx)
+        kept += int(np.count_nonzero(np.all(part[0][rows] != own[0][rows], axis=0)))
+        redone += int(np.count_nonzero(np.all(part[0][rows] == own[0][rows], axis=0)))
+    return kept, redone
+
+
+def test_frame_ses_of_a_part_reuses_the_whole_away_from_the_removed_atoms():
+    from pbsolver.backends import get_backend
+
+    atoms, rng = _shell_solute(4, n_free=14)
+    removed = np.arange(40, 44)  # four loose atoms on one side
+    grid = maps.grid_for_atoms(atoms, 0.6, margin=3.0, nice=False)
+    kept, redone = _check_part_of(get_backend("cpu"), atoms, removed, grid)
+    assert kept > 0 and redone > 0
+
+
 def _general(atoms, grid, surface, salt, kind):
     """Energy and potentials of the general path (build_problem + float64 SOR) on ``grid``."""
     p = build_problem(atoms, grid, eps_in=2.0, eps_out=78.54, ionic_strength=salt,
@@ -235,6 +288,9 @@ def test_cuda_ses_kernels_equal_the_cpu_ones_under_the_simulator():
     ses.run(raw, pos, origin, stride)
     for a, b in zip(out["cpu"][:3], raw, strict=True):
         np.testing.assert_allclose(b, a, rtol=0, atol=1e-9)
+    # a part of the ring from the whole's fractions (the kernels' line flags)
+    ring = pb.Atoms(np.vstack([base, base[:2] * 1.6]), np.zeros(7), np.r_[radii, 1.2, 1.5])
+    _check_part_of(_SimBackend(), ring, np.array([5, 6]), grid, ses_step=0.3, nbisect=10)
     # and both are the general builder's (same sampling step and bisections)
     for f in range(2):
         atoms = pb.Atoms(pos[f], np.zeros(5), radii)

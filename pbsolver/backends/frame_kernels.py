@@ -334,9 +334,11 @@ def cuda_kernels():
     @cuda.jit
     def ses_edges(out, pieces, axis, nx, ny, nz, stride, origin, h, pos, vdw, acc, probe, step,
                   nbisect, maxacc, maxreach, bins, bstart, border, ebins, ebstart, eborder,
-                  nb_start, nb_index, circ_start, geom, arc_start, arcs, bad):  # fmt: skip
+                  nb_start, nb_index, circ_start, geom, arc_start, arcs, only, bad):  # fmt: skip
         item = cuda.grid(1)
         if item >= origin.shape[0] * lines_of(axis, nx, ny, nz) * pieces:
+            return
+        if only.shape[0] != 0 and not only[item // pieces]:
             return
         vs_ = cuda.local.array(SES_SPHERES, dtype=np.float64)
         ve_ = cuda.local.array(SES_SPHERES, dtype=np.float64)

@@ -220,12 +220,30 @@ class StackedFrames:
         self._buffers = {}  # frames in a call → persistent buffers
 
     # ------------------------------------------------------------------ public
-    def run(self, positions, origins, x0=None, fill_nodes=None) -> StackedSolve:
+    @property
+    def sweeps_probe(self) -> bool:
+        """Whether the surface has a probe-swept part (the SES of "mol"/"smol", probe > 0)."""
+        return self._ses is not None
+
+    def edge_fractions(self, frames: int) -> list:
+        """The edge fractions of the last call of ``frames`` frames: three stacked arrays.
+
+        The SES's own fractions (before smoothing, for "smol"), as :meth:`run`'s
+        ``ses_part_of`` takes them for a part of this molecule. Overwritten by the next call
+        of as many frames.
+        """
+        return self._fraction_targets(self._buffers_for(frames))
+
+    def run(self, positions, origins, x0=None, fill_nodes=None, ses_part_of=None) -> StackedSolve:
         """Solve B frames: positions ``(B, N, 3)`` Å (NumPy or CuPy), origins ``(B, 3)`` Å.
 
         ``x0`` (one ``(nx, ny, nz)`` array or None) is every frame's initial guess;
         ``fill_nodes`` ((M, 3) node indices, optional) are nodes where x0 knows nothing (a
         grid that moved): each frame's guess there is the Debye–Hückel estimate of its atoms.
+        ``ses_part_of`` = (engine, removed positions (B, M, 3), removed radii (M,)): these atoms
+        are that engine's molecule less M atoms, on the same grids and surface, and its last
+        call was of these frames; the SES then reuses its fractions away from the removed
+        atoms (:meth:`pbsolver.md.ses.FrameSES.run`).
         """
         t0 = time.perf_counter()
         xp = self.xp
@@ -240,7 +258,12 @@ class StackedFrames:
             buf.pos[...] = pos
             buf.origin[...] = xp.asarray(origins)
             if self._ses is not None:  # sizes change each call: not in the captured graph
-                self._ses.run(self._fraction_targets(buf), buf.pos, buf.origin, self.stride)
+                part_of = None
+                if ses_part_of is not None:
+                    whole, removed, removed_radii = ses_part_of
+                    part_of = (whole.edge_fractions(nf), removed, removed_radii)
+                self._ses.run(self._fraction_targets(buf), buf.pos, buf.origin, self.stride,
+                              part_of)  # fmt: skip
             # the map and assembly launches as one captured graph where the backend has them
             bad = be.capture(lambda: self._maps(buf, nf), key=self._maps_key(buf, nf))()
             warm = self._initial_guess(buf, nf, x0)

@@ -34,6 +34,7 @@ from pbsolver.backends.bodies.maps import compact_circles
 from pbsolver.backends.frame_kernels import LINE_THREADS, SES_CANDIDATES, SES_NEIGHBOURS
 from pbsolver.exceptions import InputError
 from pbsolver.molecule.maps import ses_bisections, ses_sampling_step
+from pbsolver.molecule.part_surface import LINE_SLACK
 
 
 class FrameSES:
@@ -71,12 +72,20 @@ class FrameSES:
         self.steps = [ses_sampling_step(h, ses_step) for h in self.spacing]
         self.nbisect = ses_bisections(nbisect)
         self._tiled = {}  # frames in a call → (vdW radii, accessible radii) of the B·N rows
+        self._every_line = self.xp.zeros(0, dtype=np.bool_)  # the kernels' "no line left out"
 
-    def run(self, out, pos, origin, stride) -> None:
+    def run(self, out, pos, origin, stride, part_of=None) -> None:
         """Write the frames' SES edge fractions into ``out`` (three stacked arrays, zeroed here).
 
         ``pos`` (B, N, 3) and ``origin`` (B, 3) are device arrays (Å); frame f's node
         (i, j, k) is row ``f·stride + i`` of ``out``.
+
+        ``part_of`` = (whole, removed positions (B, M, 3), removed radii (M,)) says that these
+        atoms are a molecule less M atoms, and ``whole`` (three stacked arrays) the molecule's
+        fractions on the same grids, computed by a FrameSES of the same probe, steps and
+        bisections. Then only the lines within R + r_p of a changed atom are computed, the rest
+        copied from ``whole`` (:mod:`pbsolver.molecule.part_surface` says which lines can
+        change, and why).
 
         Raises
         ------
@@ -88,8 +97,16 @@ class FrameSES:
         nf, na = int(pos.shape[0]), int(pos.shape[1])
         m = nf * na
         nx, ny, nz = self.shape
-        for a in out:
-            a.fill(0)
+        only = [self._every_line] * 3
+        if part_of is None:
+            for a in out:
+                a.fill(0)
+        else:
+            only = self._changed_lines(pos, origin, *part_of[1:])
+            for axis, (a, whole) in enumerate(zip(out, part_of[0], strict=True)):
+                a[...] = whole
+                xp.copyto(self._frame_rows(a, nf, stride), 0.0,
+                          where=self._line_flags(only[axis], axis, nf, stride))  # fmt: skip
         pos2 = pos.reshape(m, 3)
         vdw, acc = self._radii(nf)
         bad = xp.zeros(1, dtype=np.int64)
@@ -129,7 +146,7 @@ class FrameSES:
                 K.edges, nf * lines[axis] * pieces, out[axis], pieces, axis, nx, ny, nz, stride,
                 origin, h, pos2, vdw, acc, self.probe, self.steps[axis], self.nbisect,
                 self.maxacc, self.maxreach, bins, bstart, border, ebins, ebstart, eborder,
-                nb_start, nb_index, circ_start, geom, arc_start, arcs, *flag,
+                nb_start, nb_index, circ_start, geom, arc_start, arcs, only[axis], *flag,
                 threads=LINE_THREADS,
             )  # fmt: skip
         if self.flags and int(self.backend.to_host(bad)[0]):
@@ -140,6 +157,68 @@ class FrameSES:
             )
 
     # ------------------------------------------------------------------ helpers
+    def _changed_lines(self, pos, origin, removed, removed_radii):
+        """Per axis, a flag per (frame, line): the lines within R + r_p of a changed atom.
+
+        The changed atoms of a frame are the removed ones and those of ``pos`` whose accessible
+        sphere meets a removed one's (:func:`pbsolver.molecule.part_surface.changed_atoms`);
+        each reaches R + r_p + ``LINE_SLACK`` across the lines (``lines_near``).
+        """
+        xp, probe = self.xp, self.probe
+        nf = int(pos.shape[0])
+        removed = xp.asarray(removed, dtype=np.float64)
+        racc = xp.asarray(np.asarray(removed_radii, dtype=np.float64) + probe)
+        acc = self._radii(1)[1]
+        meets = xp.zeros(pos.shape[:2], dtype=np.bool_)
+        # (B, N, chunk) distances at a time: a large removed part stays within ~2²⁴ pairs
+        chunk = max(1, (1 << 24) // max(1, nf * int(pos.shape[1])))
+        for j0 in range(0, int(removed.shape[1]), chunk):
+            d = pos[:, :, None, :] - removed[:, None, j0 : j0 + chunk, :]
+            reach = acc[:, None] + racc[None, j0 : j0 + chunk]
+            meets |= ((d * d).sum(axis=-1) < reach * reach).any(axis=-1)
+        frame, atom = xp.nonzero(meets)
+        nrem = int(removed.shape[1])
+        frame = xp.concatenate([frame, xp.repeat(xp.arange(nf), nrem)])
+        centre = xp.concatenate([pos[meets], removed.reshape(-1, 3)])
+        reach = xp.concatenate([acc[atom], xp.tile(racc, nf)]) + probe + LINE_SLACK
+        rmax = float(probe + LINE_SLACK + max(float(self.maxacc), float(racc.max())))
+        flags = []
+        for axis in range(3):
+            a1, a2 = [a for a in range(3) if a != axis]
+            n1, n2 = self.shape[a1], self.shape[a2]
+            h1, h2 = self.spacing[a1], self.spacing[a2]
+            # each centre's lines: a fixed box of offsets from its first line, tested exactly
+            k1, k2 = int(2.0 * rmax / h1) + 2, int(2.0 * rmax / h2) + 2
+            flag = xp.zeros(nf * n1 * n2, dtype=np.bool_)
+            step = max(1, (1 << 22) // (k1 * k2))  # centres at a time
+            for c0 in range(0, int(centre.shape[0]), step):
+                f, c, r = frame[c0 : c0 + step], centre[c0 : c0 + step], reach[c0 : c0 + step]
+                u0, v0 = origin[f, a1], origin[f, a2]
+                i1 = xp.ceil((c[:, a1] - r - u0) / h1).astype(np.int64)[:, None, None]
+                i2 = xp.ceil((c[:, a2] - r - v0) / h2).astype(np.int64)[:, None, None]
+                i1 = i1 + xp.arange(k1)[None, :, None]
+                i2 = i2 + xp.arange(k2)[None, None, :]
+                du = u0[:, None, None] + i1 * h1 - c[:, a1, None, None]
+                dv = v0[:, None, None] + i2 * h2 - c[:, a2, None, None]
+                near = (du * du + dv * dv < (r * r)[:, None, None]) & (i1 >= 0) & (i1 < n1)
+                near &= (i2 >= 0) & (i2 < n2)
+                flag[((f[:, None, None] * n1 + i1) * n2 + i2)[near]] = True
+            flags.append(flag)
+        return flags
+
+    def _frame_rows(self, a, nf, stride):
+        """``a``'s first B frames as (B, stride, ny, nz)."""
+        return a[: nf * stride].reshape(nf, stride, *self.shape[1:])
+
+    def _line_flags(self, flag, axis, nf, stride):
+        """A flag per (frame, line along ``axis``) broadcast to :meth:`_frame_rows`'s shape."""
+        nx, ny, nz = self.shape
+        if axis == 0:
+            return flag.reshape(nf, 1, ny, nz)
+        rows = self.xp.zeros((nf, stride, nz if axis == 1 else ny), dtype=np.bool_)
+        rows[:, :nx] = flag.reshape(nf, nx, -1)
+        return rows[:, :, None, :] if axis == 1 else rows[:, :, :, None]
+
     def _radii(self, nf):
         """vdW and accessible radii of the B·N rows (made once per frame count)."""
         got = self._tiled.get(nf)

@@ -650,8 +650,13 @@ def _solve_stacked(opts: _Options, engines, frames, grids) -> list[BindingEnergy
         # numba's parallel regions at once are not safe under every threading layer.
         on_gpu = engines[0].backend.array_library == "cupy"
         areas = pool.submit(_areas_of_frames, opts, frames) if on_gpu else None
-        for eng, idx in zip(engines, (opts.union, opts.receptor, opts.ligand), strict=True):
-            runs.append(eng.run(np.ascontiguousarray(positions[:, idx]), origins))
+        species = (opts.union, opts.receptor, opts.ligand)
+        for k, (eng, idx) in enumerate(zip(engines, species, strict=True)):
+            part_of = None
+            if k == 1 and eng.sweeps_probe:  # the receptor: the complex less the ligand
+                part_of = (engines[0], positions[:, opts.ligand], frames[0].radii[opts.ligand])
+            runs.append(eng.run(np.ascontiguousarray(positions[:, idx]), origins,
+                                ses_part_of=part_of))  # fmt: skip
         areas = areas.result() if on_gpu else [None] * nf
     # every species' and frame's solve checked (strict) before any energy is returned
     results = []

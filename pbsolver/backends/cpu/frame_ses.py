@@ -31,10 +31,13 @@ _count_arcs_body, _fill_circle, _smooth_node = _B.count_arcs, _B.fill_circle, _B
 @njit(**_PAR)
 def ses_edges(out, pieces, axis, nx, ny, nz, stride, origin, h, pos, vdw, acc, probe, step,
               nbisect, maxacc, maxreach, bins, bstart, border, ebins, ebstart, eborder,
-              nb_start, nb_index, circ_start, geom, arc_start, arcs):  # fmt: skip
-    # scratch sized from the bins, as the map kernels' ses_lines: no line overflows
+              nb_start, nb_index, circ_start, geom, arc_start, arcs, only):  # fmt: skip
+    # scratch sized from the bins, as the map kernels' ses_lines: no line overflows; a
+    # non-empty ``only`` (a flag per (frame, line)) leaves out the lines it does not name
     bad = 0
     for item in prange(origin.shape[0] * _lines_of(axis, nx, ny, nz) * pieces):
+        if only.shape[0] != 0 and not only[item // pieces]:
+            continue
         cap, ecap = _ses_caps(item // pieces, axis, nx, ny, nz, origin, h, maxacc, maxreach,
                               bins, ebins, bstart, ebstart)  # fmt: skip
         if cap == 0:
