@@ -270,6 +270,10 @@ elif [ "${1:-single}" = "s15" ]; then  # fifteenth session: MM/PBSA frames (npz:
   [ -n "${MM:-}" ] && step mmpbsa_frames 200 python3 benchmarks/mmpbsa_frames.py run \
     .gpu/fkbp_frames.npz --backend cuda --copies ${COPIES:-8} --batch 32 --profile 45 \
     --json "$R/mmpbsa_frames_gpu.json"
+  # SYNC=1: one batch profiled with every launch synchronous (GPU time lands on its launcher)
+  [ -n "${SYNC:-}" ] && CUDA_LAUNCH_BLOCKING=1 step mmpbsa_sync_profile 200 python3 \
+    benchmarks/mmpbsa_frames.py run .gpu/fkbp_frames.npz --backend cuda --frames 32 --batch 32 \
+    --profile 60 --json "$R/mmpbsa_sync_profile.json"
   # TESTS=1: every GPU test; TESTS="tests/a.py tests/b.py": those files' GPU tests
   [ -n "${TESTS:-}" ] && step gpu_tests 330 python3 -m pytest -n 4 -m gpu -q -p no:cacheprovider \
     -W ignore::Warning -rs $([ "${TESTS}" = 1 ] || echo "${TESTS}")
