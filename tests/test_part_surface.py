@@ -10,10 +10,9 @@ from pbsolver.molecule import maps
 from pbsolver.molecule.part_surface import (
     LINE_SLACK,
     changed_atoms,
-    lines_near,
+    changed_lines,
     part_face_fractions,
     part_reach,
-    part_windows,
 )
 
 
@@ -46,20 +45,46 @@ def test_part_fractions_equal_the_parts_own(seed):
         np.testing.assert_array_equal(part[axis], own[axis])
     # the ligand changed the surface, and only near it: some kept lines are not trivially equal
     assert any(np.any(w != o) for w, o in zip(whole, own, strict=True))
-    windows = part_windows(grid, atoms.positions[lig], part_reach(atoms.radii, 1.4))
-    assert all(
-        w1.stop - w1.start < grid.shape[a1] or w2.stop - w2.start < grid.shape[a2]
-        for (w1, w2), (a1, a2) in zip(windows, ((1, 2), (0, 2), (0, 1)), strict=True)
-    )
-    # the lines recomputed are fewer than the window's: the kept ones in it were kept right
+    # the lines recomputed: within the bound 3·max R + r_p of the ligand, and fewer than the
+    # lines of their bounding window (the kept ones in it were kept right, as checked above)
     centres, acc = changed_atoms(atoms[rec], atoms[lig], 1.4)
-    reach = acc + 1.4 + LINE_SLACK
-    changed_windows = part_windows(grid, centres, float(reach.max()))
-    kept_in_window = [
-        np.count_nonzero(~lines_near(grid, axis, window, centres, reach))
-        for axis, window in enumerate(changed_windows)
-    ]
-    assert min(kept_in_window) > 0
+    origin = np.asarray([grid.origin])
+    flags = changed_lines(np, grid.shape, grid.spacing, origin, np.zeros(len(centres), int),
+                          centres, acc + 1.4 + LINE_SLACK)  # fmt: skip
+    bound = part_reach(atoms.radii, 1.4) + LINE_SLACK
+    lig_pos = atoms.positions[lig]
+    for axis, flag in enumerate(flags):
+        a1, a2 = [a for a in range(3) if a != axis]
+        flag = flag.reshape(grid.shape[a1], grid.shape[a2])
+        i1, i2 = np.nonzero(flag)
+        u = grid.origin[a1] + i1 * grid.spacing[a1]
+        v = grid.origin[a2] + i2 * grid.spacing[a2]
+        d = np.hypot(u[:, None] - lig_pos[None, :, a1], v[:, None] - lig_pos[None, :, a2])
+        assert np.all(d.min(axis=1) < bound)
+        box = flag[i1.min() : i1.max() + 1, i2.min() : i2.max() + 1]
+        assert 0 < np.count_nonzero(box) < box.size
+
+
+def test_changed_lines_are_those_within_reach_of_a_centre():
+    """The vectorised flags equal a line-by-line distance test (two frames, two origins)."""
+    rng = np.random.default_rng(9)
+    shape, spacing = (13, 11, 9), (0.5, 0.6, 0.7)
+    origins = np.array([[-3.0, -3.3, -2.8], [-2.9, -3.1, -3.0]])
+    frame = rng.integers(0, 2, 7)
+    centres = rng.uniform(-3.5, 3.5, (7, 3))
+    centres[0, 0] = -6.0  # reaches in from beyond the grid
+    reach = rng.uniform(0.8, 2.5, 7)
+    flags = changed_lines(np, shape, spacing, origins, frame, centres, reach)
+    for axis, flag in enumerate(flags):
+        a1, a2 = [a for a in range(3) if a != axis]
+        want = np.zeros((2, shape[a1], shape[a2]), dtype=bool)
+        for f in range(2):
+            u = origins[f, a1] + np.arange(shape[a1]) * spacing[a1]
+            v = origins[f, a2] + np.arange(shape[a2]) * spacing[a2]
+            for c, r in zip(centres[frame == f], reach[frame == f], strict=True):
+                want[f] |= np.hypot(u[:, None] - c[a1], v[None, :] - c[a2]) < r
+        assert want.any() and not want.all()
+        np.testing.assert_array_equal(flag.reshape(want.shape), want)
 
 
 def test_changed_atoms_are_the_ligand_and_the_atoms_meeting_it():

@@ -34,7 +34,7 @@ from pbsolver.backends.bodies.maps import compact_circles
 from pbsolver.backends.frame_kernels import LINE_THREADS, SES_CANDIDATES, SES_NEIGHBOURS
 from pbsolver.exceptions import InputError
 from pbsolver.molecule.maps import ses_bisections, ses_sampling_step
-from pbsolver.molecule.part_surface import LINE_SLACK
+from pbsolver.molecule.part_surface import LINE_SLACK, changed_lines
 
 
 class FrameSES:
@@ -161,8 +161,8 @@ class FrameSES:
         """Per axis, a flag per (frame, line): the lines within R + r_p of a changed atom.
 
         The changed atoms of a frame are the removed ones and those of ``pos`` whose accessible
-        sphere meets a removed one's (:func:`pbsolver.molecule.part_surface.changed_atoms`);
-        each reaches R + r_p + ``LINE_SLACK`` across the lines (``lines_near``).
+        sphere meets a removed one's (as :func:`pbsolver.molecule.part_surface.changed_atoms`,
+        here for all frames at once on the engine's device).
         """
         xp, probe = self.xp, self.probe
         nf = int(pos.shape[0])
@@ -170,41 +170,17 @@ class FrameSES:
         racc = xp.asarray(np.asarray(removed_radii, dtype=np.float64) + probe)
         acc = self._radii(1)[1]
         meets = xp.zeros(pos.shape[:2], dtype=np.bool_)
-        # (B, N, chunk) distances at a time: a large removed part stays within ~2²⁴ pairs
-        chunk = max(1, (1 << 24) // max(1, nf * int(pos.shape[1])))
+        # (B, N, chunk) distances at a time: a large removed part stays within ~2²² pairs
+        chunk = max(1, (1 << 22) // max(1, nf * int(pos.shape[1])))
         for j0 in range(0, int(removed.shape[1]), chunk):
             d = pos[:, :, None, :] - removed[:, None, j0 : j0 + chunk, :]
             reach = acc[:, None] + racc[None, j0 : j0 + chunk]
             meets |= ((d * d).sum(axis=-1) < reach * reach).any(axis=-1)
         frame, atom = xp.nonzero(meets)
-        nrem = int(removed.shape[1])
-        frame = xp.concatenate([frame, xp.repeat(xp.arange(nf), nrem)])
-        centre = xp.concatenate([pos[meets], removed.reshape(-1, 3)])
+        frame = xp.concatenate([frame, xp.repeat(xp.arange(nf), int(removed.shape[1]))])
+        centres = xp.concatenate([pos[meets], removed.reshape(-1, 3)])
         reach = xp.concatenate([acc[atom], xp.tile(racc, nf)]) + probe + LINE_SLACK
-        rmax = float(probe + LINE_SLACK + max(float(self.maxacc), float(racc.max())))
-        flags = []
-        for axis in range(3):
-            a1, a2 = [a for a in range(3) if a != axis]
-            n1, n2 = self.shape[a1], self.shape[a2]
-            h1, h2 = self.spacing[a1], self.spacing[a2]
-            # each centre's lines: a fixed box of offsets from its first line, tested exactly
-            k1, k2 = int(2.0 * rmax / h1) + 2, int(2.0 * rmax / h2) + 2
-            flag = xp.zeros(nf * n1 * n2, dtype=np.bool_)
-            step = max(1, (1 << 22) // (k1 * k2))  # centres at a time
-            for c0 in range(0, int(centre.shape[0]), step):
-                f, c, r = frame[c0 : c0 + step], centre[c0 : c0 + step], reach[c0 : c0 + step]
-                u0, v0 = origin[f, a1], origin[f, a2]
-                i1 = xp.ceil((c[:, a1] - r - u0) / h1).astype(np.int64)[:, None, None]
-                i2 = xp.ceil((c[:, a2] - r - v0) / h2).astype(np.int64)[:, None, None]
-                i1 = i1 + xp.arange(k1)[None, :, None]
-                i2 = i2 + xp.arange(k2)[None, None, :]
-                du = u0[:, None, None] + i1 * h1 - c[:, a1, None, None]
-                dv = v0[:, None, None] + i2 * h2 - c[:, a2, None, None]
-                near = (du * du + dv * dv < (r * r)[:, None, None]) & (i1 >= 0) & (i1 < n1)
-                near &= (i2 >= 0) & (i2 < n2)
-                flag[((f[:, None, None] * n1 + i1) * n2 + i2)[near]] = True
-            flags.append(flag)
-        return flags
+        return changed_lines(xp, self.shape, self.spacing, origin, frame, centres, reach)
 
     def _frame_rows(self, a, nf, stride):
         """``a``'s first B frames as (B, stride, ny, nz)."""

@@ -23,8 +23,6 @@ axis around them. At most that is 3·max R + r_p from a removed atom (:func:`par
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 from scipy.spatial import cKDTree
 
@@ -46,27 +44,6 @@ def part_reach(radii, probe_radius: float) -> float:
     return 3.0 * (float(np.max(radii)) + probe_radius) + probe_radius
 
 
-def part_windows(grid, removed_positions, reach: float) -> list[tuple[slice, slice]]:
-    """Per axis, the node ranges of the two transverse axes whose lines are recomputed.
-
-    The lines along axis ``a`` whose transverse coordinates lie within ``reach`` + one grid step
-    of the bounding box of ``removed_positions``, as two slices of node indices.
-    """
-    lo = removed_positions.min(axis=0)
-    hi = removed_positions.max(axis=0)
-    spans = []
-    for b in range(3):
-        h = grid.spacing[b]
-        first = math.floor((lo[b] - reach - h - grid.origin[b]) / h)
-        last = math.ceil((hi[b] + reach + h - grid.origin[b]) / h)
-        spans.append(slice(max(0, first), min(grid.shape[b], last + 1)))
-    windows = []
-    for axis in range(3):
-        a1, a2 = [a for a in range(3) if a != axis]
-        windows.append((spans[a1], spans[a2]))
-    return windows
-
-
 def changed_atoms(part, removed, probe_radius: float):
     """The atoms whose SES features can differ between the whole and ``part``: (centres, R).
 
@@ -86,23 +63,58 @@ def changed_atoms(part, removed, probe_radius: float):
     return centres, np.concatenate([acc_part[meets], acc_removed])
 
 
-def lines_near(grid, axis, window, centres, reach):
-    """Which lines along ``axis`` of ``window`` pass within ``reach[i]`` of some ``centres[i]``.
+def changed_lines(xp, shape, spacing, origins, frame, centres, reach):
+    """Per axis, a flag per (frame, grid line): whether it passes within ``reach`` of a centre.
 
-    A bool array ``(len(w1), len(w2))`` over the window's two transverse node ranges.
+    Parameters
+    ----------
+    xp : module
+        NumPy or CuPy (the arrays' library).
+    shape, spacing : 3 ints, 3 floats
+        Every frame's grid (nodes; Å).
+    origins : array (B, 3)
+        Each frame's grid origin, Å.
+    frame, centres, reach : arrays (C,), (C, 3), (C,)
+        Each centre's frame, position (Å) and reach (Å): for a part's SES, the changed atoms
+        (:func:`changed_atoms`) with R + r_p + ``LINE_SLACK``.
+
+    Returns
+    -------
+    list of 3 bool arrays
+        Axis ``a``'s flags, flat over (frame, i₁, i₂), the other two axes in increasing order.
     """
-    a1, a2 = [a for a in range(3) if a != axis]
-    w1, w2 = window
-    axes = grid.axes()
-    us, vs = axes[a1][w1], axes[a2][w2]
-    near = np.zeros((len(us), len(vs)), dtype=bool)
-    for c, r in zip(centres, reach, strict=True):
-        lo1, hi1 = np.searchsorted(us, [c[a1] - r, c[a1] + r])
-        lo2, hi2 = np.searchsorted(vs, [c[a2] - r, c[a2] + r])
-        du = (us[lo1:hi1] - c[a1])[:, None]
-        dv = (vs[lo2:hi2] - c[a2])[None, :]
-        near[lo1:hi1, lo2:hi2] |= du * du + dv * dv < r * r
-    return near
+    nf = int(origins.shape[0])
+    rmax = float(reach.max()) if reach.shape[0] else 0.0
+    flags = []
+    for axis in range(3):
+        a1, a2 = [a for a in range(3) if a != axis]
+        n1, n2 = shape[a1], shape[a2]
+        h1, h2 = spacing[a1], spacing[a2]
+        # each centre's lines: a fixed box of offsets from its first line, tested exactly
+        k1, k2 = int(2.0 * rmax / h1) + 2, int(2.0 * rmax / h2) + 2
+        flag = xp.zeros(nf * n1 * n2, dtype=np.bool_)
+        step = max(1, (1 << 22) // (k1 * k2))  # centres at a time
+        for c0 in range(0, int(centres.shape[0]), step):
+            f, c, r = frame[c0 : c0 + step], centres[c0 : c0 + step], reach[c0 : c0 + step]
+            u0, v0 = origins[f, a1], origins[f, a2]
+            i1 = xp.ceil((c[:, a1] - r - u0) / h1).astype(np.int64)[:, None, None]
+            i2 = xp.ceil((c[:, a2] - r - v0) / h2).astype(np.int64)[:, None, None]
+            i1 = i1 + xp.arange(k1)[None, :, None]
+            i2 = i2 + xp.arange(k2)[None, None, :]
+            du = u0[:, None, None] + i1 * h1 - c[:, a1, None, None]
+            dv = v0[:, None, None] + i2 * h2 - c[:, a2, None, None]
+            near = (du * du + dv * dv < (r * r)[:, None, None]) & (i1 >= 0) & (i1 < n1)
+            near &= (i2 >= 0) & (i2 < n2)
+            flag[((f[:, None, None] * n1 + i1) * n2 + i2)[near]] = True
+        flags.append(flag)
+    return flags
+
+
+def _window(flags):
+    """The smallest (slice, slice) holding every True of a 2-D flag array."""
+    rows = np.flatnonzero(flags.any(axis=1))
+    cols = np.flatnonzero(flags.any(axis=0))
+    return slice(int(rows[0]), int(rows[-1]) + 1), slice(int(cols[0]), int(cols[-1]) + 1)
 
 
 def part_face_fractions(
@@ -147,15 +159,20 @@ def part_face_fractions(
     if len(part) == 0:
         return tuple(np.zeros(grid.shape) for _ in range(3))
     centres, acc = changed_atoms(part, removed, probe)
-    line_reach = acc + probe + LINE_SLACK
-    windows = part_windows(grid, centres, float(line_reach.max()))
+    flags = changed_lines(np, grid.shape, grid.spacing, np.asarray([grid.origin], dtype=float),
+                          np.zeros(len(centres), dtype=np.int64), centres,
+                          acc + probe + LINE_SLACK)  # fmt: skip
     out = [np.array(f, dtype=np.float64) for f in whole_fractions]
     pos, rad = part.positions, part.radii
     geometry = ses_geometry(backend, pos, rad, probe)
     axes = grid.axes()
-    for axis, (w1, w2) in enumerate(windows):
+    for axis, flag in enumerate(flags):
         a1, a2 = [a for a in range(3) if a != axis]
-        near = lines_near(grid, axis, (w1, w2), centres, line_reach)
+        flag = flag.reshape(grid.shape[a1], grid.shape[a2])
+        if not flag.any():
+            continue
+        w1, w2 = _window(flag)
+        near = flag[w1, w2]
         lines = ses_line_fractions(backend, grid, axis, axes[a1][w1], axes[a2][w2], pos, rad,
                                    probe, geometry, ses_step, nbisect, only=near)  # fmt: skip
         lines = np.array(lines, dtype=np.float64)
