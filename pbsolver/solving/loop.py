@@ -64,7 +64,6 @@ class IterationLoop:
         self.callback = callback
         self.norm = norm
         self.iterations, self.history, self.reason, self.solution = 0, [], None, None
-        self._fused = False
 
     def run(self, backend, method, st, x, bnorm, *, checked=None, work=None):
         """Iterate ``method`` on ``(st, x)`` until a stopping rule holds; returns ``self``.
@@ -96,13 +95,10 @@ class IterationLoop:
         refine = self.checked is not st
         # under refinement with the plain norm, each check also writes the residual that the
         # next phase solves for: one pass over the float64 operator instead of two
-        self._fused = refine and self.norm is None
-        if self._fused:
-            if self.work is None:
-                self.work = (backend.zeros(st.shape, st.dtype), backend.zeros(st.shape, st.dtype))
-            rnorm = backend.residual_and_norm(self.checked, x, self.work[0])
-        else:
-            rnorm = self._norm(self.checked, x)
+        writes_residual = refine and self.norm is None
+        if writes_residual and self.work is None:
+            self.work = (backend.zeros(st.shape, st.dtype), backend.zeros(st.shape, st.dtype))
+        rnorm = self._check(x, writes_residual)
         self.initial = rnorm
         self._record(rnorm)
         reason = None
@@ -110,17 +106,14 @@ class IterationLoop:
             reason = self._stop_reason(rnorm, threshold)
             if reason is not None:
                 break
-            phase_st, phase_x = self._correction_system(x) if refine else (st, x)
+            phase_st, phase_x = self._correction_system(x, writes_residual) if refine else (st, x)
             method.start(phase_st, phase_x)
             phase_start = rnorm
             rnorm, reason = self._phase(phase_st, phase_x, threshold, phase_start, refine)
             if not refine or reason in ("nan", "diverged"):
                 break
             backend.axpy(x, phase_x, 1.0)  # fold the correction into the float64 iterate
-            if self._fused:
-                rnorm = backend.residual_and_norm(self.checked, x, self.work[0])
-            else:
-                rnorm = self._norm(self.checked, x)
+            rnorm = self._check(x, writes_residual)
             self.history[-1] = rnorm / bnorm
             reason = self._stop_reason(rnorm, threshold)
             if reason is not None:
@@ -139,11 +132,21 @@ class IterationLoop:
         if self.callback is not None:
             self.callback(self.iterations, rnorm / self.bnorm)
 
-    def _correction_system(self, x):
+    def _check(self, x, writes_residual):
+        """‖b − A x‖ of the float64 system.
+
+        With ``writes_residual`` the residual itself goes into the work buffer in the same pass
+        (where :meth:`_correction_system` finds it).
+        """
+        if writes_residual:
+            return self.backend.residual_and_norm(self.checked, x, self.work[0])
+        return self._norm(self.checked, x)
+
+    def _correction_system(self, x, residual_written):
         """(stencil with b = r = b − A·x, zero iterate): the next phase's float32 system.
 
-        Where the last check wrote the residual at ``x`` into the work buffer (``_fused``), it
-        is used as it is.
+        ``residual_written``: the last check wrote the residual at ``x`` into the work buffer
+        (:meth:`_check`), so it is used as it is.
         """
         backend, st = self.backend, self.st
         if self.work is None:
@@ -151,7 +154,7 @@ class IterationLoop:
         else:
             r, e = self.work
             backend.fill(e, 0.0)
-        if not self._fused:
+        if not residual_written:
             backend.residual(self.checked, x, r)
         if st.singular:
             backend.remove_mean(r)
