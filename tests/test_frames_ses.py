@@ -211,6 +211,10 @@ def test_zero_probe_and_refusals():
     ref = maps.face_fractions(atoms, grid, "mol", 0.0)
     for got, want in zip(_engine_fractions(eng, 1)[0], ref, strict=True):
         np.testing.assert_allclose(np.clip(got, 0, 1), want, rtol=0, atol=1e-12)
+    assert not eng.sweeps_probe
+    assert len(eng.edge_fractions(1)) == 3
+    with pytest.raises(pb.InputError, match="not mapped 2 frame"):
+        eng.edge_fractions(2)  # no call of two frames: nothing a part could reuse
     with pytest.raises(pb.InputError, match="surfaces"):
         StackedFrames([1.0], [1.0], (9, 9, 9), 0.5, solver, surface="svdw")
     with pytest.raises(pb.InputError, match="ses_step"):

@@ -231,8 +231,16 @@ class StackedFrames:
         The SES's own fractions (before smoothing, for "smol"), as :meth:`run`'s
         ``ses_part_of`` takes them for a part of this molecule. Overwritten by the next call
         of as many frames.
+
+        Raises
+        ------
+        InputError
+            When no call of ``frames`` frames has been made (there are no fractions to give).
         """
-        return self._fraction_targets(self._buffers_for(frames))
+        buf = self._buffers.get(int(frames))
+        if buf is None:
+            raise InputError(f"this engine has not mapped {frames} frame(s) in one call yet")
+        return self._fraction_targets(buf)
 
     def run(self, positions, origins, x0=None, fill_nodes=None, ses_part_of=None) -> StackedSolve:
         """Solve B frames: positions ``(B, N, 3)`` Å (NumPy or CuPy), origins ``(B, 3)`` Å.
