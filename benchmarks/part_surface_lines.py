@@ -1,10 +1,10 @@
 r"""How many SES lines the receptor recomputes from its complex's (issue 22).
 
 For the first frame of the exported FKBP–DSS frames (``mmpbsa_frames.py export``), on a grid of
-the exported shape and spacing centred on the frame's atoms: the receptor atoms whose accessible sphere meets the ligand's
-(:func:`pbsolver.molecule.part_surface.changed_atoms`), and per axis the lines recomputed
-(:func:`~pbsolver.molecule.part_surface.changed_lines`) against the lines of their bounding
-window and those of the old window (3·max R + r_p around the ligand's bounding box).
+the exported shape and spacing centred on the frame's atoms: the receptor atoms whose accessible
+sphere meets the ligand's (:func:`pbsolver.molecule.part_surface.changed_atoms`), and per axis
+the lines recomputed (:func:`~pbsolver.molecule.part_surface.changed_lines`) against the lines
+of their bounding window and those of the old window (3·max R + r_p around the ligand's box).
 
     python benchmarks/part_surface_lines.py .gpu/fkbp_frames.npz
 """

@@ -1,0 +1,129 @@
+r"""Where the stacked engine's SES time goes: each launch of :class:`pbsolver.md.ses.FrameSES`.
+
+Issue 22's GPU path is bound by the SES step (``benchmarks/h200_final/s16b``'s synchronous
+profile). This benchmark runs that step alone on the complex of the exported MM/PBSA frames
+(``benchmarks/mmpbsa_frames.py export``), B frames at a time on the benchmark's grid, and
+times every launch (neighbour lists, features, the three axes' line kernels) with the device
+synchronised around it. Variants that answer what the line kernel spends its time on:
+
+* ``--pieces P``: each line cut into P pieces (each a thread) instead of the default.
+* ``--no-zones``: a sampling step longer than any line and one bisection, so that each
+  reentrant zone costs two point tests: what is left is the chord gathering and merging.
+
+The fractions of each variant are compared with the default run's (identical unless the
+zones were skipped).
+
+    python3 benchmarks/ses_line_profile.py .gpu/fkbp_frames.npz --backend cuda --frames 32 \
+        --pieces 1 2 4 0 --json ses_profile.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import numpy as np
+
+from pbsolver.backends import get_backend
+from pbsolver.md.ses import FrameSES
+
+
+class TimedSES(FrameSES):
+    """A FrameSES whose launches are timed (device synchronised before and after each)."""
+
+    def __init__(self, *args, pieces=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.times = []
+        if pieces:
+            base = self.kernels
+            self.kernels = type(base)(**{**vars(base), "pieces": lambda n: pieces})
+
+    def _launch(self, kernel, items, *args, threads=None):
+        self.backend.synchronize()
+        t0 = time.perf_counter()
+        super()._launch(kernel, items, *args, threads=threads)
+        self.backend.synchronize()
+        name = getattr(kernel, "__name__", None) or getattr(kernel, "py_func", kernel).__name__
+        self.times.append((name, items, time.perf_counter() - t0))
+
+
+def frames(npz, count, shape, spacing):
+    """The complex's first ``count`` frames and a grid origin per frame (centred on the atoms)."""
+    data = np.load(npz)
+    pos = np.asarray(data["positions"][:count], dtype=np.float64)
+    reps = -(-count // pos.shape[0])
+    pos = np.concatenate([pos] * reps)[:count]
+    centre = 0.5 * (pos.min(axis=1) + pos.max(axis=1))
+    origin = centre - 0.5 * (np.asarray(shape) - 1) * spacing
+    return pos, origin, np.asarray(data["radii"], dtype=np.float64)
+
+
+def run_once(backend, radii, pos, origin, shape, spacing, pieces, zones, repeats):
+    """Time ``repeats`` runs of one variant; (launch table of the last, wall times, fractions)."""
+    xp = backend.array_module()
+    kwargs = {} if zones else {"ses_step": 1e9, "nbisect": 1}
+    ses = TimedSES(backend, radii, 1.4, shape, (spacing,) * 3, pieces=pieces, **kwargs)
+    nf = pos.shape[0]
+    stride = shape[0] + shape[0] % 2
+    out = [xp.zeros((nf * stride, shape[1], shape[2])) for _ in range(3)]
+    dpos, dorigin = xp.asarray(pos), xp.asarray(origin)
+    walls = []
+    for _ in range(repeats + 1):  # the first compiles
+        ses.times = []
+        backend.synchronize()
+        t0 = time.perf_counter()
+        ses.run(out, dpos, dorigin, stride)
+        backend.synchronize()
+        walls.append(time.perf_counter() - t0)
+    return ses.times, walls[1:], [backend.to_host(a) for a in out]
+
+
+def main(argv=None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("npz")
+    ap.add_argument("--backend", default="cuda")
+    ap.add_argument("--frames", type=int, default=32)
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument(
+        "--pieces", type=int, nargs="*", default=[0], help="pieces a line (0: the kernels' default)"
+    )
+    ap.add_argument("--no-zones", action="store_true", help="also time without zone sampling")
+    ap.add_argument("--json")
+    args = ap.parse_args(argv)
+    data = np.load(args.npz)
+    shape = tuple(int(s) for s in data["shape"])
+    spacing = float(data["spacing"])
+    pos, origin, radii = frames(args.npz, args.frames, shape, spacing)
+    backend = get_backend(args.backend)
+    print(f"{args.frames} frames of {pos.shape[1]} atoms, grid {shape} at {spacing} Å, "
+          f"backend {args.backend}")  # fmt: skip
+    variants = [(p, True) for p in args.pieces]
+    if args.no_zones:
+        variants += [(p, False) for p in args.pieces]
+    report = {"frames": args.frames, "atoms": int(pos.shape[1]), "shape": shape,
+              "spacing": spacing, "variants": []}  # fmt: skip
+    reference = None
+    for pieces, zones in variants:
+        times, walls, fractions = run_once(backend, radii, pos, origin, shape, spacing, pieces,
+                                           zones, args.repeats)  # fmt: skip
+        if reference is None:
+            reference = fractions
+        diff = max(float(np.abs(a - b).max()) for a, b in zip(fractions, reference, strict=True))
+        label = f"pieces={pieces or 'default'} zones={'on' if zones else 'off'}"
+        print(f"\n{label}: wall {min(walls):.4f} s (runs {', '.join(f'{w:.4f}' for w in walls)}),"
+              f" max |Δfraction| vs first variant {diff:.3g}")  # fmt: skip
+        for name, items, dt in times:
+            print(f"  {name:<22s} {items:>10d} items  {1e3 * dt:9.2f} ms")
+        report["variants"].append({
+            "pieces": pieces, "zones": zones, "wall_s": walls, "max_diff": diff,
+            "launches": [{"kernel": n, "items": i, "s": t} for n, i, t in times],
+        })  # fmt: skip
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(report, fh, indent=1)
+    return report
+
+
+if __name__ == "__main__":
+    main()
