@@ -686,7 +686,9 @@ def make_ses(jit, sort_merge, accumulate, range_body=accumulate_range_body):
         """Pair ``s`` (atom i and its neighbour nb_index[s]): free-arc count into ``nfree[s]``.
 
         Returns (whether i's sphere lies inside the neighbour's, whether they meet in a
-        circle, overflow).
+        circle, overflow). The arcs are counted for j > i only (``nfree[s]`` is 0 otherwise):
+        circle (j, i) is circle (i, j), and :func:`compact_circles` credits its free arcs to
+        both atoms.
         """
         j = nb_index[s]
         dx = pos[j, 0] - pos[i, 0]
@@ -696,6 +698,9 @@ def make_ses(jit, sort_merge, accumulate, range_body=accumulate_range_body):
         nest = d + rad[i] < rad[j] or (d + rad[i] <= rad[j] and j < i)
         if not circle(pos, rad, i, j, g):
             return nest, False, False
+        if j < i:
+            nfree[s] = 0
+            return nest, True, False
         k = free_arcs(pos, rad, i, j, nb_start, nb_index, g, bs, be, dummy, 0, 0)
         nfree[s] = max(k, 0)
         return nest, True, k < 0
@@ -788,9 +793,12 @@ def compact_circles(nb_start, nb_index, nfree, nested, intersecting, xp=np):
     nfree = nfree[: len(nb_index)]
     # the atom owning each pair (a search rather than a repeat: CuPy repeats by host counts)
     owner = xp.searchsorted(nb_start, xp.arange(len(nb_index)), side="right") - 1
-    has_free = xp.bincount(owner, weights=(nfree > 0).astype(np.float64), minlength=n) > 0
-    exposed = ~nested & ((intersecting == 0) | has_free)
     keep = (nb_index > owner) & (nfree > 0)
+    # a circle's free arcs are counted once, under its lower atom: they expose both
+    free = keep.astype(np.float64)
+    has_free = (xp.bincount(owner, weights=free, minlength=n)
+                + xp.bincount(nb_index, weights=free, minlength=n)) > 0  # fmt: skip
+    exposed = ~nested & ((intersecting == 0) | has_free)
     circ_i = owner[keep]
     circ_j = nb_index[keep]
     zero = xp.zeros(1, dtype=np.int64)
