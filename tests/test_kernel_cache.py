@@ -63,3 +63,50 @@ def test_the_map_line_kernels_load_from_the_cache_in_a_new_process():
         lines = dict(ln.split(" ", 1) for ln in proc.stdout.splitlines() if " " in ln)
         runs.append({k: [int(v) for v in lines[k].split()] for k in ("HITS", "MISSES")})
     assert runs[1]["MISSES"] == [0, 0] and all(h >= 1 for h in runs[1]["HITS"]), runs
+
+
+def test_the_cache_directory_changes_with_any_kernel_source(tmp_path):
+    """numba checks a cached kernel against its own file only; the bodies it compiles live in
+    other files. An edit to a body must therefore move the whole cache (kernel_cache)."""
+    import shutil
+
+    from pbsolver.backends import kernel_cache
+
+    copy = tmp_path / "pbsolver"
+    shutil.copytree(kernel_cache.PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    before = kernel_cache.source_digest(copy)
+    assert before == kernel_cache.source_digest(kernel_cache.PACKAGE)
+    body = copy / "backends" / "bodies" / "maps.py"
+    body.write_text(body.read_text() + "\n# an edit\n")
+    edited = kernel_cache.source_digest(copy)
+    assert edited != before
+    (copy / "cli.py").write_text("# not a kernel source\n")  # outside SOURCES: no new cache
+    assert kernel_cache.source_digest(copy) == edited
+
+
+def test_a_child_process_uses_the_parents_cache_directory():
+    code = (
+        "import os, sys\n"
+        f"sys.path.insert(0, {str(ROOT)!r})\n"
+        "from pbsolver.backends import kernel_cache\n"
+        "print(kernel_cache.configure())\n"
+        "print(os.environ['NUMBA_CACHE_DIR'])\n"
+        "import numba\n"
+        "print(numba.config.CACHE_DIR)\n"
+    )
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("NUMBA_CACHE_DIR", "PBSOLVER_NUMBA_CACHE_BASE")
+    }
+    first = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                           timeout=120)  # fmt: skip
+    assert first.returncode == 0, first.stderr
+    chosen = first.stdout.split()
+    assert len(set(chosen)) == 1 and Path(chosen[0]).name.startswith("kernels-")
+    # a child inherits both variables and must arrive at the same directory, not below it
+    env.update(NUMBA_CACHE_DIR=chosen[0], PBSOLVER_NUMBA_CACHE_BASE=str(Path(chosen[0]).parent))
+    second = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                            text=True, timeout=120)  # fmt: skip
+    assert second.returncode == 0, second.stderr
+    assert second.stdout.split() == chosen

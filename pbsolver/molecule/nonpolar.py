@@ -36,6 +36,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
+from pbsolver.backends import kernel_cache
 from pbsolver.exceptions import InputError
 from pbsolver.options import KCAL, nonnegative
 
@@ -49,6 +50,7 @@ PROBE = 1.4
 #: error it gives).
 N_POINTS = 960
 
+kernel_cache.configure()  # before the kernels below are defined: their cache's directory
 _JIT = {"cache": True, "nogil": True, "boundscheck": False}
 
 

@@ -8,8 +8,9 @@ numba, so the note costs nothing when the cache exists.
 from __future__ import annotations
 
 import logging
-import os
 from pathlib import Path
+
+from pbsolver.backends import kernel_cache
 
 log = logging.getLogger("pbsolver")
 #: Modules whose kernels the CPU solver compiles.
@@ -18,12 +19,12 @@ _noted = False
 
 
 def kernel_cache_dirs() -> list[Path]:
-    """Where numba keeps the kernels' cache: ``$NUMBA_CACHE_DIR`` or ``cpu/__pycache__``."""
-    dirs = [Path(__file__).resolve().parent / "__pycache__"]
-    env = os.environ.get("NUMBA_CACHE_DIR")
-    if env:
-        dirs.insert(0, Path(env))
-    return dirs
+    """Where numba keeps the kernels' cache: this version's directory, or ``cpu/__pycache__``.
+
+    The first is :func:`pbsolver.backends.kernel_cache.configure`'s; numba falls back to the
+    second where the first cannot be written.
+    """
+    return [Path(kernel_cache.configure()), Path(__file__).resolve().parent / "__pycache__"]
 
 
 def kernels_cached() -> bool:
