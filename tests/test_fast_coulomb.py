@@ -52,11 +52,13 @@ def compare(shape, origin, spacing, pos, q, **options):
     scale = np.abs(ref[far]).max()
     far_err = np.abs(fast[far] - ref[far]).max() / scale
     near = ~far
-    # infinities and NaNs where the direct sum has them; elsewhere equal to rounding
-    assert np.array_equal(np.isnan(fast[near]), np.isnan(ref[near]))
+    # infinities and NaNs where the direct sum has them (the nodes on an atom) ...
+    assert np.array_equal(np.isnan(fast), np.isnan(ref))
+    assert np.array_equal(fast[np.isinf(ref)], ref[np.isinf(ref)])
+    # ... and near an atom the far nodes' accuracy (plus the sum's own rounding, which grows
+    # with Σ|q|/r there)
     fin = near & np.isfinite(ref)
-    assert np.array_equal(fast[near & np.isinf(ref)], ref[near & np.isinf(ref)])
-    assert np.all(np.abs(fast[fin] - ref[fin]) <= 1e-13 * cond[fin])
+    assert np.all(np.abs(fast[fin] - ref[fin]) <= FAR_RTOL * scale + 1e-13 * cond[fin])
     assert np.all(np.isfinite(fast[far]))
     return far_err, fast, ref
 

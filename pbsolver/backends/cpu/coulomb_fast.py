@@ -22,20 +22,22 @@ e/Å) on grid l.
   stencil touches already holds a's exact kernel (the reach of level l+1 is at least the
   reach of level l plus the stencil's half-diagonal). The only error is that of
   interpolating the atoms farther than ``reach_l``.
-* Finally the nodes within one (the largest) spacing of a charged atom are summed directly
-  over all atoms, so there φ_c is the direct sum to rounding, including the ±inf of a node
-  on an atom (:data:`pbsolver.backends.bodies.maps.ON_NODE`); inside the hierarchy that
-  kernel is finite (:func:`pbsolver.backends.bodies.multilevel.finite_pair_body`).
+* Finally the nodes on a charged atom (within the on-node tolerance,
+  :data:`pbsolver.backends.bodies.maps.ON_NODE`, doubled) are summed directly over all atoms,
+  so that they get the direct sum's ±inf (NaN for opposite charges on one node); inside the
+  hierarchy that kernel is finite (:func:`pbsolver.backends.bodies.multilevel.finite_pair_body`).
+  Everywhere else the hierarchy's kernel is the exact 1/r, so a node near an atom carries the
+  same error as any other: that of interpolating the atoms farther than ``reach_l``.
 
 Error. The interpolation error of one unit charge at distance d ≥ ``reach_l`` = ``REACH``·H
 (H the coarse spacing) is estimated by
 :func:`pbsolver.backends.bodies.multilevel.pair_error_estimate`: (1 + Λ + Λ²)·Π|t − x_i|·
 (H/d)^(p+1)/H, which falls off as d^−(p+2); the tests check that the largest single-charge
 error over random positions and directions stays below it, and that φ_c of proteins and
-random molecules stays within 1e-6 of max|φ_c| of the direct sum on the nodes farther than a
-spacing from every atom (it is one to two orders below that with ``ORDER`` = 10 and
-``REACH`` = 8.5), and that a protein's polar solvation energy moves by less than 1e-6
-relative.
+random molecules stays within 1e-6 of the direct sum on every node not on an atom, relative to
+max|φ_c| over the nodes farther than a spacing from every atom (it is one to two orders below
+that with ``ORDER`` = 10 and ``REACH`` = 8.5), and that a protein's polar solvation energy
+moves by less than 1e-6 relative.
 
 Why this method (chosen by measurement, see benchmarks/coulomb_cpu.py):
 
@@ -457,11 +459,12 @@ def direct_cost(shape, n_atoms):
 
 
 def fast_cost(shape, spacing, n_atoms):
-    """Estimated core-nanoseconds of :func:`coulomb_multilevel` (hierarchy and near nodes)."""
+    """Estimated core-nanoseconds of :func:`coulomb_multilevel` (its hierarchy).
+
+    The direct sums on the nodes on an atom, at most one or a few per atom, are left out.
+    """
     _, ns = plan_levels(shape, (0.0, 0.0, 0.0), spacing, n_atoms)
-    h = np.asarray(spacing, dtype=float)
-    near = min(4.0 / 3.0 * math.pi * h.max() ** 3 / float(np.prod(h)) * n_atoms, np.prod(shape))
-    return ns + COST_PAIR * near * n_atoms
+    return ns
 
 
 def check_method(method):
@@ -540,7 +543,7 @@ def _blocks(level, pos, nblocks):
 def coulomb_multilevel(shape, origin, spacing, pos, q, scale, *, reach=REACH, levels=None):
     """scale · Σ_a q_a / |r_ijk − r_a| at every node by the multilevel method (no periodic box).
 
-    Nodes within the largest spacing of an atom get the exact direct sum (±inf on an atom, as
+    Nodes on an atom get the exact direct sum (±inf, as
     :func:`pbsolver.backends.cpu.maps.coulomb_sum`).
     """
     pos = np.ascontiguousarray(pos, dtype=float).reshape(-1, 3)
@@ -570,9 +573,12 @@ def coulomb_multilevel(shape, origin, spacing, pos, q, scale, *, reach=REACH, le
         _correct(fine, *geometry, pos, q, g.reach, tol2, planes, start, atoms, rn)
         field = fine
     field *= scale
+    # the nodes on an atom (twice the on-node distance: a superset of the direct sum's own
+    # test, whose nodes then get that sum exactly)
+    on_atom = 2.0 * math.sqrt(tol2)
     mark = np.zeros(tuple(shape), dtype=np.bool_)
-    near = np.ascontiguousarray(pos[_near_grid(grids[0], pos, max(spacing))])
-    _mark_near(mark, np.asarray(origin), np.asarray(spacing), near, max(spacing))
+    near = np.ascontiguousarray(pos[_near_grid(grids[0], pos, on_atom)])
+    _mark_near(mark, np.asarray(origin), np.asarray(spacing), near, on_atom)
     nodes = np.flatnonzero(mark).astype(np.int64)
     _direct_nodes(field, nodes, np.asarray(origin), np.asarray(spacing), px, py, pz, q,
                   float(scale), tol2, False)  # fmt: skip
