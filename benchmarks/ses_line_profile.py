@@ -37,7 +37,7 @@ class TimedSES(FrameSES):
         self.times = []
         if pieces:
             base = self.kernels
-            self.kernels = type(base)(**{**vars(base), "pieces": lambda n: pieces})
+            self.kernels = type(base)(**{**vars(base), "pieces": lambda n, lines: pieces})
 
     def _launch(self, kernel, items, *args, threads=None):
         self.backend.synchronize()

@@ -110,7 +110,8 @@ def test_lines_cut_into_pieces_write_the_whole_lines_edges():
     out = {}
     for pieces in (1, 3, grid.shape[0]):
         ses = FrameSES(be, atoms.radii, 1.4, grid.shape, grid.spacing)
-        ses.kernels = SimpleNamespace(**{**vars(ses.kernels), "pieces": lambda n, k=pieces: k})
+        cut = {"pieces": lambda n, lines, k=pieces: k}
+        ses.kernels = SimpleNamespace(**{**vars(ses.kernels), **cut})
         out[pieces] = [np.zeros((2 * stride, ny, nz)) for _ in range(3)]
         ses.run(out[pieces], pos, origin, stride)
     assert np.any((out[1][0] > 0) & (out[1][0] < 1))
@@ -287,7 +288,7 @@ def test_cuda_ses_kernels_equal_the_cpu_ones_under_the_simulator():
         np.testing.assert_array_equal(b, a)
     # lines cut into pieces (one thread each, as on a GPU for long lines) write the same edges
     ses = FrameSES(_SimBackend(), radii, 1.4, grid.shape, grid.spacing, ses_step=0.3, nbisect=10)
-    ses.kernels = SimpleNamespace(**{**vars(ses.kernels), "pieces": lambda nbins: 4})
+    ses.kernels = SimpleNamespace(**{**vars(ses.kernels), "pieces": lambda nbins, lines: 4})
     raw = [np.zeros(big) for _ in range(3)]
     ses.run(raw, pos, origin, stride)
     for a, b in zip(out["cpu"][:3], raw, strict=True):
@@ -331,3 +332,20 @@ def test_cuda_stacked_ses_calculator_matches_the_cpu_engine(surface):
             np.testing.assert_allclose(cp.asnumpy(x), y, rtol=0, atol=1e-6)
     one = gpu.compute(frames[0])
     assert one.converged and one.solve.extra["engine"] == "stacked"
+
+
+def test_lines_are_cut_into_pieces_only_while_work_items_are_few():
+    """One grid's lines are cut into pieces of SES_PIECE_EDGES edges; a batch of frames whose
+    lines alone give SES_ITEMS_WANTED work items is not cut (each piece gathers its line's
+    spheres again)."""
+    from pbsolver.backends.bodies import maps as B
+
+    assert B.line_pieces(161, 129 * 129) == 11  # one frame: ceil(161 / 16)
+    assert B.line_pieces(161, 32 * 129 * 129) == 2  # 32 frames: two pieces make 1.06 M items
+    assert B.line_pieces(161, B.SES_ITEMS_WANTED) == 1
+    assert B.line_pieces(5, 1) == 1  # no piece shorter than SES_PIECE_EDGES edges
+    for lines in (1, 1000, 50_000, 10**6):
+        for nbins in (1, 16, 17, 161, 513):
+            p = B.line_pieces(nbins, lines)
+            assert 1 <= p <= max(1, -(-nbins // B.SES_PIECE_EDGES))
+            assert p == 1 or (p - 1) * lines < B.SES_ITEMS_WANTED

@@ -141,7 +141,8 @@ class FrameSES:
             bins, bstart, border = self._bins(pos2, origin, nf, na, axis, self.maxacc, None)
             ebins, ebstart, eborder = self._bins(pos2, origin, nf, na, axis, self.maxreach,
                                                  exposed)  # fmt: skip
-            pieces = K.pieces(self.shape[axis])  # work items a line (pieces of its edges)
+            # work items a line (pieces of its edges)
+            pieces = K.pieces(self.shape[axis], nf * lines[axis])
             self._launch(
                 K.edges, nf * lines[axis] * pieces, out[axis], pieces, axis, nx, ny, nz, stride,
                 origin, h, pos2, vdw, acc, self.probe, self.steps[axis], self.nbisect,

@@ -77,9 +77,21 @@ SES_PIECE_EDGES = 16
 CANDIDATE_SLACK = 1e-6
 
 
-def line_pieces(nbins: int, piece_edges: int = SES_PIECE_EDGES) -> int:
-    """Pieces a line of ``nbins`` edges is cut into (at least one)."""
-    return max(1, -(-int(nbins) // int(piece_edges)))
+#: Work items a launch of the SES line kernel needs before its lines are cut into pieces: a
+#: piece gathers its whole line's spheres again, so pieces pay only while the lines alone
+#: leave the GPU short of threads (one frame), not for a batch of frames.
+SES_ITEMS_WANTED = 1 << 20
+
+
+def line_pieces(nbins: int, lines: int = 1, piece_edges: int = SES_PIECE_EDGES) -> int:
+    """Pieces each of ``lines`` lines of ``nbins`` edges is cut into (at least one).
+
+    About :data:`SES_ITEMS_WANTED` work items in all, and no piece shorter than
+    ``piece_edges`` edges.
+    """
+    most = max(1, -(-int(nbins) // int(piece_edges)))
+    wanted = max(1, -(-SES_ITEMS_WANTED // max(1, int(lines))))
+    return min(most, wanted)
 
 
 def on_node_tol2(spacing):

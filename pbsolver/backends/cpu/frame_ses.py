@@ -100,8 +100,9 @@ def smooth(fx, fy, fz, ox, oy, oz, nf, nx, ny, nz, stride):
 
 
 #: What :func:`pbsolver.backends.frame_kernels.cpu_kernels` hands the engine as ``ses``.
-#: ``pieces(nbins)``: work items a line of ``ses_edges`` (one: the loop is over whole lines).
+#: ``pieces(nbins, lines)``: work items a line of ``ses_edges`` (one: the loop is over whole
+#: lines).
 KERNELS = SimpleNamespace(edges=ses_edges, neighbour_counts=neighbour_counts,
                           neighbour_fills=neighbour_fills, count_arcs=count_arcs,
                           fill_circles=fill_circles, smooth=smooth,
-                          pieces=lambda nbins: 1)  # fmt: skip
+                          pieces=lambda nbins, lines: 1)  # fmt: skip

@@ -277,7 +277,7 @@ def ses_lines(out_shape, axis, us, vs, t0, h, nbins, pos, vdw, acc, probe, step,
     maxacc = float(acc.max())
     geom = geom if len(geom) else np.zeros((1, 13))
     arcs = arcs if len(arcs) else np.zeros((1, 2))
-    pieces = B.line_pieces(nbins)
+    pieces = B.line_pieces(nbins, len(us) * len(vs))
     _k_ses_lines[blocks(len(us) * len(vs) * pieces), THREADS](
         out, axis, device_copy(us), device_copy(vs), float(t0), float(h), int(nbins), pieces,
         device_copy(pos), device_copy(vdw), device_copy(acc), float(probe), float(step),
