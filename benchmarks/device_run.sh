@@ -278,10 +278,10 @@ elif [ "${1:-single}" = "s15" ]; then  # fifteenth session: MM/PBSA frames (npz:
   [ -n "${TESTS:-}" ] && step gpu_tests 330 python3 -m pytest -n 4 -m gpu -q -p no:cacheprovider \
     -W ignore::Warning -rs $([ "${TESTS}" = 1 ] || echo "${TESTS}")
   # SES="P1 P2 …": the SES step's launches, the line kernel cut into each count of pieces (0:
-  # the default), with and without zone sampling
+  # the default), with and without zone sampling; SES_THREADS="T1 T2 …": block sizes (0: default)
   [ -n "${SES:-}" ] && step ses_line_profile 240 python3 benchmarks/ses_line_profile.py \
-    .gpu/fkbp_frames.npz --backend cuda --frames 32 --pieces ${SES} --no-zones \
-    --json "$R/ses_line_profile.json"
+    .gpu/fkbp_frames.npz --backend cuda --frames 32 --pieces ${SES} --threads ${SES_THREADS:-0} \
+    $([ -n "${SES_ZONES:-}" ] || echo --no-zones) --json "$R/ses_line_profile.json"
   [ -n "${BENCH:-}" ] && step bench 200 python3 -m pbsolver bench --sizes 256 \
     --solve-sizes 129,257 --json "$R/bench.json"
 elif [ "${1:-single}" = "multi" ]; then

@@ -9,6 +9,7 @@ synchronised around it. Variants that answer what the line kernel spends its tim
 * ``--pieces P``: each line cut into P pieces (each a thread) instead of the default.
 * ``--no-zones``: a sampling step longer than any line and one bisection, so that each
   reentrant zone costs two point tests: what is left is the chord gathering and merging.
+* ``--threads T``: the line kernel launched with T threads a block (default: the engine's).
 
 The fractions of each variant are compared with the default run's (identical unless the
 zones were skipped).
@@ -32,9 +33,10 @@ from pbsolver.md.ses import FrameSES
 class TimedSES(FrameSES):
     """A FrameSES whose launches are timed (device synchronised before and after each)."""
 
-    def __init__(self, *args, pieces=None, **kwargs):
+    def __init__(self, *args, pieces=None, line_threads=None, **kwargs):
         super().__init__(*args, **kwargs)
         self.times = []
+        self.line_threads = line_threads
         if pieces:
             base = self.kernels
             self.kernels = type(base)(**{**vars(base), "pieces": lambda n, lines: pieces})
@@ -42,6 +44,8 @@ class TimedSES(FrameSES):
     def _launch(self, kernel, items, *args, threads=None):
         self.backend.synchronize()
         t0 = time.perf_counter()
+        if threads is not None and self.line_threads:  # the line kernel's launches
+            threads = self.line_threads
         super()._launch(kernel, items, *args, threads=threads)
         self.backend.synchronize()
         name = getattr(kernel, "__name__", None) or getattr(kernel, "py_func", kernel).__name__
@@ -59,11 +63,12 @@ def frames(npz, count, shape, spacing):
     return pos, origin, np.asarray(data["radii"], dtype=np.float64)
 
 
-def run_once(backend, radii, pos, origin, shape, spacing, pieces, zones, repeats):
+def run_once(backend, radii, pos, origin, shape, spacing, pieces, zones, repeats, threads=None):
     """Time ``repeats`` runs of one variant; (launch table of the last, wall times, fractions)."""
     xp = backend.array_module()
     kwargs = {} if zones else {"ses_step": 1e9, "nbisect": 1}
-    ses = TimedSES(backend, radii, 1.4, shape, (spacing,) * 3, pieces=pieces, **kwargs)
+    ses = TimedSES(backend, radii, 1.4, shape, (spacing,) * 3, pieces=pieces,
+                   line_threads=threads, **kwargs)  # fmt: skip
     nf = pos.shape[0]
     stride = shape[0] + shape[0] % 2
     out = [xp.zeros((nf * stride, shape[1], shape[2])) for _ in range(3)]
@@ -89,6 +94,8 @@ def main(argv=None) -> dict:
         "--pieces", type=int, nargs="*", default=[0], help="pieces a line (0: the kernels' default)"
     )
     ap.add_argument("--no-zones", action="store_true", help="also time without zone sampling")
+    ap.add_argument("--threads", type=int, nargs="*", default=[0],
+                    help="threads a block of the line kernel (0: the engine's)")  # fmt: skip
     ap.add_argument("--json")
     args = ap.parse_args(argv)
     data = np.load(args.npz)
@@ -98,25 +105,27 @@ def main(argv=None) -> dict:
     backend = get_backend(args.backend)
     print(f"{args.frames} frames of {pos.shape[1]} atoms, grid {shape} at {spacing} Å, "
           f"backend {args.backend}")  # fmt: skip
-    variants = [(p, True) for p in args.pieces]
+    variants = [(p, True, t) for t in args.threads for p in args.pieces]
     if args.no_zones:
-        variants += [(p, False) for p in args.pieces]
+        variants += [(p, False, t) for t in args.threads for p in args.pieces]
     report = {"frames": args.frames, "atoms": int(pos.shape[1]), "shape": shape,
               "spacing": spacing, "variants": []}  # fmt: skip
     reference = None
-    for pieces, zones in variants:
+    for pieces, zones, threads in variants:
         times, walls, fractions = run_once(backend, radii, pos, origin, shape, spacing, pieces,
-                                           zones, args.repeats)  # fmt: skip
+                                           zones, args.repeats, threads or None)  # fmt: skip
         if reference is None:
             reference = fractions
         diff = max(float(np.abs(a - b).max()) for a, b in zip(fractions, reference, strict=True))
-        label = f"pieces={pieces or 'default'} zones={'on' if zones else 'off'}"
+        label = (f"pieces={pieces or 'default'} zones={'on' if zones else 'off'} "
+                 f"threads={threads or 'default'}")  # fmt: skip
         print(f"\n{label}: wall {min(walls):.4f} s (runs {', '.join(f'{w:.4f}' for w in walls)}),"
               f" max |Δfraction| vs first variant {diff:.3g}")  # fmt: skip
         for name, items, dt in times:
             print(f"  {name:<22s} {items:>10d} items  {1e3 * dt:9.2f} ms")
         report["variants"].append({
-            "pieces": pieces, "zones": zones, "wall_s": walls, "max_diff": diff,
+            "pieces": pieces, "zones": zones, "threads": threads, "wall_s": walls,
+            "max_diff": diff,
             "launches": [{"kernel": n, "items": i, "s": t} for n, i, t in times],
         })  # fmt: skip
     if args.json:
