@@ -242,3 +242,26 @@ def test_auto_choice_and_refusals():
     with pytest.raises(pb.InputError, match="periodic"):
         maps.coulomb_potential(atoms, grid, 2.0, box=box, backend=CPUBackend(coulomb="fast"))
     assert get_backend("cpu").map_kernels() is CM.KERNELS
+
+
+def test_a_focused_grid_counts_only_the_atoms_its_levels_correct():
+    """A grid inside a large cluster (APBS's fine focusing grids): most atoms' reach misses the
+    levels' boxes, so the plan with positions costs less and may go deeper; its map still
+    equals the direct sum to the far nodes' accuracy."""
+    rng = np.random.default_rng(11)
+    pos = rng.uniform(-30.0, 30.0, (3000, 3))
+    q = rng.normal(0.0, 0.4, len(pos))
+    shape, spacing = (41, 45, 39), (0.3, 0.3, 0.3)
+    origin = (-6.0, -6.6, -5.7)
+    plain, ns_plain = CF.plan_levels(shape, origin, spacing, len(pos))
+    focused, ns_focused = CF.plan_levels(shape, origin, spacing, len(pos), pos=pos)
+    assert ns_focused < ns_plain
+    assert len(focused) > len(plain)  # here: the direct sum, against two levels
+    # with no atom near the box, only the top's direct sum and the prolongations are left
+    far = pos + 500.0
+    _, ns_far = CF.plan_levels(shape, origin, spacing, len(pos), levels=2, pos=far)
+    top = CF.plan_levels(shape, origin, spacing, len(pos), levels=2)[0][-1]
+    assert ns_far == pytest.approx(CF.COST_PAIR * len(pos) * top.size
+                                   + CF.COST_PROLONG * int(np.prod(shape)))  # fmt: skip
+    err, _, _ = compare(shape, origin, spacing, pos, q)
+    assert err <= FAR_RTOL

@@ -413,7 +413,7 @@ def _correction_cost(level):
     return COST_SPHERE * sphere + COST_PASS * passes
 
 
-def plan_levels(shape, origin, spacing, n_atoms, reach=REACH, levels=None):
+def plan_levels(shape, origin, spacing, n_atoms, reach=REACH, levels=None, pos=None):
     """The grids of the hierarchy, finest (the map's grid) first, and their estimated cost.
 
     Returns ``(levels, ns)``: a list of :class:`Level` and the estimated core-nanoseconds of
@@ -421,6 +421,10 @@ def plan_levels(shape, origin, spacing, n_atoms, reach=REACH, levels=None):
     itself); by default it is the one of least estimated cost. Each level's reach is ``reach``
     coarse spacings, and at least the reach below plus the stencil's half-diagonal (so that
     every coarse node an interpolated value uses already holds the atom's exact kernel).
+
+    ``pos`` (the charged atoms, Å), when given, counts on each level only the atoms whose
+    reach meets its box, as the corrections do: a grid inside a large molecule (a focused
+    grid) corrects few of the atoms, and a deeper hierarchy pays there.
     """
     grids = [Level(tuple(map(float, origin)), tuple(map(float, spacing)), tuple(map(int, shape)))]
     most = levels if levels is not None else 16
@@ -433,7 +437,6 @@ def plan_levels(shape, origin, spacing, n_atoms, reach=REACH, levels=None):
     best = None
     below = 0.0
     fixed = 0.0  # prolongations and corrections of the levels under the top
-    per_atom = 0.0
     for top in range(len(grids)):
         if top > 0:
             g, c = grids[top - 1], grids[top]
@@ -442,9 +445,9 @@ def plan_levels(shape, origin, spacing, n_atoms, reach=REACH, levels=None):
             r = max(reach * max(c.spacing), below + half_diag * (1 + 1e-9) if top > 1 else 0.0)
             below = r
             grids[top - 1] = dataclasses.replace(g, reach=r)
-            per_atom += _correction_cost(grids[top - 1])
-            fixed += COST_PROLONG * g.size
-        ns = fixed + n_atoms * (per_atom + COST_PAIR * grids[top].size)
+            corrected = n_atoms if pos is None else len(_near_grid(grids[top - 1], pos, r))
+            fixed += corrected * _correction_cost(grids[top - 1]) + COST_PROLONG * g.size
+        ns = fixed + n_atoms * COST_PAIR * grids[top].size
         if best is None or ns < best[1] or (levels is not None and top == levels - 1):
             best = (top, ns)
     top, ns = best
@@ -557,7 +560,7 @@ def coulomb_multilevel(shape, origin, spacing, pos, q, scale, *, reach=REACH, le
     spacing = tuple(float(h) for h in spacing)
     origin = tuple(float(o) for o in origin)
     tol2 = B.on_node_tol2(spacing)
-    grids, _ = plan_levels(shape, origin, spacing, len(q), reach, levels)
+    grids, _ = plan_levels(shape, origin, spacing, len(q), reach, levels, pos=pos)
     px, py, pz = (np.ascontiguousarray(pos[:, d]) for d in range(3))
     top = grids[-1]
     field = np.empty(top.shape)
