@@ -277,26 +277,24 @@ def focus_values(fine: Grid, coarse: Grid, coarse_phi_rf) -> np.ndarray:
     InputError
         ``fine`` not inside ``coarse``, or a field of the wrong shape.
     """
-    # the trilinear body every sampling in pbsolver uses (molecule.energy.sample_field)
-    from pbsolver.backends.cpu.sampling import sample_points
-
     check_nested([coarse, fine])
     f = np.ascontiguousarray(to_numpy(coarse_phi_rf), dtype=np.float64)
     if f.shape != coarse.shape:
         raise InputError(f"coarse field has shape {f.shape}, its grid needs {coarse.shape}")
-    lim = np.asarray(coarse.shape, dtype=float) - 1.0
-    node = [
-        np.clip((ax - o) / h, 0.0, m)
-        for ax, o, h, m in zip(fine.axes(), coarse.origin, coarse.spacing, lim, strict=True)
-    ]
-    cy, cz = np.meshgrid(node[1], node[2], indexing="ij")
-    coords = np.empty((cy.size, 3))
-    coords[:, 1], coords[:, 2] = cy.ravel(), cz.ravel()
-    out = np.empty(fine.shape)
-    for i, cx in enumerate(node[0]):
-        coords[:, 0] = cx
-        out[i] = sample_points(f, coarse.spacing, coords, False)[:, 0].reshape(out.shape[1:])
-    return out
+    # trilinear weights are a product over the axes, so the interpolation is three 1-D passes
+    # (the fine nodes lie on a tensor grid); the cells and clamping are the sampling body's
+    # (pbsolver.backends.bodies.sampling.cell_of)
+    out = f
+    for axis, (ax, o, h) in enumerate(zip(fine.axes(), coarse.origin, coarse.spacing,
+                                          strict=True)):  # fmt: skip
+        n = coarse.shape[axis]
+        s = np.clip((ax - o) / h, 0.0, n - 1.0)
+        i0 = np.clip(np.floor(s).astype(np.int64), 0, max(n - 2, 0))
+        w = (s - i0).reshape([-1 if a == axis else 1 for a in range(3)])
+        lo = np.take(out, i0, axis=axis)
+        hi = np.take(out, np.minimum(i0 + 1, n - 1), axis=axis)
+        out = lo * (1.0 - w) + hi * w
+    return np.ascontiguousarray(out)
 
 
 def screened_values(values, fine: Grid, coarse_level, fine_phi_c, fine_kappa2) -> np.ndarray:
