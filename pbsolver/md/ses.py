@@ -17,8 +17,9 @@ the engine's device (NumPy or CuPy):
    all atoms and for the exposed ones;
 4. the lines: one launch per axis over (frame, grid line, piece) triples writes every
    frame's edge fractions, snapped like :func:`~pbsolver.molecule.maps.snap_fractions`, into
-   the stacked layout (on CUDA a line is cut into pieces of
-   :data:`~pbsolver.backends.bodies.maps.SES_PIECE_EDGES` edges, each a thread; on the CPU a
+   the stacked layout (on CUDA a line is cut into pieces of at least
+   :data:`~pbsolver.backends.bodies.maps.SES_PIECE_EDGES` edges while a launch has few work
+   items, :func:`~pbsolver.backends.bodies.maps.line_pieces`, each a thread; on the CPU a
    work item is a whole line).
 
 The sizes of steps 1–2 (pairs, circles, arcs) are read back to the host to allocate (a few

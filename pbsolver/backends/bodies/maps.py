@@ -67,9 +67,10 @@ class LineCapacityError(RuntimeError):
     """A line met more spheres than a GPU kernel's local arrays hold (the CPU kernels do it)."""
 
 
-#: Edges of a grid line that one GPU thread of the SES line kernels classifies: a line is cut
-#: into pieces of about this many edges (its reentrant-zone sampling, the costly part, is cut
-#: with it), so that the few lines through a solute's crevices do not hold up a whole launch.
+#: Edges of a grid line that one GPU thread of the SES line kernels classifies when a launch
+#: has few lines (:func:`line_pieces`): a line is then cut into pieces of about this many edges
+#: (its reentrant-zone sampling, the costly part, is cut with it), so that the few lines
+#: through a solute's crevices do not hold up a whole launch.
 SES_PIECE_EDGES = 16
 
 
