@@ -445,3 +445,29 @@ def test_snap_fractions_kernel_equals_the_array_code():
     np.testing.assert_array_equal(kernel, array_code)
     assert kernel.min() == 0.0 and kernel.max() == 1.0
     assert np.all((kernel == 0) | (kernel == 1) | ((kernel > 1e-12) & (kernel < 1 - 1e-12)))
+
+
+def test_ses_geometry_is_kept_for_the_same_atoms_only(rng):
+    """Focusing maps one molecule on several grids: its SES geometry (atoms only) is computed
+    once; other positions, radii or probe compute it again, and the fractions are those of a
+    fresh computation."""
+    a = random_cluster(rng, n=9)
+    be = maps.map_backend("cpu")
+    maps._recent_geometry.clear()
+    first = maps.ses_geometry(be, a.positions, a.radii, 1.4)
+    assert maps.ses_geometry(be, a.positions.copy(), a.radii.copy(), 1.4) is first
+    moved = a.positions.copy()
+    moved[3, 1] += 1e-9
+    assert maps.ses_geometry(be, moved, a.radii, 1.4) is not first
+    assert maps.ses_geometry(be, a.positions, a.radii, 1.3) is not first
+    assert maps.ses_geometry(be, a.positions, a.radii + 0.1, 1.4) is not first
+    g1, g2 = odd_grid(a, rng), odd_grid(a, rng, spacing=(0.37, 0.41, 0.33))
+    kept = [maps.face_fractions(a, g, "mol") for g in (g1, g2)]
+    for g, got in zip((g1, g2), kept, strict=True):
+        maps._recent_geometry.clear()
+        fresh = maps.face_fractions(a, g, "mol")
+        for x, y in zip(got, fresh, strict=True):
+            np.testing.assert_array_equal(x, y)
+    for k in range(maps.GEOMETRY_KEPT + 3):  # an MD run: only the last few are kept
+        maps.ses_geometry(be, a.positions + 0.01 * k, a.radii, 1.4)
+    assert len(maps._recent_geometry) == maps.GEOMETRY_KEPT

@@ -36,7 +36,9 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
 import math
+import threading
 
 import numpy as np
 
@@ -244,19 +246,48 @@ def face_fractions(
     return tuple(out)
 
 
+#: How many molecules' SES geometry :func:`ses_geometry` keeps (APBS inputs and focusing map
+#: one molecule on several grids; an MD frame's atoms replace the last frame's).
+GEOMETRY_KEPT = 4
+_recent_geometry: dict = {}
+_recent_lock = threading.Lock()
+
+
+def _content_key(*arrays) -> tuple:
+    """A key of the arrays' contents (shape and float64 bytes)."""
+    key = []
+    for a in arrays:
+        a = np.ascontiguousarray(a, dtype=np.float64)
+        key += [a.shape, hashlib.blake2b(a.tobytes(), digest_size=16).digest()]
+    return tuple(key)
+
+
 def ses_geometry(backend, pos, rad, probe):
     """What every SES line of a molecule needs: ``(neighbour lists, SES features, exposed)``.
 
     ``pos``, ``rad``: atom centres and radii (Å), ``probe`` the probe radius; the neighbour
     lists pair overlapping accessible spheres (R + r_p), the features are
     :func:`pbsolver.backends.cpu.maps.ses_features`'s and ``exposed`` the indices of the atoms
-    whose accessible sphere is exposed.
+    whose accessible sphere is exposed. They depend on the atoms only, not on a grid, so the
+    last :data:`GEOMETRY_KEPT` are kept (by the contents of ``pos`` and ``rad``) and handed out
+    again to a call with the same atoms; callers only read them.
     """
+    key = (backend.name, float(probe), *_content_key(pos, rad))
+    with _recent_lock:
+        kept = _recent_geometry.pop(key, None)
+        if kept is not None:
+            _recent_geometry[key] = kept  # the most recent last
+            return kept
     acc = rad + probe
     nb = backend.map_kernels().neighbour_lists(pos, acc)
     # too many neighbours for the GPU's buffers: the CPU does it
     features = _run(backend, "SES features", "ses_features", pos, acc, *nb)
-    return nb, features, np.flatnonzero(features[0])
+    geometry = (nb, features, np.flatnonzero(features[0]))
+    with _recent_lock:
+        _recent_geometry[key] = geometry
+        while len(_recent_geometry) > GEOMETRY_KEPT:
+            del _recent_geometry[next(iter(_recent_geometry))]
+    return geometry
 
 
 def ses_line_fractions(backend, grid, axis, us, vs, pos, rad, probe, geometry, ses_step=None,
