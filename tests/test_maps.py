@@ -453,7 +453,7 @@ def test_ses_geometry_is_kept_for_the_same_atoms_only(rng):
     fresh computation."""
     a = random_cluster(rng, n=9)
     be = maps.map_backend("cpu")
-    maps._recent_geometry.clear()
+    maps.clear_kept_maps()
     first = maps.ses_geometry(be, a.positions, a.radii, 1.4)
     assert maps.ses_geometry(be, a.positions.copy(), a.radii.copy(), 1.4) is first
     moved = a.positions.copy()
@@ -464,10 +464,45 @@ def test_ses_geometry_is_kept_for_the_same_atoms_only(rng):
     g1, g2 = odd_grid(a, rng), odd_grid(a, rng, spacing=(0.37, 0.41, 0.33))
     kept = [maps.face_fractions(a, g, "mol") for g in (g1, g2)]
     for g, got in zip((g1, g2), kept, strict=True):
-        maps._recent_geometry.clear()
+        maps.clear_kept_maps()
         fresh = maps.face_fractions(a, g, "mol")
         for x, y in zip(got, fresh, strict=True):
             np.testing.assert_array_equal(x, y)
-    for k in range(maps.GEOMETRY_KEPT + 3):  # an MD run: only the last few are kept
+    first = maps.ses_geometry(be, a.positions, a.radii, 1.4)
+    for k in range(1, maps.GEOMETRY_KEPT + 1):  # an MD run: only the last few are kept
         maps.ses_geometry(be, a.positions + 0.01 * k, a.radii, 1.4)
-    assert len(maps._recent_geometry) == maps.GEOMETRY_KEPT
+    assert maps.ses_geometry(be, a.positions, a.radii, 1.4) is not first
+
+
+def test_coulomb_and_accessibility_maps_are_kept_as_copies(rng):
+    """A solvated and a reference calculation of APBS map the same charges on the same grid:
+    the second call gets a copy of the first's map (changing it changes nothing kept); other
+    charges, grids, ε_c, ion radius or summation method compute the map again."""
+    from pbsolver.backends.cpu.backend import CPUBackend
+
+    a = random_cluster(rng, n=9)
+    g = odd_grid(a, rng)
+    maps.clear_kept_maps()
+    phi = maps.coulomb_potential(a, g, 2.0)
+    again = maps.coulomb_potential(a, g, 2.0)
+    np.testing.assert_array_equal(again, phi)
+    assert again is not phi
+    again[3, 4, 5] = 1e9  # the caller's copy
+    np.testing.assert_array_equal(maps.coulomb_potential(a, g, 2.0), phi)
+    np.testing.assert_allclose(maps.coulomb_potential(a, g, 4.0), 0.5 * phi, rtol=1e-14)
+    direct = maps.coulomb_potential(a, g, 2.0, backend=CPUBackend(coulomb="direct"))
+    maps.clear_kept_maps()
+    np.testing.assert_array_equal(
+        direct, maps.coulomb_potential(a, g, 2.0, backend=CPUBackend(coulomb="direct"))
+    )
+    other = pb.Atoms(a.positions, -a.charges, a.radii)
+    np.testing.assert_allclose(maps.coulomb_potential(other, g, 2.0), -phi, rtol=1e-12)
+    acc = maps.ion_accessibility(a, g, 2.0)
+    assert maps.ion_accessibility(a, g, 2.0) is not acc
+    np.testing.assert_array_equal(maps.ion_accessibility(a, g, 2.0), acc)
+    wider = maps.ion_accessibility(a, g, 2.5)
+    assert wider.sum() < acc.sum()
+    maps.clear_kept_maps()
+    np.testing.assert_array_equal(maps.ion_accessibility(a, g, 2.5), wider)
+    shifted = pb.Grid(g.shape, spacing=g.spacing, origin=tuple(np.asarray(g.origin) + 0.1))
+    assert not np.array_equal(maps.ion_accessibility(a, shifted, 2.0), acc)

@@ -246,11 +246,59 @@ def face_fractions(
     return tuple(out)
 
 
+class _Kept:
+    """The last few results of a costly map, by a key of its inputs' contents (thread-safe).
+
+    A result of more than ``most_bytes`` is not kept.
+    """
+
+    def __init__(self, kept: int, most_bytes: int | None = None):
+        self.kept, self.most_bytes = kept, most_bytes
+        self._items: dict = {}
+        self._lock = threading.Lock()
+
+    def get(self, key):
+        with self._lock:
+            value = self._items.pop(key, None)
+            if value is not None:
+                self._items[key] = value  # the most recent last
+            return value
+
+    def put(self, key, value, nbytes: int = 0):
+        if self.most_bytes is not None and nbytes > self.most_bytes:
+            return
+        with self._lock:
+            self._items[key] = value
+            while len(self._items) > self.kept:
+                del self._items[next(iter(self._items))]
+
+    def clear(self):
+        with self._lock:
+            self._items.clear()
+
+    def __len__(self):
+        return len(self._items)
+
+
 #: How many molecules' SES geometry :func:`ses_geometry` keeps (APBS inputs and focusing map
 #: one molecule on several grids; an MD frame's atoms replace the last frame's).
 GEOMETRY_KEPT = 4
-_recent_geometry: dict = {}
-_recent_lock = threading.Lock()
+#: How many φ_c and ion-accessibility maps are kept, and up to what size (bytes) each: APBS
+#: inputs map a molecule with the same charges, radii and grid for a solvated and a reference
+#: calculation (which differ in ε_out only).
+MAPS_KEPT, MAP_BYTES_KEPT = 2, 1 << 25
+_geometry = _Kept(GEOMETRY_KEPT)
+_coulomb_maps = _Kept(MAPS_KEPT, MAP_BYTES_KEPT)
+_access_maps = _Kept(MAPS_KEPT, MAP_BYTES_KEPT)
+
+
+def clear_kept_maps() -> None:
+    """Forget the SES geometry and the maps kept for reuse, e.g. to free their memory.
+
+    Those of :func:`ses_geometry`, :func:`coulomb_potential` and :func:`ion_accessibility`.
+    """
+    for kept in (_geometry, _coulomb_maps, _access_maps):
+        kept.clear()
 
 
 def _content_key(*arrays) -> tuple:
@@ -260,6 +308,11 @@ def _content_key(*arrays) -> tuple:
         a = np.ascontiguousarray(a, dtype=np.float64)
         key += [a.shape, hashlib.blake2b(a.tobytes(), digest_size=16).digest()]
     return tuple(key)
+
+
+def _grid_key(grid, box) -> tuple:
+    return (tuple(grid.shape), tuple(grid.spacing), tuple(grid.origin),
+            None if box is None else tuple(float(b) for b in box))  # fmt: skip
 
 
 def ses_geometry(backend, pos, rad, probe):
@@ -273,20 +326,15 @@ def ses_geometry(backend, pos, rad, probe):
     again to a call with the same atoms; callers only read them.
     """
     key = (backend.name, float(probe), *_content_key(pos, rad))
-    with _recent_lock:
-        kept = _recent_geometry.pop(key, None)
-        if kept is not None:
-            _recent_geometry[key] = kept  # the most recent last
-            return kept
+    kept = _geometry.get(key)
+    if kept is not None:
+        return kept
     acc = rad + probe
     nb = backend.map_kernels().neighbour_lists(pos, acc)
     # too many neighbours for the GPU's buffers: the CPU does it
     features = _run(backend, "SES features", "ses_features", pos, acc, *nb)
     geometry = (nb, features, np.flatnonzero(features[0]))
-    with _recent_lock:
-        _recent_geometry[key] = geometry
-        while len(_recent_geometry) > GEOMETRY_KEPT:
-            del _recent_geometry[next(iter(_recent_geometry))]
+    _geometry.put(key, geometry)
     return geometry
 
 
@@ -412,6 +460,9 @@ def ion_accessibility(atoms, grid, ion_radius=2.0, *, subsamples=4, box=None, ba
     (APBS' inflated-vdW ion exclusion; zero-radius atoms exclude a sphere of ``ion_radius``).
     The fraction is exact along z and sampled at ``subsamples``² lines across each cell;
     fractions within 1e-12 of 0 or 1 are snapped to it (:func:`snap_fractions`).
+
+    The last few maps are kept (:data:`MAPS_KEPT`) and a call with the same atoms, grid and
+    options gets a copy of one.
     """
     backend = map_backend(backend)
     ion_radius = float(ion_radius)
@@ -420,6 +471,18 @@ def ion_accessibility(atoms, grid, ion_radius=2.0, *, subsamples=4, box=None, ba
     s = int(subsamples)
     if s < 1:
         raise InputError(f"subsamples must be >= 1, got {subsamples}")
+    key = (backend.name, ion_radius, s, _grid_key(grid, box),
+           *_content_key(atoms.positions, atoms.radii))  # fmt: skip
+    kept = _access_maps.get(key)
+    if kept is not None:
+        return kept.copy()
+    out = _accessible_fraction(atoms, grid, ion_radius, s, box, backend)
+    _access_maps.put(key, out.copy(), out.nbytes)
+    return out
+
+
+def _accessible_fraction(atoms, grid, ion_radius, s, box, backend):
+    """:func:`ion_accessibility`'s map, computed."""
     pos, rad = atoms.positions, atoms.radii + ion_radius
     if box is not None:
         pos, rad = periodic_images(pos, rad, box, grid.origin, rad.max() + 1.0)
@@ -477,6 +540,9 @@ def coulomb_potential(atoms, grid, eps_cavity=2.0, *, box=None, backend="cpu"):
     answer as one exactly on it. With ``box`` (periodic), each atom contributes through its
     nearest image (minimum image convention).
 
+    The last few maps are kept (:data:`MAPS_KEPT`) and a call with the same charges, grid and
+    options gets a copy of one.
+
     Raises
     ------
     InputError
@@ -489,15 +555,22 @@ def coulomb_potential(atoms, grid, eps_cavity=2.0, *, box=None, backend="cpu"):
     q = np.ascontiguousarray(atoms.charges[keep])
     if q.size == 0:
         return np.zeros(grid.shape)
+    box = None if box is None else check_box(box)
+    # the sum's method is the backend's (CPUBackend(coulomb=...)): part of the key
+    key = (backend.name, getattr(backend, "coulomb", None), eps_cavity, _grid_key(grid, box),
+           *_content_key(pos, q))  # fmt: skip
+    kept = _coulomb_maps.get(key)
+    if kept is not None:
+        return kept.copy()
     out = backend.map_kernels().coulomb_sum(
-        grid.shape, grid.origin, grid.spacing, pos, q, COULOMB_KJ / eps_cavity,
-        None if box is None else check_box(box),
-    )  # fmt: skip
+        grid.shape, grid.origin, grid.spacing, pos, q, COULOMB_KJ / eps_cavity, box
+    )
     if np.isnan(out).any():
         idx = tuple(int(v) for v in np.argwhere(np.isnan(out))[0])
         raise InputError(
             f"charges of opposite sign sit exactly on grid node {idx}: shift the grid origin"
         )
+    _coulomb_maps.put(key, out.copy(), out.nbytes)
     return out
 
 
