@@ -276,9 +276,6 @@ class _Kept:
         with self._lock:
             self._items.clear()
 
-    def __len__(self):
-        return len(self._items)
-
 
 #: How many molecules' SES geometry :func:`ses_geometry` keeps (APBS inputs and focusing map
 #: one molecule on several grids; an MD frame's atoms replace the last frame's).
