@@ -10,6 +10,9 @@ synchronised around it. Variants that answer what the line kernel spends its tim
 * ``--no-zones``: a sampling step longer than any line and one bisection, so that each
   reentrant zone costs two point tests: what is left is the chord gathering and merging.
 * ``--threads T``: the line kernel launched with T threads a block (default: the engine's).
+* ``--cprofile``: the first run under cProfile, with the call counts of the point test
+  (``solute_at``) and of the zones; run it with ``NUMBA_DISABLE_JIT=1 --backend cpu --frames 1``
+  to count the point tests of a frame (the bodies then run as Python).
 
 The fractions of each variant are compared with the default run's (identical unless the
 zones were skipped).
@@ -63,7 +66,8 @@ def frames(npz, count, shape, spacing):
     return pos, origin, np.asarray(data["radii"], dtype=np.float64)
 
 
-def run_once(backend, radii, pos, origin, shape, spacing, pieces, zones, repeats, threads=None):
+def run_once(backend, radii, pos, origin, shape, spacing, pieces, zones, repeats, threads=None,
+             profile=False):  # fmt: skip
     """Time ``repeats`` runs of one variant; (launch table of the last, wall times, fractions)."""
     xp = backend.array_module()
     kwargs = {} if zones else {"ses_step": 1e9, "nbisect": 1}
@@ -74,14 +78,30 @@ def run_once(backend, radii, pos, origin, shape, spacing, pieces, zones, repeats
     out = [xp.zeros((nf * stride, shape[1], shape[2])) for _ in range(3)]
     dpos, dorigin = xp.asarray(pos), xp.asarray(origin)
     walls = []
-    for _ in range(repeats + 1):  # the first compiles
+    for k in range(repeats + 1):  # the first compiles
         ses.times = []
         backend.synchronize()
         t0 = time.perf_counter()
-        ses.run(out, dpos, dorigin, stride)
+        if profile and k == 0:
+            _profiled(ses.run, out, dpos, dorigin, stride)
+        else:
+            ses.run(out, dpos, dorigin, stride)
         backend.synchronize()
         walls.append(time.perf_counter() - t0)
-    return ses.times, walls[1:], [backend.to_host(a) for a in out]
+    return ses.times, walls[1:] or walls, [backend.to_host(a) for a in out]
+
+
+def _profiled(run, *args):
+    """``run(*args)`` under cProfile; print the point test's and the zones' call counts."""
+    import cProfile
+    import pstats
+
+    prof = cProfile.Profile()
+    prof.runcall(run, *args)
+    stats = pstats.Stats(prof).stats
+    for (_, _, name), (_, ncalls, *_rest) in sorted(stats.items()):
+        if name in ("solute_at", "zone", "probe_reaches"):
+            print(f"  calls of {name}: {ncalls}")
 
 
 def main(argv=None) -> dict:
@@ -96,6 +116,7 @@ def main(argv=None) -> dict:
     ap.add_argument("--no-zones", action="store_true", help="also time without zone sampling")
     ap.add_argument("--threads", type=int, nargs="*", default=[0],
                     help="threads a block of the line kernel (0: the engine's)")  # fmt: skip
+    ap.add_argument("--cprofile", action="store_true", help="count the point tests (see above)")
     ap.add_argument("--json")
     args = ap.parse_args(argv)
     data = np.load(args.npz)
@@ -113,7 +134,8 @@ def main(argv=None) -> dict:
     reference = None
     for pieces, zones, threads in variants:
         times, walls, fractions = run_once(backend, radii, pos, origin, shape, spacing, pieces,
-                                           zones, args.repeats, threads or None)  # fmt: skip
+                                           zones, args.repeats, threads or None,
+                                           args.cprofile)  # fmt: skip
         if reference is None:
             reference = fractions
         diff = max(float(np.abs(a - b).max()) for a, b in zip(fractions, reference, strict=True))
