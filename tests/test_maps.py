@@ -115,6 +115,37 @@ def test_ses_fractions_match_brute_force(seed):
     assert sum(f.sum() for f in mol) > 1.05 * sum(f.sum() for f in vdw)
 
 
+def test_in_arc_equals_the_angle_test(rng):
+    """The point test's arc membership (cross products) is θ0 ≤ atan2 mod 2π ≤ θ1."""
+    from pbsolver.backends.bodies import maps as B
+
+    two_pi = 2 * math.pi
+    starts = rng.uniform(0, two_pi, 400)
+    lengths = np.concatenate([rng.uniform(0, two_pi, 300), [1e-7, 0.3, math.pi, two_pi] * 25])
+    arcs = np.zeros((len(starts), B.ARC_COLUMNS))
+    for a, (t0, length) in enumerate(zip(starts, lengths, strict=True)):
+        t0 = 0.0 if length == two_pi else t0
+        B.set_arc_body(arcs, a, t0, min(t0 + length, two_pi))  # free arcs lie in [0, 2π]
+    checked = 0
+    for a in range(len(arcs)):
+        for theta in rng.uniform(0, two_pi, 40):
+            if min(abs(theta - arcs[a, 0]), abs(theta - arcs[a, 1])) < 1e-9:
+                continue  # on an end the ends' own distance test decides
+            r = rng.uniform(1e-3, 10.0)
+            xu, xv = r * math.cos(theta), r * math.sin(theta)
+            want = arcs[a, 0] <= math.atan2(xv, xu) % two_pi <= arcs[a, 1]
+            assert B.in_arc_body(arcs, a, xu, xv) == want, (arcs[a, :2], theta)
+            checked += 1
+    assert checked > 15000
+    # the ends' directions are those of the angles
+    assert np.allclose(
+        arcs[:, 2:],
+        np.stack(
+            [np.cos(arcs[:, 0]), np.sin(arcs[:, 0]), np.cos(arcs[:, 1]), np.sin(arcs[:, 1])], axis=1
+        ),
+    )
+
+
 def test_ses_equals_vdw_for_isolated_spheres(rng):
     """Spheres farther apart than 2 probe radii: the SES is their vdW surface."""
     pos = np.array([[0.0, 0.0, 0.0], [7.5, 0.3, -0.2], [0.4, 7.9, 0.5]])

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pbsolver.backends.bodies.maps import compact_circles
+from pbsolver.backends.bodies.maps import ARC_COLUMNS, compact_circles
 from pbsolver.backends.frame_kernels import LINE_THREADS, SES_CANDIDATES, SES_NEIGHBOURS
 from pbsolver.exceptions import InputError
 from pbsolver.molecule.maps import ses_bisections, ses_sampling_step
@@ -131,7 +131,7 @@ class FrameSES:
         )
         nc, narcs = int(circ_i.shape[0]), int(arc_start[-1])
         geom = xp.zeros((max(nc, 1), 13))
-        arcs = xp.zeros((max(narcs, 1), 2))
+        arcs = xp.zeros((max(narcs, 1), ARC_COLUMNS))
         if nc:
             self._launch(K.fill_circles, nc, pos2, acc, circ_i, circ_j, nb_start, nb_index,
                          arc_start, geom, arcs)  # fmt: skip

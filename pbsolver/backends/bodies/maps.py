@@ -34,6 +34,10 @@ BURY_TOL = 1e-9
 FRACTION_SNAP = 1e-12
 #: A node within this fraction of the smallest spacing of an atom is on that atom (φ_c = ±inf).
 ON_NODE = 1e-6
+#: Columns of a free arc's row: its angles θ0 < θ1 (in [0, 2π], counter-clockwise in its
+#: circle's (u, v) plane), then the directions of its ends, cos θ0, sin θ0, cos θ1, sin θ1, so
+#: that the point test needs no trigonometry (see :func:`set_arc_body`).
+ARC_COLUMNS = 6
 
 
 #: The methods of every backend's map kernels (:meth:`pbsolver.backends.Backend.map_kernels`).
@@ -215,6 +219,15 @@ def make_sphere_probe(buried, near_sphere):
     return sphere_probe_body
 
 
+def circle_height_body(geom, c, x, y, z):
+    """The point's height above circle c's plane (along its axis)."""
+    return (
+        (x - geom[c, 0]) * geom[c, 3]
+        + (y - geom[c, 1]) * geom[c, 4]
+        + (z - geom[c, 2]) * geom[c, 5]
+    )
+
+
 def circle_local_body(geom, c, x, y, z):
     """The point in circle c's frame: (height zz on the axis, in-plane xu, xv, radius rx, ρ)."""
     wx = x - geom[c, 0]
@@ -234,16 +247,49 @@ def remember_body(hit, px, py, pz):
     hit[3] = 1.0
 
 
-def arc_point_body(geom, c, theta):
-    """The point at angle theta of circle c."""
-    ct = math.cos(theta)
-    st = math.sin(theta)
+def circle_point_body(geom, c, cu, cv):
+    """The point of circle c in the direction (cu, cv) of its (u, v) plane (a unit vector)."""
     rho = geom[c, 12]
     return (
-        geom[c, 0] + rho * (ct * geom[c, 6] + st * geom[c, 9]),
-        geom[c, 1] + rho * (ct * geom[c, 7] + st * geom[c, 10]),
-        geom[c, 2] + rho * (ct * geom[c, 8] + st * geom[c, 11]),
+        geom[c, 0] + rho * (cu * geom[c, 6] + cv * geom[c, 9]),
+        geom[c, 1] + rho * (cu * geom[c, 7] + cv * geom[c, 10]),
+        geom[c, 2] + rho * (cu * geom[c, 8] + cv * geom[c, 11]),
     )
+
+
+def make_arc_point(circle_point):
+    """The body of the point at an angle of a circle, on the compiled ``circle_point``."""
+
+    def arc_point_body(geom, c, theta):
+        """The point at angle theta of circle c."""
+        return circle_point(geom, c, math.cos(theta), math.sin(theta))
+
+    return arc_point_body
+
+
+def set_arc_body(arcs, a, t0, t1):
+    """Row a of ``arcs``: the free arc from angle t0 to t1 (see :data:`ARC_COLUMNS`)."""
+    arcs[a, 0] = t0
+    arcs[a, 1] = t1
+    arcs[a, 2] = math.cos(t0)
+    arcs[a, 3] = math.sin(t0)
+    arcs[a, 4] = math.cos(t1)
+    arcs[a, 5] = math.sin(t1)
+
+
+def in_arc_body(arcs, a, xu, xv):
+    """True when the direction (xu, xv) of a circle's plane lies within its free arc a.
+
+    The same test as θ0 ≤ atan2(xv, xu) mod 2π ≤ θ1, from the signs of two cross products with
+    the ends' directions: (xu, xv) is within π counter-clockwise of the start and within π
+    clockwise of the end. An arc longer than π is the union of those two half-planes, a shorter
+    one their intersection.
+    """
+    after_start = arcs[a, 2] * xv - arcs[a, 3] * xu >= 0.0
+    before_end = xu * arcs[a, 5] - xv * arcs[a, 4] >= 0.0
+    if arcs[a, 1] - arcs[a, 0] > math.pi:
+        return after_start or before_end
+    return after_start and before_end
 
 
 def circle_body(pos, rad, i, j, out):
@@ -296,14 +342,15 @@ def circle_body(pos, rad, i, j, out):
     return True
 
 
-def make_free_arcs(sort_merge):
-    """The free-arc body of circle (i, j), on the compiled ``sort_merge``."""
+def make_free_arcs(sort_merge, set_arc):
+    """The free-arc body of circle (i, j), on the compiled ``sort_merge`` and ``set_arc``."""
 
     def free_arcs_body(pos, rad, i, j, nb_start, nb_index, g, bs, be, arcs, arc0, cap):
         """Free (unburied) arcs of circle g of (i, j) as angle intervals in [0, 2π].
 
-        Writes up to ``cap`` rows of (θ0, θ1) at ``arcs[arc0:]`` and returns their count (0:
-        fully buried; −1: the neighbour list is longer than the buffers ``bs``, ``be`` hold).
+        Writes up to ``cap`` rows (:data:`ARC_COLUMNS`) at ``arcs[arc0:]`` and returns their
+        count (0: fully buried; −1: the neighbour list is longer than the buffers ``bs``, ``be``
+        hold).
         A third sphere k buries the open arc where its ball contains the circle.
         """
         rho = g[12]
@@ -354,15 +401,13 @@ def make_free_arcs(sort_merge):
         for s in range(nm):
             if bs[s] > cur:
                 if nfree < cap:
-                    arcs[arc0 + nfree, 0] = cur
-                    arcs[arc0 + nfree, 1] = bs[s]
+                    set_arc(arcs, arc0 + nfree, cur, bs[s])
                 nfree += 1
             if be[s] > cur:
                 cur = be[s]
         if cur < TWO_PI:
             if nfree < cap:
-                arcs[arc0 + nfree, 0] = cur
-                arcs[arc0 + nfree, 1] = TWO_PI
+                set_arc(arcs, arc0 + nfree, cur, TWO_PI)
             nfree += 1
         return nfree
 
@@ -382,11 +427,14 @@ def make_ses(jit, sort_merge, accumulate, range_body=accumulate_range_body):
     chord = jit(chord_body)
     buried = jit(buried_body)
     remember = jit(remember_body)
-    arc_point = jit(arc_point_body)
+    circle_point = jit(circle_point_body)
+    arc_point = jit(make_arc_point(circle_point))
+    in_arc = jit(in_arc_body)
     sphere_probe = jit(make_sphere_probe(buried, jit(near_sphere_body)))
     circle_local = jit(circle_local_body)
+    circle_height = jit(circle_height_body)
     circle = jit(circle_body)
-    free_arcs = jit(make_free_arcs(sort_merge))
+    free_arcs = jit(make_free_arcs(sort_merge, jit(set_arc_body)))
     insert_sorted = jit(insert_sorted_body)
     accumulate_range = jit(range_body)
 
@@ -401,8 +449,8 @@ def make_ses(jit, sort_merge, accumulate, range_body=accumulate_range_body):
             count += bstart[bu * nbv + hi_v + 1] - bstart[bu * nbv + lo_v]
         return count
 
-    def remember_arc(hit, geom, c, theta):
-        px, py, pz = arc_point(geom, c, theta)
+    def remember_arc(hit, geom, c, cu, cv):
+        px, py, pz = circle_point(geom, c, cu, cv)
         remember(hit, px, py, pz)
 
     remember_arc = jit(remember_arc)
@@ -437,23 +485,31 @@ def make_ses(jit, sort_merge, accumulate, range_body=accumulate_range_body):
                 return True
             # 2. free arcs of the circles (i, j > i), and their ends
             for c in range(circ_start[i], circ_start[i + 1]):
+                # most circles are farther than the probe from the point's plane: that test
+                # needs only the height
+                zz = circle_height(geom, c, x, y, z)
+                if zz * zz >= p2:
+                    continue
                 zz, xu, xv, rx, rho = circle_local(geom, c, x, y, z)
                 if (rx - rho) * (rx - rho) + zz * zz >= p2:
                     continue
+                a0 = arc_start[c]
                 if rx <= 1e-12 * rho:
                     # on the axis: every point of a free arc is equally near
-                    remember_arc(hit, geom, c, arcs[arc_start[c], 0])
+                    remember_arc(hit, geom, c, arcs[a0, 2], arcs[a0, 3])
                     return True
-                theta = math.atan2(xv, xu) % TWO_PI
                 base = rx * rx + rho * rho + zz * zz
-                for a in range(arc_start[c], arc_start[c + 1]):
-                    if arcs[a, 0] <= theta <= arcs[a, 1]:
-                        remember_arc(hit, geom, c, theta)
+                for a in range(a0, arc_start[c + 1]):
+                    if in_arc(arcs, a, xu, xv):
+                        remember_arc(hit, geom, c, xu / rx, xv / rx)
                         return True
+                    # the ends: |x − end|² = base − 2ρ·rx·cos(θ − θ_e), rx·cos(θ − θ_e) being
+                    # (xu, xv)·(cos θ_e, sin θ_e)
                     for e in range(2):
-                        d2 = base - 2.0 * rho * rx * math.cos(theta - arcs[a, e])
-                        if d2 < p2:
-                            remember_arc(hit, geom, c, arcs[a, e])
+                        ce = arcs[a, 2 + 2 * e]
+                        se = arcs[a, 3 + 2 * e]
+                        if base - 2.0 * rho * (xu * ce + xv * se) < p2:
+                            remember_arc(hit, geom, c, ce, se)
                             return True
         return False
 

@@ -18,6 +18,7 @@ from numba import njit, prange
 
 from pbsolver.backends.bodies.frames import make_frame_ses
 from pbsolver.backends.bodies.lines import compile_lines
+from pbsolver.backends.bodies.maps import ARC_COLUMNS
 
 _JIT = {"cache": True, "nogil": True}
 _PAR = {"cache": True, "nogil": True, "parallel": True}
@@ -73,7 +74,8 @@ def count_arcs(pos, rad, nb_start, nb_index, nfree, nested, inter):
         deg = nb_start[i + 1] - nb_start[i]
         nest, ninter, _ = _count_arcs_body(pos, rad, i, nb_start, nb_index, nfree,
                                           np.empty(13), np.empty(2 * deg + 2),
-                                          np.empty(2 * deg + 2), np.empty((1, 2)))  # fmt: skip
+                                          np.empty(2 * deg + 2),
+                                          np.empty((1, ARC_COLUMNS)))  # fmt: skip
         nested[i] = nest
         inter[i] = ninter
     return 0

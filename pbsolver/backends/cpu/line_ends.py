@@ -20,6 +20,7 @@ import numpy as np
 from numba import njit, prange
 
 from pbsolver.backends.bodies.line_ends import compile_line_ends
+from pbsolver.backends.bodies.maps import ARC_COLUMNS
 from pbsolver.backends.cpu.maps import (
     RECORDING_BODIES,
     every_line,
@@ -103,7 +104,7 @@ def interval_end_slopes(axis, us, vs, t0, h, nbins, pos, vdw, acc, probe, step, 
     """
     _exposed, circ_start, circ_j, geom, arc_start, arcs = features
     geom = geom if len(geom) else np.zeros((1, 13))
-    arcs = arcs if len(arcs) else np.zeros((1, 2))
+    arcs = arcs if len(arcs) else np.zeros((1, ARC_COLUMNS))
     maxacc = float(acc.max())
     maxreach = maxacc + float(probe)
     args = (axis, us, vs, float(t0), float(h), int(nbins), pos, vdw, acc, float(probe))

@@ -198,7 +198,7 @@ def _count_all_arcs(pos, rad, nb_start, nb_index, nfree, nested, intersecting):
         g = np.empty(13)
         bs = np.empty(2 * deg + 2)
         be = np.empty(2 * deg + 2)
-        dummy = np.empty((1, 2))
+        dummy = np.empty((1, B.ARC_COLUMNS))
         nest, ninter, _ = _count_arcs(pos, rad, i, nb_start, nb_index, nfree, g, bs, be, dummy)
         nested[i] = nest
         intersecting[i] = ninter
@@ -232,7 +232,7 @@ def ses_features(pos, rad, nb_start, nb_index):
         nb_start, nb_index, nfree, nested, inter
     )
     geom = np.zeros((len(circ_i), 13))
-    arcs = np.zeros((int(arc_start[-1]), 2))
+    arcs = np.zeros((int(arc_start[-1]), B.ARC_COLUMNS))
     if len(circ_i):
         _fill_circles(pos, rad, circ_i, circ_j, nb_start, nb_index, arc_start, geom, arcs)
     return exposed, circ_start, circ_j, geom, arc_start, arcs
@@ -295,7 +295,7 @@ def ses_lines(out_shape, axis, us, vs, t0, h, nbins, pos, vdw, acc, probe, step,
         float(probe),
         float(step), int(nbisect), maxacc, maxacc + float(probe), *bins, *ebins, *nb,
         circ_start, geom if len(geom) else np.zeros((1, 13)), arc_start,
-        arcs if len(arcs) else np.zeros((1, 2)), every_line(only),
+        arcs if len(arcs) else np.zeros((1, B.ARC_COLUMNS)), every_line(only),
     )  # fmt: skip
     return out
 

@@ -166,7 +166,7 @@ def interval_end_slopes(axis, us, vs, t0, h, nbins, pos, vdw, acc, probe, step, 
     """
     _exposed, circ_start, circ_j, geom, arc_start, arcs = features
     geom = geom if len(geom) else np.zeros((1, 13))
-    arcs = arcs if len(arcs) else np.zeros((1, 2))
+    arcs = arcs if len(arcs) else np.zeros((1, B.ARC_COLUMNS))
     nu, nv = len(us), len(vs)
     maxacc = float(acc.max())
     maxreach = maxacc + float(probe)

@@ -156,7 +156,7 @@ def count_arcs_kernel(pos, rad, nb_start, nb_index, nfree, nested, intersecting,
     g = cuda.local.array(13, dtype=np.float64)
     bs = cuda.local.array(ARC_BUFFER, dtype=np.float64)
     be = cuda.local.array(ARC_BUFFER, dtype=np.float64)
-    dummy = cuda.local.array((1, 2), dtype=np.float64)
+    dummy = cuda.local.array((1, B.ARC_COLUMNS), dtype=np.float64)
     i = _pair_owner(nb_start, s)
     inside, meets, bad = _pair_arcs(pos, rad, i, s, nb_start, nb_index, nfree, g, bs, be, dummy)
     if bad:
@@ -276,7 +276,7 @@ def ses_lines(out_shape, axis, us, vs, t0, h, nbins, pos, vdw, acc, probe, step,
     overflow = device_zeros(1, np.int64)
     maxacc = float(acc.max())
     geom = geom if len(geom) else np.zeros((1, 13))
-    arcs = arcs if len(arcs) else np.zeros((1, 2))
+    arcs = arcs if len(arcs) else np.zeros((1, B.ARC_COLUMNS))
     pieces = B.line_pieces(nbins, len(us) * len(vs))
     _k_ses_lines[blocks(len(us) * len(vs) * pieces), THREADS](
         out, axis, device_copy(us), device_copy(vs), float(t0), float(h), int(nbins), pieces,
@@ -341,7 +341,7 @@ def ses_features(pos, rad, nb_start, nb_index):
     )  # fmt: skip
     nc = len(circ_i)
     geom = np.zeros((nc, 13))
-    arcs = np.zeros((int(arc_start[-1]), 2))
+    arcs = np.zeros((int(arc_start[-1]), B.ARC_COLUMNS))
     if nc:
         d_geom = device_copy(geom)
         d_arcs = device_copy(arcs)
