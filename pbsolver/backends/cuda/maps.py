@@ -40,6 +40,8 @@ _S = B.make_ses(_dev, *compile_lines(_dev))
 _P = B.make_point_sums(_dev, _dev)
 _line, _union_line, _ses_line = _S["line"], _S["union_line"], _S["ses_line"]
 _pair_arcs, _pair_owner, _fill_circle = _S["pair_arcs"], _S["pair_owner"], _S["fill_circle"]
+#: A local array's shape must be a compile-time constant: a module global, not an attribute.
+_ARC_COLUMNS = B.ARC_COLUMNS
 _coulomb_node, _debye_huckel_node = _P["coulomb_node"], _P["debye_huckel_node"]
 _grid_point = _P["grid_point"]
 
@@ -156,7 +158,7 @@ def count_arcs_kernel(pos, rad, nb_start, nb_index, nfree, nested, intersecting,
     g = cuda.local.array(13, dtype=np.float64)
     bs = cuda.local.array(ARC_BUFFER, dtype=np.float64)
     be = cuda.local.array(ARC_BUFFER, dtype=np.float64)
-    dummy = cuda.local.array((1, B.ARC_COLUMNS), dtype=np.float64)
+    dummy = cuda.local.array((1, _ARC_COLUMNS), dtype=np.float64)
     i = _pair_owner(nb_start, s)
     inside, meets, bad = _pair_arcs(pos, rad, i, s, nb_start, nb_index, nfree, g, bs, be, dummy)
     if bad:
