@@ -39,10 +39,6 @@ from pbsolver.options import (  # noqa: F401
     unit_factor,
 )
 
-#: Pairs whose distances :func:`coulomb_energy` holds at once (float64: 32 MiB a block, twice
-#: that while the block is computed).
-PAIR_BLOCK = 1 << 22
-
 
 def node_coordinates(grid: Grid, points, periodic: bool) -> np.ndarray:
     """Points (Å) in node units, ``(p − origin) / h``: an (n, 3) float64 array, checked.
@@ -293,28 +289,14 @@ def reaction_field_terms(atoms, grid, phi_rf, *, units="kJ/mol", periodic=False)
     return 0.5 * np.asarray(atoms.charges, dtype=np.float64) * phi
 
 
-def _distances(a, b) -> np.ndarray:
-    """Distances between the rows of ``a`` (m, 3) and ``b`` (n, 3), (m, n) float64.
-
-    sqrt((Δx² + Δy²) + Δz²) in that order, as SciPy's ``cdist`` (whose import alone costs a
-    small APBS input a third of a second).
-    """
-    r = np.subtract.outer(a[:, 0], b[:, 0])
-    r *= r
-    for axis in (1, 2):
-        d = np.subtract.outer(a[:, axis], b[:, axis])
-        d *= d
-        r += d
-    return np.sqrt(r, out=r)
-
-
 def coulomb_energy(atoms, eps_in=2.0, *, per_atom=False, units="kJ/mol"):
     """Coulomb energy of the charges in a uniform medium ε_in: Σ_{i<j} k qᵢ qⱼ / (ε_in rᵢⱼ).
 
-    The analytic pair sum (self terms excluded; no periodic images), in float64, by blocks of
-    :data:`PAIR_BLOCK` pairs (O(n²) time, O(n) memory). With ``per_atom`` each pair is split
-    evenly between its two atoms: term i = ½ qᵢ Σ_{j≠i} k qⱼ / (ε_in rᵢⱼ), and the terms sum
-    to the energy. Uncharged atoms contribute nothing (and may share a position).
+    The analytic pair sum (self terms excluded; no periodic images), in float64
+    (:func:`pbsolver.molecule.pair_sums.pair_potentials`: O(n²) time, O(n) memory). With
+    ``per_atom`` each pair is split evenly between its two atoms: term i = ½ qᵢ Σ_{j≠i} k qⱼ /
+    (ε_in rᵢⱼ), and the terms sum to the energy. Uncharged atoms contribute nothing (and may
+    share a position).
 
     Parameters
     ----------
@@ -341,30 +323,22 @@ def coulomb_energy(atoms, eps_in=2.0, *, per_atom=False, units="kJ/mol"):
     >>> round(coulomb_energy(pair, 1.0), 4)  # -k / 2 Å
     -694.6773
     """
+    from pbsolver.molecule.pair_sums import first_coincident_pair, pair_potentials
+
     eps = positive(eps_in, "eps_in")
     scale = unit_factor(units) * COULOMB_KJ / eps
     q_all = np.asarray(atoms.charges, dtype=np.float64)
     charged = np.flatnonzero(q_all)
-    pos = np.ascontiguousarray(np.asarray(atoms.positions, dtype=np.float64)[charged])
+    pos = np.asarray(atoms.positions, dtype=np.float64)[charged]
     q = q_all[charged]
-    n = len(q)
-    # φ_i = Σ_{j≠i} q_j / r_ij over the upper triangle, block of rows by block of rows
-    phi = np.zeros(n)
-    rows = max(1, PAIR_BLOCK // max(n, 1))
-    for a in range(0, n, rows):
-        b = min(n, a + rows)
-        r = _distances(pos[a:b], pos[a:])
-        # the block's own lower triangle and diagonal: each pair once, no self term
-        r[np.tril_indices(b - a, 0, r.shape[1])] = np.inf
-        if not np.all(r > 0):
-            i, j = np.argwhere(r == 0)[0]
-            raise InputError(
-                f"charged atoms {charged[a + i]} and {charged[a + j]} sit at the same position "
-                f"{pos[a + i].tolist()} Å: their Coulomb energy is infinite"
-            )
-        inv = np.reciprocal(r, out=r)  # in place: one block of pairs in memory
-        phi[a:b] += inv @ q[a:]
-        phi[a:] += q[a:b] @ inv
+    phi = pair_potentials(pos, None, q)  # φ_i = Σ_{j≠i} q_j / r_ij
+    pair = first_coincident_pair(phi, pos)
+    if pair is not None:
+        i, j = pair
+        raise InputError(
+            f"charged atoms {charged[i]} and {charged[j]} sit at the same position "
+            f"{pos[i].tolist()} Å: their Coulomb energy is infinite"
+        )
     terms = np.zeros(len(q_all))
     terms[charged] = 0.5 * scale * q * phi
     return terms if per_atom else float(np.sum(terms))
@@ -375,7 +349,7 @@ def coulomb_interaction(first, second, eps_in=2.0, *, per_atom=False, units="kJ/
 
     Σ_{i∈first, j∈second} k qᵢ qⱼ / (ε_in rᵢⱼ): the pairs of :func:`coulomb_energy` of the two
     sets together that join one set to the other (so it equals ``coulomb_energy`` of the union
-    minus that of each set), in float64, by blocks of :data:`PAIR_BLOCK` pairs (O(n·m) time).
+    minus that of each set), in float64 (O(n·m) time).
     With ``per_atom`` each pair is split evenly between its two atoms.
 
     Parameters
@@ -398,6 +372,8 @@ def coulomb_interaction(first, second, eps_in=2.0, *, per_atom=False, units="kJ/
         A bad ``eps_in``, or a charged atom of one set at the position of a charged atom of
         the other.
     """
+    from pbsolver.molecule.pair_sums import first_coincident_pair, pair_potentials
+
     eps = positive(eps_in, "eps_in")
     scale = unit_factor(units) * COULOMB_KJ / eps
     q1_all = np.asarray(first.charges, dtype=np.float64)
@@ -406,20 +382,15 @@ def coulomb_interaction(first, second, eps_in=2.0, *, per_atom=False, units="kJ/
     pos1 = np.asarray(first.positions, dtype=np.float64)[c1]
     pos2 = np.asarray(second.positions, dtype=np.float64)[c2]
     q1, q2 = q1_all[c1], q2_all[c2]
-    phi1, phi2 = np.zeros(len(q1)), np.zeros(len(q2))  # Σ q/r from the other set
-    rows = max(1, PAIR_BLOCK // max(len(q2), 1))
-    for a in range(0, len(q1), rows):
-        b = min(len(q1), a + rows)
-        r = _distances(pos1[a:b], pos2)
-        if not np.all(r > 0):
-            i, j = np.argwhere(r == 0)[0]
-            raise InputError(
-                f"charged atom {c1[a + i]} of the first set and {c2[j]} of the second sit at the "
-                f"same position {pos1[a + i].tolist()} Å: their Coulomb energy is infinite"
-            )
-        inv = np.reciprocal(r, out=r)
-        phi1[a:b] += inv @ q2
-        phi2 += q1[a:b] @ inv
+    phi1 = pair_potentials(pos1, pos2, q2)  # Σ q/r from the other set
+    pair = first_coincident_pair(phi1, pos1, pos2)
+    if pair is not None:
+        i, j = pair
+        raise InputError(
+            f"charged atom {c1[i]} of the first set and {c2[j]} of the second sit at the "
+            f"same position {pos1[i].tolist()} Å: their Coulomb energy is infinite"
+        )
+    phi2 = pair_potentials(pos2, pos1, q1)
     t1, t2 = np.zeros(len(q1_all)), np.zeros(len(q2_all))
     t1[c1] = 0.5 * scale * q1 * phi1
     t2[c2] = 0.5 * scale * q2 * phi2
