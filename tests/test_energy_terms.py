@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import pbsolver as pb
+from pbsolver.molecule import pair_sums
 from pbsolver.molecule.energy import coulomb_energy, reaction_field_terms, solvate
 from pbsolver.molecule.maps import grid_for_atoms
 
@@ -32,8 +33,21 @@ def random_atoms(rng, n, spread=6.0, zero_charges=3):
     return pb.Atoms(rng.normal(0.0, spread, (n, 3)), q, rng.uniform(0.0, 2.0, n))
 
 
+# the NumPy blocks (one, or many small ones) and the compiled kernel (no pairs left to NumPy)
+PATHS = {"numpy": (pair_sums.NUMPY_PAIRS_MOST, pair_sums.PAIR_BLOCK),
+         "numpy-blocks": (pair_sums.NUMPY_PAIRS_MOST, 37), "kernel": (-1, 1)}  # fmt: skip
+
+
+@pytest.fixture(params=sorted(PATHS))
+def pair_path(request, monkeypatch):
+    most, block = PATHS[request.param]
+    monkeypatch.setattr(pair_sums, "NUMPY_PAIRS_MOST", most)
+    monkeypatch.setattr(pair_sums, "PAIR_BLOCK", block)
+    return request.param
+
+
 @pytest.mark.parametrize("n", [4, 53, 150])
-def test_coulomb_matches_a_double_loop(rng, n):
+def test_coulomb_matches_a_double_loop(rng, n, pair_path):
     a = random_atoms(rng, n)
     eps = rng.uniform(1.0, 20.0)
     total, per = brute_coulomb(a.positions, a.charges, eps)
@@ -46,6 +60,15 @@ def test_coulomb_matches_a_double_loop(rng, n):
     assert kcal == pytest.approx(total / 4.184, rel=1e-12, abs=1e-10)
 
 
+def test_pair_potentials_from_another_set(rng, pair_path):
+    pos_a, pos_b, q = rng.normal(0, 5, (7, 3)), rng.normal(0, 5, (40, 3)), rng.normal(0, 1, 40)
+    want = [sum(q[j] / np.linalg.norm(pos_a[i] - pos_b[j]) for j in range(40)) for i in range(7)]
+    np.testing.assert_allclose(pair_sums.pair_potentials(pos_a, pos_b, q), want, rtol=1e-12)
+    pos_b[5] = pos_a[2]
+    phi = pair_sums.pair_potentials(pos_a, pos_b, q)
+    assert pair_sums.first_coincident_pair(phi, pos_a, pos_b) == (2, 5)
+
+
 def test_coulomb_of_a_pair_and_of_nothing():
     pair = pb.Atoms([[0.0, 0.0, 0.0], [3.0, 4.0, 0.0]], [0.5, -2.0], [1.0, 1.0])
     assert coulomb_energy(pair, 4.0) == pytest.approx(pb.COULOMB_KJ * -1.0 / (4.0 * 5.0))
@@ -54,7 +77,7 @@ def test_coulomb_of_a_pair_and_of_nothing():
     assert coulomb_energy(pb.Atoms([[1.0, 2.0, 3.0]], [1.0], [1.0]), 2.0) == 0.0
 
 
-def test_coulomb_refuses_coincident_charges_and_bad_eps():
+def test_coulomb_refuses_coincident_charges_and_bad_eps(pair_path):
     a = pb.Atoms([[0.0, 0.0, 0.0], [1.0, 0.0, 0.0], [1.0, 0.0, 0.0]], [1.0, 0.5, -0.5], [1, 1, 1])
     with pytest.raises(pb.InputError, match="charged atoms 1 and 2 sit at the same position"):
         coulomb_energy(a, 2.0)

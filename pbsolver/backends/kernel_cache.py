@@ -25,7 +25,7 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1]
 #: What the CPU kernels are compiled from (relative to the package): files, or folders of them.
-SOURCES = ("backends", "options.py", "molecule/nonpolar.py", "molecule/pair_sums.py")
+SOURCES = ("backends", "options.py", "molecule/nonpolar.py")
 #: The environment variable that keeps the base directory for child processes.
 BASE_ENV = "PBSOLVER_NUMBA_CACHE_BASE"
 _configured: str | None = None

@@ -1,41 +1,22 @@
-"""Coulomb pair sums between sets of point charges, compiled for the CPU's cores.
+"""Coulomb pair sums between sets of point charges: Σ_j q_j / r_ij at every atom.
 
-:func:`pair_potentials` is Σ_j q_j / r_ij at every atom i of one set from the charges of
-another (or of the same set, without the self terms): the sum the analytic Coulomb energies of
-:mod:`pbsolver.molecule.energy` are made of. Each atom's sum runs over the other set in index
-order on one thread, so the result does not depend on the number of threads; O(n·m) time and
-no memory beyond the result.
-
-Imported by the energy functions when they run (not with :mod:`pbsolver`), so that importing
-the package does not load numba.
+The sum the analytic Coulomb energies of :mod:`pbsolver.molecule.energy` are made of, in
+float64, O(n·m) time and O(n) memory. Many pairs go to a numba kernel over both cores
+(:mod:`pbsolver.backends.cpu.pair_sums`); few stay in NumPy blocks, because numba's first use
+in a process costs about half a second (its import and its type registries), more than NumPy
+takes for :data:`NUMPY_PAIRS_MOST` pairs, and APBS inputs without a solve (point charges in a
+uniform medium) need nothing else from it. The choice depends on the sizes only, so a given
+input always takes the same path; the two paths differ by rounding.
 """
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
-from numba import njit, prange
 
-from pbsolver.backends import kernel_cache
-
-kernel_cache.configure()  # before the kernel below is defined: its cache's directory
-
-
-# the "numpy" error model: a zero distance divides into ±inf (found by the caller), no exception
-@njit(cache=True, nogil=True, boundscheck=False, error_model="numpy", parallel=True)
-def _pair_potentials(pos_a, pos_b, q_b, same, out):
-    for i in prange(pos_a.shape[0]):
-        x, y, z = pos_a[i, 0], pos_a[i, 1], pos_a[i, 2]
-        acc = 0.0
-        for j in range(pos_b.shape[0]):
-            if same and j == i:
-                continue
-            dx = x - pos_b[j, 0]
-            dy = y - pos_b[j, 1]
-            dz = z - pos_b[j, 2]
-            acc += q_b[j] / math.sqrt(dx * dx + dy * dy + dz * dz)
-        out[i] = acc
+#: Up to this many pairs the sum runs in NumPy (about 0.15 s on this project's CPU).
+NUMPY_PAIRS_MOST = 1 << 22
+#: Pairs whose distances a NumPy block holds at once (float64: 32 MiB).
+PAIR_BLOCK = 1 << 22
 
 
 def pair_potentials(pos_a, pos_b=None, q_b=None):
@@ -45,21 +26,43 @@ def pair_potentials(pos_a, pos_b=None, q_b=None):
     ----------
     pos_a : ndarray (n, 3)
         Where the sums are taken, Å.
-    pos_b, q_b : ndarray (m, 3) and (m,), optional
-        The charges (e) and their positions (Å). Without ``pos_b`` the charges sit at
-        ``pos_a`` and each atom's own term is left out.
+    pos_b, q_b : ndarray (m, 3) and (m,)
+        The charges (e) and their positions (Å). ``pos_b`` None: the charges sit at ``pos_a``
+        and each atom's own term is left out.
 
     Returns
     -------
     phi : ndarray (n,)
-        float64; ±inf or NaN where a charge of the other set sits at the same position.
+        float64; ±inf or NaN where a charge sits on the point.
     """
     pos_a = np.ascontiguousarray(pos_a, dtype=np.float64)
     same = pos_b is None
     pos_b = pos_a if same else np.ascontiguousarray(pos_b, dtype=np.float64)
     q_b = np.ascontiguousarray(q_b, dtype=np.float64)
+    if len(pos_a) * len(pos_b) <= NUMPY_PAIRS_MOST:
+        return _numpy_sums(pos_a, pos_b, q_b, same)
+    from pbsolver.backends.cpu.pair_sums import pair_potentials_kernel
+
     out = np.empty(len(pos_a))
-    _pair_potentials(pos_a, pos_b, q_b, same, out)
+    pair_potentials_kernel(pos_a, pos_b, q_b, same, out)
+    return out
+
+
+def _numpy_sums(pos_a, pos_b, q_b, same):
+    """:func:`pair_potentials` by blocks of rows of at most :data:`PAIR_BLOCK` pairs."""
+    out = np.zeros(len(pos_a))
+    rows = max(1, PAIR_BLOCK // max(len(pos_b), 1))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for a in range(0, len(pos_a), rows):
+            b = min(len(pos_a), a + rows)
+            r2 = np.zeros((b - a, len(pos_b)))
+            for axis in range(3):
+                d = np.subtract.outer(pos_a[a:b, axis], pos_b[:, axis])
+                r2 += d * d
+            inv = 1.0 / np.sqrt(r2)
+            if same:
+                inv[np.arange(b - a), np.arange(a, b)] = 0.0  # no self term
+            out[a:b] = inv @ q_b
     return out
 
 
