@@ -537,3 +537,48 @@ def test_coulomb_and_accessibility_maps_are_kept_as_copies(rng):
     np.testing.assert_array_equal(maps.ion_accessibility(a, g, 2.5), wider)
     shifted = pb.Grid(g.shape, spacing=g.spacing, origin=tuple(np.asarray(g.origin) + 0.1))
     assert not np.array_equal(maps.ion_accessibility(a, shifted, 2.0), acc)
+
+
+def test_a_complex_after_its_parts_gets_the_sum_of_their_coulomb_maps(rng):
+    """φ_c is linear in the charges: once both parts are mapped on a grid, their complex (its
+    atoms in any order, uncharged ones added) gets the parts' sum, equal to its own map."""
+    a = random_cluster(rng, n=12)
+    g = odd_grid(a, rng)
+    order = rng.permutation(len(a.charges))
+    first, second = a[np.sort(order[:5])], a[np.sort(order[5:])]
+    extra = pb.Atoms(rng.normal(0, 2, (3, 3)), np.zeros(3), np.ones(3))
+    complex_ = pb.Atoms(np.vstack([a.positions[order], extra.positions]),
+                        np.concatenate([a.charges[order], extra.charges]),
+                        np.concatenate([a.radii[order], extra.radii]))  # fmt: skip
+    maps.clear_kept_maps()
+    own = maps.coulomb_potential(complex_, g, 2.0)
+    maps.clear_kept_maps()
+    parts = maps.coulomb_potential(first, g, 2.0) + maps.coulomb_potential(second, g, 2.0)
+    summed = maps.coulomb_potential(complex_, g, 2.0)
+    np.testing.assert_array_equal(summed, parts)  # the sum, not a new map
+    np.testing.assert_allclose(summed, own, rtol=1e-12, atol=1e-12 * np.abs(own).max())
+    # a charge changed, another ε_c or another grid: the complex's own map, not the parts' sum
+    changed = pb.Atoms(complex_.positions, complex_.charges * 1.001, complex_.radii)
+    np.testing.assert_allclose(maps.coulomb_potential(changed, g, 2.0), 1.001 * own,
+                               rtol=1e-12, atol=1e-12 * np.abs(own).max())  # fmt: skip
+    np.testing.assert_allclose(maps.coulomb_potential(complex_, g, 4.0), 0.5 * own, rtol=1e-12)
+    shifted = pb.Grid(g.shape, spacing=g.spacing, origin=tuple(np.asarray(g.origin) + 0.1))
+    moved = maps.coulomb_potential(complex_, shifted, 2.0)
+    maps.clear_kept_maps()
+    np.testing.assert_array_equal(moved, maps.coulomb_potential(complex_, shifted, 2.0))
+    maps.clear_kept_maps()
+
+
+def test_kept_maps_hold_at_most_their_count_and_bytes():
+    kept = maps._Kept(3, most_bytes=10, total_bytes=15)
+    kept.put("a", 1, 8)
+    kept.put("b", 2, 6)
+    kept.put("big", 0, 11)  # over most_bytes: not kept
+    assert kept.values() == [1, 2]
+    assert kept.get("a") == 1  # renewed: b is now the oldest
+    kept.put("c", 3, 5)  # 19 bytes: the oldest (b) goes
+    assert kept.values() == [1, 3]
+    kept.put("d", 4, 1)
+    kept.put("e", 5, 1)  # four items: the oldest (a) goes
+    assert kept.values() == [3, 4, 5]
+    assert kept.get("b") is None

@@ -249,28 +249,39 @@ def face_fractions(
 class _Kept:
     """The last few results of a costly map, by a key of its inputs' contents (thread-safe).
 
-    A result of more than ``most_bytes`` is not kept.
+    A result of more than ``most_bytes`` is not kept, and the oldest go while all of them
+    together hold more than ``total_bytes``.
     """
 
-    def __init__(self, kept: int, most_bytes: int | None = None):
-        self.kept, self.most_bytes = kept, most_bytes
-        self._items: dict = {}
+    def __init__(self, kept: int, most_bytes: int | None = None, total_bytes: int | None = None):
+        self.kept, self.most_bytes, self.total_bytes = kept, most_bytes, total_bytes
+        self._items: dict = {}  # key: (value, nbytes), the most recently used last
         self._lock = threading.Lock()
+
+    def values(self) -> list:
+        """The kept results, oldest first (a snapshot; using one does not renew it)."""
+        with self._lock:
+            return [value for value, _ in self._items.values()]
 
     def get(self, key):
         with self._lock:
-            value = self._items.pop(key, None)
-            if value is not None:
-                self._items[key] = value  # the most recent last
-            return value
+            item = self._items.pop(key, None)
+            if item is None:
+                return None
+            self._items[key] = item
+            return item[0]
 
     def put(self, key, value, nbytes: int = 0):
         if self.most_bytes is not None and nbytes > self.most_bytes:
             return
         with self._lock:
-            self._items[key] = value
-            while len(self._items) > self.kept:
-                del self._items[next(iter(self._items))]
+            self._items.pop(key, None)
+            self._items[key] = (value, nbytes)
+            total = sum(n for _, n in self._items.values())
+            while len(self._items) > self.kept or (
+                self.total_bytes is not None and total > self.total_bytes
+            ):
+                total -= self._items.pop(next(iter(self._items)))[1]
 
     def clear(self):
         with self._lock:
@@ -284,8 +295,12 @@ GEOMETRY_KEPT = 4
 #: inputs map a molecule with the same charges, radii and grid for a solvated and a reference
 #: calculation (which differ in ε_out only).
 MAPS_KEPT, MAP_BYTES_KEPT = 2, 1 << 25
+#: How many φ_c maps are kept, and how many bytes all of them at most: a binding input maps
+#: each part on the grids (one to three focusing levels) that its complex then takes, and the
+#: complex's φ_c is the sum of its parts' (see :func:`coulomb_potential`).
+COULOMB_MAPS_KEPT, COULOMB_BYTES_KEPT = 6, 3 << 25
 _geometry = _Kept(GEOMETRY_KEPT)
-_coulomb_maps = _Kept(MAPS_KEPT, MAP_BYTES_KEPT)
+_coulomb_maps = _Kept(COULOMB_MAPS_KEPT, MAP_BYTES_KEPT, COULOMB_BYTES_KEPT)
 _access_maps = _Kept(MAPS_KEPT, MAP_BYTES_KEPT)
 
 
@@ -537,8 +552,11 @@ def coulomb_potential(atoms, grid, eps_cavity=2.0, *, box=None, backend="cpu"):
     answer as one exactly on it. With ``box`` (periodic), each atom contributes through its
     nearest image (minimum image convention).
 
-    The last few maps are kept (:data:`MAPS_KEPT`) and a call with the same charges, grid and
-    options gets a copy of one.
+    The last few maps are kept (:data:`COULOMB_MAPS_KEPT`): a call with the same charges, grid
+    and options gets a copy of one, and a molecule whose charges are those of two kept maps on
+    the same grid together (a complex after its parts, as binding inputs order them) gets their
+    sum, since φ_c is linear in the charges. The sum equals the complex's own map within the
+    sums' accuracy (the direct sum's rounding; the multilevel sum's 1e-6 bound).
 
     Raises
     ------
@@ -554,21 +572,50 @@ def coulomb_potential(atoms, grid, eps_cavity=2.0, *, box=None, backend="cpu"):
         return np.zeros(grid.shape)
     box = None if box is None else check_box(box)
     # the sum's method is the backend's (CPUBackend(coulomb=...)): part of the key
-    key = (backend.name, getattr(backend, "coulomb", None), eps_cavity, _grid_key(grid, box),
-           *_content_key(pos, q))  # fmt: skip
+    setting = (backend.name, getattr(backend, "coulomb", None), eps_cavity, _grid_key(grid, box))
+    key = (*setting, *_content_key(pos, q))
     kept = _coulomb_maps.get(key)
     if kept is not None:
-        return kept.copy()
-    out = backend.map_kernels().coulomb_sum(
-        grid.shape, grid.origin, grid.spacing, pos, q, COULOMB_KJ / eps_cavity, box
-    )
+        return kept[0].copy()
+    charges = _charge_rows(pos, q)
+    out = _sum_of_kept_parts(setting, charges)
+    if out is None:
+        out = backend.map_kernels().coulomb_sum(
+            grid.shape, grid.origin, grid.spacing, pos, q, COULOMB_KJ / eps_cavity, box
+        )
     if np.isnan(out).any():
         idx = tuple(int(v) for v in np.argwhere(np.isnan(out))[0])
         raise InputError(
             f"charges of opposite sign sit exactly on grid node {idx}: shift the grid origin"
         )
-    _coulomb_maps.put(key, out.copy(), out.nbytes)
+    _coulomb_maps.put(key, (out.copy(), setting, charges), out.nbytes)
     return out
+
+
+def _charge_rows(pos, q) -> np.ndarray:
+    """The charges as (x, y, z, q) rows in lexicographic order: a set's canonical form."""
+    return _canonical(np.column_stack([pos, q]))
+
+
+def _canonical(rows) -> np.ndarray:
+    rows = np.asarray(rows, dtype=np.float64)
+    return rows[np.lexsort(rows.T[::-1])]
+
+
+def _sum_of_kept_parts(setting, charges):
+    """The sum of two kept φ_c maps of ``setting`` whose charges together are ``charges``.
+
+    None when no two kept maps split them so.
+    """
+    kept = [(m, rows) for m, s, rows in _coulomb_maps.values() if s == setting]
+    for a in range(len(kept)):
+        for b in range(a + 1, len(kept)):
+            (map_a, rows_a), (map_b, rows_b) = kept[a], kept[b]
+            if len(rows_a) + len(rows_b) != len(charges):
+                continue
+            if np.array_equal(_canonical(np.vstack([rows_a, rows_b])), charges):
+                return map_a + map_b
+    return None
 
 
 def boundary_values(
