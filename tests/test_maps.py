@@ -11,6 +11,7 @@ import refgeom as R
 
 import pbsolver as pb
 from pbsolver.molecule import maps
+from pbsolver.molecule.kept import KeptResults
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 
@@ -570,7 +571,7 @@ def test_a_complex_after_its_parts_gets_the_sum_of_their_coulomb_maps(rng):
 
 
 def test_kept_maps_hold_at_most_their_count_and_bytes():
-    kept = maps._Kept(3, most_bytes=10, total_bytes=15)
+    kept = KeptResults(3, most_bytes=10, total_bytes=15)
     kept.put("a", 1, 8)
     kept.put("b", 2, 6)
     kept.put("big", 0, 11)  # over most_bytes: not kept

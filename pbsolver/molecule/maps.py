@@ -36,9 +36,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import hashlib
 import math
-import threading
 
 import numpy as np
 
@@ -47,6 +45,7 @@ from pbsolver.backends.bodies.maps import FRACTION_SNAP, LineCapacityError, plan
 from pbsolver.exceptions import InputError
 from pbsolver.grid import Grid
 from pbsolver.molecule.apbs_surface import APBS_SURFACES, apbs_fractions
+from pbsolver.molecule.kept import KeptResults, content_key, grid_key
 from pbsolver.molecule.smooth_surface import union_fractions
 from pbsolver.options import (
     BOUNDARY_KINDS,
@@ -246,48 +245,6 @@ def face_fractions(
     return tuple(out)
 
 
-class _Kept:
-    """The last few results of a costly map, by a key of its inputs' contents (thread-safe).
-
-    A result of more than ``most_bytes`` is not kept, and the oldest go while all of them
-    together hold more than ``total_bytes``.
-    """
-
-    def __init__(self, kept: int, most_bytes: int | None = None, total_bytes: int | None = None):
-        self.kept, self.most_bytes, self.total_bytes = kept, most_bytes, total_bytes
-        self._items: dict = {}  # key: (value, nbytes), the most recently used last
-        self._lock = threading.Lock()
-
-    def values(self) -> list:
-        """The kept results, oldest first (a snapshot; using one does not renew it)."""
-        with self._lock:
-            return [value for value, _ in self._items.values()]
-
-    def get(self, key):
-        with self._lock:
-            item = self._items.pop(key, None)
-            if item is None:
-                return None
-            self._items[key] = item
-            return item[0]
-
-    def put(self, key, value, nbytes: int = 0):
-        if self.most_bytes is not None and nbytes > self.most_bytes:
-            return
-        with self._lock:
-            self._items.pop(key, None)
-            self._items[key] = (value, nbytes)
-            total = sum(n for _, n in self._items.values())
-            while len(self._items) > self.kept or (
-                self.total_bytes is not None and total > self.total_bytes
-            ):
-                total -= self._items.pop(next(iter(self._items)))[1]
-
-    def clear(self):
-        with self._lock:
-            self._items.clear()
-
-
 #: How many molecules' SES geometry :func:`ses_geometry` keeps (APBS inputs and focusing map
 #: one molecule on several grids; an MD frame's atoms replace the last frame's).
 GEOMETRY_KEPT = 4
@@ -299,9 +256,9 @@ MAPS_KEPT, MAP_BYTES_KEPT = 2, 1 << 25
 #: each part on the grids (one to three focusing levels) that its complex then takes, and the
 #: complex's φ_c is the sum of its parts' (see :func:`coulomb_potential`).
 COULOMB_MAPS_KEPT, COULOMB_BYTES_KEPT = 6, 3 << 25
-_geometry = _Kept(GEOMETRY_KEPT)
-_coulomb_maps = _Kept(COULOMB_MAPS_KEPT, MAP_BYTES_KEPT, COULOMB_BYTES_KEPT)
-_access_maps = _Kept(MAPS_KEPT, MAP_BYTES_KEPT)
+_geometry = KeptResults(GEOMETRY_KEPT)
+_coulomb_maps = KeptResults(COULOMB_MAPS_KEPT, MAP_BYTES_KEPT, COULOMB_BYTES_KEPT)
+_access_maps = KeptResults(MAPS_KEPT, MAP_BYTES_KEPT)
 
 
 def clear_kept_maps() -> None:
@@ -311,20 +268,6 @@ def clear_kept_maps() -> None:
     """
     for kept in (_geometry, _coulomb_maps, _access_maps):
         kept.clear()
-
-
-def _content_key(*arrays) -> tuple:
-    """A key of the arrays' contents (shape and float64 bytes)."""
-    key = []
-    for a in arrays:
-        a = np.ascontiguousarray(a, dtype=np.float64)
-        key += [a.shape, hashlib.blake2b(a.tobytes(), digest_size=16).digest()]
-    return tuple(key)
-
-
-def _grid_key(grid, box) -> tuple:
-    return (tuple(grid.shape), tuple(grid.spacing), tuple(grid.origin),
-            None if box is None else tuple(float(b) for b in box))  # fmt: skip
 
 
 def ses_geometry(backend, pos, rad, probe):
@@ -337,7 +280,7 @@ def ses_geometry(backend, pos, rad, probe):
     last :data:`GEOMETRY_KEPT` are kept (by the contents of ``pos`` and ``rad``) and handed out
     again to a call with the same atoms; callers only read them.
     """
-    key = (backend.name, float(probe), *_content_key(pos, rad))
+    key = (backend.name, float(probe), *content_key(pos, rad))
     kept = _geometry.get(key)
     if kept is not None:
         return kept
@@ -483,8 +426,8 @@ def ion_accessibility(atoms, grid, ion_radius=2.0, *, subsamples=4, box=None, ba
     s = int(subsamples)
     if s < 1:
         raise InputError(f"subsamples must be >= 1, got {subsamples}")
-    key = (backend.name, ion_radius, s, _grid_key(grid, box),
-           *_content_key(atoms.positions, atoms.radii))  # fmt: skip
+    key = (backend.name, ion_radius, s, grid_key(grid, box),
+           *content_key(atoms.positions, atoms.radii))  # fmt: skip
     kept = _access_maps.get(key)
     if kept is not None:
         return kept.copy()
@@ -572,8 +515,8 @@ def coulomb_potential(atoms, grid, eps_cavity=2.0, *, box=None, backend="cpu"):
         return np.zeros(grid.shape)
     box = None if box is None else check_box(box)
     # the sum's method is the backend's (CPUBackend(coulomb=...)): part of the key
-    setting = (backend.name, getattr(backend, "coulomb", None), eps_cavity, _grid_key(grid, box))
-    key = (*setting, *_content_key(pos, q))
+    setting = (backend.name, getattr(backend, "coulomb", None), eps_cavity, grid_key(grid, box))
+    key = (*setting, *content_key(pos, q))
     kept = _coulomb_maps.get(key)
     if kept is not None:
         return kept[0].copy()
