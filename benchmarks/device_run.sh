@@ -284,6 +284,36 @@ elif [ "${1:-single}" = "s15" ]; then  # fifteenth session: MM/PBSA frames (npz:
     $([ -n "${SES_ZONES:-}" ] || echo --no-zones) --json "$R/ses_line_profile.json"
   [ -n "${BENCH:-}" ] && step bench 200 python3 -m pbsolver bench --sizes 256 \
     --solve-sizes 129,257 --json "$R/bench.json"
+elif [ "${1:-single}" = "s19" ]; then  # nineteenth session: device time per kernel (ncu)
+  # each part on request: MM=1, NCU=1, KERNEL=regex, ORDER="on off", TESTS=1 | "files"
+  NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)
+  echo "ncu: ${NCU:-none}"; [ -n "$NCU" ] && "$NCU" --version | tail -n 1
+  MMRUN="benchmarks/mmpbsa_frames.py run .gpu/fkbp_frames.npz --backend cuda --batch 32"
+  # ORDER: the SES line kernels of 32 complex frames, lines sorted by cost or not, one process
+  [ -n "${ORDER:-}" ] && step ses_line_profile 240 python3 benchmarks/ses_line_profile.py \
+    .gpu/fkbp_frames.npz --backend cuda --frames 32 --order ${ORDER} --repeats 3 \
+    --json "$R/ses_line_profile.json"
+  # MM: the wall time of MM/PBSA batches and of one batch alone (the one NCU profiles)
+  [ -n "${MM:-}" ] && step mmpbsa_wall 200 python3 $MMRUN --frames 32 --copies ${COPIES:-4} \
+    --cuda-profile --json "$R/mmpbsa_frames_gpu.json"
+  if [ -n "${NCU_RUN:-}" ]; then  # NCU_RUN=1: that batch's kernels under ncu, a table by kernel
+    step ncu_mmpbsa 400 "$NCU" --profile-from-start off --clock-control none \
+      --metrics gpu__time_duration.sum --export "$R/mmpbsa" python3 $MMRUN --frames 32 \
+      --copies 1 --cuda-profile
+    "$NCU" --import "$R/mmpbsa.ncu-rep" --csv --page raw --metrics gpu__time_duration.sum \
+      > "$R/mmpbsa_ncu.csv"
+    rm -f "$R/mmpbsa.ncu-rep"
+    step ncu_summary 60 python3 benchmarks/ncu_kernels.py "$R/mmpbsa_ncu.csv" --top 45 \
+      --json "$R/mmpbsa_kernels.json"
+  fi
+  # KERNEL=regex: the named kernels' first launches in the profiled batch, with ncu's sections
+  [ -n "${KERNEL:-}" ] && step ncu_detail 300 "$NCU" --profile-from-start off \
+    --clock-control none -k "regex:${KERNEL}" --launch-count ${LAUNCHES:-3} \
+    --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy \
+    --section LaunchStats --section ComputeWorkloadAnalysis --section WarpStateStats \
+    python3 $MMRUN --frames 32 --copies 1 --cuda-profile
+  [ -n "${TESTS:-}" ] && step gpu_tests 330 python3 -m pytest -n 4 -m gpu -q -p no:cacheprovider \
+    -W ignore::Warning -rs $([ "${TESTS}" = 1 ] || echo "${TESTS}")
 elif [ "${1:-single}" = "multi" ]; then
   step frames_profile 100 python3 benchmarks/frames_profile.py --batches 1 32 \
     --json "$R/frames_profile.json"

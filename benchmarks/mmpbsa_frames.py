@@ -98,6 +98,16 @@ def run(args) -> dict:
         prof = cProfile.Profile()
         prof.runcall(batch, positions[: args.batch])
         pstats.Stats(prof).sort_stats("cumulative").print_stats(args.profile)
+    if args.cuda_profile:  # one more batch between cudaProfilerStart/Stop, for ncu
+        import cupy
+
+        cupy.cuda.runtime.deviceSynchronize()
+        cupy.cuda.runtime.profilerStart()
+        t1 = time.perf_counter()
+        batch(positions[: args.batch])
+        cupy.cuda.runtime.deviceSynchronize()
+        cupy.cuda.runtime.profilerStop()
+        print(f"profiled batch: {time.perf_counter() - t1:.3f} s wall")
     polar = [r.delta_polar for r in results]
     solves = results[0].solves
     return {
@@ -141,6 +151,9 @@ def main(argv=None) -> int:
     rn.add_argument("--json", type=Path, default=None)
     rn.add_argument("--profile", type=int, default=0,
                     help="then profile one batch; print this many functions")  # fmt: skip
+    rn.add_argument("--cuda-profile", action="store_true",
+                    help="then run one batch between cudaProfilerStart and cudaProfilerStop "
+                    "(ncu --profile-from-start off times its kernels)")  # fmt: skip
     args = ap.parse_args(argv)
     if args.what == "export":
         export(args.out, args.spacing, args.margin)
