@@ -10,6 +10,8 @@ synchronised around it. Variants that answer what the line kernel spends its tim
 * ``--no-zones``: a sampling step longer than any line and one bisection, so that each
   reentrant zone costs two point tests: what is left is the chord gathering and merging.
 * ``--threads T``: the line kernel launched with T threads a block (default: the engine's).
+* ``--order off``: the lines in their natural order instead of costliest first (CUDA's
+  default, ``FrameSES(order_lines=True)``); ``--order on off`` times both.
 * ``--cprofile``: the first run under cProfile, with the call counts of the point test
   (``solute_at``) and of the zones; run it with ``NUMBA_DISABLE_JIT=1 --backend cpu --frames 1``
   to count the point tests of a frame (the bodies then run as Python).
@@ -67,10 +69,12 @@ def frames(npz, count, shape, spacing):
 
 
 def run_once(backend, radii, pos, origin, shape, spacing, pieces, zones, repeats, threads=None,
-             profile=False):  # fmt: skip
+             profile=False, order=True):  # fmt: skip
     """Time ``repeats`` runs of one variant; (launch table of the last, wall times, fractions)."""
     xp = backend.array_module()
-    kwargs = {} if zones else {"ses_step": 1e9, "nbisect": 1}
+    kwargs = {"order_lines": order}
+    if not zones:
+        kwargs.update(ses_step=1e9, nbisect=1)
     ses = TimedSES(backend, radii, 1.4, shape, (spacing,) * 3, pieces=pieces,
                    line_threads=threads, **kwargs)  # fmt: skip
     nf = pos.shape[0]
@@ -116,6 +120,8 @@ def main(argv=None) -> dict:
     ap.add_argument("--no-zones", action="store_true", help="also time without zone sampling")
     ap.add_argument("--threads", type=int, nargs="*", default=[0],
                     help="threads a block of the line kernel (0: the engine's)")  # fmt: skip
+    ap.add_argument("--order", nargs="*", default=["on"], choices=("on", "off"),
+                    help="lines costliest first (on) or in their natural order (off)")  # fmt: skip
     ap.add_argument("--cprofile", action="store_true", help="count the point tests (see above)")
     ap.add_argument("--json")
     args = ap.parse_args(argv)
@@ -126,27 +132,28 @@ def main(argv=None) -> dict:
     backend = get_backend(args.backend)
     print(f"{args.frames} frames of {pos.shape[1]} atoms, grid {shape} at {spacing} Å, "
           f"backend {args.backend}")  # fmt: skip
-    variants = [(p, True, t) for t in args.threads for p in args.pieces]
+    orders = [o == "on" for o in args.order]
+    variants = [(p, True, t, o) for o in orders for t in args.threads for p in args.pieces]
     if args.no_zones:
-        variants += [(p, False, t) for t in args.threads for p in args.pieces]
+        variants += [(p, False, t, o) for o in orders for t in args.threads for p in args.pieces]
     report = {"frames": args.frames, "atoms": int(pos.shape[1]), "shape": shape,
               "spacing": spacing, "variants": []}  # fmt: skip
     reference = None
-    for pieces, zones, threads in variants:
+    for pieces, zones, threads, order in variants:
         times, walls, fractions = run_once(backend, radii, pos, origin, shape, spacing, pieces,
                                            zones, args.repeats, threads or None,
-                                           args.cprofile)  # fmt: skip
+                                           args.cprofile, order)  # fmt: skip
         if reference is None:
             reference = fractions
         diff = max(float(np.abs(a - b).max()) for a, b in zip(fractions, reference, strict=True))
         label = (f"pieces={pieces or 'default'} zones={'on' if zones else 'off'} "
-                 f"threads={threads or 'default'}")  # fmt: skip
+                 f"threads={threads or 'default'} order={'on' if order else 'off'}")  # fmt: skip
         print(f"\n{label}: wall {min(walls):.4f} s (runs {', '.join(f'{w:.4f}' for w in walls)}),"
               f" max |Δfraction| vs first variant {diff:.3g}")  # fmt: skip
         for name, items, dt in times:
             print(f"  {name:<22s} {items:>10d} items  {1e3 * dt:9.2f} ms")
         report["variants"].append({
-            "pieces": pieces, "zones": zones, "threads": threads, "wall_s": walls,
+            "pieces": pieces, "zones": zones, "threads": threads, "order": order, "wall_s": walls,
             "max_diff": diff,
             "launches": [{"kernel": n, "items": i, "s": t} for n, i, t in times],
         })  # fmt: skip

@@ -108,15 +108,23 @@ def test_lines_cut_into_pieces_write_the_whole_lines_edges():
     stride = nx + nx % 2
     be = get_backend("cpu")
     out = {}
-    for pieces in (1, 3, grid.shape[0]):
+
+    def shuffled(cost, *args):  # a random order of the lines, as CUDA's sorted one
+        cost[:] = rng.integers(-1, 50, cost.shape[0])
+
+    for pieces, order in ((1, False), (3, False), (grid.shape[0], False), (1, True), (3, True)):
         ses = FrameSES(be, atoms.radii, 1.4, grid.shape, grid.spacing)
-        cut = {"pieces": lambda n, lines, k=pieces: k}
+        cut = {"pieces": lambda n, lines, k=pieces: k, "line_costs": shuffled}
         ses.kernels = SimpleNamespace(**{**vars(ses.kernels), **cut})
-        out[pieces] = [np.zeros((2 * stride, ny, nz)) for _ in range(3)]
-        ses.run(out[pieces], pos, origin, stride)
-    assert np.any((out[1][0] > 0) & (out[1][0] < 1))
-    for pieces in (3, grid.shape[0]):
-        for a, b in zip(out[1], out[pieces], strict=True):
+        ses.order_lines = order
+        out[pieces, order] = [np.zeros((2 * stride, ny, nz)) for _ in range(3)]
+        ses.run(out[pieces, order], pos, origin, stride)
+    whole = out[1, False]
+    assert np.any((whole[0] > 0) & (whole[0] < 1))
+    for a, b in zip(whole, out[1, True], strict=True):  # the order changes nothing
+        np.testing.assert_array_equal(b, a)
+    for key in ((3, False), (grid.shape[0], False), (3, True)):
+        for a, b in zip(whole, out[key], strict=True):
             np.testing.assert_allclose(b, a, rtol=0, atol=1e-9)
 
 
@@ -285,6 +293,14 @@ def test_cuda_ses_kernels_equal_the_cpu_ones_under_the_simulator():
                         nx, ny, nz, stride)  # fmt: skip
         out[name] = raw + smooth
     for a, b in zip(out["cpu"], out["cuda"], strict=True):
+        np.testing.assert_array_equal(b, a)
+    assert FrameSES(_SimBackend(), radii, 1.4, grid.shape, grid.spacing).order_lines
+    # the CUDA kernels' lines in their natural order give the same (the run above sorted them)
+    ses = FrameSES(_SimBackend(), radii, 1.4, grid.shape, grid.spacing, ses_step=0.3, nbisect=10,
+                   order_lines=False)  # fmt: skip
+    raw = [np.zeros(big) for _ in range(3)]
+    ses.run(raw, pos, origin, stride)
+    for a, b in zip(out["cuda"][:3], raw, strict=True):
         np.testing.assert_array_equal(b, a)
     # lines cut into pieces (one thread each, as on a GPU for long lines) write the same edges
     ses = FrameSES(_SimBackend(), radii, 1.4, grid.shape, grid.spacing, ses_step=0.3, nbisect=10)

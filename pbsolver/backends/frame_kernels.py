@@ -325,6 +325,7 @@ def cuda_kernels():
             sample_point(phi, pos, item, nx, ny, nz, stride, origin, h, cubic, out)
 
     ses_edge_line, neighbour_count = B.ses.ses_edge_line, B.ses.neighbour_count
+    ses_caps, line_cost = B.ses.ses_caps, B.ses.line_cost
     neighbour_fill = B.ses.neighbour_fill
     smooth_node = B.ses.smooth_node
     # an atom's arcs and a circle's geometry do not depend on the frame (the B frames' atoms
@@ -332,14 +333,36 @@ def cuda_kernels():
     from pbsolver.backends.cuda.maps import count_arcs_kernel, fill_circles_kernel
 
     @cuda.jit
+    def line_costs(cost, axis, nx, ny, nz, origin, h, maxacc, maxreach, bins, bstart, ebins,
+                   ebstart, only):  # fmt: skip
+        # one (frame, line) a thread: its sort key (B.ses.line_cost; −1: nothing to do)
+        line = cuda.grid(1)
+        if line >= cost.shape[0]:
+            return
+        if only.shape[0] != 0 and not only[line]:
+            cost[line] = -1
+            return
+        cap, ecap = ses_caps(line, axis, nx, ny, nz, origin, h, maxacc, maxreach, bins, ebins,
+                             bstart, ebstart)  # fmt: skip
+        cost[line] = line_cost(cap, ecap)
+
+    @cuda.jit
     def ses_edges(out, pieces, axis, nx, ny, nz, stride, origin, h, pos, vdw, acc, probe, step,
                   nbisect, maxacc, maxreach, bins, bstart, border, ebins, ebstart, eborder,
-                  nb_start, nb_index, circ_start, geom, arc_start, arcs, only, bad):  # fmt: skip
+                  nb_start, nb_index, circ_start, geom, arc_start, arcs, only, order,
+                  bad):  # fmt: skip
+        # ``order`` (empty: the natural order) names the (frame, line) of each group of
+        # ``pieces`` consecutive work items
         item = cuda.grid(1)
         if item >= origin.shape[0] * lines_of(axis, nx, ny, nz) * pieces:
             return
-        if only.shape[0] != 0 and not only[item // pieces]:
+        line = item // pieces
+        piece = item - line * pieces
+        if order.shape[0] != 0:
+            line = order[line]
+        if only.shape[0] != 0 and not only[line]:
             return
+        item = line * pieces + piece
         vs_ = cuda.local.array(SES_SPHERES, dtype=np.float64)
         ve_ = cuda.local.array(SES_SPHERES, dtype=np.float64)
         ss_ = cuda.local.array(SES_SPHERES, dtype=np.float64)
@@ -375,7 +398,8 @@ def cuda_kernels():
         if i < nx:
             smooth_node(fx, fy, fz, ox, oy, oz, f * stride, i, j, k, nx, ny, nz)
 
-    ses = SimpleNamespace(edges=ses_edges, neighbour_counts=neighbour_counts,
+    ses = SimpleNamespace(edges=ses_edges, line_costs=line_costs,
+                          neighbour_counts=neighbour_counts,
                           neighbour_fills=neighbour_fills, count_arcs=count_arcs_kernel,
                           fill_circles=fill_circles_kernel, smooth=smooth,
                           pieces=maps_bodies.line_pieces)  # fmt: skip

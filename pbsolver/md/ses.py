@@ -20,7 +20,9 @@ the engine's device (NumPy or CuPy):
    the stacked layout (on CUDA a line is cut into pieces of at least
    :data:`~pbsolver.backends.bodies.maps.SES_PIECE_EDGES` edges while a launch has few work
    items, :func:`~pbsolver.backends.bodies.maps.line_pieces`, each a thread; on the CPU a
-   work item is a whole line).
+   work item is a whole line). On CUDA the lines run costliest first (a cost launch and a
+   sort; ``order_lines``): the work of a line varies widely (empty, buried, many reentrant
+   zones), and one warp's threads wait for its costliest line.
 
 The sizes of steps 1–2 (pairs, circles, arcs) are read back to the host to allocate (a few
 synchronisations a call on CUDA); the data stay on the device. Since these sizes change from
@@ -56,9 +58,14 @@ class FrameSES:
         :func:`~pbsolver.molecule.maps.face_fractions`).
     nbisect : int
         Bisection steps locating each change of side.
+    order_lines : bool
+        Where the kernels can (CUDA), run the lines costliest first: sorted by
+        :func:`~pbsolver.backends.bodies.frames.make_frame_ses`'s ``line_cost``, so that the
+        lines of one warp need about as many point tests (the fractions do not change).
     """
 
-    def __init__(self, backend, radii, probe, shape, spacing, ses_step=None, nbisect=14):
+    def __init__(self, backend, radii, probe, shape, spacing, ses_step=None, nbisect=14,
+                 order_lines=True):  # fmt: skip
         self.backend = backend
         self.xp = backend.array_module()
         self.kernels = backend.frame_kernels().ses
@@ -74,6 +81,8 @@ class FrameSES:
         self.nbisect = ses_bisections(nbisect)
         self._tiled = {}  # frames in a call → (vdW radii, accessible radii) of the B·N rows
         self._every_line = self.xp.zeros(0, dtype=np.bool_)  # the kernels' "no line left out"
+        self._natural = self.xp.zeros(0, dtype=np.int64)  # the kernels' "lines in their order"
+        self.order_lines = bool(order_lines) and self.kernels.line_costs is not None
 
     def run(self, out, pos, origin, stride, part_of=None) -> None:
         """Write the frames' SES edge fractions into ``out`` (three stacked arrays, zeroed here).
@@ -142,13 +151,20 @@ class FrameSES:
             bins, bstart, border = self._bins(pos2, origin, nf, na, axis, self.maxacc, None)
             ebins, ebstart, eborder = self._bins(pos2, origin, nf, na, axis, self.maxreach,
                                                  exposed)  # fmt: skip
+            order = self._natural
+            if self.order_lines:
+                cost = xp.empty(nf * lines[axis], dtype=np.int64)
+                self._launch(K.line_costs, nf * lines[axis], cost, axis, nx, ny, nz, origin, h,
+                             self.maxacc, self.maxreach, bins, bstart, ebins, ebstart,
+                             only[axis])  # fmt: skip
+                order = xp.argsort(-cost)
             # work items a line (pieces of its edges)
             pieces = K.pieces(self.shape[axis], nf * lines[axis])
             self._launch(
                 K.edges, nf * lines[axis] * pieces, out[axis], pieces, axis, nx, ny, nz, stride,
                 origin, h, pos2, vdw, acc, self.probe, self.steps[axis], self.nbisect,
                 self.maxacc, self.maxreach, bins, bstart, border, ebins, ebstart, eborder,
-                nb_start, nb_index, circ_start, geom, arc_start, arcs, only[axis], *flag,
+                nb_start, nb_index, circ_start, geom, arc_start, arcs, only[axis], order, *flag,
                 threads=LINE_THREADS,
             )  # fmt: skip
         if self.flags and int(self.backend.to_host(bad)[0]):

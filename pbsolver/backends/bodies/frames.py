@@ -14,6 +14,9 @@ from types import SimpleNamespace
 
 from pbsolver.backends.bodies import maps as maps_bodies
 
+#: :func:`line_cost` ranks lines by exposed candidates, then by spheres below this count
+LINE_COST_SPHERES = 4096
+
 
 def make_frame_ses(jit, sort_merge, accumulate):
     """The frame SES bodies compiled by ``jit`` on the compiled line bodies (a namespace)."""
@@ -72,6 +75,18 @@ def make_frame_ses(jit, sort_merge, accumulate):
         return cap, ecap
 
     ses_caps = jit(ses_caps)
+
+    def line_cost(cap, ecap):
+        """A line's sort key for the order of the CUDA line kernel's work items.
+
+        −1 for a line no sphere reaches (nothing to do), else larger for more exposed
+        candidates, then more spheres. Lines of equal key then share warps, which diverge less.
+        """
+        if cap == 0:
+            return -1
+        return ecap * LINE_COST_SPHERES + min(cap, LINE_COST_SPHERES - 1)
+
+    line_cost = jit(line_cost)
 
     def ses_edge_line(out, item, pieces, axis, nx, ny, nz, stride, origin, h, pos, vdw, acc,
                       probe, step, nbisect, maxacc, maxreach, bins, bstart, border, ebins,
@@ -190,6 +205,7 @@ def make_frame_ses(jit, sort_merge, accumulate):
         lines_of=lines_of,
         line_place=line_place,
         ses_caps=ses_caps,
+        line_cost=line_cost,
         ses_edge_line=ses_edge_line,
         neighbour_count=neighbour_count,
         neighbour_fill=neighbour_fill,
@@ -199,4 +215,4 @@ def make_frame_ses(jit, sort_merge, accumulate):
     )
 
 
-__all__ = ["make_frame_ses"]
+__all__ = ["LINE_COST_SPHERES", "make_frame_ses"]

@@ -32,22 +32,27 @@ _count_arcs_body, _fill_circle, _smooth_node = _B.count_arcs, _B.fill_circle, _B
 @njit(**_PAR)
 def ses_edges(out, pieces, axis, nx, ny, nz, stride, origin, h, pos, vdw, acc, probe, step,
               nbisect, maxacc, maxreach, bins, bstart, border, ebins, ebstart, eborder,
-              nb_start, nb_index, circ_start, geom, arc_start, arcs, only):  # fmt: skip
+              nb_start, nb_index, circ_start, geom, arc_start, arcs, only, order):  # fmt: skip
     # scratch sized from the bins, as the map kernels' ses_lines: no line overflows; a
-    # non-empty ``only`` (a flag per (frame, line)) leaves out the lines it does not name
+    # non-empty ``only`` (a flag per (frame, line)) leaves out the lines it does not name; a
+    # non-empty ``order`` names the (frame, line) of each group of ``pieces`` items (as CUDA's)
     bad = 0
     for item in prange(origin.shape[0] * _lines_of(axis, nx, ny, nz) * pieces):
-        if only.shape[0] != 0 and not only[item // pieces]:
+        line = item // pieces
+        piece = item - line * pieces
+        if order.shape[0] != 0:
+            line = order[line]
+        if only.shape[0] != 0 and not only[line]:
             continue
-        cap, ecap = _ses_caps(item // pieces, axis, nx, ny, nz, origin, h, maxacc, maxreach,
+        cap, ecap = _ses_caps(line, axis, nx, ny, nz, origin, h, maxacc, maxreach,
                               bins, ebins, bstart, ebstart)  # fmt: skip
         if cap == 0:
             continue
         ecap = max(1, ecap)
         bad += _ses_edge_line(
-            out, item, pieces, axis, nx, ny, nz, stride, origin, h, pos, vdw, acc, probe, step,
-            nbisect, maxacc, maxreach, bins, bstart, border, ebins, ebstart, eborder,
-            nb_start, nb_index, circ_start, geom, arc_start, arcs, np.empty(cap),
+            out, line * pieces + piece, pieces, axis, nx, ny, nz, stride, origin, h, pos, vdw,
+            acc, probe, step, nbisect, maxacc, maxreach, bins, bstart, border, ebins, ebstart,
+            eborder, nb_start, nb_index, circ_start, geom, arc_start, arcs, np.empty(cap),
             np.empty(cap), np.empty(cap), np.empty(cap), np.empty(ecap, dtype=np.int64),
             np.empty(ecap), np.zeros(4),
         )  # fmt: skip
@@ -104,7 +109,9 @@ def smooth(fx, fy, fz, ox, oy, oz, nf, nx, ny, nz, stride):
 #: What :func:`pbsolver.backends.frame_kernels.cpu_kernels` hands the engine as ``ses``.
 #: ``pieces(nbins, lines)``: work items a line of ``ses_edges`` (one: the loop is over whole
 #: lines).
-KERNELS = SimpleNamespace(edges=ses_edges, neighbour_counts=neighbour_counts,
+#: ``line_costs`` None: no reordering of the lines (prange splits the items evenly between
+#: the threads in their order, so a sort by cost would give one thread all the costly lines)
+KERNELS = SimpleNamespace(edges=ses_edges, line_costs=None, neighbour_counts=neighbour_counts,
                           neighbour_fills=neighbour_fills, count_arcs=count_arcs,
                           fill_circles=fill_circles, smooth=smooth,
                           pieces=lambda nbins, lines: 1)  # fmt: skip
