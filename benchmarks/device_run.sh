@@ -292,7 +292,7 @@ elif [ "${1:-single}" = "s19" ]; then  # nineteenth session: device time per ker
   # ORDER: the SES line kernels of 32 complex frames, lines sorted by cost or not, one process
   [ -n "${ORDER:-}" ] && step ses_line_profile 240 python3 benchmarks/ses_line_profile.py \
     .gpu/fkbp_frames.npz --backend cuda --frames 32 --order ${ORDER} --repeats 3 \
-    --json "$R/ses_line_profile.json"
+    ${MIN_BLOCKS:+--min-blocks $MIN_BLOCKS} --json "$R/ses_line_profile.json"
   # MM: the wall time of MM/PBSA batches and of one batch alone (the one NCU profiles)
   [ -n "${MM:-}" ] && step mmpbsa_wall 200 python3 $MMRUN --frames 32 --copies ${COPIES:-4} \
     --cuda-profile --json "$R/mmpbsa_frames_gpu.json"

@@ -120,6 +120,9 @@ def main(argv=None) -> dict:
     ap.add_argument("--no-zones", action="store_true", help="also time without zone sampling")
     ap.add_argument("--threads", type=int, nargs="*", default=[0],
                     help="threads a block of the line kernel (0: the engine's)")  # fmt: skip
+    ap.add_argument("--min-blocks", type=int, nargs="*", default=[-1],
+                    help="compile the CUDA line kernel with launch bounds (threads, N) for each N "
+                    "(0: none; -1: the library's LINE_MIN_BLOCKS)")  # fmt: skip
     ap.add_argument("--order", nargs="*", default=["on"], choices=("on", "off"),
                     help="lines costliest first (on) or in their natural order (off)")  # fmt: skip
     ap.add_argument("--cprofile", action="store_true", help="count the point tests (see above)")
@@ -133,13 +136,20 @@ def main(argv=None) -> dict:
     print(f"{args.frames} frames of {pos.shape[1]} atoms, grid {shape} at {spacing} Å, "
           f"backend {args.backend}")  # fmt: skip
     orders = [o == "on" for o in args.order]
-    variants = [(p, True, t, o) for o in orders for t in args.threads for p in args.pieces]
+    variants = [(p, True, t, o, b) for b in args.min_blocks for o in orders for t in args.threads
+                for p in args.pieces]  # fmt: skip
     if args.no_zones:
-        variants += [(p, False, t, o) for o in orders for t in args.threads for p in args.pieces]
+        variants += [(p, False, t, o, b) for b in args.min_blocks for o in orders
+                     for t in args.threads for p in args.pieces]  # fmt: skip
     report = {"frames": args.frames, "atoms": int(pos.shape[1]), "shape": shape,
               "spacing": spacing, "variants": []}  # fmt: skip
     reference = None
-    for pieces, zones, threads, order in variants:
+    for pieces, zones, threads, order, min_blocks in variants:
+        if min_blocks >= 0:  # the kernel set compiled again with these launch bounds
+            import pbsolver.backends.frame_kernels as fk
+
+            fk.LINE_MIN_BLOCKS = min_blocks or None
+            fk._CUDA = None
         times, walls, fractions = run_once(backend, radii, pos, origin, shape, spacing, pieces,
                                            zones, args.repeats, threads or None,
                                            args.cprofile, order)  # fmt: skip
@@ -147,13 +157,15 @@ def main(argv=None) -> dict:
             reference = fractions
         diff = max(float(np.abs(a - b).max()) for a, b in zip(fractions, reference, strict=True))
         label = (f"pieces={pieces or 'default'} zones={'on' if zones else 'off'} "
-                 f"threads={threads or 'default'} order={'on' if order else 'off'}")  # fmt: skip
+                 f"threads={threads or 'default'} order={'on' if order else 'off'} "
+                 f"min_blocks={min_blocks}")  # fmt: skip
         print(f"\n{label}: wall {min(walls):.4f} s (runs {', '.join(f'{w:.4f}' for w in walls)}),"
               f" max |Δfraction| vs first variant {diff:.3g}")  # fmt: skip
         for name, items, dt in times:
             print(f"  {name:<22s} {items:>10d} items  {1e3 * dt:9.2f} ms")
         report["variants"].append({
-            "pieces": pieces, "zones": zones, "threads": threads, "order": order, "wall_s": walls,
+            "pieces": pieces, "zones": zones, "threads": threads, "order": order,
+            "min_blocks": min_blocks, "wall_s": walls,
             "max_diff": diff,
             "launches": [{"kernel": n, "items": i, "s": t} for n, i, t in times],
         })  # fmt: skip

@@ -68,6 +68,10 @@ def coulomb_nodes(frames: int) -> int:
 #: Threads a block of the per-line kernels: few lines per block, so that small batches still
 #: spread over all the multiprocessors (4,225 lines of a 65³ frame fill 33 blocks of 128).
 LINE_THREADS = 32
+#: None, or the blocks of LINE_THREADS the CUDA SES line kernel is compiled to fit on one
+#: multiprocessor at once (its launch bounds: fewer registers a thread, more warps to hide
+#: latency, and spills where the registers do not suffice; BENCHMARKS.md, nineteenth session)
+LINE_MIN_BLOCKS = 24
 
 
 def _kernel_set(edges, ion, coulomb, boundary, assemble, sample, flags, coulomb_for,
@@ -346,7 +350,12 @@ def cuda_kernels():
                              bstart, ebstart)  # fmt: skip
         cost[line] = line_cost(cap, ecap)
 
-    @cuda.jit
+    # launch bounds on the GPU only: numba's simulator takes no such option
+    bounds = {}
+    if LINE_MIN_BLOCKS is not None and not simulated():
+        bounds = {"launch_bounds": (LINE_THREADS, LINE_MIN_BLOCKS)}
+
+    @cuda.jit(**bounds)
     def ses_edges(out, pieces, axis, nx, ny, nz, stride, origin, h, pos, vdw, acc, probe, step,
                   nbisect, maxacc, maxreach, bins, bstart, border, ebins, ebstart, eborder,
                   nb_start, nb_index, circ_start, geom, arc_start, arcs, only, order,
@@ -426,6 +435,7 @@ __all__ = [
     "COULOMB_NODES_WIDE",
     "COULOMB_WIDE_FROM",
     "coulomb_nodes",
+    "LINE_MIN_BLOCKS",
     "LINE_THREADS",
     "THREADS",
     "blocks",
