@@ -329,7 +329,7 @@ def cuda_kernels():
             sample_point(phi, pos, item, nx, ny, nz, stride, origin, h, cubic, out)
 
     ses_edge_line, neighbour_count = B.ses.ses_edge_line, B.ses.neighbour_count
-    ses_caps, line_cost = B.ses.ses_caps, B.ses.line_cost
+    ses_caps, line_cost, work_line = B.ses.ses_caps, B.ses.line_cost, B.ses.work_line
     neighbour_fill = B.ses.neighbour_fill
     smooth_node = B.ses.smooth_node
     # an atom's arcs and a circle's geometry do not depend on the frame (the B frames' atoms
@@ -365,11 +365,8 @@ def cuda_kernels():
         item = cuda.grid(1)
         if item >= origin.shape[0] * lines_of(axis, nx, ny, nz) * pieces:
             return
-        line = item // pieces
-        piece = item - line * pieces
-        if order.shape[0] != 0:
-            line = order[line]
-        if only.shape[0] != 0 and not only[line]:
+        line, piece = work_line(item, pieces, order, only)
+        if line < 0:
             return
         item = line * pieces + piece
         vs_ = cuda.local.array(SES_SPHERES, dtype=np.float64)

@@ -76,6 +76,23 @@ def make_frame_ses(jit, sort_merge, accumulate):
 
     ses_caps = jit(ses_caps)
 
+    def work_line(item, pieces, order, only):
+        """Work item ``item`` of a line kernel as (frame-line index, piece of that line).
+
+        Each group of ``pieces`` consecutive items is one line: the line of that rank in
+        ``order``, or the group's own rank where ``order`` is empty. The index is −1 where
+        ``only`` (a flag per frame-line; empty: every line) leaves the line out.
+        """
+        line = item // pieces
+        piece = item - line * pieces
+        if order.shape[0] != 0:
+            line = order[line]
+        if only.shape[0] != 0 and not only[line]:
+            return -1, piece
+        return line, piece
+
+    work_line = jit(work_line)
+
     def line_cost(cap, ecap):
         """A line's sort key for the order of the CUDA line kernel's work items.
 
@@ -206,6 +223,7 @@ def make_frame_ses(jit, sort_merge, accumulate):
         line_place=line_place,
         ses_caps=ses_caps,
         line_cost=line_cost,
+        work_line=work_line,
         ses_edge_line=ses_edge_line,
         neighbour_count=neighbour_count,
         neighbour_fill=neighbour_fill,

@@ -25,6 +25,7 @@ _PAR = {"cache": True, "nogil": True, "parallel": True}
 _jit = njit(**_JIT)
 _B = make_frame_ses(_jit, *compile_lines(_jit))
 _lines_of, _ses_caps, _ses_edge_line = _B.lines_of, _B.ses_caps, _B.ses_edge_line
+_work_line = _B.work_line
 _neighbour_count, _neighbour_fill = _B.neighbour_count, _B.neighbour_fill
 _count_arcs_body, _fill_circle, _smooth_node = _B.count_arcs, _B.fill_circle, _B.smooth_node
 
@@ -38,11 +39,8 @@ def ses_edges(out, pieces, axis, nx, ny, nz, stride, origin, h, pos, vdw, acc, p
     # non-empty ``order`` names the (frame, line) of each group of ``pieces`` items (as CUDA's)
     bad = 0
     for item in prange(origin.shape[0] * _lines_of(axis, nx, ny, nz) * pieces):
-        line = item // pieces
-        piece = item - line * pieces
-        if order.shape[0] != 0:
-            line = order[line]
-        if only.shape[0] != 0 and not only[line]:
+        line, piece = _work_line(item, pieces, order, only)
+        if line < 0:
             continue
         cap, ecap = _ses_caps(line, axis, nx, ny, nz, origin, h, maxacc, maxreach,
                               bins, ebins, bstart, ebstart)  # fmt: skip
