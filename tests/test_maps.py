@@ -570,6 +570,36 @@ def test_a_complex_after_its_parts_gets_the_sum_of_their_coulomb_maps(rng):
     maps.clear_kept_maps()
 
 
+def test_a_part_after_its_complex_gets_the_complex_less_the_other_part(rng):
+    """A part mapped after its complex and the complex's other part gets the difference of
+    their maps, equal to its own map; not where a charge sits on a node (∞ − ∞)."""
+    a = random_cluster(rng, n=12)
+    g = odd_grid(a, rng)
+    order = rng.permutation(len(a.charges))
+    first, second = a[np.sort(order[:5])], a[np.sort(order[5:])]
+    maps.clear_kept_maps()
+    own = maps.coulomb_potential(second, g, 2.0)
+    maps.clear_kept_maps()
+    whole = maps.coulomb_potential(a, g, 2.0)
+    other = maps.coulomb_potential(first, g, 2.0)
+    got = maps.coulomb_potential(second, g, 2.0)
+    np.testing.assert_array_equal(got, whole - other)  # the difference, not a new map
+    np.testing.assert_allclose(got, own, rtol=1e-12, atol=1e-11 * np.abs(whole).max())
+    # one of the other part's charges on a node: the part's own map, finite there
+    node = np.asarray(g.origin) + np.asarray(g.spacing) * (np.asarray(g.shape) // 2)
+    pos = a.positions.copy()
+    pos[order[0]] = node
+    on_node = pb.Atoms(pos, a.charges, a.radii)
+    first, second = on_node[np.sort(order[:5])], on_node[np.sort(order[5:])]
+    maps.clear_kept_maps()
+    own = maps.coulomb_potential(second, g, 2.0)
+    maps.clear_kept_maps()
+    assert np.isinf(maps.coulomb_potential(on_node, g, 2.0)).any()
+    maps.coulomb_potential(first, g, 2.0)
+    np.testing.assert_array_equal(maps.coulomb_potential(second, g, 2.0), own)
+    maps.clear_kept_maps()
+
+
 def test_kept_maps_hold_at_most_their_count_and_bytes():
     kept = KeptResults(3, most_bytes=10, total_bytes=15)
     kept.put("a", 1, 8)

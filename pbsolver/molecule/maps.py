@@ -498,8 +498,10 @@ def coulomb_potential(atoms, grid, eps_cavity=2.0, *, box=None, backend="cpu"):
     The last few maps are kept (:data:`COULOMB_MAPS_KEPT`): a call with the same charges, grid
     and options gets a copy of one, and a molecule whose charges are those of two kept maps on
     the same grid together (a complex after its parts, as binding inputs order them) gets their
-    sum, since φ_c is linear in the charges. The sum equals the complex's own map within the
-    sums' accuracy (the direct sum's rounding; the multilevel sum's 1e-6 bound).
+    sum, since φ_c is linear in the charges. Likewise a part after its complex and the other
+    part gets the complex's map less the other part's, where both are finite everywhere. The
+    sum or difference equals the molecule's own map within the two sums' accuracy (the direct
+    sum's rounding; the multilevel sum's bound of 1e-6 of each kept map's largest value).
 
     Raises
     ------
@@ -522,6 +524,8 @@ def coulomb_potential(atoms, grid, eps_cavity=2.0, *, box=None, backend="cpu"):
         return kept[0].copy()
     charges = _charge_rows(pos, q)
     out = _sum_of_kept_parts(setting, charges)
+    if out is None:
+        out = _kept_whole_less_part(setting, charges)
     if out is None:
         out = backend.map_kernels().coulomb_sum(
             grid.shape, grid.origin, grid.spacing, pos, q, COULOMB_KJ / eps_cavity, box
@@ -558,6 +562,26 @@ def _sum_of_kept_parts(setting, charges):
                 continue
             if np.array_equal(_canonical(np.vstack([rows_a, rows_b])), charges):
                 return map_a + map_b
+    return None
+
+
+def _kept_whole_less_part(setting, charges):
+    """A kept φ_c map of ``setting`` less another kept map: a part after its complex.
+
+    The first map's charges must be those of the second and ``charges`` together (the complex,
+    and its other part). None when no two kept maps are so, or when either map is infinite
+    somewhere (a charge on a node: ∞ − ∞ there).
+    """
+    kept = [(m, rows) for m, s, rows in _coulomb_maps.values() if s == setting]
+    for whole, rows_w in kept:
+        for part, rows_p in kept:
+            if part is whole or len(rows_w) != len(rows_p) + len(charges):
+                continue
+            if not np.array_equal(_canonical(np.vstack([rows_p, charges])), rows_w):
+                continue
+            if not (np.isfinite(whole).all() and np.isfinite(part).all()):
+                return None
+            return whole - part
     return None
 
 
