@@ -155,6 +155,8 @@ def main(argv=None) -> int:
                     help="then run one batch between cudaProfilerStart and cudaProfilerStop "
                     "(ncu --profile-from-start off times its kernels)")  # fmt: skip
     args = ap.parse_args(argv)
+    if args.what == "run" and args.cuda_profile and args.backend == "cpu":
+        ap.error("--cuda-profile profiles CUDA kernels: it needs --backend cuda")
     if args.what == "export":
         export(args.out, args.spacing, args.margin)
         return 0
