@@ -53,9 +53,8 @@ SES_ARC_BUFFER = 2 * SES_NEIGHBOURS + 2
 #: Nodes of the CUDA φ_c kernel a thread (THREADS apart): one shared-memory atom read serves
 #: this many pairs.
 COULOMB_NODES = 4
-#: ... and from this many frames a call, COULOMB_NODES_WIDE: fewer, longer threads. On the H200
-#: (``benchmarks/coulomb_kernel.py``, 1,252 atoms, 65³) 4 nodes were fastest for one frame
-#: (0.236 ms against 0.255 with 8) and 8 for 64 frames (0.148 ms a frame against 0.176).
+#: ... and from this many frames a call, COULOMB_NODES_WIDE: fewer, longer threads (the faster
+#: choice on each side of it on the H200: ``benchmarks/coulomb_kernel.py``, BENCHMARKS.md).
 COULOMB_WIDE_FROM = 8
 COULOMB_NODES_WIDE = 8
 

@@ -8,8 +8,8 @@ Who writes what
 Each finished grid goes into its own part file. When the workers run on this machine (in this
 process, a process pool, or a local dask cluster) the worker that solved a grid writes its part
 file itself and sends back only the solver's attributes: compressing and writing a grid costs
-more host time than reading it (129³ float32: about 0.2 s), and done by the one driver process
-for several GPU workers it capped the throughput. On a remote dask scheduler (its workers may not
+more host time than reading it, and done by the one driver process for several GPU workers it
+capped the throughput. On a remote dask scheduler (its workers may not
 see this file system) workers return NumPy arrays and the driver writes the part files. Only the
 driver writes (assembles) the outputs and deletes part files.
 

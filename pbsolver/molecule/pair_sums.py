@@ -3,17 +3,18 @@
 The sum the analytic Coulomb energies of :mod:`pbsolver.molecule.energy` are made of, in
 float64, O(n·m) time and O(n) memory. Many pairs go to a numba kernel over both cores
 (:mod:`pbsolver.backends.cpu.pair_sums`); few stay in NumPy blocks, because numba's first use
-in a process costs about half a second (its import and its type registries), more than NumPy
-takes for :data:`NUMPY_PAIRS_MOST` pairs, and APBS inputs without a solve (point charges in a
-uniform medium) need nothing else from it. The choice depends on the sizes only, so a given
-input always takes the same path; the two paths differ by rounding.
+in a process (its import and its type registries) costs more than NumPy takes for
+:data:`NUMPY_PAIRS_MOST` pairs, and APBS inputs without a solve (point charges in a uniform
+medium) need nothing else from it (BENCHMARKS.md, eighteenth session, has the times). The
+choice depends on the sizes only, so a given input always takes the same path; the two paths
+differ by rounding.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-#: Up to this many pairs the sum runs in NumPy (about 0.15 s on this project's CPU).
+#: Up to this many pairs the sum runs in NumPy (numba's start-up would cost more).
 NUMPY_PAIRS_MOST = 1 << 22
 #: Pairs whose distances a NumPy block holds at once (float64: 32 MiB).
 PAIR_BLOCK = 1 << 22
