@@ -549,12 +549,17 @@ def _canonical(rows) -> np.ndarray:
     return rows[np.lexsort(rows.T[::-1])]
 
 
+def _kept_maps_of(setting) -> list:
+    """(map, canonical charge rows) of every kept φ_c map made with ``setting``."""
+    return [(m, rows) for m, s, rows in _coulomb_maps.values() if s == setting]
+
+
 def _sum_of_kept_parts(setting, charges):
     """The sum of two kept φ_c maps of ``setting`` whose charges together are ``charges``.
 
     None when no two kept maps split them so.
     """
-    kept = [(m, rows) for m, s, rows in _coulomb_maps.values() if s == setting]
+    kept = _kept_maps_of(setting)
     for a in range(len(kept)):
         for b in range(a + 1, len(kept)):
             (map_a, rows_a), (map_b, rows_b) = kept[a], kept[b]
@@ -572,7 +577,7 @@ def _kept_whole_less_part(setting, charges):
     and its other part). None when no two kept maps are so, or when either map is infinite
     somewhere (a charge on a node: ∞ − ∞ there).
     """
-    kept = [(m, rows) for m, s, rows in _coulomb_maps.values() if s == setting]
+    kept = _kept_maps_of(setting)
     for whole, rows_w in kept:
         for part, rows_p in kept:
             if part is whole or len(rows_w) != len(rows_p) + len(charges):
