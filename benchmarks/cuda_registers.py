@@ -5,10 +5,14 @@ nvidia-cuda-nvrtc``) and runs ``ptxas -v`` on it (from the ``nvidia-cuda-nvcc`` 
 path in ``PTXAS`` or leave it unpacked under /tmp/nvcc). Usage::
 
     PTXAS=/path/to/ptxas python benchmarks/cuda_registers.py
+
+``PTX_VERSION=9.0`` rewrites the PTX's version line for a ptxas older than libnvvm (the kernels
+use nothing newer).
 """
 
 import glob
 import os
+import re
 import subprocess
 import tempfile
 
@@ -25,20 +29,47 @@ class _SM90:
 # device functions are compiled for "the current device": there is none here, so name one
 _dispatcher.get_current_device = lambda: _SM90()
 
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from sweep_variants import rb_march, rb_pair, rb_tile  # noqa: E402
+
 from pbsolver.backends.cuda import kernels as K  # noqa: E402
 
 f32, i64, b1 = T.float32[::1], T.int64, T.boolean
 STENCIL = (f32, f32, f32, f32, f32, i64)
 KERNELS = {
     "rb_point": (K.rb_point, T.void(f32, *STENCIL, i64, i64, i64, i64, T.float32, b1)),
-    "rb_march": (K.rb_march, T.void(f32, *STENCIL, i64, i64, i64, i64, T.float32, b1, i64)),
+    "rb_march": (rb_march, T.void(f32, *STENCIL, i64, i64, i64, i64, T.float32, b1, i64)),
     "rb_tile 32x16": (
-        K.rb_tile(np.float32, 32, 16),
+        rb_tile(np.float32, 32, 16),
         T.void(f32, f32, *STENCIL, i64, i64, i64, T.float32, b1, i64),
     ),
     "rb_tile 32x8": (
-        K.rb_tile(np.float32, 32, 8),
+        rb_tile(np.float32, 32, 8),
         T.void(f32, f32, *STENCIL, i64, i64, i64, T.float32, b1, i64),
+    ),
+    "rb_pair 32x8": (
+        rb_pair(np.float32, 32, 8, False),
+        T.void(f32, f32, *STENCIL, i64, i64, i64, i64, T.float32, i64),
+    ),
+    "rb_pair 32x8 no preload": (
+        rb_pair(np.float32, 32, 8, False, False),
+        T.void(f32, f32, *STENCIL, i64, i64, i64, i64, T.float32, i64),
+    ),
+    "rb_pair 32x16 bounds 3": (
+        rb_pair(np.float32, 32, 16, False, True, False, 3),
+        T.void(f32, f32, *STENCIL, i64, i64, i64, i64, T.float32, i64),
+    ),
+    "rb_pair 32x8 bounds 6": (
+        rb_pair(np.float32, 32, 8, False, True, False, 6),
+        T.void(f32, f32, *STENCIL, i64, i64, i64, i64, T.float32, i64),
+    ),
+    "rb_pair 32x8 periodic": (
+        rb_pair(np.float32, 32, 8, True),
+        T.void(f32, f32, *STENCIL, i64, i64, i64, i64, T.float32, i64),
     ),
     "jacobi_point": (K.jacobi_point, T.void(f32, f32, *STENCIL, i64, i64, i64, T.float32, b1)),
 }
@@ -48,7 +79,11 @@ def main():
     ptxas = os.environ.get("PTXAS") or glob.glob("/tmp/nvcc/**/ptxas", recursive=True)[0]
     with tempfile.TemporaryDirectory() as tmp:
         for name, (kernel, sig) in KERNELS.items():
-            ptx, _ = cuda.compile_ptx(kernel.py_func, sig, cc=(9, 0))
+            bounds = kernel.targetoptions.get("launch_bounds")
+            ptx, _ = cuda.compile_ptx(kernel.py_func, sig, cc=(9, 0), launch_bounds=bounds)
+            if os.environ.get("PTX_VERSION"):  # an older ptxas than the PTX libnvvm wrote
+                ptx = re.sub(r"^\.version \S+", ".version " + os.environ["PTX_VERSION"], ptx,
+                             count=1, flags=re.M)  # fmt: skip
             src = os.path.join(tmp, "k.ptx")
             with open(src, "w") as fh:
                 fh.write(ptx)

@@ -314,6 +314,23 @@ elif [ "${1:-single}" = "s19" ]; then  # nineteenth session: device time per ker
     python3 $MMRUN --frames 32 --copies 1 --cuda-profile
   [ -n "${TESTS:-}" ] && step gpu_tests 330 python3 -m pytest -n 4 -m gpu -q -p no:cacheprovider \
     -W ignore::Warning -rs $([ "${TESTS}" = 1 ] || echo "${TESTS}")
+elif [ "${1:-single}" = "s20" ]; then  # twentieth session: the fused red-black sweep ("pair")
+  # SWEEPS="100,256,384": every kernel shape of sweep_variants.py; NCU_PAIR=1: ncu's sections of
+  # one "pair" and one "point" launch at 256^3; TESTS=1 | "files": the GPU tests
+  NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)
+  [ -n "${SWEEPS:-}" ] && step sweep_variants 400 python3 benchmarks/sweep_variants.py \
+    --sizes "$SWEEPS" --no-launch --json "$R/sweep_variants.json"
+  for k in ${NCU_PAIR:+rb_pair_kernel rb_point}; do  # the first "pair" launch (32x8), a "point"
+    step "ncu_$k" 300 "$NCU" --clock-control none -k "regex:$k" --launch-count 1 \
+      --launch-skip 6 --section SpeedOfLight --section MemoryWorkloadAnalysis \
+      --section Occupancy --section LaunchStats --section WarpStateStats \
+      --section SchedulerStats --metrics smsp__inst_executed.sum,smsp__inst_executed_op_global_ld.sum \
+      python3 benchmarks/sweep_variants.py --sizes 256 --no-launch
+  done
+  [ -n "${BENCH:-}" ] && step bench 300 python3 -m pbsolver bench --sizes 256 \
+    --solve-sizes 129,257 --json "$R/bench.json"
+  [ -n "${TESTS:-}" ] && step gpu_tests 330 python3 -m pytest -n 4 -m gpu -q -p no:cacheprovider \
+    -W ignore::Warning -rs $([ "${TESTS}" = 1 ] || echo "${TESTS}")
 elif [ "${1:-single}" = "multi" ]; then
   step frames_profile 100 python3 benchmarks/frames_profile.py --batches 1 32 \
     --json "$R/frames_profile.json"

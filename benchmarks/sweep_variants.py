@@ -39,6 +39,7 @@ from pathlib import Path
 
 import numpy as np
 from numba import cuda, from_dtype, int64, uint32, uint64
+from numba.cuda import libdevice
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -56,14 +57,15 @@ from pbsolver.backends.cuda.kernels import (  # noqa: E402
     _plus,
     _sum_diag,
 )
+from pbsolver.backends.launch_sizes import simulated  # noqa: E402
 from pbsolver.exceptions import InputError  # noqa: E402
 
 LAUNCH_MODES = ("graph", "stream", "naive")
-SOR_KERNELS = ("point", "tile", "march")
+SOR_KERNELS = ("point", "tile", "pair", "march")
 
 #: Bytes each full red–black sweep must move per node, by kernel shape, without salt:
-#: "point"/"march" two colour passes, "tile" one.
-SWEEP_BYTES = {"point": 48, "march": 48, "tile": 24}
+#: "point"/"march" two colour passes, "tile" and "pair" one.
+SWEEP_BYTES = {"point": 48, "march": 48, "tile": 24, "pair": 24}
 
 
 # ---------------------------------------------------------------------- kernels
@@ -222,6 +224,234 @@ def rb_tile(dtype, bk: int, bj: int):
     return kernel
 
 
+@cuda.jit(device=True)
+def _wrap(h, n, periodic):
+    """(valid, index) of a signed coordinate ``h`` within one period of an axis of ``n``."""
+    if h < 0:
+        if periodic and h + n >= 0:
+            return True, uint64(h + n)
+        return False, ZERO
+    if h >= n:
+        if periodic and h - n < n:
+            return True, uint64(h - n)
+        return False, ZERO
+    return True, uint64(h)
+
+
+@functools.cache
+def rb_pair(dtype, bk, bj, periodic, preload=True, fastdiv=False, min_blocks=0):
+    """The fused red–black sweep with two z-columns a thread ("pair").
+
+    As :func:`rb_tile` (both colours in one pass, a one-node halo recomputed, ``x`` read and
+    ``y`` written), but thread ``tx`` owns the columns ``2·tx`` and ``2·tx + 1`` of a block
+    that covers ``2·bk`` columns along z and ``bj`` rows along y, writing the inner
+    ``(2·bk − 2) × (bj − 2)``. Of two neighbouring columns exactly one holds the first colour
+    on a plane, and a warp's threads all pick the same one: every thread relaxes one node of
+    each colour per plane, without divergence. The column that takes the first colour on
+    plane t takes the second on plane t − 1, so the second colour's x-neighbours, its own old
+    value and its pair-mate are the thread's registers; only the other in-plane neighbours
+    go through the shared ring (three planes, one barrier a plane).
+
+    ``periodic`` is compiled in (a Dirichlet grid's unknowns need no wrapped neighbours);
+    ``preload`` loads the second colour's operands before the barrier; ``fastdiv`` (float32
+    only) divides by ``fast_fdividef`` (2 ulp) instead of the IEEE quotient, so the iterate is
+    no longer the two-pass kernels' to the bit; ``min_blocks`` > 0 asks ptxas for registers
+    that let that many blocks share a multiprocessor (launch bounds).
+
+    Returns
+    -------
+    kernel ``(x, y, b, cx, cy, cz, d, dmode, nx, ny, nz, first, omega, chunk)``
+        Launch with ``block=(bk, bj)``, ``grid=(ceil(nz/(2bk−2)), ceil(ny/(bj−2)),
+        ceil(nx/chunk))``.
+    """
+    nbtype = from_dtype(np.dtype(dtype))
+    ok = 2 * bk - 2  # written columns along z
+    oj = bj - 2  # written rows along y
+    width = 2 * bk  # local columns
+
+    @cuda.jit(device=True)
+    def nbr(i, j, k, nx, ny, nz, p):
+        """Flat indices of an unknown's six neighbours (a Dirichlet unknown's never wrap)."""
+        sx = ny * nz
+        if periodic:
+            return (_minus(i, nx, sx, p), _plus(i, nx, sx, p), _minus(j, ny, nz, p),
+                    _plus(j, ny, nz, p), _minus(k, nz, ONE, p), _plus(k, nz, ONE, p))  # fmt: skip
+        return p - sx, p + sx, p - nz, p + nz, p - ONE, p + ONE
+
+    if fastdiv and np.dtype(dtype) == np.float32:
+
+        @cuda.jit(device=True)
+        def relax_node(old, s, diag, omega):
+            return old + omega * (libdevice.fast_fdividef(s, diag) - old)
+
+    else:
+        relax_node = B.relax
+
+    @cuda.jit(device=True)
+    def inner(i, n):
+        """Whether coordinate i is off the outer layer (always, on a periodic grid)."""
+        return periodic or (i >= ONE and i + ONE < n)
+
+    bounds = {}
+    if min_blocks and not simulated():  # the simulator has no launch bounds
+        bounds = {"launch_bounds": (bk * bj, min_blocks)}
+
+    @cuda.jit(**bounds)
+    def rb_pair_kernel(x, y, b, cx, cy, cz, d, dmode, nx, ny, nz, first, omega, chunk):
+        ring = cuda.shared.array((3, bj, width), dtype=nbtype)
+        tx = cuda.threadIdx.x
+        ty = cuda.threadIdx.y
+        c0 = 2 * tx
+        c1 = c0 + 1
+        kh = int64(cuda.blockIdx.x) * ok + c0 - 1
+        jh = int64(cuda.blockIdx.y) * oj + ty - 1
+        v0, k0 = _wrap(kh, int64(nz), periodic)
+        v1, k1 = _wrap(kh + 1, int64(nz), periodic)
+        jv, j = _wrap(jh, int64(ny), periodic)
+        rows = ty >= 1 and ty <= oj and jh < ny
+        w0 = rows and c0 >= 1 and kh < nz
+        w1 = rows and c1 <= ok and kh + 1 < nz
+        unx = uint64(nx)
+        uny = uint64(ny)
+        unz = uint64(nz)
+        sx = uny * unz
+        o0 = j * unz + k0  # in-plane offsets of the two columns
+        o1 = j * unz + k1
+        # per column: off the outer layer in y and z; the parity of j + k
+        in0 = inner(j, uny) and inner(k0, unz)
+        in1 = inner(j, uny) and inner(k1, unz)
+        par0 = (j + k0) & ONE
+        colour = uint64(first)
+        zero = omega - omega
+        i0 = int64(cuda.blockIdx.z) * int64(chunk)
+        i1 = min(i0 + int64(chunk), int64(nx))
+        # first-colour states of this thread's two nodes on planes t − 1 (a) and t − 2 (b)
+        s0a = s1a = s0b = s1b = zero
+        slot = 0
+        mid = 2
+        q = i0 - 2  # the second colour's plane; the first colour's is q + 1
+        xo0 = xo1 = xn0 = xn1 = zero
+        for h in range(2):  # the x window's first two planes, i0 − 2 and i0 − 1
+            vh, ih = _wrap(q + h, int64(nx), periodic)
+            if vh and jv:
+                ph = ih * sx
+                if v0:
+                    xn0 = x[ph + o0]
+                if v1:
+                    xn1 = x[ph + o1]
+            if h == 0:
+                xo0 = xn0
+                xo1 = xn1
+                xn0 = xn1 = zero
+        for _ in range(i1 - i0 + 2):
+            # column 0 holds the first colour on plane q + 1 (and the second on plane q)
+            iv, i = _wrap(q + 1, int64(nx), periodic)
+            first0 = ((i + par0) & ONE) == colour
+            busy = q >= i0
+            iq = uint64(max(q, 0))
+            pq = iq * sx + (o0 if first0 else o1)
+            relax = busy and (w0 if first0 else w1) and (in0 if first0 else in1)
+            relax = relax and inner(iq, unx)
+            a0 = a1 = a2 = a3 = a4 = a5 = bb = diagq = zero
+            if preload and relax:
+                im, ip, jm, jp, km, kp = nbr(iq, j, k0 if first0 else k1, unx, uny, unz, pq)
+                a0 = cx[im]
+                a1 = cx[pq]
+                a2 = cy[jm]
+                a3 = cy[pq]
+                a4 = cz[km]
+                a5 = cz[pq]
+                bb = b[pq]
+                diagq = _diag(a0, a1, a2, a3, a4, a5, d, dmode, pq)
+            # --- the first colour at plane q + 1 on both columns (reads x only); the x window
+            # holds both columns' old values on planes q (xo) and q + 1 (xn); load plane q + 2
+            x20 = x21 = zero
+            v2, i2 = _wrap(q + 2, int64(nx), periodic)
+            if v2 and jv:
+                p2 = i2 * sx
+                if v0:
+                    x20 = x[p2 + o0]
+                if v1:
+                    x21 = x[p2 + o1]
+            n0 = xn0
+            n1 = xn1
+            if iv and jv:
+                if (in0 if first0 else in1) and inner(i, unx):
+                    p = i * sx + (o0 if first0 else o1)
+                    im, ip, jm, jp, km, kp = nbr(i, j, k0 if first0 else k1, unx, uny, unz, p)
+                    f0 = cx[im]
+                    f1 = cx[p]
+                    f2 = cy[jm]
+                    f3 = cy[p]
+                    f4 = cz[km]
+                    f5 = cz[p]
+                    diag = _diag(f0, f1, f2, f3, f4, f5, d, dmode, p)
+                    if first0:
+                        s = B.stencil_sum(b[p], f0, xo0, f1, x20, f2, x[jm], f3, x[jp],
+                                          f4, x[km], f5, xn1)  # fmt: skip
+                        n0 = relax_node(xn0, s, diag, omega)
+                    else:
+                        s = B.stencil_sum(b[p], f0, xo1, f1, x21, f2, x[jm], f3, x[jp],
+                                          f4, xn0, f5, x[kp])  # fmt: skip
+                        n1 = relax_node(xn1, s, diag, omega)
+                if v0:
+                    ring[slot, ty, c0] = n0
+                if v1:
+                    ring[slot, ty, c1] = n1
+            cuda.syncthreads()
+            # --- plane q into y: the first colour from the registers, the second relaxed from
+            # its first-colour neighbours (x and its pair-mate: registers; the rest: the ring)
+            if busy:
+                if not preload and relax:
+                    im, ip, jm, jp, km, kp = nbr(iq, j, k0 if first0 else k1, unx, uny, unz, pq)
+                    a0 = cx[im]
+                    a1 = cx[pq]
+                    a2 = cy[jm]
+                    a3 = cy[pq]
+                    a4 = cz[km]
+                    a5 = cz[pq]
+                    bb = b[pq]
+                    diagq = _diag(a0, a1, a2, a3, a4, a5, d, dmode, pq)
+                if first0:
+                    # column 0 holds the second colour on plane q, column 1 the first
+                    if w1:
+                        y[pq - k0 + k1] = s1a
+                    if w0:
+                        v = s0a
+                        if relax:
+                            s = B.stencil_sum(
+                                bb, a0, s0b, a1, n0, a2, ring[mid, ty - 1, c0],
+                                a3, ring[mid, ty + 1, c0], a4, ring[mid, ty, c0 - 1], a5, s1a,
+                            )  # fmt: skip
+                            v = relax_node(s0a, s, diagq, omega)
+                        y[pq] = v
+                else:
+                    if w0:
+                        y[pq - k1 + k0] = s0a
+                    if w1:
+                        v = s1a
+                        if relax:
+                            s = B.stencil_sum(
+                                bb, a0, s1b, a1, n1, a2, ring[mid, ty - 1, c1],
+                                a3, ring[mid, ty + 1, c1], a4, s0a, a5, ring[mid, ty, c1 + 1],
+                            )  # fmt: skip
+                            v = relax_node(s1a, s, diagq, omega)
+                        y[pq] = v
+            s0b = s0a
+            s1b = s1a
+            s0a = n0
+            s1a = n1
+            xo0 = xn0
+            xo1 = xn1
+            xn0 = x20
+            xn1 = x21
+            mid = slot
+            slot = 0 if slot == 2 else slot + 1
+            q += 1
+
+    return rb_pair_kernel
+
+
 @functools.cache
 def while_check():
     """The one-thread kernel that decides whether the WHILE body runs again."""
@@ -250,12 +480,21 @@ class VariantConfig(KernelConfig):
         Threads over (z, y) incl. a one-node halo, and x-planes per block, for "tile"
         (``tile_chunk=None``: chosen from the grid so that about 8 blocks per multiprocessor
         exist, between 4 and 64 planes).
+    pair_block, pair_chunk, pair_preload, pair_fastdiv, pair_min_blocks :
+        The same for "pair": threads over (z pairs, y), a block covering twice as many columns
+        as it has threads along z; whether the second colour's operands load before the
+        barrier; whether float32 divides approximately; launch bounds (see :func:`rb_pair`).
     """
 
     march_block: tuple = (32, 8)
     march_chunk: int = 16
     tile_block: tuple = (32, 16)
     tile_chunk: int | None = None
+    pair_block: tuple = (32, 8)
+    pair_chunk: int | None = None
+    pair_preload: bool = True
+    pair_fastdiv: bool = False
+    pair_min_blocks: int = 0
 
 
 class VariantBackend(CUDABackend):
@@ -264,7 +503,7 @@ class VariantBackend(CUDABackend):
     Parameters
     ----------
     launch : {"graph", "stream", "naive"}
-    kernel : {"point", "tile", "march"}
+    kernel : {"point", "tile", "pair", "march"}
     device, config :
         As :class:`CUDABackend` (``config`` a :class:`VariantConfig`).
     """
@@ -294,10 +533,14 @@ class VariantBackend(CUDABackend):
 
     def _tile_chunk(self, shape):
         cfg = self.config
-        if cfg.tile_chunk is not None:
-            return cfg.tile_chunk
+        if self.kernel == "pair":
+            chunk, (bk, bj) = cfg.pair_chunk, cfg.pair_block
+            bk = 2 * bk
+        else:
+            chunk, (bk, bj) = cfg.tile_chunk, cfg.tile_block
+        if chunk is not None:
+            return chunk
         nx, ny, nz = shape
-        bk, bj = cfg.tile_block
         columns = _ceil(nz, bk - 2) * _ceil(ny, bj - 2)
         return int(min(64, max(4, math.ceil(nx * columns / (8 * self._sms)))))
 
@@ -322,14 +565,14 @@ class VariantBackend(CUDABackend):
         if count <= 0:
             return
         w = x.dtype.type(omega)
-        work = self._work_for(x) if self.kernel == "tile" else None
+        work = self._work_for(x) if self.kernel in ("tile", "pair") else None
         key = self._key("sor", self.kernel, x, work, *self._st_items(st), float(w), count)
         with self.dev.io():
             self.dev.run(key, lambda: self._sor(st, x, w, count))
 
     def _sor(self, st, x, w, count):
         naive = self.launch == "naive"
-        if self.kernel == "tile":
+        if self.kernel in ("tile", "pair"):
             src, dst = x, self._work_for(x)
             for _ in range(count):
                 self._tile_sweep(st, src, dst, w)
@@ -361,6 +604,9 @@ class VariantBackend(CUDABackend):
         )  # fmt: skip
 
     def _tile_sweep(self, st, src, dst, w):
+        if self.kernel == "pair":
+            self._pair_sweep(st, src, dst, w, 0)
+            return
         cfg = self.config
         nx, ny, nz = st.shape
         bk, bj = cfg.tile_block
@@ -369,6 +615,19 @@ class VariantBackend(CUDABackend):
         self.dev.launch(
             rb_tile(src.dtype, bk, bj), grid, (bk, bj, 1), self._v(src), self._v(dst),
             *self._stencil_args(st), nx, ny, nz, w, st.periodic, chunk,
+        )  # fmt: skip
+
+    def _pair_sweep(self, st, src, dst, w, first):
+        cfg = self.config
+        nx, ny, nz = st.shape
+        bk, bj = cfg.pair_block
+        chunk = self._tile_chunk(st.shape)
+        grid = (_ceil(nz, 2 * bk - 2), _ceil(ny, bj - 2), _ceil(nx, chunk))
+        self.dev.launch(
+            rb_pair(src.dtype, bk, bj, st.periodic, cfg.pair_preload, cfg.pair_fastdiv,
+                    cfg.pair_min_blocks),
+            grid, (bk, bj, 1),
+            self._v(src), self._v(dst), *self._stencil_args(st), nx, ny, nz, first, w, chunk,
         )  # fmt: skip
 
     def capture(self, fn, key=None):
@@ -484,9 +743,14 @@ def sweep_rows(sizes, copy_bps):
 
     variants = [
         ("tile", VariantConfig()),
-        ("tile", VariantConfig(tile_block=(32, 8))),
-        ("tile", VariantConfig(tile_block=(64, 8))),
-        ("tile", VariantConfig(tile_block=(32, 8), tile_chunk=16)),
+        ("pair", VariantConfig()),
+        ("pair", VariantConfig(pair_preload=False)),
+        ("pair", VariantConfig(pair_block=(32, 16))),
+        ("pair", VariantConfig(pair_block=(32, 16), pair_preload=False)),
+        ("pair", VariantConfig(pair_block=(32, 16), pair_min_blocks=3)),
+        ("pair", VariantConfig(pair_block=(32, 16), pair_preload=False, pair_min_blocks=3)),
+        ("pair", VariantConfig(pair_min_blocks=5)),
+        ("pair", VariantConfig(pair_min_blocks=6)),
         ("point", VariantConfig()),
         ("march", VariantConfig()),
     ]
@@ -495,13 +759,25 @@ def sweep_rows(sizes, copy_bps):
         st = CUDABackend().stencil(random_problem(n, xp=cp, seed=n), np.float32)
         x0 = cp.random.standard_normal((n, n, n), dtype=cp.float32)
         floor_s = COPY_FLOOR_BYTES * n**3 / copy_bps
+        want = x0.copy()
+        CUDABackend().sor_sweeps(st, want, 1.9, 3)
         for kernel, cfg in variants:
             gpu = VariantBackend(kernel=kernel, config=cfg)
+            got = x0.copy()
+            gpu.sor_sweeps(st, got, 1.9, 3)  # the same iterate as "point" (the package's)?
+            diff = float(cp.abs(got - want).max() / cp.abs(want).max())
             label = kernel
-            if kernel == "tile":
-                bk, bj = cfg.tile_block
-                label = f"tile {bk}x{bj} chunk {gpu._tile_chunk((n, n, n))}"
-            rows.append(sweep_row(gpu, st, x0, n, label, SWEEP_BYTES[kernel], floor_s))
+            if kernel in ("tile", "pair"):
+                bk, bj = cfg.tile_block if kernel == "tile" else cfg.pair_block
+                label = f"{kernel} {bk}x{bj} chunk {gpu._tile_chunk((n, n, n))}"
+                if kernel == "pair" and not cfg.pair_preload:
+                    label += " no preload"
+                if kernel == "pair" and cfg.pair_fastdiv:
+                    label += " fastdiv"
+                if kernel == "pair" and cfg.pair_min_blocks:
+                    label += f" bounds {cfg.pair_min_blocks}"
+            row = sweep_row(gpu, st, x0, n, label, SWEEP_BYTES[kernel], floor_s)
+            rows.append({**row, "max_rel_diff_vs_point": diff})
             _progress(rows[-1])
         st = x0 = None
         cp.get_default_memory_pool().free_all_blocks()
@@ -571,6 +847,7 @@ def main(argv=None):
     ap.add_argument("--sizes", default="100,256,384", help="grid sizes n (n³) for the sweeps")
     ap.add_argument("--quick", action="store_true", help="fewer sizes and repeats")
     ap.add_argument("--json", help="write the results here")
+    ap.add_argument("--no-launch", action="store_true", help="the kernel shapes only")
     args = ap.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     if args.quick:
@@ -578,7 +855,7 @@ def main(argv=None):
     res = {"environment": environment(True)}
     res["copy_GBps"] = copy_rate(args.quick) / 1e9
     res["sweeps"] = sweep_rows(sizes, res["copy_GBps"] * 1e9)
-    res["launch"] = launch_rows(args.quick)
+    res["launch"] = [] if args.no_launch else launch_rows(args.quick)
     print("\n" + format_tables(res))
     if args.json:
         Path(args.json).write_text(json.dumps(res, indent=1, default=float))

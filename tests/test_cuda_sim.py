@@ -57,18 +57,26 @@ class _Ctx:
         self._cache = {}
         self._variants = {}
 
-    def variant(self, kernel):
+    def variant(self, kernel, **options):
         """The benchmarks' backend with SOR kernel shape ``kernel`` (small blocks, chunks)."""
-        if kernel not in self._variants:
+        key = (kernel, *sorted(options.items()))
+        if key not in self._variants:
             if str(ROOT) not in sys.path:
                 sys.path.insert(0, str(ROOT))
             from benchmarks.sweep_variants import VariantBackend, VariantConfig
 
             cfg = VariantConfig(
-                **self.shapes, march_block=(4, 4), march_chunk=3, tile_block=(8, 6), tile_chunk=3
+                **self.shapes,
+                march_block=(4, 4),
+                march_chunk=3,
+                tile_block=(8, 6),
+                tile_chunk=3,
+                pair_block=(3, 4),
+                pair_chunk=3,
+                **options,
             )
-            self._variants[kernel] = VariantBackend(kernel=kernel, device="numba", config=cfg)
-        return self._variants[kernel]
+            self._variants[key] = VariantBackend(kernel=kernel, device="numba", config=cfg)
+        return self._variants[key]
 
     def problem(self, name):
         if name not in self._cache:
@@ -140,12 +148,12 @@ def check_stencil_periodic_faces_singular():
     assert abs(b.mean()) <= 1e-6 * np.abs(b).max(), "b of a singular problem must have zero mean"
 
 
-def _sor(kernel, name, dtype=np.float32, sweeps=2, rtol=2e-6):
+def _sor(kernel, name, dtype=np.float32, sweeps=2, rtol=2e-6, **options):
     c = ctx()
     sc, sg = c.stencils(name, dtype)
     x0 = c.rng.normal(0.0, 50.0, sc.shape).astype(dtype)
     xc, xg = x0.copy(), c.dev(x0)
-    gpu = c.gpu if kernel == "point" else c.variant(kernel)
+    gpu = c.gpu if kernel == "point" else c.variant(kernel, **options)
     gpu.sor_sweeps(sg, xg, 1.6, sweeps)
     c.cpu.sor_sweeps(sc, xc, 1.6, sweeps)
     close(c.host(xg), xc, rtol, f"{kernel} SOR, {name}")
@@ -158,6 +166,20 @@ def check_sor_tile_dirichlet():
 
 def check_sor_tile_periodic():
     _sor("tile", "periodic")
+
+
+def check_sor_pair_dirichlet():
+    _sor("pair", "dirichlet", sweeps=3)  # odd count: result copied back from the work buffer
+
+
+def check_sor_pair_periodic():
+    _sor("pair", "periodic")
+
+
+def check_sor_pair_float64_bitwise():
+    """Both colours in one pass: the CPU's two passes to the bit in float64."""
+    _sor("pair", "dirichlet", np.float64, sweeps=2, rtol=0.0)
+    _sor("pair", "dirichlet", np.float64, sweeps=1, rtol=0.0, pair_preload=False)
 
 
 def check_sor_point_dirichlet():
