@@ -51,25 +51,17 @@ KERNELS = {
         rb_tile(np.float32, 32, 8),
         T.void(f32, f32, *STENCIL, i64, i64, i64, T.float32, b1, i64),
     ),
-    "rb_pair 32x8": (
-        rb_pair(np.float32, 32, 8, False),
-        T.void(f32, f32, *STENCIL, i64, i64, i64, i64, T.float32, i64),
+    "rb_pair 32x16": (
+        rb_pair(np.float32, 32, 16, False, K.DIAG_FACES),
+        T.void(f32, f32, *STENCIL[:-1], i64, i64, i64, i64, T.float32, i64),
     ),
-    "rb_pair 32x8 no preload": (
-        rb_pair(np.float32, 32, 8, False, False),
-        T.void(f32, f32, *STENCIL, i64, i64, i64, i64, T.float32, i64),
+    "rb_pair 32x16 salt": (
+        rb_pair(np.float32, 32, 16, False, K.DIAG_FACES_SHIFT),
+        T.void(f32, f32, *STENCIL[:-1], i64, i64, i64, i64, T.float32, i64),
     ),
-    "rb_pair 32x16 bounds 3": (
-        rb_pair(np.float32, 32, 16, False, True, False, 3),
-        T.void(f32, f32, *STENCIL, i64, i64, i64, i64, T.float32, i64),
-    ),
-    "rb_pair 32x8 bounds 6": (
-        rb_pair(np.float32, 32, 8, False, True, False, 6),
-        T.void(f32, f32, *STENCIL, i64, i64, i64, i64, T.float32, i64),
-    ),
-    "rb_pair 32x8 periodic": (
-        rb_pair(np.float32, 32, 8, True),
-        T.void(f32, f32, *STENCIL, i64, i64, i64, i64, T.float32, i64),
+    "rb_pair 32x16 periodic": (
+        rb_pair(np.float32, 32, 16, True, K.DIAG_FACES),
+        T.void(f32, f32, *STENCIL[:-1], i64, i64, i64, i64, T.float32, i64),
     ),
     "jacobi_point": (K.jacobi_point, T.void(f32, f32, *STENCIL, i64, i64, i64, T.float32, b1)),
 }

@@ -39,7 +39,6 @@ from pathlib import Path
 
 import numpy as np
 from numba import cuda, from_dtype, int64, uint32, uint64
-from numba.cuda import libdevice
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -57,7 +56,6 @@ from pbsolver.backends.cuda.kernels import (  # noqa: E402
     _plus,
     _sum_diag,
 )
-from pbsolver.backends.launch_sizes import simulated  # noqa: E402
 from pbsolver.exceptions import InputError  # noqa: E402
 
 LAUNCH_MODES = ("graph", "stream", "naive")
@@ -239,7 +237,7 @@ def _wrap(h, n, periodic):
 
 
 @functools.cache
-def rb_pair(dtype, bk, bj, periodic, preload=True, fastdiv=False, min_blocks=0):
+def rb_pair(dtype, bk: int, bj: int, periodic: bool, dmode: int):
     """The fused red–black sweep with two z-columns a thread ("pair").
 
     As :func:`rb_tile` (both colours in one pass, a one-node halo recomputed, ``x`` read and
@@ -252,15 +250,13 @@ def rb_pair(dtype, bk, bj, periodic, preload=True, fastdiv=False, min_blocks=0):
     value and its pair-mate are the thread's registers; only the other in-plane neighbours
     go through the shared ring (three planes, one barrier a plane).
 
-    ``periodic`` is compiled in (a Dirichlet grid's unknowns need no wrapped neighbours);
-    ``preload`` loads the second colour's operands before the barrier; ``fastdiv`` (float32
-    only) divides by ``fast_fdividef`` (2 ulp) instead of the IEEE quotient, so the iterate is
-    no longer the two-pass kernels' to the bit; ``min_blocks`` > 0 asks ptxas for registers
-    that let that many blocks share a multiprocessor (launch bounds).
+    ``periodic`` and ``dmode`` (:mod:`pbsolver.backends.cuda.kernels`) are compiled in: a
+    Dirichlet grid's unknowns have no wrapped neighbours, and the diagonal's form needs no
+    branch.
 
     Returns
     -------
-    kernel ``(x, y, b, cx, cy, cz, d, dmode, nx, ny, nz, first, omega, chunk)``
+    kernel ``(x, y, b, cx, cy, cz, d, nx, ny, nz, first, omega, chunk)``
         Launch with ``block=(bk, bj)``, ``grid=(ceil(nz/(2bk−2)), ceil(ny/(bj−2)),
         ceil(nx/chunk))``.
     """
@@ -268,6 +264,8 @@ def rb_pair(dtype, bk, bj, periodic, preload=True, fastdiv=False, min_blocks=0):
     ok = 2 * bk - 2  # written columns along z
     oj = bj - 2  # written rows along y
     width = 2 * bk  # local columns
+    plane = bj * width  # one slot of the ring
+    ring_size = 3 * plane
 
     @cuda.jit(device=True)
     def nbr(i, j, k, nx, ny, nz, p):
@@ -278,31 +276,29 @@ def rb_pair(dtype, bk, bj, periodic, preload=True, fastdiv=False, min_blocks=0):
                     _plus(j, ny, nz, p), _minus(k, nz, ONE, p), _plus(k, nz, ONE, p))  # fmt: skip
         return p - sx, p + sx, p - nz, p + nz, p - ONE, p + ONE
 
-    if fastdiv and np.dtype(dtype) == np.float32:
-
-        @cuda.jit(device=True)
-        def relax_node(old, s, diag, omega):
-            return old + omega * (libdevice.fast_fdividef(s, diag) - old)
-
-    else:
-        relax_node = B.relax
-
     @cuda.jit(device=True)
     def inner(i, n):
         """Whether coordinate i is off the outer layer (always, on a periodic grid)."""
         return periodic or (i >= ONE and i + ONE < n)
 
-    bounds = {}
-    if min_blocks and not simulated():  # the simulator has no launch bounds
-        bounds = {"launch_bounds": (bk * bj, min_blocks)}
+    @cuda.jit(device=True)
+    def diagonal(a0, a1, a2, a3, a4, a5, d, p):
+        """:func:`~pbsolver.backends.cuda.kernels._diag` with its mode compiled in."""
+        if dmode == K.DIAG_STORED:
+            return d[p]
+        s = B.diagonal_sum(a0, a1, a2, a3, a4, a5)
+        if dmode == K.DIAG_FACES_SHIFT:
+            s += d[p]
+        return s
 
-    @cuda.jit(**bounds)
-    def rb_pair_kernel(x, y, b, cx, cy, cz, d, dmode, nx, ny, nz, first, omega, chunk):
-        ring = cuda.shared.array((3, bj, width), dtype=nbtype)
+    @cuda.jit
+    def rb_pair_kernel(x, y, b, cx, cy, cz, d, nx, ny, nz, first, omega, chunk):
+        ring = cuda.shared.array(ring_size, dtype=nbtype)
         tx = cuda.threadIdx.x
         ty = cuda.threadIdx.y
         c0 = 2 * tx
         c1 = c0 + 1
+        rb = ty * width + c0  # this thread's first column in a ring slot
         kh = int64(cuda.blockIdx.x) * ok + c0 - 1
         jh = int64(cuda.blockIdx.y) * oj + ty - 1
         v0, k0 = _wrap(kh, int64(nz), periodic)
@@ -325,128 +321,92 @@ def rb_pair(dtype, bk, bj, periodic, preload=True, fastdiv=False, min_blocks=0):
         zero = omega - omega
         i0 = int64(cuda.blockIdx.z) * int64(chunk)
         i1 = min(i0 + int64(chunk), int64(nx))
-        # first-colour states of this thread's two nodes on planes t − 1 (a) and t − 2 (b)
+        # first-colour states of this thread's two nodes on planes q (a) and q − 1 (b)
         s0a = s1a = s0b = s1b = zero
-        slot = 0
-        mid = 2
+        slot = 0  # ring slot of plane q + 1 (written now); plane q's is ``mid``
+        mid = 2 * plane
         q = i0 - 2  # the second colour's plane; the first colour's is q + 1
-        xo0 = xo1 = xn0 = xn1 = zero
-        for h in range(2):  # the x window's first two planes, i0 − 2 and i0 − 1
-            vh, ih = _wrap(q + h, int64(nx), periodic)
-            if vh and jv:
-                ph = ih * sx
-                if v0:
-                    xn0 = x[ph + o0]
-                if v1:
-                    xn1 = x[ph + o1]
-            if h == 0:
-                xo0 = xn0
-                xo1 = xn1
-                xn0 = xn1 = zero
         for _ in range(i1 - i0 + 2):
-            # column 0 holds the first colour on plane q + 1 (and the second on plane q)
+            # --- the first colour at plane q + 1 on both columns (reads x only)
             iv, i = _wrap(q + 1, int64(nx), periodic)
-            first0 = ((i + par0) & ONE) == colour
-            busy = q >= i0
-            iq = uint64(max(q, 0))
-            pq = iq * sx + (o0 if first0 else o1)
-            relax = busy and (w0 if first0 else w1) and (in0 if first0 else in1)
-            relax = relax and inner(iq, unx)
-            a0 = a1 = a2 = a3 = a4 = a5 = bb = diagq = zero
-            if preload and relax:
-                im, ip, jm, jp, km, kp = nbr(iq, j, k0 if first0 else k1, unx, uny, unz, pq)
-                a0 = cx[im]
-                a1 = cx[pq]
-                a2 = cy[jm]
-                a3 = cy[pq]
-                a4 = cz[km]
-                a5 = cz[pq]
-                bb = b[pq]
-                diagq = _diag(a0, a1, a2, a3, a4, a5, d, dmode, pq)
-            # --- the first colour at plane q + 1 on both columns (reads x only); the x window
-            # holds both columns' old values on planes q (xo) and q + 1 (xn); load plane q + 2
-            x20 = x21 = zero
-            v2, i2 = _wrap(q + 2, int64(nx), periodic)
-            if v2 and jv:
-                p2 = i2 * sx
-                if v0:
-                    x20 = x[p2 + o0]
-                if v1:
-                    x21 = x[p2 + o1]
-            n0 = xn0
-            n1 = xn1
+            first0 = ((i + par0) & ONE) == colour  # column 0 holds it (and the second on q)
+            n0 = n1 = zero
             if iv and jv:
-                if (in0 if first0 else in1) and inner(i, unx):
-                    p = i * sx + (o0 if first0 else o1)
-                    im, ip, jm, jp, km, kp = nbr(i, j, k0 if first0 else k1, unx, uny, unz, p)
-                    f0 = cx[im]
-                    f1 = cx[p]
-                    f2 = cy[jm]
-                    f3 = cy[p]
-                    f4 = cz[km]
-                    f5 = cz[p]
-                    diag = _diag(f0, f1, f2, f3, f4, f5, d, dmode, p)
-                    if first0:
-                        s = B.stencil_sum(b[p], f0, xo0, f1, x20, f2, x[jm], f3, x[jp],
-                                          f4, x[km], f5, xn1)  # fmt: skip
-                        n0 = relax_node(xn0, s, diag, omega)
-                    else:
-                        s = B.stencil_sum(b[p], f0, xo1, f1, x21, f2, x[jm], f3, x[jp],
-                                          f4, xn0, f5, x[kp])  # fmt: skip
-                        n1 = relax_node(xn1, s, diag, omega)
+                pi = i * sx
                 if v0:
-                    ring[slot, ty, c0] = n0
+                    n0 = x[pi + o0]
                 if v1:
-                    ring[slot, ty, c1] = n1
+                    n1 = x[pi + o1]
+                if (in0 if first0 else in1) and inner(i, unx):
+                    p = pi + (o0 if first0 else o1)
+                    im, ip, jm, jp, km, kp = nbr(i, j, k0 if first0 else k1, unx, uny, unz, p)
+                    a0 = cx[im]
+                    a1 = cx[p]
+                    a2 = cy[jm]
+                    a3 = cy[p]
+                    a4 = cz[km]
+                    a5 = cz[p]
+                    s = B.stencil_sum(b[p], a0, x[im], a1, x[ip], a2, x[jm], a3, x[jp], a4, x[km],
+                                      a5, x[kp])  # fmt: skip
+                    diag = diagonal(a0, a1, a2, a3, a4, a5, d, p)
+                    if first0:
+                        n0 = B.relax(n0, s, diag, omega)
+                    else:
+                        n1 = B.relax(n1, s, diag, omega)
+                if v0:
+                    ring[slot + rb] = n0
+                if v1:
+                    ring[slot + rb + 1] = n1
             cuda.syncthreads()
             # --- plane q into y: the first colour from the registers, the second relaxed from
             # its first-colour neighbours (x and its pair-mate: registers; the rest: the ring)
-            if busy:
-                if not preload and relax:
-                    im, ip, jm, jp, km, kp = nbr(iq, j, k0 if first0 else k1, unx, uny, unz, pq)
-                    a0 = cx[im]
-                    a1 = cx[pq]
-                    a2 = cy[jm]
-                    a3 = cy[pq]
-                    a4 = cz[km]
-                    a5 = cz[pq]
-                    bb = b[pq]
-                    diagq = _diag(a0, a1, a2, a3, a4, a5, d, dmode, pq)
-                if first0:
-                    # column 0 holds the second colour on plane q, column 1 the first
+            if q >= i0:
+                iq = uint64(q)
+                pq = iq * sx + (o0 if first0 else o1)
+                if first0:  # column 0 holds the second colour on plane q, column 1 the first
                     if w1:
                         y[pq - k0 + k1] = s1a
                     if w0:
                         v = s0a
-                        if relax:
+                        if in0 and inner(iq, unx):
+                            im, ip, jm, jp, km, kp = nbr(iq, j, k0, unx, uny, unz, pq)
+                            a0 = cx[im]
+                            a1 = cx[pq]
+                            a2 = cy[jm]
+                            a3 = cy[pq]
+                            a4 = cz[km]
+                            a5 = cz[pq]
                             s = B.stencil_sum(
-                                bb, a0, s0b, a1, n0, a2, ring[mid, ty - 1, c0],
-                                a3, ring[mid, ty + 1, c0], a4, ring[mid, ty, c0 - 1], a5, s1a,
+                                b[pq], a0, s0b, a1, n0, a2, ring[mid + rb - width],
+                                a3, ring[mid + rb + width], a4, ring[mid + rb - 1], a5, s1a,
                             )  # fmt: skip
-                            v = relax_node(s0a, s, diagq, omega)
+                            v = B.relax(s0a, s, diagonal(a0, a1, a2, a3, a4, a5, d, pq), omega)
                         y[pq] = v
                 else:
                     if w0:
                         y[pq - k1 + k0] = s0a
                     if w1:
                         v = s1a
-                        if relax:
+                        if in1 and inner(iq, unx):
+                            im, ip, jm, jp, km, kp = nbr(iq, j, k1, unx, uny, unz, pq)
+                            a0 = cx[im]
+                            a1 = cx[pq]
+                            a2 = cy[jm]
+                            a3 = cy[pq]
+                            a4 = cz[km]
+                            a5 = cz[pq]
                             s = B.stencil_sum(
-                                bb, a0, s1b, a1, n1, a2, ring[mid, ty - 1, c1],
-                                a3, ring[mid, ty + 1, c1], a4, s0a, a5, ring[mid, ty, c1 + 1],
+                                b[pq], a0, s1b, a1, n1, a2, ring[mid + rb + 1 - width],
+                                a3, ring[mid + rb + 1 + width], a4, s0a, a5, ring[mid + rb + 2],
                             )  # fmt: skip
-                            v = relax_node(s1a, s, diagq, omega)
+                            v = B.relax(s1a, s, diagonal(a0, a1, a2, a3, a4, a5, d, pq), omega)
                         y[pq] = v
             s0b = s0a
             s1b = s1a
             s0a = n0
             s1a = n1
-            xo0 = xn0
-            xo1 = xn1
-            xn0 = x20
-            xn1 = x21
             mid = slot
-            slot = 0 if slot == 2 else slot + 1
+            slot = 0 if slot == 2 * plane else slot + plane
             q += 1
 
     return rb_pair_kernel
@@ -480,10 +440,9 @@ class VariantConfig(KernelConfig):
         Threads over (z, y) incl. a one-node halo, and x-planes per block, for "tile"
         (``tile_chunk=None``: chosen from the grid so that about 8 blocks per multiprocessor
         exist, between 4 and 64 planes).
-    pair_block, pair_chunk, pair_preload, pair_fastdiv, pair_min_blocks :
+    pair_block, pair_chunk :
         The same for "pair": threads over (z pairs, y), a block covering twice as many columns
-        as it has threads along z; whether the second colour's operands load before the
-        barrier; whether float32 divides approximately; launch bounds (see :func:`rb_pair`).
+        as it has threads along z.
     """
 
     march_block: tuple = (32, 8)
@@ -492,9 +451,6 @@ class VariantConfig(KernelConfig):
     tile_chunk: int | None = None
     pair_block: tuple = (32, 8)
     pair_chunk: int | None = None
-    pair_preload: bool = True
-    pair_fastdiv: bool = False
-    pair_min_blocks: int = 0
 
 
 class VariantBackend(CUDABackend):
@@ -618,16 +574,14 @@ class VariantBackend(CUDABackend):
         )  # fmt: skip
 
     def _pair_sweep(self, st, src, dst, w, first):
-        cfg = self.config
         nx, ny, nz = st.shape
-        bk, bj = cfg.pair_block
+        bk, bj = self.config.pair_block
         chunk = self._tile_chunk(st.shape)
         grid = (_ceil(nz, 2 * bk - 2), _ceil(ny, bj - 2), _ceil(nx, chunk))
+        b, cx, cy, cz, d, dmode = self._stencil_args(st)
         self.dev.launch(
-            rb_pair(src.dtype, bk, bj, st.periodic, cfg.pair_preload, cfg.pair_fastdiv,
-                    cfg.pair_min_blocks),
-            grid, (bk, bj, 1),
-            self._v(src), self._v(dst), *self._stencil_args(st), nx, ny, nz, first, w, chunk,
+            rb_pair(src.dtype, bk, bj, st.periodic, dmode), grid, (bk, bj, 1), self._v(src),
+            self._v(dst), b, cx, cy, cz, d, nx, ny, nz, first, w, chunk,
         )  # fmt: skip
 
     def capture(self, fn, key=None):
@@ -744,13 +698,9 @@ def sweep_rows(sizes, copy_bps):
     variants = [
         ("tile", VariantConfig()),
         ("pair", VariantConfig()),
-        ("pair", VariantConfig(pair_preload=False)),
         ("pair", VariantConfig(pair_block=(32, 16))),
-        ("pair", VariantConfig(pair_block=(32, 16), pair_preload=False)),
-        ("pair", VariantConfig(pair_block=(32, 16), pair_min_blocks=3)),
-        ("pair", VariantConfig(pair_block=(32, 16), pair_preload=False, pair_min_blocks=3)),
-        ("pair", VariantConfig(pair_min_blocks=5)),
-        ("pair", VariantConfig(pair_min_blocks=6)),
+        ("pair", VariantConfig(pair_block=(32, 16), pair_chunk=64)),
+        ("pair", VariantConfig(pair_block=(32, 12))),
         ("point", VariantConfig()),
         ("march", VariantConfig()),
     ]
@@ -770,12 +720,6 @@ def sweep_rows(sizes, copy_bps):
             if kernel in ("tile", "pair"):
                 bk, bj = cfg.tile_block if kernel == "tile" else cfg.pair_block
                 label = f"{kernel} {bk}x{bj} chunk {gpu._tile_chunk((n, n, n))}"
-                if kernel == "pair" and not cfg.pair_preload:
-                    label += " no preload"
-                if kernel == "pair" and cfg.pair_fastdiv:
-                    label += " fastdiv"
-                if kernel == "pair" and cfg.pair_min_blocks:
-                    label += f" bounds {cfg.pair_min_blocks}"
             row = sweep_row(gpu, st, x0, n, label, SWEEP_BYTES[kernel], floor_s)
             rows.append({**row, "max_rel_diff_vs_point": diff})
             _progress(rows[-1])
