@@ -248,9 +248,7 @@ def rb_pair(dtype, bk: int, bj: int, periodic: bool, dmode: int):
     each colour per plane, without divergence. The column that takes the first colour on
     plane t takes the second on plane t − 1, so the second colour's x-neighbours, its own old
     value and its pair-mate are the thread's registers; only the other in-plane neighbours
-    go through the shared ring (three planes, one barrier a plane). Old x comes from memory
-    once: each thread loads its two columns one plane ahead into a two-plane shared tile,
-    whose in-plane neighbours the first colour reads (from x only off the block's region).
+    go through the shared ring (three planes, one barrier a plane).
 
     ``periodic`` and ``dmode`` (:mod:`pbsolver.backends.cuda.kernels`) are compiled in: a
     Dirichlet grid's unknowns have no wrapped neighbours, and the diagonal's form needs no
@@ -268,7 +266,6 @@ def rb_pair(dtype, bk: int, bj: int, periodic: bool, dmode: int):
     width = 2 * bk  # local columns
     plane = bj * width  # one slot of the ring
     ring_size = 3 * plane
-    xs_size = 2 * plane
 
     @cuda.jit(device=True)
     def nbr(i, j, k, nx, ny, nz, p):
@@ -297,7 +294,6 @@ def rb_pair(dtype, bk: int, bj: int, periodic: bool, dmode: int):
     @cuda.jit
     def rb_pair_kernel(x, y, b, cx, cy, cz, d, nx, ny, nz, first, omega, chunk):
         ring = cuda.shared.array(ring_size, dtype=nbtype)
-        xs = cuda.shared.array(xs_size, dtype=nbtype)  # old x of planes q + 1 and q + 2
         tx = cuda.threadIdx.x
         ty = cuda.threadIdx.y
         c0 = 2 * tx
@@ -330,75 +326,33 @@ def rb_pair(dtype, bk: int, bj: int, periodic: bool, dmode: int):
         slot = 0  # ring slot of plane q + 1 (written now); plane q's is ``mid``
         mid = 2 * plane
         q = i0 - 2  # the second colour's plane; the first colour's is q + 1
-        # old x of both columns on planes q (xo) and q + 1 (xc, also in xs at ``xcur``)
-        xo0 = xo1 = xc0 = xc1 = zero
-        xcur = 0
-        xnext = plane
-        vh, ih = _wrap(q, int64(nx), periodic)
-        if vh and jv:
-            if v0:
-                xo0 = x[ih * sx + o0]
-            if v1:
-                xo1 = x[ih * sx + o1]
-        vh, ih = _wrap(q + 1, int64(nx), periodic)
-        if vh and jv:
-            if v0:
-                xc0 = x[ih * sx + o0]
-            if v1:
-                xc1 = x[ih * sx + o1]
-        xs[xcur + rb] = xc0
-        xs[xcur + rb + 1] = xc1
-        cuda.syncthreads()
-        top = ty == 0
-        bottom = ty == bj - 1
-        left = tx == 0
-        right = tx == bk - 1
         for _ in range(i1 - i0 + 2):
-            # --- old x of plane q + 2 into the window and xs (read on the next step)
-            xn0 = xn1 = zero
-            vh, ih = _wrap(q + 2, int64(nx), periodic)
-            if vh and jv:
-                ph = ih * sx
-                if v0:
-                    xn0 = x[ph + o0]
-                if v1:
-                    xn1 = x[ph + o1]
-            xs[xnext + rb] = xn0
-            xs[xnext + rb + 1] = xn1
-            # --- the first colour at plane q + 1 on both columns (reads old x only: the window
-            # along x and the pair-mate in registers, in-plane neighbours from xs, or from x
-            # off the block's region)
+            # --- the first colour at plane q + 1 on both columns (reads x only)
             iv, i = _wrap(q + 1, int64(nx), periodic)
             first0 = ((i + par0) & ONE) == colour  # column 0 holds it (and the second on q)
-            n0 = xc0
-            n1 = xc1
-            if iv and jv and (in0 if first0 else in1) and inner(i, unx):
-                p = i * sx + (o0 if first0 else o1)
-                im, ip, jm, jp, km, kp = nbr(i, j, k0 if first0 else k1, unx, uny, unz, p)
-                a0 = cx[im]
-                a1 = cx[p]
-                a2 = cy[jm]
-                a3 = cy[p]
-                a4 = cz[km]
-                a5 = cz[p]
-                diag = diagonal(a0, a1, a2, a3, a4, a5, d, p)
-                if first0:
-                    r = xcur + rb
-                    s = B.stencil_sum(
-                        b[p], a0, xo0, a1, xn0, a2, x[jm] if top else xs[r - width],
-                        a3, x[jp] if bottom else xs[r + width], a4, x[km] if left else xs[r - 1],
-                        a5, xc1,
-                    )  # fmt: skip
-                    n0 = B.relax(xc0, s, diag, omega)
-                else:
-                    r = xcur + rb + 1
-                    s = B.stencil_sum(
-                        b[p], a0, xo1, a1, xn1, a2, x[jm] if top else xs[r - width],
-                        a3, x[jp] if bottom else xs[r + width], a4, xc0,
-                        a5, x[kp] if right else xs[r + 1],
-                    )  # fmt: skip
-                    n1 = B.relax(xc1, s, diag, omega)
+            n0 = n1 = zero
             if iv and jv:
+                pi = i * sx
+                if v0:
+                    n0 = x[pi + o0]
+                if v1:
+                    n1 = x[pi + o1]
+                if (in0 if first0 else in1) and inner(i, unx):
+                    p = pi + (o0 if first0 else o1)
+                    im, ip, jm, jp, km, kp = nbr(i, j, k0 if first0 else k1, unx, uny, unz, p)
+                    a0 = cx[im]
+                    a1 = cx[p]
+                    a2 = cy[jm]
+                    a3 = cy[p]
+                    a4 = cz[km]
+                    a5 = cz[p]
+                    s = B.stencil_sum(b[p], a0, x[im], a1, x[ip], a2, x[jm], a3, x[jp], a4, x[km],
+                                      a5, x[kp])  # fmt: skip
+                    diag = diagonal(a0, a1, a2, a3, a4, a5, d, p)
+                    if first0:
+                        n0 = B.relax(n0, s, diag, omega)
+                    else:
+                        n1 = B.relax(n1, s, diag, omega)
                 if v0:
                     ring[slot + rb] = n0
                 if v1:
@@ -453,11 +407,6 @@ def rb_pair(dtype, bk: int, bj: int, periodic: bool, dmode: int):
             s1a = n1
             mid = slot
             slot = 0 if slot == 2 * plane else slot + plane
-            xo0 = xc0
-            xo1 = xc1
-            xc0 = xn0
-            xc1 = xn1
-            xcur, xnext = xnext, xcur
             q += 1
 
     return rb_pair_kernel
