@@ -7,9 +7,12 @@ path in ``PTXAS`` or leave it unpacked under /tmp/nvcc). Usage::
     PTXAS=/path/to/ptxas python benchmarks/cuda_registers.py
 
 ``PTX_VERSION=9.0`` rewrites the PTX's version line for a ptxas older than libnvvm (the kernels
-use nothing newer).
+use nothing newer). ``NVDISASM=/path/to/nvdisasm`` (the ``nvidia-cuda-nvdisasm`` wheel) adds each
+kernel's static SASS: the instruction count and the share of integer and floating-point
+instructions. Arguments select kernels by name (substrings).
 """
 
+import collections
 import glob
 import os
 import re
@@ -51,6 +54,10 @@ KERNELS = {
         rb_tile(np.float32, 32, 8),
         T.void(f32, f32, *STENCIL, i64, i64, i64, T.float32, b1, i64),
     ),
+    "rb_pair 32x8": (
+        rb_pair(np.float32, 32, 8, False, K.DIAG_FACES),
+        T.void(f32, f32, *STENCIL[:-1], i64, i64, i64, i64, T.float32, i64),
+    ),
     "rb_pair 32x16": (
         rb_pair(np.float32, 32, 16, False, K.DIAG_FACES),
         T.void(f32, f32, *STENCIL[:-1], i64, i64, i64, i64, T.float32, i64),
@@ -67,10 +74,31 @@ KERNELS = {
 }
 
 
+#: SASS opcodes counted as integer (index) arithmetic and as floating point
+INTEGER_OPS = ("IADD3", "IMAD", "ISETP", "LEA", "SEL", "LOP3", "SHF", "UIADD3", "UIMAD",
+               "UISETP", "USEL", "ULEA", "ULOP3", "USHF", "IABS", "PLOP3", "UPLOP3")  # fmt: skip
+FLOAT_OPS = ("FFMA", "FADD", "FMUL", "MUFU", "FSETP", "FSEL", "DFMA", "DADD", "DMUL", "DSETP")
+
+
+def sass_summary(nvdisasm, cubin):
+    """Static SASS of a cubin: (instructions, integer share, floating-point share)."""
+    text = subprocess.run([nvdisasm, "-c", cubin], capture_output=True, text=True,
+                          check=True).stdout  # fmt: skip
+    ops = re.findall(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*)", text)
+    count = collections.Counter(ops)
+    total = sum(count.values())
+    share = (sum(count[o] for o in ops_) / max(total, 1) for ops_ in (INTEGER_OPS, FLOAT_OPS))
+    return total, *share
+
+
 def main():
     ptxas = os.environ.get("PTXAS") or glob.glob("/tmp/nvcc/**/ptxas", recursive=True)[0]
+    nvdisasm = os.environ.get("NVDISASM")
+    wanted = sys.argv[1:]
     with tempfile.TemporaryDirectory() as tmp:
         for name, (kernel, sig) in KERNELS.items():
+            if wanted and not any(w in name for w in wanted):
+                continue
             bounds = kernel.targetoptions.get("launch_bounds")
             ptx, _ = cuda.compile_ptx(kernel.py_func, sig, cc=(9, 0), launch_bounds=bounds)
             if os.environ.get("PTX_VERSION"):  # an older ptxas than the PTX libnvvm wrote
@@ -86,6 +114,10 @@ def main():
                 check=True,
             )
             info = [s.split(":", 1)[-1].strip() for s in out.stderr.splitlines() if "Used" in s]
+            if nvdisasm:
+                total, integer, floating = sass_summary(nvdisasm, os.path.join(tmp, "k.cubin"))
+                info.append(f"SASS {total} instructions: {integer:.0%} integer, "
+                            f"{floating:.0%} floating point")  # fmt: skip
             print(f"{name:14s} {'; '.join(info)}")
 
 

@@ -329,6 +329,11 @@ elif [ "${1:-single}" = "s20" ]; then  # twentieth session: the fused red-black 
   done
   [ -n "${BENCH:-}" ] && step bench 300 python3 -m pbsolver bench --sizes 256 \
     --solve-sizes 129,257 --json "$R/bench.json"
+  # SOLVERS="129 257 513": time to rtol 1e-6 of one device-resident grid, with its host profile
+  [ -n "${SOLVERS:-}" ] && step gpu_solvers 300 python3 benchmarks/gpu_solvers.py --sizes \
+    $SOLVERS --methods sor mgcg mg-V --sor-max 129 --no-cupy-cg --profile ${PROFILE:-30} \
+    --repeat ${REPEAT:-0} \
+    --json "$R/gpu_solvers.json"
   [ -n "${TESTS:-}" ] && step gpu_tests 330 python3 -m pytest -n 4 -m gpu -q -p no:cacheprovider \
     -W ignore::Warning -rs $([ "${TESTS}" = 1 ] || echo "${TESTS}")
 elif [ "${1:-single}" = "multi" ]; then
