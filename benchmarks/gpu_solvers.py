@@ -2,10 +2,12 @@
 
 Same sphere problem as ``benchmarks/cpu_multigrid.py`` (ε 2 sphere of radius 6 Å in ε 80, three
 off-centre charges, harmonic faces, zero Dirichlet boundary, 24 Å box of n³ nodes), given to
-the solver as CuPy arrays (CuPy in, CuPy out). Each pbsolver row is one warmed-up solve
-(graphs captured in the warm-up solve on the same shape are reused): "seconds" is the wall time
-of ``solve()`` including its set-up (stencil and hierarchy), "setup" that set-up alone
-(``maxiter=0``). "residual" is ‖b − Aφ‖₂/‖b‖₂ recomputed in float64 on the host
+the solver as CuPy arrays (CuPy in, CuPy out). Each pbsolver row is a fresh ``pb.solve`` after
+a warm-up solve and a set-up-only one: "seconds" is its wall time including its set-up (stencil
+and hierarchy), "setup" that set-up alone (``maxiter=0``). A fresh solve's graphs are filed
+under its buffers' addresses: it replays them only where CuPy's pool hands back the addresses
+of an earlier solve, and otherwise launches eagerly or captures (the profile shows which).
+"residual" is ‖b − Aφ‖₂/‖b‖₂ recomputed in float64 on the host
 (``operator.relative_residual``). The peer is ``cupyx.scipy.sparse.linalg.cg`` on the assembled
 float64 matrix with a Jacobi preconditioner (what a CuPy user would write), rtol 1e-6.
 
