@@ -8,7 +8,9 @@ kernel shapes (``VariantBackend(kernel=...)``)
     ``"point"`` (the package's); ``"march"``, as "point" but each thread walks ``march_chunk``
     x-planes (the colour offset flips every plane, so no register reuse within one colour);
     ``"tile"``, both colours fused into one pass through shared memory (:func:`rb_tile`): half
-    the bytes of "point", but each block walks its planes one barrier at a time.
+    the bytes of "point", but each block walks its planes one barrier at a time; ``"pair"``,
+    the same fusion with two z-columns a thread (:func:`rb_pair`): no idle threads, the
+    second colour's x-neighbours in registers.
 launch modes (``VariantBackend(launch=...)``)
     ``"graph"`` (the package's); ``"stream"``, every kernel launched from Python on the
     backend's stream; ``"naive"``, as "stream" plus a host synchronisation after every SOR
