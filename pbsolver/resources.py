@@ -114,6 +114,8 @@ def _method_bytes(method: str, s: int) -> float:
         return 2 * s + 0.5
     if method == "mgcg":
         return 7 * s + 0.5
+    if method == "spectral":
+        return 24.0  # the float64 right-hand side and two transform passes' float64 arrays
     return 0  # sor
 
 
@@ -140,7 +142,7 @@ def bytes_per_node(
 
     Parameters
     ----------
-    method : {"auto", "sor", "jacobi", "multigrid", "mgcg"}
+    method : {"auto", "sor", "jacobi", "multigrid", "mgcg", "spectral"}
         The solver's method ("auto": the large-grid choice, multigrid on the CPU, MG-CG on CUDA).
     backend : {"auto", "cpu", "cuda"}
         Where the arrays live.

@@ -1,4 +1,4 @@
-"""The iterative methods the loop drives, by name: SOR, Jacobi, multigrid and MG-CG.
+"""The methods the loop drives, by name: SOR, Jacobi, multigrid, MG-CG and the direct "spectral".
 
 A method is a small object: ``setup(system)`` once a solve (it reads what it needs from the
 :class:`~pbsolver.solving.system.LinearSystem`: backend, stencil, geometry, hierarchy),
@@ -13,6 +13,7 @@ import math
 
 from pbsolver.exceptions import InputError
 from pbsolver.multigrid.methods import MGCG, Multigrid
+from pbsolver.solving.spectral import Spectral
 
 
 class StationaryMethod:
@@ -86,7 +87,13 @@ class Jacobi(StationaryMethod):
 
 
 #: Methods by name.
-METHODS: dict[str, type] = {"sor": SOR, "jacobi": Jacobi, "multigrid": Multigrid, "mgcg": MGCG}
+METHODS: dict[str, type] = {
+    "sor": SOR,
+    "jacobi": Jacobi,
+    "multigrid": Multigrid,
+    "mgcg": MGCG,
+    "spectral": Spectral,
+}
 
 
 def method_options(name: str) -> tuple[str, ...]:

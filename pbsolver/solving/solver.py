@@ -23,6 +23,7 @@ from pbsolver.options import flag
 from pbsolver.problem import Problem
 from pbsolver.resources import check_memory
 from pbsolver.solving.methods import METHODS, make_method, method_options
+from pbsolver.solving.spectral import applies
 from pbsolver.solving.system import LinearSystem
 
 
@@ -92,9 +93,11 @@ class Solver:
 
     Parameters
     ----------
-    method : {"auto", "sor", "jacobi", "multigrid", "mgcg"}
+    method : {"auto", "sor", "jacobi", "multigrid", "mgcg", "spectral"}
         Iteration. "auto" picks by backend and grid size from measured times: SOR on small
-        grids, multigrid (CPU) or MG-CG (GPU) on large ones, Jacobi for odd periodic grids.
+        grids, multigrid (CPU) or MG-CG (GPU) on large ones, Jacobi for odd periodic grids;
+        and the direct "spectral" solve (discrete sine transform,
+        :mod:`pbsolver.solving.spectral`) for a Dirichlet problem whose ε and κ̄² are uniform.
     backend : {"auto", "cpu", "cuda"}
         Where to compute. "auto": CUDA when a GPU is usable or the input is a CuPy array.
     rtol, atol : float
@@ -196,7 +199,9 @@ class Solver:
         """The method this solver runs on ``problem`` ("auto" resolved).
 
         "auto": Jacobi for odd periodic grids (which red–black methods refuse); multigrid when
-        multigrid options are given; otherwise the backend's choice by grid size
+        multigrid options are given; the direct "spectral" solve for a Dirichlet problem in a
+        homogeneous medium (:func:`~pbsolver.solving.spectral.applies`); otherwise the
+        backend's choice by grid size
         (:meth:`pbsolver.backends.Backend.auto_method`: SOR on small grids, where it is
         fastest, multigrid or MG-CG on large ones; BENCHMARKS.md has the measurements).
         """
@@ -206,6 +211,8 @@ class Solver:
             return "jacobi"
         if set(self.method_options) - {"omega"}:
             return "multigrid"
+        if applies(problem):  # a homogeneous medium: one exact solve, no iteration
+            return "spectral"
         return backend.auto_method(problem.grid.size)
 
     def make_method(self, name: str):
