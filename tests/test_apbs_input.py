@@ -747,3 +747,22 @@ def test_cuda_maps_and_solves_match_the_cpu(tmp_path):
     host_maps = run(path, backend="cuda", maps_backend="cpu").prints[0].value
     assert gpu_maps.prints[0].value == pytest.approx(cpu, rel=1e-5)
     assert host_maps == pytest.approx(cpu, rel=1e-5)
+
+
+def test_write_pot_of_a_solved_homogeneous_calculation_is_the_total_potential(tmp_path):
+    """pdie = sdie, no salt, "sdh": solved with φ_c on the outer layer only; the written
+    potential is still φ_c + φ_rf on every node (a lone charge at the centre: φ_rf = 0)."""
+    q = -0.6
+    text = read_section("ion.pqr") + elec(
+        "w", pdie=3.0, sdie=3.0, glen=8.0, dime=17, center="0 0 0", bcfl="sdh",
+        extra="    write pot dx pot\n")  # fmt: skip
+    path = write_case(tmp_path, text, {"ion.pqr": [(0.0, 0.0, 0.0, q, 1.0)]})
+    res = run(path, output_dir=tmp_path / "out")
+    assert res.calculations[0].solves  # not the no-solve "mdh" shortcut
+    values, grid = pb.read_dx(tmp_path / "out" / "pot.dx", potential=False)
+    x, y, z = np.meshgrid(*grid.axes(), indexing="ij")
+    r = np.sqrt(x**2 + y**2 + z**2)
+    with np.errstate(divide="ignore"):
+        exact = K * q / (3.0 * r) / kT_kj_per_mol(298.15)
+    off = r > 0
+    assert np.allclose(values[off], exact[off], rtol=1e-8)

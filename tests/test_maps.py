@@ -613,3 +613,60 @@ def test_kept_maps_hold_at_most_their_count_and_bytes():
     kept.put("e", 5, 1)  # four items: the oldest (a) goes
     assert kept.values() == [3, 4, 5]
     assert kept.get("b") is None
+
+
+# ---------------------------------------------------------------------- φ_c on the outer layer
+def _homogeneous_atoms(rng, n=6):
+    pos = rng.uniform(-3.0, 3.0, (n, 3))
+    return pb.Atoms(pos, rng.uniform(-1.0, 1.0, n), rng.uniform(1.0, 2.0, n))
+
+
+def test_coulomb_outer_layer_is_the_direct_sum_there_and_zero_inside(rng):
+    atoms = _homogeneous_atoms(rng)
+    grid = pb.Grid((17, 14, 19), spacing=0.7, origin=(-6.0, -5.0, -6.5))
+    got = maps.coulomb_on_outer_layer(atoms, grid, 4.0)
+    x, y, z = grid.coordinates()
+    want = np.zeros(grid.shape)
+    for p, q in zip(atoms.positions, atoms.charges, strict=True):
+        want += (
+            pb.COULOMB_KJ * q / (4.0 * np.sqrt((x - p[0]) ** 2 + (y - p[1]) ** 2 + (z - p[2]) ** 2))
+        )
+    inner = (slice(1, -1),) * 3
+    assert np.all(got[inner] == 0.0)
+    outer = np.ones(grid.shape, dtype=bool)
+    outer[inner] = False
+    np.testing.assert_allclose(got[outer], want[outer], rtol=1e-12)
+
+
+def test_a_homogeneous_medium_solves_the_same_with_phi_c_on_the_outer_layer(rng):
+    """ε_in = ε_out = ε_c and no salt: b never reads φ_c inside, so φ_rf is the same.
+
+    "sdh" values (one screened sphere less the exact sum) leave a φ_rf to solve for; "mdh"
+    ones would make it zero.
+    """
+    kind = "sdh"
+    atoms = _homogeneous_atoms(rng)
+    grid = pb.Grid((21, 19, 23), spacing=0.6, origin=(-6.0, -5.4, -6.6))
+    kw = {"eps_in": 4.0, "eps_out": 4.0, "boundary_kind": kind, "maps_backend": "cpu"}
+    full = maps.build_maps(atoms, grid, **kw)
+    outer = maps.build_maps(atoms, grid, coulomb="outer", **kw)
+    assert np.all(outer.phi_coulomb[1:-1, 1:-1, 1:-1] == 0.0)
+    results = [pb.solve(pb.Problem.from_maps(m), rtol=1e-10) for m in (full, outer)]
+    scale = np.abs(results[0].phi_rf).max()
+    assert scale > 0  # the boundary is not φ_c's own: φ_rf is not trivially zero
+    # the full map is the multilevel sum (within 1e-6 of its largest value), the outer the direct
+    assert np.abs(results[0].phi_rf - results[1].phi_rf).max() <= 1e-5 * scale
+    given = maps.build_maps(atoms, grid, coulomb="outer", dirichlet_values=full.boundary_values,
+                            **kw)  # fmt: skip
+    assert np.all(given.phi_coulomb == 0.0)  # given Dirichlet values: φ_c is not read at all
+
+
+def test_coulomb_outer_is_refused_where_phi_c_enters_the_right_hand_side(rng):
+    atoms = _homogeneous_atoms(rng)
+    grid = pb.Grid((15, 15, 15), spacing=0.8, origin=(-5.6, -5.6, -5.6))
+    for bad in ({"eps_in": 2.0, "eps_out": 78.5}, {"eps_in": 4.0, "eps_out": 4.0,
+                                                  "ionic_strength": 0.1}):  # fmt: skip
+        with pytest.raises(pb.InputError, match="homogeneous medium without salt"):
+            maps.build_maps(atoms, grid, coulomb="outer", maps_backend="cpu", **bad)
+    with pytest.raises(pb.InputError, match="'full' or 'outer'"):
+        maps.build_maps(atoms, grid, coulomb="inner", eps_in=4.0, eps_out=4.0)

@@ -301,6 +301,9 @@ def _run_one(calc, emit, backend, maps_backend, method, dtype, staging, chain, n
     own = len(calc.grids)
     levels = None
     ion_rows = np.zeros((own, 2))  # npbe: (mobile, osmotic) of each grid
+    # a homogeneous medium without salt reads φ_c only on the grids' outer layers
+    ph = calc.physics
+    coulomb = "outer" if ph.eps_in == ph.eps_out and not ph.has_salt else "full"
     if calc.homogeneous:
         rf_rows = np.zeros((own, len(atoms)))
     else:
@@ -319,7 +322,7 @@ def _run_one(calc, emit, backend, maps_backend, method, dtype, staging, chain, n
             problem, _ = model.build_problem(calc, calc.grids[0], maps_backend=maps_backend)
             start = [FocusLevel(todo.pop(0), problem, solver.solve(problem))]
         levels = solve_focused(atoms, start + todo, physics=calc.physics, solver=solver,
-                               maps_backend=maps_backend)  # fmt: skip
+                               maps_backend=maps_backend, coulomb=coulomb)  # fmt: skip
         rf_rows = level_rf_terms(atoms, levels)[-own:]
         if calc.physics.nonlinear and calc.physics.has_salt:
             ion_rows = level_ion_terms(levels)[-own:]
@@ -339,7 +342,7 @@ def _run_one(calc, emit, backend, maps_backend, method, dtype, staging, chain, n
         if w.kind == "pot":
             phi_c = (
                 finest.problem.phi_coulomb
-                if finest is not None
+                if finest is not None and coulomb == "full"
                 else coulomb_potential(atoms, grid, calc.physics.eps_in)
             )
             values = _finite_total(phi_c, phi_rf)

@@ -668,6 +668,32 @@ def boundary_values(
     return out
 
 
+def coulomb_on_outer_layer(atoms, grid, eps_cavity=2.0, *, backend="cpu"):
+    """φ_c (kJ mol⁻¹ e⁻¹) on the outer layer of ``grid``, zero on the inner nodes.
+
+    The direct sum Σ_i k q_i / (ε_c |r − r_i|) over the outer layer's nodes only (the sum
+    :func:`boundary_values` does where it is not given a φ_c map); :func:`build_maps` uses it
+    with ``coulomb="outer"``.
+    """
+    backend = map_backend(backend)
+    eps_cavity = positive(eps_cavity, "eps_cavity")
+    out = np.zeros(grid.shape)
+    keep = atoms.charges != 0
+    if not keep.any():
+        return out
+    layer = outer_layer(grid.shape)
+    points = np.asarray(grid.origin) + np.column_stack(
+        np.unravel_index(layer, grid.shape)
+    ) * np.asarray(grid.spacing)
+    pos, q = atoms.positions[keep], np.asarray(atoms.charges[keep], dtype=float)
+    # the unscreened sum alone is the Debye–Hückel points' sum with 1/ε_out → 0, negated
+    vals = backend.map_kernels().debye_huckel_points(
+        points, pos, q, atoms.radii[keep], 0.0, COULOMB_KJ, math.inf, eps_cavity
+    )
+    out.reshape(-1)[layer] = -vals
+    return out
+
+
 @functools.lru_cache(maxsize=8)
 def outer_layer(shape) -> np.ndarray:
     """Flat indices (C order, increasing) of the outer layer of a grid of ``shape``; read-only.
@@ -789,6 +815,7 @@ def build_maps(
     dirichlet_values=None,
     phi_coulomb=None,
     fractions=None,
+    coulomb="full",
     **physics_fields,
 ) -> Maps:
     """Grid and every map for ``atoms`` (ε_c = ε_in): the arrays of a Problem.
@@ -831,6 +858,13 @@ def build_maps(
         The edge fractions of ``atoms``' surface on ``grid`` (:func:`face_fractions` with this
         physics' surface and probe), computed by the caller instead of here: a receptor's from
         its complex's (:func:`pbsolver.molecule.part_surface.part_face_fractions`).
+    coulomb : {"full", "outer"}
+        φ_c on every node, or on the outer layer of a Dirichlet grid only (zero inside). In a
+        homogeneous medium (ε_in = ε_out, which is ε_c) without salt every face is ε_c, so the
+        right-hand side never reads φ_c inside and the solve is the same; only its Dirichlet
+        values do (and with ``dirichlet_values`` given not even they: φ_c is then zero
+        everywhere). "outer" is refused with any other physics; the map is then not φ_c (a
+        total potential needs :func:`coulomb_potential`).
     **physics_fields
         Fields of :class:`~pbsolver.PhysicsOptions` (``eps_in``, ``eps_out``,
         ``ionic_strength``, ``surface``, ``probe_radius``, ``ion_radius``, ``temperature``,
@@ -865,6 +899,15 @@ def build_maps(
         # caller's own values, a coarser solve's φ_rf, hold wherever the atoms are)
         if dirichlet_values is None and (np.any(lo <= glo) or np.any(hi >= ghi)):
             raise InputError("some atoms lie on or outside the grid's outer layer")
+    if coulomb not in ("full", "outer"):
+        raise InputError(f"coulomb must be 'full' or 'outer', got {coulomb!r}")
+    if coulomb == "outer" and (
+        boundary != "dirichlet" or ph.eps_in != ph.eps_out or ph.ionic_strength > 0
+    ):
+        raise InputError(
+            "coulomb='outer' needs a Dirichlet grid in a homogeneous medium without salt "
+            "(eps_in == eps_out, ionic_strength 0): elsewhere the right-hand side reads φ_c"
+        )
     if phi_coulomb is not None and np.shape(phi_coulomb) != grid.shape:
         raise InputError(f"phi_coulomb has shape {np.shape(phi_coulomb)}, the grid {grid.shape}")
     if fractions is not None and (
@@ -881,16 +924,18 @@ def build_maps(
     bar = progress_bar(len(stages), progress, unit="map", desc=f"maps of {len(atoms)} atoms")
     with bar:
         return _build(atoms, grid, ph, boundary, box, (ses_step, nbisect), kappa_subsamples, be,
-                      stages, bar, dirichlet_values, phi_coulomb, fractions)  # fmt: skip
+                      stages, bar, dirichlet_values, phi_coulomb, fractions,
+                      coulomb == "outer")  # fmt: skip
 
 
 def _build(
     atoms, grid, ph, boundary, box, ses, kappa_subsamples, be, stages, bar, dirichlet_values,
-    phi_coulomb, fractions,
+    phi_coulomb, fractions, outer_only,
 ) -> Maps:  # fmt: skip
     """The maps of :func:`build_maps`, one stage after the other (``bar`` counts them).
 
-    ``ses`` is the SES sampling (``ses_step``, ``nbisect``).
+    ``ses`` is the SES sampling (``ses_step``, ``nbisect``); ``outer_only``: φ_c on the outer
+    layer only (``coulomb="outer"``).
     """
     eps_in = ph.eps_in
     stage = iter(stages)
@@ -927,10 +972,14 @@ def _build(
     )
     bar.update()
     next_stage()
-    if phi_coulomb is None:
-        phi_c = coulomb_potential(atoms, grid, eps_in, box=box, backend=be)
-    else:
+    if phi_coulomb is not None:
         phi_c = np.asarray(phi_coulomb, dtype=np.float64)
+    elif outer_only and dirichlet_values is not None:
+        phi_c = np.zeros(grid.shape)  # given Dirichlet values: nothing reads φ_c
+    elif outer_only:
+        phi_c = coulomb_on_outer_layer(atoms, grid, eps_in, backend=be)
+    else:
+        phi_c = coulomb_potential(atoms, grid, eps_in, box=box, backend=be)
     bar.update()
     bvals = None
     if boundary == "dirichlet" and dirichlet_values is not None:
