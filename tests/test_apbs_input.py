@@ -446,6 +446,16 @@ def test_bcfl_focus_needs_a_matching_calculation_before(tmp_path):
         assert f"case.in:{line}:" in str(err.value) and words in str(err.value), str(err.value)
 
 
+def written_and_exact_potential(folder, q, eps):
+    """pot.dx of ``folder``; a lone charge q's exact potential in ε (kT/e); nodes off it; grid."""
+    values, grid = pb.read_dx(folder / "pot.dx", potential=False)
+    x, y, z = np.meshgrid(*grid.axes(), indexing="ij")
+    r = np.sqrt(x**2 + y**2 + z**2)
+    with np.errstate(divide="ignore"):
+        exact = K * q / (eps * r) / kT_kj_per_mol(298.15)
+    return values, exact, r > 0, grid
+
+
 def test_write_pot_is_the_total_potential_in_kT_per_e(tmp_path, rng):
     q = 0.8
     text = read_section("ion.pqr") + elec(
@@ -454,12 +464,7 @@ def test_write_pot_is_the_total_potential_in_kT_per_e(tmp_path, rng):
     path = write_case(tmp_path, text, {"ion.pqr": [(0.0, 0.0, 0.0, q, 1.0)]})
     res = run(path, output_dir=tmp_path / "out")
     assert sorted(p.name for p in res.written) == ["ex.dx.gz", "kap.dx", "pot.dx"]
-    values, grid = pb.read_dx(tmp_path / "out" / "pot.dx", potential=False)
-    x, y, z = np.meshgrid(*grid.axes(), indexing="ij")
-    r = np.sqrt(x**2 + y**2 + z**2)
-    with np.errstate(divide="ignore"):
-        exact = K * q / (3.0 * r) / kT_kj_per_mol(298.15)
-    off = r > 0
+    values, exact, off, grid = written_and_exact_potential(tmp_path / "out", q, 3.0)
     assert np.allclose(values[off], exact[off], rtol=1e-9)
     centre = tuple(s // 2 for s in grid.shape)  # the charge's node: its neighbours' mean
     assert values[centre] == pytest.approx(exact[centre[0] + 1, centre[1], centre[2]])
@@ -759,10 +764,5 @@ def test_write_pot_of_a_solved_homogeneous_calculation_is_the_total_potential(tm
     path = write_case(tmp_path, text, {"ion.pqr": [(0.0, 0.0, 0.0, q, 1.0)]})
     res = run(path, output_dir=tmp_path / "out")
     assert res.calculations[0].solves  # not the no-solve "mdh" shortcut
-    values, grid = pb.read_dx(tmp_path / "out" / "pot.dx", potential=False)
-    x, y, z = np.meshgrid(*grid.axes(), indexing="ij")
-    r = np.sqrt(x**2 + y**2 + z**2)
-    with np.errstate(divide="ignore"):
-        exact = K * q / (3.0 * r) / kT_kj_per_mol(298.15)
-    off = r > 0
+    values, exact, off, _ = written_and_exact_potential(tmp_path / "out", q, 3.0)
     assert np.allclose(values[off], exact[off], rtol=1e-8)
