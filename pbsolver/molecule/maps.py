@@ -902,7 +902,7 @@ def build_maps(
     if coulomb not in ("full", "outer"):
         raise InputError(f"coulomb must be 'full' or 'outer', got {coulomb!r}")
     if coulomb == "outer" and (
-        boundary != "dirichlet" or ph.eps_in != ph.eps_out or ph.ionic_strength > 0
+        boundary != "dirichlet" or ph.eps_in != ph.eps_out or ph.has_salt
     ):
         raise InputError(
             "coulomb='outer' needs a Dirichlet grid in a homogeneous medium without salt "
