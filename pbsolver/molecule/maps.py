@@ -635,10 +635,7 @@ def boundary_values(
     eps_cavity = positive(eps_in if eps_cavity is None else eps_cavity, "eps_cavity")
     eps_out = positive(eps_out, "eps_out")
     kappa = kappa_from_ionic_strength(ionic_strength, eps_out, temperature)
-    layer = outer_layer(grid.shape)
-    points = np.asarray(grid.origin) + np.column_stack(
-        np.unravel_index(layer, grid.shape)
-    ) * np.asarray(grid.spacing)
+    layer, points = outer_layer_points(grid)
     sums = backend.map_kernels().debye_huckel_points
     pos, q = atoms.positions, np.asarray(atoms.charges, dtype=float)
     # Σ k q_i / (ε_c r_i) on the outer layer: from the caller's φ_c map, or summed below
@@ -681,10 +678,7 @@ def coulomb_on_outer_layer(atoms, grid, eps_cavity=2.0, *, backend="cpu"):
     keep = atoms.charges != 0
     if not keep.any():
         return out
-    layer = outer_layer(grid.shape)
-    points = np.asarray(grid.origin) + np.column_stack(
-        np.unravel_index(layer, grid.shape)
-    ) * np.asarray(grid.spacing)
+    layer, points = outer_layer_points(grid)
     pos, q = atoms.positions[keep], np.asarray(atoms.charges[keep], dtype=float)
     # the unscreened sum alone is the Debye–Hückel points' sum with 1/ε_out → 0, negated
     vals = backend.map_kernels().debye_huckel_points(
@@ -692,6 +686,13 @@ def coulomb_on_outer_layer(atoms, grid, eps_cavity=2.0, *, backend="cpu"):
     )
     out.reshape(-1)[layer] = -vals
     return out
+
+
+def outer_layer_points(grid):
+    """(:func:`outer_layer`'s flat indices, their nodes' coordinates (m, 3) in Å) of ``grid``."""
+    layer = outer_layer(grid.shape)
+    index = np.column_stack(np.unravel_index(layer, grid.shape))
+    return layer, np.asarray(grid.origin) + index * np.asarray(grid.spacing)
 
 
 @functools.lru_cache(maxsize=8)
@@ -901,9 +902,7 @@ def build_maps(
             raise InputError("some atoms lie on or outside the grid's outer layer")
     if coulomb not in ("full", "outer"):
         raise InputError(f"coulomb must be 'full' or 'outer', got {coulomb!r}")
-    if coulomb == "outer" and (
-        boundary != "dirichlet" or ph.eps_in != ph.eps_out or ph.has_salt
-    ):
+    if coulomb == "outer" and (boundary != "dirichlet" or ph.eps_in != ph.eps_out or ph.has_salt):
         raise InputError(
             "coulomb='outer' needs a Dirichlet grid in a homogeneous medium without salt "
             "(eps_in == eps_out, ionic_strength 0): elsewhere the right-hand side reads φ_c"
