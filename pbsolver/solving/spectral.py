@@ -65,9 +65,21 @@ def constant_coefficients(st):
     return (*faces, diag)
 
 
+#: Values of an array compared with its first before the whole of it is (see :func:`_uniform`).
+SAMPLES = 1024
+
+
 def _uniform(a, xp):
-    """The single value of ``a`` (a float), or None where it holds more than one."""
+    """The single value of ``a`` (a float), or None where it holds more than one.
+
+    A strided sample is compared first: "auto" asks this of every problem it solves, and a
+    molecule's map differs within the sample, so that most problems pay no pass over the grid.
+    """
     if a.size == 0:
+        return None
+    flat = a.reshape(-1)
+    sample = flat[:: max(1, flat.size // SAMPLES)]
+    if bool((sample != sample[0]).any()):
         return None
     lo, hi = float(xp.min(a)), float(xp.max(a))
     return lo if lo == hi else None
