@@ -336,6 +336,33 @@ elif [ "${1:-single}" = "s20" ]; then  # twentieth session: the fused red-black 
     --json "$R/gpu_solvers.json"
   [ -n "${TESTS:-}" ] && step gpu_tests 330 python3 -m pytest -n 4 -m gpu -q -p no:cacheprovider \
     -W ignore::Warning -rs $([ "${TESTS}" = 1 ] || echo "${TESTS}")
+elif [ "${1:-single}" = "s21" ]; then  # twenty-first session: device time of one solve, by kernel
+  # NCU_SOLVE="257 513": one repeated MG-CG solve of each size under ncu, a table by kernel;
+  # SOLVERS="129 257 513": wall times (REPEAT, PROFILE); TESTS=1 | "files": the GPU tests
+  NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)
+  for n in ${NCU_SOLVE:-}; do
+    step "ncu_solve_$n" 300 "$NCU" --profile-from-start off --clock-control none \
+      --metrics gpu__time_duration.sum --export "$R/solve_$n" python3 benchmarks/gpu_solvers.py \
+      --sizes "$n" --methods ${NCU_METHOD:-mgcg} --no-cupy-cg --repeat 1 --cuda-profile
+    "$NCU" --import "$R/solve_$n.ncu-rep" --csv --page raw --metrics gpu__time_duration.sum \
+      > "$R/solve_${n}_ncu.csv"
+    rm -f "$R/solve_$n.ncu-rep"
+    step "ncu_summary_$n" 60 python3 benchmarks/ncu_kernels.py "$R/solve_${n}_ncu.csv" --top 40 \
+      --json "$R/solve_${n}_kernels.json"
+  done
+  # KERNEL=regex: that kernel's launches in the profiled solve at NCU_N, with ncu's sections
+  [ -n "${KERNEL:-}" ] && step ncu_detail 300 "$NCU" --profile-from-start off \
+    --clock-control none -k "regex:${KERNEL}" --launch-count ${LAUNCHES:-2} \
+    --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy \
+    --section LaunchStats --section WarpStateStats python3 benchmarks/gpu_solvers.py \
+    --sizes ${NCU_N:-257} --methods mgcg --no-cupy-cg --repeat 1 --cuda-profile
+  [ -n "${SOLVERS:-}" ] && step gpu_solvers 300 python3 benchmarks/gpu_solvers.py --sizes \
+    $SOLVERS --methods ${METHODS:-sor mgcg} --sor-max 129 --no-cupy-cg --profile ${PROFILE:-0} \
+    --repeat ${REPEAT:-3} --json "$R/gpu_solvers.json"
+  [ -n "${BENCH:-}" ] && step bench 300 python3 -m pbsolver bench --sizes 256 \
+    --solve-sizes 129,257 --json "$R/bench.json"
+  [ -n "${TESTS:-}" ] && step gpu_tests 330 python3 -m pytest -n 4 -m gpu -q -p no:cacheprovider \
+    -W ignore::Warning -rs $([ "${TESTS}" = 1 ] || echo "${TESTS}")
 elif [ "${1:-single}" = "multi" ]; then
   step frames_profile 100 python3 benchmarks/frames_profile.py --batches 1 32 \
     --json "$R/frames_profile.json"

@@ -17,7 +17,13 @@ float64 matrix with a Jacobi preconditioner (what a CuPy user would write), rtol
 reported as "again": the buffers of one solve are freed before the next, so CuPy's pool hands
 the same addresses back and their captured graphs replay). ``--profile N`` runs one more solve
 of each pbsolver row under cProfile and prints its N costliest functions by own time (host
-time: a wait for the device shows as the call that waits).
+time: a wait for the device shows as the call that waits). ``--cuda-profile`` runs one more
+solve of the repeating ``Solver`` between ``cudaProfilerStart`` and ``cudaProfilerStop``, for
+Nsight Compute's ``--profile-from-start off`` (``benchmarks/ncu_kernels.py`` sums its kernels):
+
+    ncu --profile-from-start off --metrics gpu__time_duration.sum --export prof \
+        python3 benchmarks/gpu_solvers.py --sizes 257 --methods mgcg --no-cupy-cg \
+        --repeat 1 --cuda-profile
 """
 
 from __future__ import annotations
@@ -58,7 +64,7 @@ def to_device(problem):
     )
 
 
-def run_pbsolver(label, problem_host, problem_dev, profile=0, repeat=0):
+def run_pbsolver(label, problem_host, problem_dev, profile=0, repeat=0, cuda_profile=False):
     import cupy as cp
 
     method, options = METHODS[label]
@@ -71,6 +77,14 @@ def run_pbsolver(label, problem_host, problem_dev, profile=0, repeat=0):
     solver = pb.Solver(method=method, backend="cuda", **options)
     for _ in range(repeat + 2 if repeat else 0):  # two to capture, then timed
         again.append(solver.solve(problem_dev).seconds)
+    if cuda_profile:  # the repeated solve once more, for a kernel profiler
+        cp.cuda.runtime.deviceSynchronize()
+        cp.cuda.runtime.profilerStart()
+        profiled = solver.solve(problem_dev)
+        cp.cuda.runtime.deviceSynchronize()
+        cp.cuda.runtime.profilerStop()
+        print(f"--- n={problem_host.grid.shape[0]} {label}: {profiled.seconds:.4f} s, "
+              f"{profiled.iterations} iterations, between profilerStart and profilerStop")
     if profile:
         import cProfile
         import pstats
@@ -140,6 +154,8 @@ def main(argv=None):
     ap.add_argument("--json")
     ap.add_argument("--profile", type=int, default=0, help="cProfile: print the N costliest")
     ap.add_argument("--repeat", type=int, default=0, help="time K more solves of one Solver")
+    ap.add_argument("--cuda-profile", action="store_true",
+                    help="one more repeated solve between cudaProfilerStart and Stop (ncu)")
     args = ap.parse_args(argv)
     rows = []
     for n in args.sizes:
@@ -148,7 +164,8 @@ def main(argv=None):
         for label in args.methods:
             if label == "sor" and n > args.sor_max:
                 continue
-            rows.append(run_pbsolver(label, host, dev, args.profile, args.repeat))
+            rows.append(run_pbsolver(label, host, dev, args.profile, args.repeat,
+                                     args.cuda_profile))
             print(rows[-1], flush=True)
         if not args.no_cupy_cg:
             rows.append(run_cupy_cg(host))

@@ -338,8 +338,4 @@ def _host(a):
     return a.get() if hasattr(a, "get") and not isinstance(a, np.ndarray) else a
 
 
-def _host(a):
-    return a.get() if hasattr(a, "get") and not isinstance(a, np.ndarray) else a
-
-
 __all__ = ["CYCLES", "DENSE_MAX_NODES", "Hierarchy", "Level", "add_level", "dense_inverse"]
