@@ -51,11 +51,11 @@ PBSOLVER_METHODS = {
 BORN_EXACT = -228.611  # kJ/mol, −½ k q²/a (1 − 1/78.54)
 
 
-def sphere_problem(n, box=24.0):
+def sphere_problem(n, box=24.0, radius=6.0):
     h = box / (n - 1)
     grid = pb.Grid((n, n, n), spacing=h, origin=(-box / 2,) * 3)
     x, y, z = grid.coordinates()
-    eps = np.where(x * x + y * y + z * z < 6.0**2, 2.0, 80.0)
+    eps = np.where(x * x + y * y + z * z < radius**2, 2.0, 80.0)
     phi_c = np.zeros(grid.shape)
     for (cx, cy, cz), q in CHARGES:
         r = np.sqrt((x - cx) ** 2 + (y - cy) ** 2 + (z - cz) ** 2 + 1e-4)

@@ -338,7 +338,7 @@ elif [ "${1:-single}" = "s20" ]; then  # twentieth session: the fused red-black 
     -W ignore::Warning -rs $([ "${TESTS}" = 1 ] || echo "${TESTS}")
 elif [ "${1:-single}" = "s21" ]; then  # twenty-first session: device time of one solve, by kernel
   # NCU_SOLVE="257 513": one repeated MG-CG solve of each size under ncu, a table by kernel;
-  # SOLVERS="129 257 513": wall times (REPEAT, PROFILE); TESTS=1 | "files": the GPU tests
+  # TESTS=1 | "files": the GPU tests
   NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)
   for n in ${NCU_SOLVE:-}; do
     step "ncu_solve_$n" 300 "$NCU" --profile-from-start off --clock-control none \
@@ -356,9 +356,14 @@ elif [ "${1:-single}" = "s21" ]; then  # twenty-first session: device time of on
     --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy \
     --section LaunchStats --section WarpStateStats python3 benchmarks/gpu_solvers.py \
     --sizes ${NCU_N:-257} --methods mgcg --no-cupy-cg --repeat 1 --cuda-profile
-  [ -n "${SOLVERS:-}" ] && step gpu_solvers 300 python3 benchmarks/gpu_solvers.py --sizes \
-    $SOLVERS --methods ${METHODS:-sor mgcg} --sor-max 129 --no-cupy-cg --profile ${PROFILE:-0} \
-    --repeat ${REPEAT:-3} --json "$R/gpu_solvers.json"
+  # SOLVERS="129 257 513": time to rtol 1e-6, a new problem of the grid too (--new); with
+  # BASE=1 first the library in .gpu/base (the commit before, copied there), then this one
+  SOLVE_ARGS="--methods ${METHODS:-sor mgcg} --sor-max 129 --no-cupy-cg --new --repeat ${REPEAT:-3}"
+  [ -n "${SOLVERS:-}" ] && [ -n "${BASE:-}" ] && PYTHONPATH=/tmp/site:$PWD/.gpu/base step \
+    gpu_solvers_base 250 python3 benchmarks/gpu_solvers.py --sizes $SOLVERS $SOLVE_ARGS \
+    --json "$R/gpu_solvers_base.json"
+  [ -n "${SOLVERS:-}" ] && step gpu_solvers 250 python3 benchmarks/gpu_solvers.py --sizes \
+    $SOLVERS $SOLVE_ARGS --profile ${PROFILE:-0} --json "$R/gpu_solvers.json"
   [ -n "${BENCH:-}" ] && step bench 300 python3 -m pbsolver bench --sizes 256 \
     --solve-sizes 129,257 --json "$R/bench.json"
   [ -n "${TESTS:-}" ] && step gpu_tests 330 python3 -m pytest -n 4 -m gpu -q -p no:cacheprovider \

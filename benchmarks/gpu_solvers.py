@@ -4,22 +4,24 @@ Same sphere problem as ``benchmarks/cpu_multigrid.py`` (ε 2 sphere of radius 6 
 off-centre charges, harmonic faces, zero Dirichlet boundary, 24 Å box of n³ nodes), given to
 the solver as CuPy arrays (CuPy in, CuPy out). Each pbsolver row is a fresh ``pb.solve`` after
 a warm-up solve and a set-up-only one: "seconds" is its wall time including its set-up (stencil
-and hierarchy), "setup" that set-up alone (``maxiter=0``). A fresh solve's graphs are filed
-under its buffers' addresses: it replays them only where CuPy's pool hands back the addresses
-of an earlier solve, and otherwise launches eagerly or captures (the profile shows which).
-"residual" is ‖b − Aφ‖₂/‖b‖₂ recomputed in float64 on the host
-(``operator.relative_residual``). The peer is ``cupyx.scipy.sparse.linalg.cg`` on the assembled
-float64 matrix with a Jacobi preconditioner (what a CuPy user would write), rtol 1e-6.
+and hierarchy), "setup" that set-up alone (``maxiter=0``). A solve on the GPU keeps its grid's
+workspace for the next problem of that grid (``LinearSystem.for_problem``), whose recorded
+graphs then replay; before that workspace, a fresh solve replayed them only where CuPy's pool
+handed back an earlier solve's addresses. "residual" is ‖b − Aφ‖₂/‖b‖₂ recomputed in float64
+on the host (``operator.relative_residual``). The peer is ``cupyx.scipy.sparse.linalg.cg`` on
+the assembled float64 matrix with a Jacobi preconditioner (what a CuPy user would write), rtol
+1e-6.
 
     python benchmarks/gpu_solvers.py --sizes 129 257 --json out.json
 
-``--repeat K`` times K more solves of the same problem through one ``Solver`` (the fastest is
-reported as "again": the buffers of one solve are freed before the next, so CuPy's pool hands
-the same addresses back and their captured graphs replay). ``--profile N`` runs one more solve
-of each pbsolver row under cProfile and prints its N costliest functions by own time (host
-time: a wait for the device shows as the call that waits). ``--cuda-profile`` runs one more
-solve of the repeating ``Solver`` between ``cudaProfilerStart`` and ``cudaProfilerStop``, for
-Nsight Compute's ``--profile-from-start off`` (``benchmarks/ncu_kernels.py`` sums its kernels):
+``--new`` then times a fresh ``pb.solve`` of another problem of the same grid (the sphere's
+radius 6.5 Å): "new", what a new problem of a known grid costs. ``--repeat K`` times K more
+solves of the same problem through one ``Solver`` (the fastest is reported as "again").
+``--profile N`` runs one more solve of each pbsolver row under cProfile and prints its N
+costliest functions by own time (host time: a wait for the device shows as the call that
+waits). ``--cuda-profile`` runs one more solve of the repeating ``Solver`` between
+``cudaProfilerStart`` and ``cudaProfilerStop``, for Nsight Compute's ``--profile-from-start
+off`` (``benchmarks/ncu_kernels.py`` sums its kernels):
 
     ncu --profile-from-start off --metrics gpu__time_duration.sum --export prof \
         python3 benchmarks/gpu_solvers.py --sizes 257 --methods mgcg --no-cupy-cg \
@@ -64,7 +66,8 @@ def to_device(problem):
     )
 
 
-def run_pbsolver(label, problem_host, problem_dev, profile=0, repeat=0, cuda_profile=False):
+def run_pbsolver(label, problem_host, problem_dev, profile=0, repeat=0, cuda_profile=False,
+                 other=None):  # fmt: skip
     import cupy as cp
 
     method, options = METHODS[label]
@@ -73,6 +76,10 @@ def run_pbsolver(label, problem_host, problem_dev, profile=0, repeat=0, cuda_pro
     setup = pb.solve(problem_dev, method=method, backend="cuda", maxiter=0, **options).seconds
     res = pb.solve(problem_dev, method=method, backend="cuda", **options)
     cp.cuda.runtime.deviceSynchronize()
+    new = None
+    if other is not None:  # a new problem of the same grid, after this one's solves
+        new = pb.solve(other, method=method, backend="cuda", **options).seconds
+        cp.cuda.runtime.deviceSynchronize()
     again = []
     solver = pb.Solver(method=method, backend="cuda", **options)
     for _ in range(repeat + 2 if repeat else 0):  # two to capture, then timed
@@ -83,8 +90,10 @@ def run_pbsolver(label, problem_host, problem_dev, profile=0, repeat=0, cuda_pro
         profiled = solver.solve(problem_dev)
         cp.cuda.runtime.deviceSynchronize()
         cp.cuda.runtime.profilerStop()
-        print(f"--- n={problem_host.grid.shape[0]} {label}: {profiled.seconds:.4f} s, "
-              f"{profiled.iterations} iterations, between profilerStart and profilerStop")
+        print(
+            f"--- n={problem_host.grid.shape[0]} {label}: {profiled.seconds:.4f} s, "
+            f"{profiled.iterations} iterations, between profilerStart and profilerStop"
+        )
     if profile:
         import cProfile
         import pstats
@@ -103,6 +112,7 @@ def run_pbsolver(label, problem_host, problem_dev, profile=0, repeat=0, cuda_pro
         "setup": setup,
         "seconds": res.seconds,
         "again": min(again[2:]) if again else None,
+        "new": new,
         "residual": op.relative_residual(problem_host, cp.asnumpy(res.phi_rf)),
         "reported": res.residual,
         "converged": res.converged,
@@ -154,30 +164,41 @@ def main(argv=None):
     ap.add_argument("--json")
     ap.add_argument("--profile", type=int, default=0, help="cProfile: print the N costliest")
     ap.add_argument("--repeat", type=int, default=0, help="time K more solves of one Solver")
-    ap.add_argument("--cuda-profile", action="store_true",
-                    help="one more repeated solve between cudaProfilerStart and Stop (ncu)")
+    ap.add_argument(
+        "--new",
+        action="store_true",
+        help="then time a fresh solve of another problem of the same grid ('new')",
+    )
+    ap.add_argument(
+        "--cuda-profile",
+        action="store_true",
+        help="one more repeated solve between cudaProfilerStart and Stop (ncu)",
+    )
     args = ap.parse_args(argv)
     rows = []
     for n in args.sizes:
         host = sphere_problem(n)
         dev = to_device(host)
+        other = to_device(sphere_problem(n, radius=6.5)) if args.new else None
         for label in args.methods:
             if label == "sor" and n > args.sor_max:
                 continue
-            rows.append(run_pbsolver(label, host, dev, args.profile, args.repeat,
-                                     args.cuda_profile))
+            rows.append(
+                run_pbsolver(label, host, dev, args.profile, args.repeat, args.cuda_profile, other)
+            )
             print(rows[-1], flush=True)
         if not args.no_cupy_cg:
             rows.append(run_cupy_cg(host))
             print(rows[-1], flush=True)
     info = environment(gpu=True)
     print(f"{'n':>4} {'solver':38} {'iter':>6} {'setup s':>8} {'total s':>8} {'again s':>8} "
-          f"{'residual':>9} conv")  # fmt: skip
+          f"{'new s':>8} {'residual':>9} conv")  # fmt: skip
     for r in rows:
-        again = f"{r['again']:>8.4f}" if r.get("again") is not None else f"{'-':>8}"
+        again, new = (f"{r[k]:>8.4f}" if r.get(k) is not None else f"{'-':>8}"
+                      for k in ("again", "new"))  # fmt: skip
         print(
             f"{r['n']:>4} {r['solver']:38} {r['iterations']:>6} {r['setup']:>8.4f} "
-            f"{r['seconds']:>8.4f} {again} {r['residual']:>9.2e} {r['converged']}"
+            f"{r['seconds']:>8.4f} {again} {new} {r['residual']:>9.2e} {r['converged']}"
         )
     if args.json:
         with open(args.json, "w") as fh:

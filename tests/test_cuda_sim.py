@@ -98,6 +98,15 @@ class _Ctx:
             self._cache[name] = p
         return self._cache[name]
 
+    def another_problem(self, name):
+        """A second problem of :meth:`problem`'s grid, boundary and salt (other maps)."""
+        from conftest import random_problem
+
+        if name == "dirichlet":
+            return random_problem(self.rng, shape=(6, 7, 9), boundary="dirichlet", salt=True,
+                                  boundary_values=True, face_rule="harmonic")  # fmt: skip
+        return random_problem(self.rng, shape=(6, 6, 8), boundary="periodic", faces=True)
+
     def stencils(self, name, dtype=np.float32):
         key = (name, np.dtype(dtype))
         if key not in self._cache:
@@ -273,6 +282,33 @@ def check_problem_operator_matches_the_float64_stencil():
         norm = c.gpu.residual_norm(og, c.dev(x))
         ref = c.cpu.residual_norm(st64, x)
         assert abs(norm - ref) <= 1e-13 * ref, f"{name}: {norm} vs {ref}"
+
+
+def check_refined_system_in_one_pass_and_into_a_kept_stencil():
+    """refined_system: the sweep stencil equals sweep_stencil's and the operator's b equals
+    operator64's, bit for bit; with ``into`` another problem's are written into the given
+    arrays, equal to a fresh call's (salt and boundary values; periodic, singular)."""
+    c = ctx()
+    for name in ("dirichlet", "periodic"):
+        p = c.problem(name)
+        st, op = c.gpu.refined_system(p, np.float32)
+        lean, op64 = c.gpu.sweep_stencil(p, np.float32), c.gpu.operator64(p)
+        assert st.diag is None
+        for field in ("cx", "cy", "cz", "shift"):
+            a, b = getattr(st, field), getattr(lean, field)
+            assert (a is None) == (b is None), field
+            if a is not None:
+                assert np.array_equal(c.host(a), c.host(b)), f"{name}: {field}"
+        assert np.array_equal(c.host(op.b), c.host(op64.b)), f"{name}: operator b"
+        q = c.another_problem(name)
+        fresh, op_fresh = c.gpu.refined_system(q, np.float32)
+        again, op2 = c.gpu.refined_system(q, np.float32, into=st)
+        assert again.cx is st.cx and again.b is st.b and again.shift is st.shift
+        for field in ("cx", "cy", "cz", "shift"):
+            if getattr(fresh, field) is not None:
+                got, want = c.host(getattr(again, field)), c.host(getattr(fresh, field))
+                assert np.array_equal(got, want), f"{name}: {field} into"
+        assert np.array_equal(c.host(op2.b), c.host(op_fresh.b)), f"{name}: b into"
 
 
 def check_sweep_stencil_leaves_the_diagonal_out():

@@ -374,11 +374,14 @@ class Backend:
         """
         return self.stencil(problem, dtype)
 
-    def refined_system(self, problem, dtype) -> tuple:
+    def refined_system(self, problem, dtype, into=None) -> tuple:
         """``(sweep stencil in dtype, float64 operator)`` of a refined solve of ``problem``.
 
         :meth:`sweep_stencil` and :meth:`operator64`; a backend may form both in one pass over
-        the maps (their right-hand sides are one float64 array and its rounding).
+        the maps (their right-hand sides are one float64 array and its rounding). ``into``: the
+        sweep stencil of an earlier call for a problem of the same grid, boundary and salt (a
+        kept workspace); a backend may write its arrays instead of making new ones (this
+        default makes new ones).
         """
         return self.sweep_stencil(problem, dtype), self.operator64(problem)
 

@@ -62,7 +62,7 @@ def adjoint_solve(problem, source, solver, x0=None):
     adj = adjoint_problem(problem)
     backend = get_backend(solver.backend_name, like=problem.phi_coulomb)
     method = solver.make_method(solver.method_for(backend, adj))
-    system = LinearSystem.for_problem(backend, adj, solver.dtype, solver.refine, x0)
+    system = LinearSystem.for_problem(backend, adj, solver.dtype, solver.refine, x0, keep=True)
     xp = problem.xp
     b = xp.asarray(source, dtype=xp.float64).copy()
     if problem.boundary == "dirichlet":

@@ -278,7 +278,10 @@ class Solver:
         # With refinement, the system is defined by float64 coefficients (``checked``): the
         # float32 stencil only drives the correction phases, and every residual that decides
         # convergence is computed on the float64 one, so rtol holds for the float64 operator.
-        system = LinearSystem.for_problem(backend, problem, self.dtype, self.refine, x0)
+        # keep=True: a GPU solve's buffers serve the next problem of this grid, whose cycles
+        # then replay this solve's recordings (LinearSystem.for_problem)
+        system = LinearSystem.for_problem(backend, problem, self.dtype, self.refine, x0,
+                                          keep=True)  # fmt: skip
         out = system.solve(method, rtol=self.rtol, atol=self.atol, maxiter=self.maxiter,
                            check_every=self.check_every, callback=self.callback)  # fmt: skip
         backend.synchronize()

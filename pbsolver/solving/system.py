@@ -32,7 +32,7 @@ problems by up to √B). Each block's own final residual is computed and reporte
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -129,21 +129,35 @@ class LinearSystem:
         self.weights = None
         self._hierarchy = None
         self._scratch = {}
+        self._workspace = None  # one problem's kept GridWorkspace
 
     # ------------------------------------------------------------------ construction
     @classmethod
-    def for_problem(cls, backend, problem, dtype=np.float32, refine=True, x0=None):
+    def for_problem(cls, backend, problem, dtype=np.float32, refine=True, x0=None, keep=False):
         """The system of one problem (any boundary); ``x0`` is copied, never modified.
 
         With ``refine`` and float32 ``dtype`` the iterate is a float64 accumulator from the
         start (x0 included: rounding it to float32 would put its residual at float32's floor).
+
+        ``keep``: where the backend replays captured work (``Backend.CAPTURES``) and the solve
+        is refined, the sweep stencil, the correction, the hierarchies and the methods' work
+        arrays are a workspace kept for the next problem of the same grid, boundary and salt
+        (:func:`grid_workspace`), whose cycles then replay what this one recorded. The
+        iterate and the float64 operator are the problem's own.
         """
         dtype = np.dtype(dtype)
         refine = bool(refine) and dtype == np.float32
+        kept = None
+        if refine and keep and backend.CAPTURES:
+            kept = grid_workspace(backend, problem, dtype)
         if refine:
             # the float64 operator read from the problem's own maps: one float64 array (b), not
             # a second, float64 stencil (see pbsolver.backends.ProblemOperator)
-            st, checked = backend.refined_system(problem, dtype)
+            if kept is not None:
+                st, checked = backend.refined_system(problem, dtype, into=kept.st)
+                kept.st = st
+            else:
+                st, checked = backend.refined_system(problem, dtype)
         else:
             st = checked = backend.sweep_stencil(problem, dtype)
         fixed = fixed_values(problem, checked.dtype)
@@ -155,13 +169,16 @@ class LinearSystem:
         del fixed  # the host array is the backend's now, or not needed past here
         system = cls(backend, st, checked, x, block_shape=problem.grid.shape,
                      spacing=problem.grid.spacing, n_blocks=1, stride=problem.grid.shape[0],
-                     kept=False)  # fmt: skip
+                     kept=kept is not None)  # fmt: skip
         system.problem = problem
         if refine:
             # the refinement phases' r and e, made once: every phase's right-hand side is its
             # r, so the sweep stencil's own b (never read under refinement) is that buffer;
             # e is made by solve() after the method's set-up (not beside its temporaries)
-            system.work = (st.b, None)
+            system.work = (st.b, None if kept is None else kept.e)
+        if kept is not None:
+            system._workspace = kept
+            system._scratch = kept.scratch
         # ‖b‖ of the system over the unknowns: the residual with zero inside
         system.bnorms = np.array([backend.residual_norm(checked, zero_inside)])
         system.guessed = [x0 is not None]
@@ -224,8 +241,20 @@ class LinearSystem:
         """
         if self.problem is not None:
             options = {**defaults, **given}
-            return grid_hierarchy(self.backend, self.st, self.spacing, self.problem.kappa2,
-                                  **options)  # fmt: skip
+            kept = self._workspace
+            key = tuple(sorted(options.items()))
+            if kept is None or key not in kept.hierarchies:
+                h = grid_hierarchy(self.backend, self.st, self.spacing, self.problem.kappa2,
+                                   **options)  # fmt: skip
+                if kept is not None:
+                    kept.hierarchies[key] = h
+                return h
+            # a kept hierarchy: its levels and transfers are this grid's; the coarse operators
+            # are rebuilt in place from this problem's faces (the kept stencil's) and κ̄²
+            h = kept.hierarchies[key]
+            h.inputs = (*h.inputs[:3], _on(self.st.cx, self.problem.kappa2))
+            h.rebuild()
+            return h
         bad = sorted(set(given) & set(GRID_ONLY))
         if bad:
             raise InputError(
@@ -316,6 +345,8 @@ class LinearSystem:
         method.setup(self)
         if self.work is not None and self.work[1] is None:
             self.work = (self.work[0], be.empty(self.st.shape, self.st.dtype))
+            if self._workspace is not None:
+                self._workspace.e = self.work[1]
         if maxiter is None:
             maxiter = method.default_maxiter(self.st.shape)
         check_every = check_every or method.check_every
@@ -380,6 +411,45 @@ def _guess(backend, problem, x0, fixed, dtype):
     return x
 
 
+def _on(like, a):
+    """``a`` (or None) in the array library of ``like``."""
+    return None if a is None else array_module(like).asarray(a)
+
+
+@dataclass
+class GridWorkspace:
+    """What one problem's refined solve keeps for the next problem of its grid.
+
+    See :meth:`LinearSystem.for_problem`. Attributes: the sweep stencil ``st`` (None until the
+    first problem's is made), the correction ``e``, the multigrid ``hierarchies`` by their
+    options and the methods' work arrays (``scratch``).
+    """
+
+    st: object = None
+    e: object = None
+    hierarchies: dict = field(default_factory=dict)
+    scratch: dict = field(default_factory=dict)
+
+
+_GRID_WORKSPACE: dict = {}
+
+
+def grid_workspace(backend, problem, dtype) -> GridWorkspace:
+    """The kept :class:`GridWorkspace` for ``problem``'s grid, boundary and salt on ``backend``.
+
+    One is kept, for the last grid solved: a problem of another grid drops it before its own
+    arrays are made, so two grids' workspaces are never held at once.
+    """
+    g = problem.grid
+    key = (id(backend), g.shape, tuple(g.spacing), problem.boundary,
+           problem.kappa2 is not None, np.dtype(dtype).str)  # fmt: skip
+    kept = _GRID_WORKSPACE.get(key)
+    if kept is None:
+        _GRID_WORKSPACE.clear()
+        kept = _GRID_WORKSPACE[key] = GridWorkspace()
+    return kept
+
+
 #: Stack workspaces kept between calls of :func:`workspace`, least recently used dropped first:
 #: a later call on a stack of the same shape reuses the buffers (and their captured work).
 WORKSPACE_CACHE = 2
@@ -401,8 +471,17 @@ def workspace(backend, block_shape, spacing, n_blocks, dtype, refine, unlifted):
 
 
 def clear_workspaces() -> None:
-    """Drop the stack workspaces kept between calls (frees their memory)."""
+    """Drop the workspaces kept between solves, stacks' and one grid's (frees their memory)."""
     _WORKSPACES.clear()
+    _GRID_WORKSPACE.clear()
 
 
-__all__ = ["LinearSystem", "SystemOutcome", "WORKSPACE_CACHE", "clear_workspaces", "workspace"]
+__all__ = [
+    "GridWorkspace",
+    "LinearSystem",
+    "SystemOutcome",
+    "WORKSPACE_CACHE",
+    "clear_workspaces",
+    "grid_workspace",
+    "workspace",
+]

@@ -11,6 +11,7 @@ from pbsolver.backends.bodies.operator import ARITHMETIC, FACE_MAPS, HARMONIC
 from pbsolver.backends.cpu import kernels as K
 from pbsolver.backends.cpu import mg_kernels as MG
 from pbsolver.backends.cpu import operator_kernels as OK
+from pbsolver.exceptions import InputError
 
 
 class CPUBackend(Backend):
@@ -73,20 +74,34 @@ class CPUBackend(Backend):
     def stencil(self, problem, dtype) -> Stencil:
         return self._stencil_and_b(problem, dtype)[0]
 
-    def refined_system(self, problem, dtype):
-        st, b = self._stencil_and_b(problem, dtype)
+    def refined_system(self, problem, dtype, into=None):
+        st, b = self._stencil_and_b(problem, dtype, into)
         return st, self._operator(problem, b)
 
-    def _stencil_and_b(self, problem, dtype):
-        """The stencil in ``dtype`` and the float64 b its own b is rounded from."""
+    def _stencil_and_b(self, problem, dtype, into=None):
+        """The stencil in ``dtype`` and the float64 b its own b is rounded from.
+
+        ``into``: a stencil of this shape and dtype whose arrays are written instead of new ones.
+        """
         # one pass over the maps: faces formed node by node (no whole-grid float64 faces,
         # coefficients or diagonal), b in float64 (its mean removed there when singular)
         dtype = np.dtype(dtype)
         shape = problem.grid.shape
         b = np.empty(shape, dtype=np.float64)
-        cx, cy, cz, diag = (np.empty(shape, dtype=dtype) for _ in range(4))
+        if into is not None and (into.shape != shape or into.dtype != dtype):
+            raise InputError("into: a stencil of another shape or dtype than the problem's")
+        if into is not None:
+            cx, cy, cz, diag = into.cx, into.cy, into.cz, into.diag
+        else:
+            cx, cy, cz, diag = (np.empty(shape, dtype=dtype) for _ in range(4))
         self._assemble(problem, b, (cx, cy, cz, diag))
-        st_b = b if dtype == np.float64 else b.astype(dtype)
+        if dtype == np.float64:
+            st_b = b
+        elif into is not None:
+            st_b = into.b
+            st_b[...] = b
+        else:
+            st_b = b.astype(dtype)
         periodic = problem.boundary == "periodic"
         return Stencil(cx, cy, cz, diag, st_b, periodic, problem.is_singular), b
 

@@ -232,6 +232,32 @@ class CUDABackend(Backend):
         return self._stencil(problem, dtype, False)
 
     def _stencil(self, problem, dtype, diagonal) -> Stencil:
+        st, b64 = self._stencil_and_b(problem, dtype, diagonal)
+        if st.b is not b64:
+            self._flat(K.copy, st.b, b64)
+        return st
+
+    def refined_system(self, problem, dtype, into=None) -> tuple:
+        """The sweep stencil and the float64 operator from one pass over the maps.
+
+        The operator's b is the float64 b the stencil's own is rounded from (as
+        :meth:`operator64` would make it). ``into``: a sweep stencil of an earlier call, for a
+        problem of the same grid, boundary and salt (a kept workspace): its arrays are
+        overwritten, so work captured on them replays.
+        """
+        st, b64 = self._stencil_and_b(problem, dtype, False, into)
+        eps, mode, k2 = self._maps(problem)
+        h2 = tuple(h * h for h in problem.grid.spacing)
+        periodic = problem.boundary == "periodic"
+        return st, ProblemOperator(eps, mode, k2, h2, b64, periodic, problem.is_singular)
+
+    def _stencil_and_b(self, problem, dtype, diagonal, into=None) -> tuple:
+        """(the stencil in ``dtype``, the float64 b its own b is rounded from).
+
+        Under float32 the stencil's b is left unwritten: :meth:`_stencil` rounds b64 into it,
+        a refined solve uses it as its residual buffer. ``into``: a stencil whose arrays are
+        written (its shape, dtype and salt those of this problem's).
+        """
         dtype = np.dtype(dtype)
         if dtype not in (np.float32, np.float64):
             raise InputError(f"dtype must be float32 or float64, got {dtype}")
@@ -241,14 +267,21 @@ class CUDABackend(Backend):
         eps, mode, k2 = self._maps(problem)
         h2 = tuple(h * h for h in problem.grid.spacing)
         dev = self.dev
+        if into is not None and not _fits(into, shape, dtype, diagonal, k2 is not None):
+            raise InputError("into: a stencil of another shape, dtype or salt than the problem's")
         with dev.io():
             phi_c = self._resident(problem.phi_coulomb)
             b64 = dev.empty(shape, np.float64)
-            coef = [dev.empty(shape, dtype) for _ in range(3)]
-            # the full diagonal, for the interface (users, the nonlinear equation); the
-            # kernels recompute it
-            diag = dev.empty(shape, dtype) if diagonal else None
-            shift = dev.empty(shape, dtype) if k2 is not None else None
+            if into is not None:
+                coef, diag, shift = [into.cx, into.cy, into.cz], into.diag, into.shift
+                b = into.b
+            else:
+                coef = [dev.empty(shape, dtype) for _ in range(3)]
+                # the full diagonal, for the interface (users, the nonlinear equation); the
+                # kernels recompute it
+                diag = dev.empty(shape, dtype) if diagonal else None
+                shift = dev.empty(shape, dtype) if k2 is not None else None
+                b = b64 if dtype == np.float64 else dev.empty(shape, dtype)
             k2v = self._v(k2 if k2 is not None else self._dummy(np.float64))
             dev.launch(
                 K.operator_stencil, self._full_grid(shape), self.config.jacobi_block,
@@ -261,14 +294,10 @@ class CUDABackend(Backend):
             del phi_c
             if problem.is_singular:
                 self._subtract_mean(b64)
-            b = b64
-            if dtype != np.float64:
-                b = dev.empty(shape, dtype)
-                self._flat(K.copy, b, b64)
-                del b64
-            return CUDAStencil(cx=coef[0], cy=coef[1], cz=coef[2], diag=diag, b=b,
-                               periodic=periodic, singular=problem.is_singular,
-                               shift=shift)  # fmt: skip
+            st = CUDAStencil(cx=coef[0], cy=coef[1], cz=coef[2], diag=diag, b=b,
+                             periodic=periodic, singular=problem.is_singular,
+                             shift=shift)  # fmt: skip
+            return st, b64
 
     def operator64(self, problem) -> ProblemOperator:
         """The problem's maps on the device, and b from :func:`~.kernels.operator_stencil`.
@@ -763,3 +792,10 @@ class CUDABackend(Backend):
 
 #: the backends of :meth:`CUDABackend.workers`, made once
 _WORKERS: list = []
+
+
+def _fits(st, shape, dtype, diagonal, salt) -> bool:
+    """Whether the arrays of stencil ``st`` can hold a problem's of this shape, dtype, salt."""
+    return (tuple(st.cx.shape) == tuple(shape) and st.cx.dtype == dtype
+            and (st.diag is not None) == bool(diagonal)
+            and (getattr(st, "shift", None) is not None) == bool(salt))  # fmt: skip
