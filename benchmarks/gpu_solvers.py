@@ -17,11 +17,11 @@ the assembled float64 matrix with a Jacobi preconditioner (what a CuPy user woul
 ``--new`` then times a fresh ``pb.solve`` of another problem of the same grid (the sphere's
 radius 6.5 Å): "new", what a new problem of a known grid costs. ``--repeat K`` times K more
 solves of the same problem through one ``Solver`` (the fastest is reported as "again").
-``--profile N`` runs one more solve of each pbsolver row under cProfile and prints its N
-costliest functions by own time (host time: a wait for the device shows as the call that
-waits). ``--cuda-profile`` runs one more solve of the repeating ``Solver`` between
-``cudaProfilerStart`` and ``cudaProfilerStop``, for Nsight Compute's ``--profile-from-start
-off`` (``benchmarks/ncu_kernels.py`` sums its kernels):
+``--profile N`` runs one more solve of each pbsolver row (with ``--new``: of a third problem
+of the grid) under cProfile and prints its N costliest functions by own time (host time: a
+wait for the device shows as the call that waits). ``--cuda-profile`` runs one more solve of
+the repeating ``Solver`` between ``cudaProfilerStart`` and ``cudaProfilerStop``, for Nsight
+Compute's ``--profile-from-start off`` (``benchmarks/ncu_kernels.py`` sums its kernels):
 
     ncu --profile-from-start off --metrics gpu__time_duration.sum --export prof \
         python3 benchmarks/gpu_solvers.py --sizes 257 --methods mgcg --no-cupy-cg \
@@ -67,7 +67,7 @@ def to_device(problem):
 
 
 def run_pbsolver(label, problem_host, problem_dev, profile=0, repeat=0, cuda_profile=False,
-                 other=None):  # fmt: skip
+                 other=None, third=None):  # fmt: skip
     import cupy as cp
 
     method, options = METHODS[label]
@@ -98,12 +98,16 @@ def run_pbsolver(label, problem_host, problem_dev, profile=0, repeat=0, cuda_pro
         import cProfile
         import pstats
 
+        # with --new: a fresh solve of a third problem of the grid (what "new" times)
+        target = problem_dev if third is None else third
         prof = cProfile.Profile()
         prof.enable()
-        again = pb.solve(problem_dev, method=method, backend="cuda", **options)
+        profiled = pb.solve(target, method=method, backend="cuda", **options)
         cp.cuda.runtime.deviceSynchronize()
         prof.disable()
-        print(f"--- n={problem_host.grid.shape[0]} {label}: {again.seconds:.4f} s, profiled")
+        what = "a third problem of the grid" if third is not None else "the same problem"
+        print(f"--- n={problem_host.grid.shape[0]} {label}: {profiled.seconds:.4f} s, {what}, "
+              "profiled")  # fmt: skip
         pstats.Stats(prof).sort_stats("tottime").print_stats(profile)
     return {
         "n": problem_host.grid.shape[0],
@@ -180,11 +184,14 @@ def main(argv=None):
         host = sphere_problem(n)
         dev = to_device(host)
         other = to_device(sphere_problem(n, radius=6.5)) if args.new else None
+        third = to_device(sphere_problem(n, radius=5.5)) if args.new and args.profile else None
         for label in args.methods:
             if label == "sor" and n > args.sor_max:
                 continue
             rows.append(
-                run_pbsolver(label, host, dev, args.profile, args.repeat, args.cuda_profile, other)
+                run_pbsolver(
+                    label, host, dev, args.profile, args.repeat, args.cuda_profile, other, third
+                )  # fmt: skip
             )
             print(rows[-1], flush=True)
         if not args.no_cupy_cg:
