@@ -1,4 +1,4 @@
-"""Registers, stack and shared memory of the CUDA sweep kernels for sm_90, without a GPU.
+"""Registers, stack and shared memory of CUDA kernels (sweeps, the float64 operator) for sm_90.
 
 Compiles each kernel to PTX with numba-cuda (needs libnvvm: ``pip install nvidia-nvvm
 nvidia-cuda-nvrtc``) and runs ``ptxas -v`` on it (from the ``nvidia-cuda-nvcc`` wheel; give its
@@ -41,7 +41,7 @@ from sweep_variants import rb_march, rb_pair, rb_tile  # noqa: E402
 
 from pbsolver.backends.cuda import kernels as K  # noqa: E402
 
-f32, i64, b1 = T.float32[::1], T.int64, T.boolean
+f32, f64, i64, b1 = T.float32[::1], T.float64[::1], T.int64, T.boolean
 STENCIL = (f32, f32, f32, f32, f32, i64)
 KERNELS = {
     "rb_point": (K.rb_point, T.void(f32, *STENCIL, i64, i64, i64, i64, T.float32, b1)),
@@ -71,6 +71,17 @@ KERNELS = {
         T.void(f32, f32, *STENCIL[:-1], i64, i64, i64, i64, T.float32, i64),
     ),
     "jacobi_point": (K.jacobi_point, T.void(f32, f32, *STENCIL, i64, i64, i64, T.float32, b1)),
+    # the float64 operator of a refined solve (pbsolver.backends.ProblemOperator)
+    "operator_sumsq": (
+        K.operator_reduction(32, 8),
+        T.void(
+            f64, f64, f64, f64, f64, i64, f64, b1, *(T.float64,) * 3, i64, i64, i64, b1, i64, f64
+        ),  # fmt: skip
+    ),
+    "operator_residual_point": (
+        K.operator_residual_point,
+        T.void(f64, f64, f64, f64, f64, i64, f64, b1, *(T.float64,) * 3, i64, i64, i64, f32, b1),
+    ),
 }
 
 

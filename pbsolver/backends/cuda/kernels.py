@@ -40,7 +40,7 @@ import numpy as np
 from numba import cuda, float64, int64, uint64
 
 from pbsolver.backends.bodies.operator import FACE_MAPS, compile_bodies
-from pbsolver.backends.launch_sizes import FINISH_THREADS
+from pbsolver.backends.launch_sizes import FINISH_THREADS, simulated
 
 #: The operator's bodies as device functions (also used by the stack and coarse kernels).
 B = compile_bodies(cuda.jit(device=True))
@@ -503,16 +503,20 @@ def _faces_at(e0, e1, e2, mode, p, im, ip, jm, jp, km, kp):
 
 
 @cuda.jit(device=True)
-def _operator_residual(x, b, e0, e1, e2, mode, k2, has_k2, hx2, hy2, hz2, p, im, ip, jm, jp, km,
-                       kp):  # fmt: skip
-    """``b − A x`` at unknown ``p`` in float64, A's coefficients formed here."""
+def _operator_residual(x, b, e0, e1, e2, mode, k2, has_k2, ihx2, ihy2, ihz2, p, im, ip, jm, jp,
+                       km, kp):  # fmt: skip
+    """``b − A x`` at unknown ``p`` in float64, A's coefficients formed here.
+
+    ``ihx2, ihy2, ihz2`` are 1/h² (a product a face where a float64 division costs a
+    reciprocal and its refinement; the coefficients differ from ``face / h²`` by rounding).
+    """
     fxm, fxp, fym, fyp, fzm, fzp = _faces_at(e0, e1, e2, mode, p, im, ip, jm, jp, km, kp)
-    cxm = fxm / hx2
-    cxp = fxp / hx2
-    cym = fym / hy2
-    cyp = fyp / hy2
-    czm = fzm / hz2
-    czp = fzp / hz2
+    cxm = fxm * ihx2
+    cxp = fxp * ihx2
+    cym = fym * ihy2
+    cyp = fyp * ihy2
+    czm = fzm * ihz2
+    czp = fzp * ihz2
     s = B.stencil_sum(float64(b[p]), cxm, float64(x[im]), cxp, float64(x[ip]), cym,
                       float64(x[jm]), cyp, float64(x[jp]), czm, float64(x[km]), czp,
                       float64(x[kp]))  # fmt: skip
@@ -530,8 +534,8 @@ def operator_residual_point(x, b, e0, e1, e2, mode, k2, has_k2, hx2, hy2, hz2, n
     if where == FIXED:
         out[p] = 0
     elif where == UNKNOWN:
-        out[p] = _operator_residual(x, b, e0, e1, e2, mode, k2, has_k2, hx2, hy2, hz2, p, im, ip,
-                                    jm, jp, km, kp)  # fmt: skip
+        out[p] = _operator_residual(x, b, e0, e1, e2, mode, k2, has_k2, 1.0 / hx2, 1.0 / hy2,
+                                    1.0 / hz2, p, im, ip, jm, jp, km, kp)  # fmt: skip
 
 
 @cuda.jit
@@ -579,6 +583,13 @@ def operator_stencil(phi_c, e0, e1, e2, mode, k2, has_k2, eps_c, hx2, hy2, hz2, 
     )  # fmt: skip
 
 
+#: Threads an SM keeps resident of the float64 operator's residual sum (its launch bounds):
+#: unbounded, ptxas (13.0, sm_90) gave it 102 registers, two blocks of 256 (25 % occupancy,
+#: latency-bound in Nsight Compute); bounded to 1024 threads it takes 63, without spilling
+#: (``benchmarks/cuda_registers.py operator``).
+OPERATOR_THREADS = 1024
+
+
 @functools.cache
 def operator_reduction(bk: int, bj: int):
     """The residual-sum kernel of :func:`reductions` for a problem's operator.
@@ -587,17 +598,22 @@ def operator_reduction(bk: int, bj: int):
     chunk, partials)``, launched and finished as ``residual_sumsq``.
     """
     nthreads = _reduction_threads(bk, bj)
+    # launch bounds on the GPU only (numba's simulator takes no such option)
+    bounds = {}
+    if not simulated():
+        bounds = {"launch_bounds": (nthreads, max(1, OPERATOR_THREADS // nthreads))}
 
-    @cuda.jit
+    @cuda.jit(**bounds)
     def operator_sumsq(x, b, e0, e1, e2, mode, k2, has_k2, hx2, hy2, hz2, nx, ny, nz, periodic,
                        chunk, partials):  # fmt: skip
         sm = cuda.shared.array(nthreads, dtype=float64)
         j, k, i, i1, unx, uny, unz = _unknown_column(nx, ny, nz, chunk, periodic)
+        ihx2, ihy2, ihz2 = 1.0 / hx2, 1.0 / hy2, 1.0 / hz2
         acc = float64(0.0)
         while i < i1:
             p, im, ip, jm, jp, km, kp = _flat_stencil(i, j, k, unx, uny, unz)
-            r = _operator_residual(x, b, e0, e1, e2, mode, k2, has_k2, hx2, hy2, hz2, p, im, ip,
-                                   jm, jp, km, kp)  # fmt: skip
+            r = _operator_residual(x, b, e0, e1, e2, mode, k2, has_k2, ihx2, ihy2, ihz2, p, im,
+                                   ip, jm, jp, km, kp)  # fmt: skip
             acc += r * r
             i += ONE
         _store_partial(sm, acc, nthreads, partials)
