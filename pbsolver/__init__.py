@@ -32,6 +32,7 @@ _LAZY = {
     "BindingEnergy": "molecule.binding",
     "ReactionFieldCalculator": "md.calculator",
     "solve_batch": "solving.batched",
+    "clear_workspaces": "solving.system",
     "read_hdf5": "io.hdf5",
     "write_hdf5": "io.hdf5",
     "read_dx": "io.dx",

@@ -262,6 +262,13 @@ class Solver:
         ------
         ConvergenceError
             Only with ``strict=True``, when the solve did not converge.
+
+        Notes
+        -----
+        On a backend that records its work (CUDA) the solve keeps its grid's workspace
+        (stencil, correction, hierarchy, work arrays) for the next problem of the same grid,
+        boundary and salt, which then replays the recorded cycles; one is kept at a time and
+        :func:`pbsolver.clear_workspaces` frees it. ``phi_rf`` is never part of it.
         """
         if not isinstance(problem, Problem):
             raise InputError(f"solve() needs a pbsolver.Problem, got {type(problem).__name__}")

@@ -2,10 +2,12 @@
 
 A :class:`~pbsolver.backends.ProblemOperator` keeps the problem's permittivities (three face
 maps, or the node map with its face rule) and κ̄²; these kernels form each node's six face
-coefficients ``ε_face/h²`` and its diagonal on the fly, in float64, in the order the float64
+coefficients ``ε_face·(1/h²)`` and its diagonal on the fly, in float64, in the order the float64
 stencil is built (:mod:`pbsolver.operator`), so that their residuals equal those of the stored
-float64 stencil bit for bit. The same face source assembles the right-hand side and the sweep
-stencil in one pass, without whole-grid float64 temporaries.
+float64 stencil (``ε_face/h²``) to rounding: a product where six float64 divisions a node made
+the residual kernels compute-bound (the CUDA operator kernels do the same). The same face source
+assembles the right-hand side and the sweep stencil in one pass, without whole-grid float64
+temporaries.
 
 ``e0, e1, e2`` are the face maps (x, y, z) for ``mode == FACE_MAPS``, else the node map (the
 same array three times) and ``mode`` the face rule; ``k2`` is κ̄² when ``has_k2`` (else any
@@ -47,7 +49,8 @@ def residual_at(x, b, e0, e1, e2, mode, k2, has_k2, hx2, hy2, hz2, i, j, k, im, 
                 kp):  # fmt: skip
     """``b − A x`` at unknown (i, j, k) in float64, A's coefficients formed here."""
     fxm, fxp, fym, fyp, fzm, fzp = faces_at(e0, e1, e2, mode, i, j, k, im, ip, jm, jp, km, kp)
-    cxm, cxp, cym, cyp, czm, czp = fxm / hx2, fxp / hx2, fym / hy2, fyp / hy2, fzm / hz2, fzp / hz2
+    ix, iy, iz = 1.0 / hx2, 1.0 / hy2, 1.0 / hz2
+    cxm, cxp, cym, cyp, czm, czp = fxm * ix, fxp * ix, fym * iy, fyp * iy, fzm * iz, fzp * iz
     s = B.stencil_sum(
         np.float64(b[i, j, k]),
         cxm, np.float64(x[im, j, k]), cxp, np.float64(x[ip, j, k]),
