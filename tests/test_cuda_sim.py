@@ -294,7 +294,7 @@ def check_refined_system_in_one_pass_and_into_a_kept_stencil():
         st, op = c.gpu.refined_system(p, np.float32)
         lean, op64 = c.gpu.sweep_stencil(p, np.float32), c.gpu.operator64(p)
         assert st.diag is None
-        for field in ("cx", "cy", "cz", "shift"):
+        for field in ("cx", "cy", "cz", "shift", "b"):
             a, b = getattr(st, field), getattr(lean, field)
             assert (a is None) == (b is None), field
             if a is not None:
@@ -304,7 +304,7 @@ def check_refined_system_in_one_pass_and_into_a_kept_stencil():
         fresh, op_fresh = c.gpu.refined_system(q, np.float32)
         again, op2 = c.gpu.refined_system(q, np.float32, into=st)
         assert again.cx is st.cx and again.b is st.b and again.shift is st.shift
-        for field in ("cx", "cy", "cz", "shift"):
+        for field in ("cx", "cy", "cz", "shift", "b"):
             if getattr(fresh, field) is not None:
                 got, want = c.host(getattr(again, field)), c.host(getattr(fresh, field))
                 assert np.array_equal(got, want), f"{name}: {field} into"

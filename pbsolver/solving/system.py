@@ -420,11 +420,12 @@ def _on(like, a):
 class GridWorkspace:
     """What one problem's refined solve keeps for the next problem of its grid.
 
-    See :meth:`LinearSystem.for_problem`. Attributes: the sweep stencil ``st`` (None until the
-    first problem's is made), the correction ``e``, the multigrid ``hierarchies`` by their
-    options and the methods' work arrays (``scratch``).
+    See :meth:`LinearSystem.for_problem`. Attributes: its ``backend``, the sweep stencil ``st``
+    (None until the first problem's is made), the correction ``e``, the multigrid
+    ``hierarchies`` by their options and the methods' work arrays (``scratch``).
     """
 
+    backend: object = None
     st: object = None
     e: object = None
     hierarchies: dict = field(default_factory=dict)
@@ -444,9 +445,9 @@ def grid_workspace(backend, problem, dtype) -> GridWorkspace:
     key = (id(backend), g.shape, tuple(g.spacing), problem.boundary,
            problem.kappa2 is not None, np.dtype(dtype).str)  # fmt: skip
     kept = _GRID_WORKSPACE.get(key)
-    if kept is None:
+    if kept is None or kept.backend is not backend:  # (an id reused by a new backend)
         _GRID_WORKSPACE.clear()
-        kept = _GRID_WORKSPACE[key] = GridWorkspace()
+        kept = _GRID_WORKSPACE[key] = GridWorkspace(backend)
     return kept
 
 

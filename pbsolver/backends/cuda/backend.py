@@ -232,10 +232,7 @@ class CUDABackend(Backend):
         return self._stencil(problem, dtype, False)
 
     def _stencil(self, problem, dtype, diagonal) -> Stencil:
-        st, b64 = self._stencil_and_b(problem, dtype, diagonal)
-        if st.b is not b64:
-            self._flat(K.copy, st.b, b64)
-        return st
+        return self._stencil_and_b(problem, dtype, diagonal)[0]
 
     def refined_system(self, problem, dtype, into=None) -> tuple:
         """The sweep stencil and the float64 operator from one pass over the maps.
@@ -254,9 +251,8 @@ class CUDABackend(Backend):
     def _stencil_and_b(self, problem, dtype, diagonal, into=None) -> tuple:
         """(the stencil in ``dtype``, the float64 b its own b is rounded from).
 
-        Under float32 the stencil's b is left unwritten: :meth:`_stencil` rounds b64 into it,
-        a refined solve uses it as its residual buffer. ``into``: a stencil whose arrays are
-        written (its shape, dtype and salt those of this problem's).
+        ``into``: a stencil whose arrays are written (its shape, dtype and salt those of this
+        problem's); in float64 its b is not used (the stencil's b is the float64 b itself).
         """
         dtype = np.dtype(dtype)
         if dtype not in (np.float32, np.float64):
@@ -274,7 +270,7 @@ class CUDABackend(Backend):
             b64 = dev.empty(shape, np.float64)
             if into is not None:
                 coef, diag, shift = [into.cx, into.cy, into.cz], into.diag, into.shift
-                b = into.b
+                b = b64 if dtype == np.float64 else into.b
             else:
                 coef = [dev.empty(shape, dtype) for _ in range(3)]
                 # the full diagonal, for the interface (users, the nonlinear equation); the
@@ -294,6 +290,8 @@ class CUDABackend(Backend):
             del phi_c
             if problem.is_singular:
                 self._subtract_mean(b64)
+            if b is not b64:
+                self._flat(K.copy, b, b64)
             st = CUDAStencil(cx=coef[0], cy=coef[1], cz=coef[2], diag=diag, b=b,
                              periodic=periodic, singular=problem.is_singular,
                              shift=shift)  # fmt: skip
