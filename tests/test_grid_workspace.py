@@ -58,6 +58,8 @@ def test_a_new_problem_on_a_kept_workspace_equals_a_fresh_solve(rng, method, sal
         assert sys2._workspace.hierarchies and sys2._workspace.hierarchies is (
             sys1._workspace.hierarchies
         )
+    # the kept hierarchies hold no problem's κ̄² between solves
+    assert all(h.inputs[3] is None for h in sys2._workspace.hierarchies.values())
     # ... and its answer is the fresh solve's, bit for bit; the first answer is untouched
     _, fresh = solve(be, second, method, keep=False)
     assert np.array_equal(phi2, fresh)

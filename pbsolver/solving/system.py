@@ -364,6 +364,8 @@ class LinearSystem:
             converged = np.array([loop.reason == "converged"])
             if self.st.singular:
                 be.remove_mean(self.x)
+            if self._workspace is not None:
+                self._workspace.let_go()
         else:  # every block's own final residual, in float64
             be.residual(self.checked, self.x, self.r)
             final_norms = be.block_norms(self.r, n)
@@ -430,6 +432,15 @@ class GridWorkspace:
     e: object = None
     hierarchies: dict = field(default_factory=dict)
     scratch: dict = field(default_factory=dict)
+
+    def let_go(self) -> None:
+        """Drop the solved problem's κ̄² from the hierarchies' inputs.
+
+        It is a device copy of a host map, or the caller's own array; the next problem's
+        replaces it before a rebuild.
+        """
+        for h in self.hierarchies.values():
+            h.inputs = (*h.inputs[:3], None)
 
 
 _GRID_WORKSPACE: dict = {}
