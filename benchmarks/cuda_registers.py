@@ -43,34 +43,23 @@ from pbsolver.backends.cuda import kernels as K  # noqa: E402
 
 f32, f64, i64, b1 = T.float32[::1], T.float64[::1], T.int64, T.boolean
 STENCIL = (f32, f32, f32, f32, f32, i64)
+#: the signatures of the fused measurement kernels (sweep_variants.py), one per kind
+TILE_SIG = T.void(f32, f32, *STENCIL, i64, i64, i64, T.float32, b1, i64)
+PAIR_SIG = T.void(f32, f32, *STENCIL[:-1], i64, i64, i64, i64, T.float32, i64)
 KERNELS = {
     "rb_point": (K.rb_point, T.void(f32, *STENCIL, i64, i64, i64, i64, T.float32, b1)),
     "rb_march": (rb_march, T.void(f32, *STENCIL, i64, i64, i64, i64, T.float32, b1, i64)),
-    "rb_tile 32x16": (
-        rb_tile(np.float32, 32, 16),
-        T.void(f32, f32, *STENCIL, i64, i64, i64, T.float32, b1, i64),
-    ),
-    "rb_tile 32x8": (
-        rb_tile(np.float32, 32, 8),
-        T.void(f32, f32, *STENCIL, i64, i64, i64, T.float32, b1, i64),
-    ),
-    "rb_pair 32x8": (
-        rb_pair(np.float32, 32, 8, False, K.DIAG_FACES),
-        T.void(f32, f32, *STENCIL[:-1], i64, i64, i64, i64, T.float32, i64),
-    ),
-    "rb_pair 32x16": (
-        rb_pair(np.float32, 32, 16, False, K.DIAG_FACES),
-        T.void(f32, f32, *STENCIL[:-1], i64, i64, i64, i64, T.float32, i64),
-    ),
-    "rb_pair 32x16 salt": (
-        rb_pair(np.float32, 32, 16, False, K.DIAG_FACES_SHIFT),
-        T.void(f32, f32, *STENCIL[:-1], i64, i64, i64, i64, T.float32, i64),
-    ),
-    "rb_pair 32x16 periodic": (
-        rb_pair(np.float32, 32, 16, True, K.DIAG_FACES),
-        T.void(f32, f32, *STENCIL[:-1], i64, i64, i64, i64, T.float32, i64),
-    ),
     "jacobi_point": (K.jacobi_point, T.void(f32, f32, *STENCIL, i64, i64, i64, T.float32, b1)),
+    **{f"rb_tile 32x{bj}": (rb_tile(np.float32, 32, bj), TILE_SIG) for bj in (16, 8)},
+    **{
+        f"rb_pair 32x{bj}{label}": (rb_pair(np.float32, 32, bj, periodic, dmode), PAIR_SIG)
+        for bj, label, periodic, dmode in (
+            (8, "", False, K.DIAG_FACES),
+            (16, "", False, K.DIAG_FACES),
+            (16, " salt", False, K.DIAG_FACES_SHIFT),
+            (16, " periodic", True, K.DIAG_FACES),
+        )
+    },
     # the float64 operator of a refined solve (pbsolver.backends.ProblemOperator)
     "operator_sumsq": (
         K.operator_reduction(32, 8),
