@@ -640,7 +640,7 @@ def check_force_radial_sums():
     from pbsolver.backends.cuda import forces as gpu
 
     rng = ctx().rng
-    points = rng.uniform(-4.0, 4.0, (70, 3))
+    points = rng.uniform(-4.0, 4.0, (3, 70))
     weights = rng.normal(size=70)
     centres = rng.uniform(-3.0, 3.0, (3, 3))
     radii = rng.uniform(1.0, 2.0, 3)
@@ -651,6 +651,31 @@ def check_force_radial_sums():
     want = cpu.debye_huckel_sums(points, weights, centres, radii, 0.12, 78.5, 2.0)
     close(gpu.debye_huckel_sums(points, weights, centres, radii, 0.12, 78.5, 2.0), want, 1e-12,
           "Debye-Huckel")  # fmt: skip
+
+
+def check_force_sensitivities():
+    """μ = ∂G/∂φ_c, ∂G/∂f of the faces and the weighted nodes against the CPU loops."""
+    from pbsolver.backends.cpu import forces as cpu
+    from pbsolver.backends.cuda import forces as gpu
+
+    rng = ctx().rng
+    shape, spacing = (5, 4, 3), (0.5, 0.6, 0.7)
+    lam, phi = rng.normal(size=shape), rng.normal(size=shape)
+    phic = rng.normal(size=shape).astype(np.float32)
+    phic[2, 1, 1] = np.inf  # a charge on a node: its faces' sensitivities are zero
+    faces = tuple(rng.uniform(2.0, 80.0, shape).astype(np.float32) for _ in range(3))
+    kappa2 = rng.uniform(0.0, 0.8, shape).astype(np.float32)
+    for k2, what in ((kappa2, "with salt"), (None, "without salt")):
+        want = cpu.coulomb_sensitivity(lam, faces, k2, 2.0, spacing)
+        close(gpu.coulomb_sensitivity(lam, faces, k2, 2.0, spacing), want, 1e-12, f"mu {what}")
+    want = cpu.fraction_sensitivities(lam, phic, phi, faces, spacing, 1 / 80.0 - 1 / 2.0)
+    got = gpu.fraction_sensitivities(lam, phic, phi, faces, spacing, 1 / 80.0 - 1 / 2.0)
+    for a in range(3):
+        close(got[a], want[a], 1e-12, f"fraction sensitivity, axis {a}")
+    field = np.where(rng.uniform(size=shape) < 0.5, rng.normal(size=shape), 0.0)
+    for g, w in zip(gpu.grid_nodes(field, (-1.0, 0.5, 2.0), spacing),
+                    cpu.grid_nodes(field, (-1.0, 0.5, 2.0), spacing), strict=True):  # fmt: skip
+        close(g, w, 0.0, "weighted nodes")
 
 
 CHECKS = sorted(name for name in dir() if name.startswith("check_"))

@@ -13,8 +13,8 @@ from analytic import born, kirkwood
 import pbsolver as pb
 import pbsolver.forces
 from pbsolver.forces import solvation_forces
-from pbsolver.forces.coulomb import coulomb_sensitivity
-from pbsolver.forces.dielectric import smoothing_transpose
+from pbsolver.forces.coulomb import boundary_sensitivity, coulomb_sensitivity, node_points
+from pbsolver.forces.dielectric import fraction_sensitivities, smoothing_transpose
 from pbsolver.forces.differences import central_difference_forces
 from pbsolver.forces.interpolation import interpolation_gradient, interpolation_transpose
 from pbsolver.forces.ionic import ionic_gradient
@@ -239,6 +239,60 @@ def test_adjoint_pieces_are_transposes():
     lhs = sum(float((x * y).sum()) for x, y in zip(M.smooth_fractions(*f), g, strict=True))
     rhs_ = sum(float((x * y).sum()) for x, y in zip(f, smoothing_transpose(*g), strict=True))
     assert lhs == pytest.approx(rhs_, rel=1e-12)
+
+
+def test_sensitivity_kernels_match_the_array_formulas():
+    """μ, ν, ∂G/∂f and the weighted nodes from the compiled loops equal their array formulas."""
+    rng = np.random.default_rng(11)
+    shape, spacing = (7, 6, 5), (0.5, 0.45, 0.6)
+    grid = pb.Grid(shape, spacing=spacing, origin=(-1.0, 2.0, 0.5))
+    faces = tuple(rng.uniform(2.0, 80.0, shape).astype(np.float32) for _ in range(3))
+    kappa2 = np.where(rng.uniform(size=shape) < 0.6, 0.8, 0.0).astype(np.float32)
+    phic = rng.normal(size=shape)
+    phic[3, 2, 2] = np.inf  # a charge on a node: its six faces are ε_c, κ̄² zero there
+    for axis, face in enumerate(faces):
+        face[3, 2, 2] = 2.0
+        face[tuple(np.subtract((3, 2, 2), np.eye(3, dtype=int)[axis]))] = 2.0
+    kappa2[3, 2, 2] = 0.0
+    lam = rng.normal(size=shape)
+    lam[[0, -1]] = lam[:, [0, -1]] = lam[:, :, [0, -1]] = 0.0
+    phi = rng.normal(size=shape)
+    for k2 in (kappa2, None):
+        problem = pb.Problem(grid, None, phic, 2.0, epsilon_faces=faces, kappa2=k2)
+        want = np.zeros(shape)
+        for axis, (face, h) in enumerate(zip(faces, spacing, strict=True)):
+            term = (face.astype(np.float64) - 2.0) / (h * h) * (np.roll(lam, -1, axis) - lam)
+            want += term - np.roll(term, 1, axis)
+        if k2 is not None:
+            want -= k2.astype(np.float64) * lam
+        np.testing.assert_allclose(coulomb_sensitivity(problem, lam), want, rtol=1e-13,
+                                   atol=1e-13 * np.abs(want).max())  # fmt: skip
+        spread = rng.normal(size=shape)
+        want_nu = np.zeros(shape)
+        for axis, (face, h) in enumerate(zip(faces, spacing, strict=True)):
+            c = face.astype(np.float64) / (h * h)
+            want_nu += c * np.roll(lam, -1, axis) + np.roll(c * lam, 1, axis)
+        want_nu += spread
+        want_nu[1:-1, 1:-1, 1:-1] = 0.0
+        np.testing.assert_allclose(boundary_sensitivity(problem, lam, spread), want_nu,
+                                   rtol=1e-13, atol=1e-13)  # fmt: skip
+    slope = 1.0 / 80.0 - 1.0 / 2.0
+    total = phic + phi
+    with np.errstate(invalid="ignore"):
+        for axis, (got, face, h) in enumerate(zip(
+            fraction_sensitivities(problem, phi, lam, 2.0, 80.0), faces, spacing, strict=True
+        )):  # fmt: skip
+            s = (lam - np.roll(lam, -1, axis)) * (np.roll(total, -1, axis) - total) / (h * h)
+            want = np.where(np.isfinite(s), s, 0.0) * face.astype(np.float64) ** 2 * slope
+            np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-13 * np.abs(want).max())
+            assert np.isfinite(got).all()
+    field = np.where(rng.uniform(size=shape) < 0.3, rng.normal(size=shape), 0.0)
+    pts, w = node_points(grid, field, np)
+    idx = np.flatnonzero(field)
+    ijk = np.stack(np.unravel_index(idx, shape))
+    np.testing.assert_array_equal(pts, np.asarray(grid.origin)[:, None]
+                                  + ijk * np.asarray(spacing)[:, None])  # fmt: skip
+    np.testing.assert_array_equal(w, field.reshape(-1)[idx])
 
 
 # ---------------------------------------------------------------------- forces vs differences

@@ -36,48 +36,54 @@ from pbsolver.exceptions import InputError
 from pbsolver.molecule.maps import COULOMB_KJ
 
 
-def coulomb_sensitivity(problem, lam):
-    """μ = ∂G/∂φ_c at every node, equation (1) of the module (``lam`` zero on fixed nodes)."""
+def coulomb_sensitivity(problem, lam, faces=None):
+    """μ = ∂G/∂φ_c at every node, equation (1) of the module (``lam`` zero on fixed nodes).
+
+    ``faces``: the problem's face permittivities, if already at hand (any float dtype: the
+    kernels form w in float64).
+    """
     xp = array_module(lam)
-    eps_c = problem.eps_cavity
-    mu = xp.zeros(problem.grid.shape)
-    faces = problem.face_permittivities(xp.float64)
-    for axis, (face, h) in enumerate(zip(faces, problem.grid.spacing, strict=True)):
-        term = (face - eps_c) / (h * h) * (xp.roll(lam, -1, axis=axis) - lam)
-        mu += term
-        mu -= xp.roll(term, 1, axis=axis)
-    if problem.kappa2 is not None:
-        mu -= xp.asarray(problem.kappa2, dtype=xp.float64) * lam
-    return mu
+    if faces is None:
+        faces = problem.epsilon_faces or problem.face_permittivities(xp.float64)
+    kappa2 = None if problem.kappa2 is None else xp.asarray(problem.kappa2)
+    return force_loops(xp).coulomb_sensitivity(lam, faces, kappa2, problem.eps_cavity,
+                                               problem.grid.spacing)  # fmt: skip
 
 
-def boundary_sensitivity(problem, lam, spread):
-    """ν = ∂G/∂g on the outer layer (zero inside), equation (3); ``spread`` is ½ Iᵀq."""
+def boundary_sensitivity(problem, lam, spread, faces=None):
+    """ν = ∂G/∂g on the outer layer (zero inside), equation (3); ``spread`` is ½ Iᵀq.
+
+    Only the unknown neighbour across the face perpendicular to a fixed node's side couples to
+    it (its other neighbours are fixed, λ = 0 there), so ν is formed on the six sides alone.
+    ``faces``: the problem's face permittivities, if already at hand (any float dtype).
+    """
     xp = array_module(lam)
+    if faces is None:
+        faces = problem.epsilon_faces or problem.face_permittivities(xp.float64)
     nu = xp.zeros(problem.grid.shape)
-    faces = problem.face_permittivities(xp.float64)
     for axis, (face, h) in enumerate(zip(faces, problem.grid.spacing, strict=True)):
-        c = face / (h * h)
-        nu += c * xp.roll(lam, -1, axis=axis) + xp.roll(c * lam, 1, axis=axis)
+        n = lam.shape[axis]
+        # the low side's node 0 couples to node 1 through face 0; the high side's node n − 1 to
+        # node n − 2 through face n − 2
+        for node, inner in ((0, 1), (n - 1, n - 2)):
+            at = (slice(None),) * axis
+            c = xp.asarray(face[(*at, min(node, inner))], dtype=xp.float64) / (h * h)
+            nu[(*at, node)] += c * lam[(*at, inner)]
     nu += spread
     nu[1:-1, 1:-1, 1:-1] = 0.0
     return nu
 
 
 def node_points(grid, field, xp):
-    """Coordinates (m, 3) and values (m,) of the nodes where ``field`` is nonzero."""
-    flat = field.reshape(-1)
-    idx = xp.flatnonzero(flat)
-    ijk = xp.stack(xp.unravel_index(idx, grid.shape), axis=1)
-    pts = xp.asarray(grid.origin) + ijk * xp.asarray(grid.spacing)
-    return pts, flat[idx]
+    """Coordinates (3, m), one row per axis, and values (m,) of the nodes where ``field`` ≠ 0."""
+    return force_loops(xp).grid_nodes(field, grid.origin, grid.spacing)
 
 
-def radial_sums(xp):
-    """The compiled radial sums for arrays of ``xp``: the CPU loops, or the CUDA ones on CuPy.
+def force_loops(xp):
+    """The compiled force loops for arrays of ``xp``: the CPU ones, or the CUDA ones on CuPy.
 
-    Both modules have ``coulomb_sums`` and ``debye_huckel_sums`` (the formulas of
-    :mod:`pbsolver.backends.bodies.forces`).
+    Both modules have ``coulomb_sums``, ``debye_huckel_sums``, ``coulomb_sensitivity`` and
+    ``grid_nodes`` (the formulas of :mod:`pbsolver.backends.bodies.forces`).
     """
     if xp is np:
         from pbsolver.backends.cpu import forces
@@ -94,7 +100,7 @@ def coulomb_gradient(atoms, grid, mu, eps_cavity, *, box=None):
     pos = xp.asarray(atoms.positions[charged], dtype=xp.float64)
     q = xp.asarray(atoms.charges[charged], dtype=xp.float64)
     out = xp.zeros((len(atoms), 3))
-    g = radial_sums(xp).coulomb_sums(pts, w, pos, box)
+    g = force_loops(xp).coulomb_sums(pts, w, pos, box)
     out[xp.asarray(charged)] = (COULOMB_KJ / eps_cavity) * q[:, None] * g
     return out
 
@@ -115,7 +121,7 @@ def boundary_gradient(atoms, grid, nu, physics, kind):
         raise InputError(f"boundary kind must be 'mdh', 'sdh' or 'zero', got {kind!r}")
     pts, w = node_points(grid, nu, xp)
     kappa, eps_out, eps_c = physics.kappa, physics.eps_out, physics.eps_in
-    sums = radial_sums(xp)
+    sums = force_loops(xp)
     if kind == "mdh":
         # ∂g/∂r_i = −k q_i T'(r)(r_n − r_i)/r: the sum of −T'(r)/r (r_n − r_i)
         radii = atoms.radii + physics.ion_radius
@@ -133,7 +139,7 @@ def boundary_gradient(atoms, grid, nu, physics, kind):
     radius = float(reach[top])
     total = float(np.sum(atoms.charges))
     ca = xp.asarray(c)[None, :]
-    rel = pts - ca
+    rel = pts.T - ca
     big_r = xp.sqrt((rel * rel).sum(axis=1))
     s = xp.exp(-kappa * (big_r - radius)) / (eps_out * (1.0 + kappa * radius) * big_r)
     kq = COULOMB_KJ * total
@@ -156,6 +162,6 @@ __all__ = [
     "boundary_sensitivity",
     "coulomb_gradient",
     "coulomb_sensitivity",
+    "force_loops",
     "node_points",
-    "radial_sums",
 ]

@@ -24,38 +24,26 @@ from __future__ import annotations
 import numpy as np
 
 from pbsolver.arrays import array_module
+from pbsolver.forces.coulomb import force_loops
 from pbsolver.forces.lines import periodic_owners, union_gradient
 from pbsolver.forces.ses import ses_gradient
 from pbsolver.forces.smooth import smooth_gradient
 from pbsolver.molecule.maps import image_cutoff, reentrant_probe
 
 
-def face_sensitivities(problem, phi, lam):
-    """∂G/∂ε_face of every face, ``(sx, sy, sz)`` in (kJ mol⁻¹) per unit permittivity.
+def fraction_sensitivities(problem, phi, lam, eps_in, eps_out):
+    """∂G/∂f of every face's edge fraction (that the faces were made from): ``(sx, sy, sz)``.
 
-    Equation (1) of the module; zero where Φ is not finite (a charge on a node, inside faces of
-    ε_c whose fraction cannot move).
+    Equations (1) and (2) of the module, in kJ mol⁻¹ per unit fraction; zero where Φ is not
+    finite (a charge on a node, inside faces of ε_c whose fraction cannot move).
     """
     xp = array_module(phi)
-    total = xp.asarray(problem.phi_coulomb, dtype=xp.float64) + phi
-    out = []
-    for axis, h in enumerate(problem.grid.spacing):
-        dlam = lam - xp.roll(lam, -1, axis=axis)
-        with _quiet(xp):
-            dphi = xp.roll(total, -1, axis=axis) - total
-            s = dlam * dphi / (h * h)
-        out.append(xp.where(xp.isfinite(s), s, 0.0))
-    return tuple(out)
-
-
-def fraction_sensitivities(problem, phi, lam, eps_in, eps_out):
-    """∂G/∂f of every face's edge fraction (the fraction the faces were made from)."""
-    xp = array_module(phi)
-    slope = 1.0 / eps_out - 1.0 / eps_in
-    faces = problem.face_permittivities(xp.float64)
-    return tuple(
-        s * f * f * slope for s, f in zip(face_sensitivities(problem, phi, lam), faces, strict=True)
-    )
+    faces = problem.epsilon_faces or problem.face_permittivities(xp.float64)
+    return force_loops(xp).fraction_sensitivities(
+        xp.asarray(lam, dtype=xp.float64), xp.asarray(problem.phi_coulomb),
+        xp.asarray(phi, dtype=xp.float64), faces, problem.grid.spacing,
+        1.0 / eps_out - 1.0 / eps_in,
+    )  # fmt: skip
 
 
 def smoothing_transpose(gx, gy, gz):
@@ -110,24 +98,8 @@ def dielectric_gradient(atoms, problem, phi, lam, physics, *, box=None, ses_step
     return grad
 
 
-class _quiet:
-    """``numpy.errstate(invalid="ignore")`` around inf − inf where a charge sits on a node."""
-
-    def __init__(self, xp):
-        self._ctx = np.errstate(invalid="ignore", over="ignore") if xp is np else None
-
-    def __enter__(self):
-        if self._ctx is not None:
-            self._ctx.__enter__()
-
-    def __exit__(self, *exc):
-        if self._ctx is not None:
-            self._ctx.__exit__(*exc)
-
-
 __all__ = [
     "dielectric_gradient",
-    "face_sensitivities",
     "fraction_sensitivities",
     "smoothing_transpose",
 ]

@@ -1,9 +1,13 @@
-"""Plain-Python bodies of the force sums: one (point, centre) pair of a radial direct sum.
+"""Plain-Python bodies of the force sums and of the sensitivities they read.
 
 The forces' φ_c and Debye–Hückel terms (:mod:`pbsolver.forces.coulomb`) are sums over grid
-nodes p with weights w_p of f(|p − c_i|) (p − c_i) for every atom i. These bodies give f; the CPU
-loops of :mod:`pbsolver.backends.cpu.forces` compile them with ``numba.njit`` (on CuPy arrays the
-forces use array code instead). Importing this module imports no numba.
+nodes p with weights w_p of f(|p − c_i|) (p − c_i) for every atom i. These bodies give f for one
+(node, centre) pair; the weights of the φ_c term are μ = ∂G/∂φ_c at a node
+(:func:`coulomb_sensitivity_body`); the dielectric term reads ∂G/∂f of every face's edge
+fraction (:func:`fraction_sensitivity_body`). The CPU loops of
+:mod:`pbsolver.backends.cpu.forces` compile them with ``numba.njit``, the CUDA kernels of
+:mod:`pbsolver.backends.cuda.forces` with ``numba.cuda.jit(device=True)``. Importing this module
+imports no numba.
 """
 
 from __future__ import annotations
@@ -55,3 +59,52 @@ def make_radial_term(inverse_cube, dh_slope, image):
         return f * dx, f * dy, f * dz
 
     return radial_term_body
+
+
+def coulomb_sensitivity_body(lam, fx, fy, fz, kappa2, salt, i, j, k, eps_c, cx, cy, cz):
+    """μ at node (i, j, k): Σ_axes [w_s (λ_{s+1} − λ_s) − w_{s−1} (λ_s − λ_{s−1})] − κ̄²_s λ_s.
+
+    ``fx, fy, fz``: face permittivities, face ``s`` between nodes ``s`` and ``s + 1`` (wrapping
+    at the last layer); w = (face − ``eps_c``)·c with c = 1/h² of the axis (``cx, cy, cz``).
+    Neighbours wrap around (λ is zero on a Dirichlet grid's outer layer, so the wrapped terms
+    vanish there). ``salt``: whether ``kappa2`` is read. Float32 maps are read as float64 (as
+    numba types the mixed arithmetic; ``float()`` makes the simulator do the same).
+    """
+    nx, ny, nz = lam.shape
+    here = lam[i, j, k]
+    ip, im = (i + 1) % nx, (i - 1 + nx) % nx
+    jp, jm = (j + 1) % ny, (j - 1 + ny) % ny
+    kp, km = (k + 1) % nz, (k - 1 + nz) % nz
+    mu = (float(fx[i, j, k]) - eps_c) * cx * (lam[ip, j, k] - here)
+    mu -= (float(fx[im, j, k]) - eps_c) * cx * (here - lam[im, j, k])
+    mu += (float(fy[i, j, k]) - eps_c) * cy * (lam[i, jp, k] - here)
+    mu -= (float(fy[i, jm, k]) - eps_c) * cy * (here - lam[i, jm, k])
+    mu += (float(fz[i, j, k]) - eps_c) * cz * (lam[i, j, kp] - here)
+    mu -= (float(fz[i, j, km]) - eps_c) * cz * (here - lam[i, j, km])
+    if salt:
+        mu -= float(kappa2[i, j, k]) * here
+    return mu
+
+
+def fraction_sensitivity_body(lam, phic, phi, face, axis, i, j, k, c, slope):
+    """∂G/∂f of the face along ``axis`` at node (i, j, k) (to node + 1, wrapping at the end).
+
+    (λ_s − λ_s')(Φ_s' − Φ_s)·c · ε²·``slope`` with Φ = φ_c + φ, c = 1/h² and ``slope`` =
+    1/ε_out − 1/ε_in (:mod:`pbsolver.forces.dielectric`, equations (1) and (2)); zero where it
+    is not finite (a charge on a node).
+    """
+    nx, ny, nz = lam.shape
+    ip, jp, kp = i, j, k
+    if axis == 0:
+        ip = (i + 1) % nx
+    elif axis == 1:
+        jp = (j + 1) % ny
+    else:
+        kp = (k + 1) % nz
+    d_lam = lam[i, j, k] - lam[ip, jp, kp]
+    d_phi = (float(phic[ip, jp, kp]) + phi[ip, jp, kp]) - (float(phic[i, j, k]) + phi[i, j, k])
+    s = d_lam * d_phi * c
+    if not math.isfinite(s):
+        return 0.0
+    f = float(face[i, j, k])
+    return s * f * f * slope

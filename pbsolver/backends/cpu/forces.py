@@ -1,7 +1,8 @@
 """Numba CPU loops of the force sums (bodies in :mod:`pbsolver.backends.bodies.forces`).
 
 Each atom (centre) is one parallel work item summing over every weighted grid node in order, so
-the result does not depend on the thread count.
+the result does not depend on the thread count. Also μ = ∂G/∂φ_c at every node and the
+weighted nodes' coordinates (:func:`grid_nodes`), which those sums read.
 """
 
 from __future__ import annotations
@@ -19,6 +20,87 @@ _dh_slope = njit(**_JIT, fastmath=_FM, inline="always")(B.debye_huckel_slope_bod
 _image = njit(**_JIT, fastmath=_FM, inline="always")(B.minimum_image_body)
 _term = njit(**_JIT, fastmath=_FM, inline="always")(B.make_radial_term(_inverse_cube, _dh_slope,
                                                                         _image))  # fmt: skip
+_sensitivity = njit(**_JIT, inline="always")(B.coulomb_sensitivity_body)
+_fraction = njit(**_JIT, inline="always")(B.fraction_sensitivity_body)
+
+
+@njit(**_JIT, parallel=True)
+def _fraction_sensitivities(lam, phic, phi, fx, fy, fz, cx, cy, cz, slope, ox, oy, oz):
+    nx, ny, nz = lam.shape
+    for i in prange(nx):
+        for j in range(ny):
+            for k in range(nz):
+                ox[i, j, k] = _fraction(lam, phic, phi, fx, 0, i, j, k, cx, slope)
+                oy[i, j, k] = _fraction(lam, phic, phi, fy, 1, i, j, k, cy, slope)
+                oz[i, j, k] = _fraction(lam, phic, phi, fz, 2, i, j, k, cz, slope)
+
+
+def fraction_sensitivities(lam, phi_coulomb, phi, faces, spacing, slope):
+    """∂G/∂f of every face (:func:`pbsolver.forces.dielectric.fraction_sensitivities`).
+
+    ``lam`` and ``phi`` float64; ``phi_coulomb`` and ``faces`` any float dtype (formed in
+    float64); ``slope`` = 1/ε_out − 1/ε_in.
+    """
+    out = tuple(np.empty(lam.shape) for _ in range(3))
+    c = [1.0 / (h * h) for h in spacing]
+    _fraction_sensitivities(*(np.ascontiguousarray(a) for a in (lam, phi_coulomb, phi, *faces)),
+                            *c, float(slope), *out)  # fmt: skip
+    return out
+
+
+@njit(**_JIT, parallel=True)
+def _coulomb_sensitivity(lam, fx, fy, fz, kappa2, salt, eps_c, cx, cy, cz, out):
+    nx, ny, nz = lam.shape
+    for i in prange(nx):
+        for j in range(ny):
+            for k in range(nz):
+                out[i, j, k] = _sensitivity(lam, fx, fy, fz, kappa2, salt, i, j, k, eps_c, cx, cy,
+                                            cz)  # fmt: skip
+
+
+def coulomb_sensitivity(lam, faces, kappa2, eps_cavity, spacing):
+    """μ = ∂G/∂φ_c at every node (:func:`pbsolver.forces.coulomb.coulomb_sensitivity`).
+
+    ``faces``: the three face-permittivity arrays (any float dtype); ``kappa2`` None without
+    salt; ``lam`` float64.
+    """
+    out = np.empty(lam.shape)
+    salt = kappa2 is not None
+    c = [1.0 / (h * h) for h in spacing]
+    _coulomb_sensitivity(np.ascontiguousarray(lam, dtype=np.float64),
+                         *(np.ascontiguousarray(f) for f in faces),
+                         np.ascontiguousarray(kappa2) if salt else lam, salt, float(eps_cavity),
+                         *c, out)  # fmt: skip
+    return out
+
+
+@njit(**_JIT)
+def _grid_nodes(flat, shape, origin, spacing, points, weights):
+    m = 0
+    ny, nz = shape[1], shape[2]
+    for p in range(flat.size):
+        w = flat[p]
+        if w != 0.0:
+            i = p // (ny * nz)
+            rest = p - i * ny * nz
+            j = rest // nz
+            k = rest - j * nz
+            points[0, m] = origin[0] + i * spacing[0]
+            points[1, m] = origin[1] + j * spacing[1]
+            points[2, m] = origin[2] + k * spacing[2]
+            weights[m] = w
+            m += 1
+
+
+def grid_nodes(field, origin, spacing):
+    """Coordinates (3, m), one row per axis, and values (m,) of the nodes where ``field`` ≠ 0."""
+    flat = np.ascontiguousarray(field, dtype=np.float64).reshape(-1)
+    m = int(np.count_nonzero(flat))
+    points, weights = np.empty((3, m)), np.empty(m)
+    _grid_nodes(flat, np.asarray(field.shape, dtype=np.int64),
+                np.asarray(origin, dtype=np.float64), np.asarray(spacing, dtype=np.float64),
+                points, weights)  # fmt: skip
+    return points, weights
 
 
 @njit(**_JIT, parallel=True, fastmath=_FM)
@@ -48,7 +130,7 @@ def _sums(points, weights, centres, box=None, radii=None, kappa=0.0, eps_out=1.0
     out = np.zeros((len(centres), 3))
     periodic = box is not None
     mdh = radii is not None
-    _radial_sums(np.ascontiguousarray(np.asarray(points, dtype=np.float64).T),
+    _radial_sums(np.ascontiguousarray(points, dtype=np.float64),
                  np.ascontiguousarray(weights, dtype=np.float64),
                  np.ascontiguousarray(centres, dtype=np.float64),
                  np.asarray(box if periodic else (1.0, 1.0, 1.0), dtype=np.float64), periodic, mdh,
@@ -58,10 +140,16 @@ def _sums(points, weights, centres, box=None, radii=None, kappa=0.0, eps_out=1.0
 
 
 def coulomb_sums(points, weights, centres, box=None):
-    """Σ_p w_p (p − c_i)/|p − c_i|³ for every centre (nearest image with ``box``): (n, 3)."""
+    """Σ_p w_p (p − c_i)/|p − c_i|³ for every centre (nearest image with ``box``): (n, 3).
+
+    ``points`` is (3, m), one row per axis (as :func:`grid_nodes` gives them).
+    """
     return _sums(points, weights, centres, box)
 
 
 def debye_huckel_sums(points, weights, centres, radii, kappa, eps_out, eps_cavity):
-    """Σ_p w_p (−T_i'(r)/r)(p − c_i) of the "mdh" terms for every centre: (n, 3)."""
+    """Σ_p w_p (−T_i'(r)/r)(p − c_i) of the "mdh" terms for every centre: (n, 3).
+
+    ``points`` is (3, m), one row per axis.
+    """
     return _sums(points, weights, centres, None, radii, kappa, eps_out, 1.0 / float(eps_cavity))

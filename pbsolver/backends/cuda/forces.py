@@ -3,8 +3,10 @@
 The CUDA twins of :func:`pbsolver.backends.cpu.forces.coulomb_sums` and
 :func:`~pbsolver.backends.cpu.forces.debye_huckel_sums`: one block per centre, its threads
 striding over the weighted nodes, then a fixed-order tree reduction in shared memory, so the
-result does not depend on scheduling. Device arrays in (CuPy, or NumPy under numba's
-simulator), an array of the same library out. Compiled lazily on first launch.
+result does not depend on scheduling; and of
+:func:`~pbsolver.backends.cpu.forces.coulomb_sensitivity` (one thread a node) and
+:func:`~pbsolver.backends.cpu.forces.grid_nodes` (array code). Device arrays in (CuPy, or NumPy
+under numba's simulator), an array of the same library out. Compiled lazily on first launch.
 """
 
 from __future__ import annotations
@@ -14,11 +16,80 @@ from numba import cuda
 
 from pbsolver.arrays import array_module
 from pbsolver.backends.bodies import forces as B
-from pbsolver.backends.launch_sizes import FINISH_THREADS
+from pbsolver.backends.launch_sizes import FINISH_THREADS, THREADS
 
 _dev = cuda.jit(device=True)
 _term = _dev(B.make_radial_term(_dev(B.inverse_cube_body), _dev(B.debye_huckel_slope_body),
                                 _dev(B.minimum_image_body)))  # fmt: skip
+_sensitivity = _dev(B.coulomb_sensitivity_body)
+_fraction = _dev(B.fraction_sensitivity_body)
+
+
+def _node(p, shape):
+    """Node (i, j, k) of flat index ``p`` in C order."""
+    ny, nz = shape[1], shape[2]
+    return p // (ny * nz), (p // nz) % ny, p % nz
+
+
+_node_dev = _dev(_node)
+
+
+@cuda.jit
+def _k_fraction_sensitivities(lam, phic, phi, fx, fy, fz, cx, cy, cz, slope, ox, oy, oz):
+    p = cuda.grid(1)
+    if p >= lam.size:
+        return
+    i, j, k = _node_dev(p, lam.shape)
+    ox[i, j, k] = _fraction(lam, phic, phi, fx, 0, i, j, k, cx, slope)
+    oy[i, j, k] = _fraction(lam, phic, phi, fy, 1, i, j, k, cy, slope)
+    oz[i, j, k] = _fraction(lam, phic, phi, fz, 2, i, j, k, cz, slope)
+
+
+def fraction_sensitivities(lam, phi_coulomb, phi, faces, spacing, slope):
+    """∂G/∂f of every face; see :func:`pbsolver.backends.cpu.forces.fraction_sensitivities`."""
+    xp = array_module(lam)
+    out = tuple(xp.empty(lam.shape) for _ in range(3))
+    c = [1.0 / (h * h) for h in spacing]
+    blocks = (lam.size + THREADS - 1) // THREADS
+    _k_fraction_sensitivities[blocks, THREADS](
+        *(xp.ascontiguousarray(a) for a in (lam, phi_coulomb, phi, *faces)), *c, float(slope),
+        *out,
+    )  # fmt: skip
+    return out
+
+
+@cuda.jit
+def _k_coulomb_sensitivity(lam, fx, fy, fz, kappa2, salt, eps_c, cx, cy, cz, out):
+    p = cuda.grid(1)
+    if p >= lam.size:
+        return
+    i, j, k = _node_dev(p, lam.shape)
+    out[i, j, k] = _sensitivity(lam, fx, fy, fz, kappa2, salt, i, j, k, eps_c, cx, cy, cz)
+
+
+def coulomb_sensitivity(lam, faces, kappa2, eps_cavity, spacing):
+    """μ = ∂G/∂φ_c at every node; see :func:`pbsolver.backends.cpu.forces.coulomb_sensitivity`."""
+    xp = array_module(lam)
+    lam = xp.ascontiguousarray(lam, dtype=xp.float64)
+    out = xp.empty(lam.shape)
+    salt = kappa2 is not None
+    c = [1.0 / (h * h) for h in spacing]
+    blocks = (lam.size + THREADS - 1) // THREADS
+    _k_coulomb_sensitivity[blocks, THREADS](
+        lam, *(xp.ascontiguousarray(f) for f in faces),
+        xp.ascontiguousarray(kappa2) if salt else lam, salt, float(eps_cavity), *c, out,
+    )  # fmt: skip
+    return out
+
+
+def grid_nodes(field, origin, spacing):
+    """Coordinates (3, m) and values (m,) of the nodes where ``field`` ≠ 0 (array code)."""
+    xp = array_module(field)
+    flat = field.reshape(-1)
+    idx = xp.flatnonzero(flat)
+    ijk = xp.unravel_index(idx, field.shape)
+    points = xp.stack([origin[a] + ijk[a] * spacing[a] for a in range(3)])
+    return points, flat[idx].astype(xp.float64)
 
 
 @cuda.jit
@@ -61,7 +132,7 @@ def _sums(points, weights, centres, box=None, radii=None, kappa=0.0, eps_out=1.0
     xp = array_module(points)
     n = len(centres)
     out = xp.zeros((n, 3))
-    if n == 0 or points.shape[0] == 0:
+    if n == 0 or points.shape[1] == 0:
         return out
     periodic = box is not None
     mdh = radii is not None
@@ -70,7 +141,7 @@ def _sums(points, weights, centres, box=None, radii=None, kappa=0.0, eps_out=1.0
         return xp.ascontiguousarray(xp.asarray(a, dtype=xp.float64))
 
     _k_radial_sums[n, FINISH_THREADS](
-        dev(xp.asarray(points).T), dev(weights), dev(centres),
+        dev(points), dev(weights), dev(centres),
         dev(box if periodic else (1.0, 1.0, 1.0)), periodic, mdh,
         dev(radii if mdh else np.zeros(n)), float(kappa), float(eps_out), float(inv_c), out,
     )  # fmt: skip
@@ -87,4 +158,10 @@ def debye_huckel_sums(points, weights, centres, radii, kappa, eps_out, eps_cavit
     return _sums(points, weights, centres, None, radii, kappa, eps_out, 1.0 / float(eps_cavity))
 
 
-__all__ = ["coulomb_sums", "debye_huckel_sums"]
+__all__ = [
+    "coulomb_sensitivity",
+    "coulomb_sums",
+    "debye_huckel_sums",
+    "fraction_sensitivities",
+    "grid_nodes",
+]
