@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.append(str(Path(__file__).resolve().parents[1]))  # an installed or PYTHONPATH tree first
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from md_pipeline import device_info  # noqa: E402
