@@ -14,7 +14,10 @@ problem's :class:`~pbsolver.backends.ProblemOperator`). Each phase solves A e = 
 float32 with r = b − A x from the float64 operator and ends when its residual has dropped by
 ``PHASE_REDUCTION``, reached the overall threshold, or stalled; then x += e and the true
 residual is recomputed in float64. So rtol far below float32's floor is reached, and holds
-for the float64 operator.
+for the float64 operator. Within a phase, a method that keeps its own residual (MG-CG's
+recurrence r, ``method.residual_norm()``) is measured by that instead of a pass of the
+operator: a phase reduces the residual by at most ``PHASE_REDUCTION``, far above the float32
+drift of a recurrence, and the float64 residual after the phase decides again.
 """
 
 from __future__ import annotations
@@ -174,6 +177,7 @@ class IterationLoop:
     def _phase(self, st, x, threshold, phase_start, refine):
         """Iterate on (st, x) until this phase ends; return (residual norm, stop reason)."""
         best, since_best = phase_start, 0
+        kept = getattr(self.method, "residual_norm", None) if refine and self.norm is None else None
         # SOR with ω near 2 lets the residual grow for O(n) sweeps before it falls, so a stall
         # is only called after STAGNATION_CHECKS checks without a 1 % gain.
         target = max(threshold, self.PHASE_REDUCTION * phase_start) if refine else threshold
@@ -181,7 +185,7 @@ class IterationLoop:
             count = min(self.check_every, self.maxiter - self.iterations)
             self.method.step(count)
             self.iterations += count
-            rnorm = self._norm(st, x)
+            rnorm = kept() if kept is not None else self._norm(st, x)
             self._record(rnorm)
             reason = self._stop_reason(rnorm, threshold)
             if reason in ("nan", "diverged", "maxiter"):
