@@ -443,16 +443,17 @@ def _accessible_fraction(atoms, grid, ion_radius, s, box, backend):
         pos, rad = periodic_images(pos, rad, box, grid.origin, rad.max() + 1.0)
     x, y, _ = grid.axes()
     hx, hy, hz = grid.spacing
-    covered = np.zeros(grid.shape)
+    line_sets = []
     for a in range(s):
         for b in range(s):
             us = x + ((a + 0.5) / s - 0.5) * hx
             vs = y + ((b + 0.5) / s - 0.5) * hy
-            bins = line_bins(pos, rad, 2, us, vs)
-            covered += _union_lines(
-                backend, grid.shape, 2, us, vs, grid.origin[2] - 0.5 * hz, hz, grid.shape[2],
-                pos, rad, bins,
-            )  # fmt: skip
+            line_sets.append((us, vs, line_bins(pos, rad, 2, us, vs)))
+    # the s² sets summed by the kernels into one array (on the device where they run)
+    covered = _run(
+        backend, "the ion-accessible map's sphere-union lines", "sphere_union_sets", grid.shape,
+        2, line_sets, grid.origin[2] - 0.5 * hz, hz, grid.shape[2], pos, rad,
+    )  # fmt: skip
     covered /= s * s
     # a covered cell sums its pieces to 1 ± a rounding error: snapped, its κ̄² is exactly zero
     # (the nonlinear equation multiplies κ̄² by sinh of the potential deep inside the solute)

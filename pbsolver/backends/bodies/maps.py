@@ -46,6 +46,7 @@ MAP_KERNELS = (
     "neighbour_lists",
     "ses_features",
     "sphere_union_lines",
+    "sphere_union_sets",
     "ses_lines",
     "coulomb_sum",
     "debye_huckel_points",

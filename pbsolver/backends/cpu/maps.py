@@ -108,6 +108,20 @@ def sphere_union_lines(out_shape, axis, us, vs, t0, h, nbins, pos, radius, bins)
     return out
 
 
+def sphere_union_sets(out_shape, axis, line_sets, t0, h, nbins, pos, radius):
+    """The sum of :func:`sphere_union_lines` over several sets of lines, in one array.
+
+    ``line_sets`` is a sequence of ``(us, vs, bins)``, each set's lines and atom bins; the
+    kernel adds every set's coverage into the same bins, in the sets' order (the ion-accessible
+    map's subsampled lines across each cell).
+    """
+    out = np.zeros(out_shape)
+    for us, vs, bins in line_sets:
+        union_lines_kernel(out, _NO_RECORD, False, axis, us, vs, float(t0), float(h), int(nbins),
+                           pos, radius, *bins)  # fmt: skip
+    return out
+
+
 # ---------------------------------------------------------------------- SES precomputation
 @njit(**_JIT)
 def _cells(pos, size):

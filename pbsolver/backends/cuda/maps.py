@@ -252,15 +252,22 @@ def check_overflow(overflow, what):
 
 def sphere_union_lines(out_shape, axis, us, vs, t0, h, nbins, pos, radius, bins):
     """CUDA :func:`.cpu.maps.sphere_union_lines` (same arguments, NumPy result)."""
+    return sphere_union_sets(out_shape, axis, [(us, vs, bins)], t0, h, nbins, pos, radius)
+
+
+def sphere_union_sets(out_shape, axis, line_sets, t0, h, nbins, pos, radius):
+    """CUDA :func:`.cpu.maps.sphere_union_sets`: the sets summed on the device, one copy back."""
     out = device_zeros(out_shape)
     overflow = device_zeros(1, np.int64)
-    u0, v0, bsize, nbu, nbv, bstart, border = bins
     maxr = float(radius.max()) if radius.size else 0.0
-    _k_sphere_union_lines[blocks(len(us) * len(vs)), THREADS](
-        out, axis, device_copy(us), device_copy(vs), float(t0), float(h), int(nbins),
-        device_copy(pos), device_copy(radius), maxr, float(u0), float(v0), float(bsize),
-        int(nbu), int(nbv), device_copy(bstart), device_copy(border), overflow,
-    )  # fmt: skip
+    pos_d, radius_d = device_copy(pos), device_copy(radius)
+    for us, vs, bins in line_sets:
+        u0, v0, bsize, nbu, nbv, bstart, border = bins
+        _k_sphere_union_lines[blocks(len(us) * len(vs)), THREADS](
+            out, axis, device_copy(us), device_copy(vs), float(t0), float(h), int(nbins), pos_d,
+            radius_d, maxr, float(u0), float(v0), float(bsize), int(nbu), int(nbv),
+            device_copy(bstart), device_copy(border), overflow,
+        )  # fmt: skip
     check_overflow(overflow, "a grid line meets more spheres")
     return host_copy(out)
 
