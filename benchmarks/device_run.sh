@@ -398,6 +398,22 @@ elif [ "${1:-single}" = "s21" ] || [ "${1:-single}" = "s22" ]; then  # one solve
       python3 benchmarks/forces_cost.py $FORCE_ARGS --json "$R/forces_${s}_base.json"
     step "forces_$s" 200 python3 benchmarks/forces_cost.py $FORCE_ARGS --json "$R/forces_$s.json"
   done
+  # APBS="glob" [APBS_CPU=json of apbs_suite.py on the CPU, for APBS's times beside]: those
+  # inputs through pb.apbs.run in one process (RUNS runs each; BASE=1: the library in .gpu/base
+  # first), and with OWN=1 through pbsolver apbs, one process an input
+  if [ -n "${APBS:-}" ]; then
+    [ -n "${BASE:-}" ] && PYTHONPATH=/tmp/site:$PWD/.gpu/base step apbs_inprocess_base 300 \
+      python3 benchmarks/apbs_inprocess.py benchmarks/apbs_inputs --only "$APBS" \
+      --skip "${APBS_SKIP:-}" --backend cuda --runs ${RUNS:-3} \
+      ${APBS_CPU:+--apbs-json "$APBS_CPU"} --json "$R/apbs_inprocess_base.json"
+    step apbs_inprocess 300 python3 benchmarks/apbs_inprocess.py benchmarks/apbs_inputs \
+      --only "$APBS" --skip "${APBS_SKIP:-}" --backend cuda --runs ${RUNS:-3} \
+      ${APBS_CPU:+--apbs-json "$APBS_CPU"} --json "$R/apbs_inprocess.json" \
+      --markdown "$R/apbs_inprocess.md"
+    [ -n "${OWN:-}" ] && step apbs_own_process 300 python3 benchmarks/apbs_suite.py \
+      benchmarks/apbs_inputs --only "$APBS" --no-apbs --backend cuda \
+      --json "$R/apbs_own_process.json" --markdown "$R/apbs_own_process.md"
+  fi
   [ -n "${TESTS:-}" ] && step gpu_tests 330 python3 -m pytest -n 4 -m gpu -q -p no:cacheprovider \
     -W ignore::Warning -rs $([ "${TESTS}" = 1 ] || echo "${TESTS}")
 elif [ "${1:-single}" = "multi" ]; then

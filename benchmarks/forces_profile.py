@@ -1,0 +1,72 @@
+"""Where an exact-forces frame's force time goes: cProfile of ``solvation_forces`` in a calculator.
+
+A :class:`pbsolver.ReactionFieldCalculator` with ``forces="exact"`` (general engine, warm
+starts) runs ``--warmup`` frames, then ``--frames`` more with only
+:func:`pbsolver.forces.solvation_forces` profiled (the maps and the forward solve are not); the
+functions are listed by cumulative time per frame. The same set-up as
+``benchmarks/forces_cost.py`` (peptide, h 0.5 Å, 0.15 M, margin 8 Å).
+
+    python benchmarks/forces_profile.py --surface mol --top 30
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import pstats
+import sys
+from pathlib import Path
+
+sys.path.append(str(Path(__file__).resolve().parents[1]))  # an installed or PYTHONPATH tree first
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from trajectory import frames_of  # noqa: E402
+
+import pbsolver as pb  # noqa: E402
+import pbsolver.forces as forces_module  # noqa: E402
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--pqr", default=str(pb.data.path("peptide.pqr")))
+    p.add_argument("--surface", choices=["svdw", "vdw", "mol", "smol"], default="mol")
+    p.add_argument("--spacing", type=float, default=0.5)
+    p.add_argument("--salt", type=float, default=0.15)
+    p.add_argument("--backend", choices=["cpu", "cuda"], default="cpu")
+    p.add_argument("--frames", type=int, default=5)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--top", type=int, default=30)
+    args = p.parse_args(argv)
+
+    atoms = pb.read_pqr(args.pqr)
+    frames = frames_of(atoms, args.frames + args.warmup, drift=0.005, wiggle=0.01)
+    calc = pb.ReactionFieldCalculator(
+        atoms, forces="exact", engine="general", spacing=args.spacing, surface=args.surface,
+        ionic_strength=args.salt, backend=args.backend, rtol=1e-6, margin=8.0, skin=2.0,
+        map_options={"maps_backend": args.backend},
+    )  # fmt: skip
+    for pos in frames[: args.warmup]:
+        calc.compute(pos)
+    profile = cProfile.Profile()
+    forces = forces_module.solvation_forces  # the calculator imports it from here per frame
+
+    def profiled(*a, **k):
+        profile.enable()
+        try:
+            return forces(*a, **k)
+        finally:
+            profile.disable()
+
+    forces_module.solvation_forces = profiled
+    try:
+        for pos in frames[args.warmup :]:
+            calc.compute(pos)
+    finally:
+        forces_module.solvation_forces = forces
+    print(f"{Path(args.pqr).name}: {len(atoms)} atoms, surface {args.surface}, backend "
+          f"{args.backend}; cumulative seconds over {args.frames} frames")  # fmt: skip
+    pstats.Stats(profile).sort_stats("cumulative").print_stats(args.top)
+
+
+if __name__ == "__main__":
+    main()
