@@ -343,18 +343,22 @@ def smooth_fractions(fx, fy, fz):
     Each face is averaged with the 8 faces of the other two orientations at distance h/√2
     (harmonic averaging of ε is arithmetic averaging of 1/ε, which is linear in f). Wraps
     around at the grid's ends (the outer faces of a Dirichlet grid lie in pure solvent).
+
+    The fractions are those of :func:`face_fractions` before smoothing: in [0, 1] and snapped
+    (:func:`snap_fractions`). One compiled loop over the nodes does it, the MD engine's per-node
+    body (:mod:`pbsolver.backends.bodies.frames`), which reads each fraction through that snap
+    (no change to snapped ones); float64 NumPy arrays out.
     """
-    f = (fx, fy, fz)
-    out = []
-    for a in range(3):
-        s = f[a]
-        # the face's own value, then per other orientation b the four b-faces around it:
-        # (0, 0), (+1 along b), (−1 along a), (−1 along a, +1 along b)
-        for b in (b for b in range(3) if b != a):
-            down = np.roll(f[b], -1, axis=a)
-            s = s + f[b] + np.roll(f[b], 1, axis=b) + down + np.roll(down, 1, axis=b)
-        out.append(s / 9.0)
-    return tuple(out)
+    from pbsolver.backends.cpu.frame_ses import smooth
+
+    f = [np.ascontiguousarray(a, dtype=np.float64) for a in (fx, fy, fz)]
+    if not f[0].shape == f[1].shape == f[2].shape or f[0].ndim != 3:
+        raise InputError(f"smooth_fractions needs three 3D arrays of one shape, got "
+                         f"{[a.shape for a in f]}")  # fmt: skip
+    out = tuple(np.empty_like(f[0]) for _ in range(3))
+    nx, ny, nz = f[0].shape
+    smooth(*f, *out, 1, nx, ny, nz, nx)  # one block of nx planes
+    return out
 
 
 def snap_fractions(f):
