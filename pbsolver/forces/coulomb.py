@@ -36,30 +36,31 @@ from pbsolver.exceptions import InputError
 from pbsolver.molecule.maps import COULOMB_KJ
 
 
-def coulomb_sensitivity(problem, lam, faces=None):
-    """μ = ∂G/∂φ_c at every node, equation (1) of the module (``lam`` zero on fixed nodes).
+def face_maps(problem, xp):
+    """The problem's face permittivities: its face maps as stored, or made from its node map.
 
-    ``faces``: the problem's face permittivities, if already at hand (any float dtype: the
-    kernels form w in float64).
+    Any float dtype: the force loops read them in float64.
     """
+    return problem.epsilon_faces or problem.face_permittivities(xp.float64)
+
+
+def coulomb_sensitivity(problem, lam):
+    """μ = ∂G/∂φ_c at every node, equation (1) of the module (``lam`` zero on fixed nodes)."""
     xp = array_module(lam)
-    if faces is None:
-        faces = problem.epsilon_faces or problem.face_permittivities(xp.float64)
+    faces = face_maps(problem, xp)
     kappa2 = None if problem.kappa2 is None else xp.asarray(problem.kappa2)
     return force_loops(xp).coulomb_sensitivity(lam, faces, kappa2, problem.eps_cavity,
                                                problem.grid.spacing)  # fmt: skip
 
 
-def boundary_sensitivity(problem, lam, spread, faces=None):
+def boundary_sensitivity(problem, lam, spread):
     """ν = ∂G/∂g on the outer layer (zero inside), equation (3); ``spread`` is ½ Iᵀq.
 
     Only the unknown neighbour across the face perpendicular to a fixed node's side couples to
     it (its other neighbours are fixed, λ = 0 there), so ν is formed on the six sides alone.
-    ``faces``: the problem's face permittivities, if already at hand (any float dtype).
     """
     xp = array_module(lam)
-    if faces is None:
-        faces = problem.epsilon_faces or problem.face_permittivities(xp.float64)
+    faces = face_maps(problem, xp)
     nu = xp.zeros(problem.grid.shape)
     for axis, (face, h) in enumerate(zip(faces, problem.grid.spacing, strict=True)):
         n = lam.shape[axis]
@@ -162,6 +163,7 @@ __all__ = [
     "boundary_sensitivity",
     "coulomb_gradient",
     "coulomb_sensitivity",
+    "face_maps",
     "force_loops",
     "node_points",
 ]

@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from pbsolver.arrays import array_module
-from pbsolver.forces.coulomb import force_loops
+from pbsolver.forces.coulomb import face_maps, force_loops
 from pbsolver.forces.lines import periodic_owners, union_gradient
 from pbsolver.forces.ses import ses_gradient
 from pbsolver.forces.smooth import smooth_gradient
@@ -38,7 +38,7 @@ def fraction_sensitivities(problem, phi, lam, eps_in, eps_out):
     finite (a charge on a node, inside faces of ε_c whose fraction cannot move).
     """
     xp = array_module(phi)
-    faces = problem.epsilon_faces or problem.face_permittivities(xp.float64)
+    faces = face_maps(problem, xp)
     return force_loops(xp).fraction_sensitivities(
         xp.asarray(lam, dtype=xp.float64), xp.asarray(problem.phi_coulomb),
         xp.asarray(phi, dtype=xp.float64), faces, problem.grid.spacing,

@@ -177,7 +177,10 @@ class IterationLoop:
     def _phase(self, st, x, threshold, phase_start, refine):
         """Iterate on (st, x) until this phase ends; return (residual norm, stop reason)."""
         best, since_best = phase_start, 0
-        kept = getattr(self.method, "residual_norm", None) if refine and self.norm is None else None
+        # a method's own residual (MG-CG's recurrence) measures the phase: see the module
+        own_norm = getattr(self.method, "residual_norm", None)
+        if not refine or self.norm is not None:
+            own_norm = None
         # SOR with ω near 2 lets the residual grow for O(n) sweeps before it falls, so a stall
         # is only called after STAGNATION_CHECKS checks without a 1 % gain.
         target = max(threshold, self.PHASE_REDUCTION * phase_start) if refine else threshold
@@ -185,7 +188,7 @@ class IterationLoop:
             count = min(self.check_every, self.maxiter - self.iterations)
             self.method.step(count)
             self.iterations += count
-            rnorm = kept() if kept is not None else self._norm(st, x)
+            rnorm = own_norm() if own_norm is not None else self._norm(st, x)
             self._record(rnorm)
             reason = self._stop_reason(rnorm, threshold)
             if reason in ("nan", "diverged", "maxiter"):
