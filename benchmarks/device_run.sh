@@ -275,14 +275,6 @@ elif [ "${1:-single}" = "s15" ]; then  # fifteenth session: MM/PBSA frames (npz:
     benchmarks/mmpbsa_frames.py run .gpu/fkbp_frames.npz --backend cuda --frames 32 --batch 32 \
     --profile 60 --json "$R/mmpbsa_sync_profile.json"
   # TESTS=1: every GPU test; TESTS="tests/a.py tests/b.py": those files' GPU tests
-  # FORCES="svdw mol": exact-forces frames against energy-only ones (colipase, 0.5 Å, one frame
-  # a call), with BASE=1 the library in .gpu/base first
-  for s in ${FORCES:-}; do
-    FORCE_ARGS="--backend cuda --maps-backend cuda --surface $s --pqr data/1lpb_chainA.pqr --spacing 0.5"
-    [ -n "${BASE:-}" ] && PYTHONPATH=/tmp/site:$PWD/.gpu/base step "forces_${s}_base" 200 \
-      python3 benchmarks/forces_cost.py $FORCE_ARGS --json "$R/forces_${s}_base.json"
-    step "forces_$s" 200 python3 benchmarks/forces_cost.py $FORCE_ARGS --json "$R/forces_$s.json"
-  done
   [ -n "${TESTS:-}" ] && step gpu_tests 330 python3 -m pytest -n 4 -m gpu -q -p no:cacheprovider \
     -W ignore::Warning -rs $([ "${TESTS}" = 1 ] || echo "${TESTS}")
   # SES="P1 P2 …": the SES step's launches, the line kernel cut into each count of pieces (0:
@@ -320,14 +312,6 @@ elif [ "${1:-single}" = "s19" ]; then  # nineteenth session: device time per ker
     --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy \
     --section LaunchStats --section ComputeWorkloadAnalysis --section WarpStateStats \
     python3 $MMRUN --frames 32 --copies 1 --cuda-profile
-  # FORCES="svdw mol": exact-forces frames against energy-only ones (colipase, 0.5 Å, one frame
-  # a call), with BASE=1 the library in .gpu/base first
-  for s in ${FORCES:-}; do
-    FORCE_ARGS="--backend cuda --maps-backend cuda --surface $s --pqr data/1lpb_chainA.pqr --spacing 0.5"
-    [ -n "${BASE:-}" ] && PYTHONPATH=/tmp/site:$PWD/.gpu/base step "forces_${s}_base" 200 \
-      python3 benchmarks/forces_cost.py $FORCE_ARGS --json "$R/forces_${s}_base.json"
-    step "forces_$s" 200 python3 benchmarks/forces_cost.py $FORCE_ARGS --json "$R/forces_$s.json"
-  done
   [ -n "${TESTS:-}" ] && step gpu_tests 330 python3 -m pytest -n 4 -m gpu -q -p no:cacheprovider \
     -W ignore::Warning -rs $([ "${TESTS}" = 1 ] || echo "${TESTS}")
 elif [ "${1:-single}" = "s20" ]; then  # twentieth session: the fused red-black sweep ("pair")
@@ -350,14 +334,6 @@ elif [ "${1:-single}" = "s20" ]; then  # twentieth session: the fused red-black 
     $SOLVERS --methods sor mgcg mg-V --sor-max 129 --no-cupy-cg --profile ${PROFILE:-30} \
     --repeat ${REPEAT:-0} \
     --json "$R/gpu_solvers.json"
-  # FORCES="svdw mol": exact-forces frames against energy-only ones (colipase, 0.5 Å, one frame
-  # a call), with BASE=1 the library in .gpu/base first
-  for s in ${FORCES:-}; do
-    FORCE_ARGS="--backend cuda --maps-backend cuda --surface $s --pqr data/1lpb_chainA.pqr --spacing 0.5"
-    [ -n "${BASE:-}" ] && PYTHONPATH=/tmp/site:$PWD/.gpu/base step "forces_${s}_base" 200 \
-      python3 benchmarks/forces_cost.py $FORCE_ARGS --json "$R/forces_${s}_base.json"
-    step "forces_$s" 200 python3 benchmarks/forces_cost.py $FORCE_ARGS --json "$R/forces_$s.json"
-  done
   [ -n "${TESTS:-}" ] && step gpu_tests 330 python3 -m pytest -n 4 -m gpu -q -p no:cacheprovider \
     -W ignore::Warning -rs $([ "${TESTS}" = 1 ] || echo "${TESTS}")
 elif [ "${1:-single}" = "s21" ] || [ "${1:-single}" = "s22" ]; then  # one solve's device time, by kernel
