@@ -406,26 +406,26 @@ def test_mgcg_phases_are_measured_by_the_recurrence_residual(rng, monkeypatch):
 
     p = problem_with_odd_shapes(rng, (33, 30, 27), boundary="dirichlet", salt=True)
     be = CPUBackend()
-    calls = {"kept": 0, "operator": 0}
-    kept, operator = MGCG.residual_norm, CPUBackend.residual_norm
+    calls = {"own": 0, "operator": 0}
+    own, operator = MGCG.residual_norm, CPUBackend.residual_norm
 
-    def counted_kept(self):
-        calls["kept"] += 1
-        return kept(self)
+    def counted_own(self):
+        calls["own"] += 1
+        return own(self)
 
     def counted_operator(self, st, x):
         calls["operator"] += 1
         return operator(self, st, x)
 
-    monkeypatch.setattr(MGCG, "residual_norm", counted_kept)
+    monkeypatch.setattr(MGCG, "residual_norm", counted_own)
     monkeypatch.setattr(CPUBackend, "residual_norm", counted_operator)
     res = pb.Solver(method="mgcg", backend=be, rtol=1e-6).solve(p)
     assert res.converged and op.relative_residual(p, res.phi_rf) <= 1e-6
-    assert calls["kept"] == res.iterations  # one check an iteration, none by the operator
+    assert calls["own"] == res.iterations  # one check an iteration, none by the operator
     # float64 (no refinement): the loop measures b − A x with the operator at every check
-    calls.update(kept=0, operator=0)
+    calls.update(own=0, operator=0)
     res = pb.Solver(method="mgcg", backend=be, rtol=1e-6, dtype=np.float64).solve(p)
-    assert res.converged and calls["kept"] == 0 and calls["operator"] >= res.iterations
+    assert res.converged and calls["own"] == 0 and calls["operator"] >= res.iterations
 
 
 def sphere_map(n, rng):

@@ -102,10 +102,7 @@ def sphere_union_lines(out_shape, axis, us, vs, t0, h, nbins, pos, radius, bins)
     axis order); bin k spans [t0 + k h, t0 + (k + 1) h). ``bins`` are the atoms' 2D bins
     across the axis (``u0, v0, size, nbu, nbv, start, order``).
     """
-    out = np.zeros(out_shape)
-    union_lines_kernel(out, _NO_RECORD, False, axis, us, vs, float(t0), float(h), int(nbins), pos,
-                       radius, *bins)  # fmt: skip
-    return out
+    return sphere_union_sets(out_shape, axis, [(us, vs, bins)], t0, h, nbins, pos, radius)
 
 
 def sphere_union_sets(out_shape, axis, line_sets, t0, h, nbins, pos, radius):
