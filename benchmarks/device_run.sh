@@ -336,7 +336,11 @@ elif [ "${1:-single}" = "s20" ]; then  # twentieth session: the fused red-black 
     --json "$R/gpu_solvers.json"
   [ -n "${TESTS:-}" ] && step gpu_tests 330 python3 -m pytest -n 4 -m gpu -q -p no:cacheprovider \
     -W ignore::Warning -rs $([ "${TESTS}" = 1 ] || echo "${TESTS}")
-elif [ "${1:-single}" = "s21" ] || [ "${1:-single}" = "s22" ]; then  # one solve's device time, by kernel
+elif [ "${1:-single}" = "s21" ] || [ "${1:-single}" = "s22" ] || [ "${1:-single}" = "s23" ]; then
+  # one solve's device time, by kernel, and the parts named below
+  # COULOMB=1: the general maps' CUDA φ_c kernels side by side (s23)
+  [ -n "${COULOMB:-}" ] && step coulomb_map 200 python3 benchmarks/coulomb_map_cuda.py \
+    --json "$R/coulomb_map.json"
   # NCU_SOLVE="257 513": one repeated MG-CG solve of each size under ncu, a table by kernel;
   # TESTS=1 | "files": the GPU tests
   NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)

@@ -61,6 +61,19 @@ for name, box in (("coulomb", None), ("coulomb_periodic", (9 * 0.8, 8 * 0.9, 10 
     out[name] = float(np.abs(cpu[fin] / gpu[fin] - 1).max())
     out[name + "_inf"] = int((~fin).sum())
     out[name + "_same_inf"] = bool(np.array_equal(cpu[~fin], gpu[~fin]))
+# the tiled open-boundary φ_c over several tiles of atoms (THREADS is 32 here), a last tile
+# part full, and a charge on a node whose opposite charge sits on it too (∞ − ∞)
+many = pb.Atoms(rng.uniform(origin - 2.0, origin + half * 2 + 2.0, (45, 3)),
+                rng.normal(0.0, 0.6, 45), np.ones(45))  # fmt: skip
+cpu = maps.coulomb_potential(many, grid, 2.0, backend=cpu_be)
+gpu = maps.coulomb_potential(many, grid, 2.0, backend=gpu_be)
+out["coulomb_tiles"] = float(np.abs(gpu - cpu).max() / np.abs(cpu).max())
+two = pb.Atoms(np.array([c[1], c[1]]), np.array([0.4, -0.4]), np.ones(2))
+try:
+    maps.coulomb_potential(two, grid, 2.0, backend=gpu_be)
+    out["opposite_on_node"] = "no error"
+except pb.InputError as exc:
+    out["opposite_on_node"] = str(exc)
 for kind in ("mdh", "sdh"):
     cpu = maps.boundary_values(atoms, grid, 2.0, 78.54, 0.1, kind=kind, backend=cpu_be)
     gpu = maps.boundary_values(atoms, grid, 2.0, 78.54, 0.1, kind=kind, backend=gpu_be)
@@ -167,6 +180,8 @@ def test_cuda_salt_coulomb_boundary_match_cpu(results):
         assert results[name] < 1e-12
         # the atom on a node and the one a rounding error off it: ±inf on both backends
         assert results[name + "_inf"] == 2 and results[name + "_same_inf"]
+    assert results["coulomb_tiles"] < 1e-13
+    assert "opposite sign" in results["opposite_on_node"]
     assert results["boundary_mdh"] < 1e-12
     assert results["boundary_sdh"] < 1e-12
 
