@@ -140,6 +140,10 @@ def test_focus_values_interpolate_the_coarse_field(rng):
     pts = np.stack(np.broadcast_arrays(fx, fy, fz), axis=-1).reshape(-1, 3)
     want = interpolate(coarse, field, pts).reshape(fine.shape)
     np.testing.assert_allclose(focus_values(fine, coarse, field), want, rtol=1e-12, atol=1e-12)
+    # on a grid's own nodes (binary spacings: exact cell positions; the last node clamped
+    # into the last cell): the field itself
+    exact = pb.Grid(coarse.shape, spacing=(0.5, 0.25, 1.0), origin=(0.0, 0.0, 0.0))
+    np.testing.assert_array_equal(focus_values(exact, exact, field), field)
     with pytest.raises(pb.InputError, match="sticks out"):
         focus_values(coarse, fine, field)
     with pytest.raises(pb.InputError, match="coarse field has shape"):

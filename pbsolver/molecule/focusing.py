@@ -277,24 +277,23 @@ def focus_values(fine: Grid, coarse: Grid, coarse_phi_rf) -> np.ndarray:
     InputError
         ``fine`` not inside ``coarse``, or a field of the wrong shape.
     """
+    from pbsolver.backends.cpu.sampling import tensor_lerp
+
     check_nested([coarse, fine])
     f = np.ascontiguousarray(to_numpy(coarse_phi_rf), dtype=np.float64)
     if f.shape != coarse.shape:
         raise InputError(f"coarse field has shape {f.shape}, its grid needs {coarse.shape}")
-    # trilinear weights are a product over the axes, so the interpolation is three 1-D passes
-    # (the fine nodes lie on a tensor grid); the cells and clamping are the sampling body's
-    # (pbsolver.backends.bodies.sampling.cell_of)
-    out = f
-    for axis, (ax, o, h) in enumerate(zip(fine.axes(), coarse.origin, coarse.spacing,
-                                          strict=True)):  # fmt: skip
-        n = coarse.shape[axis]
+    # trilinear weights are a product over the axes and the fine nodes lie on a tensor grid:
+    # per axis, each fine coordinate's coarse cell and weight; the cells and clamping are the
+    # sampling body's (pbsolver.backends.bodies.sampling.cell_of)
+    cells, weights = [], []
+    for ax, o, h, n in zip(fine.axes(), coarse.origin, coarse.spacing, coarse.shape,
+                           strict=True):  # fmt: skip
         s = np.clip((ax - o) / h, 0.0, n - 1.0)
         i0 = np.clip(np.floor(s).astype(np.int64), 0, max(n - 2, 0))
-        w = (s - i0).reshape([-1 if a == axis else 1 for a in range(3)])
-        lo = np.take(out, i0, axis=axis)
-        hi = np.take(out, np.minimum(i0 + 1, n - 1), axis=axis)
-        out = lo * (1.0 - w) + hi * w
-    return np.ascontiguousarray(out)
+        cells.append(i0)
+        weights.append(s - i0)
+    return tensor_lerp(f, cells, weights)
 
 
 def screened_values(values, fine: Grid, coarse_level, fine_phi_c, fine_kappa2) -> np.ndarray:
@@ -324,25 +323,28 @@ def screened_values(values, fine: Grid, coarse_level, fine_phi_c, fine_kappa2) -
         Dirichlet values.
     """
     from pbsolver.backends.cpu.sampling import sample_points
+    from pbsolver.molecule.maps import outer_layer_points
 
     coarse = coarse_level.grid
     check_nested([coarse, fine])
-    total = to_numpy(coarse_level.problem.phi_coulomb) + to_numpy(coarse_level.result.phi_rf)
-    total = np.ascontiguousarray(np.where(np.isfinite(total), total, np.nan), dtype=np.float64)
-    outer = np.zeros(fine.shape, dtype=bool)
-    outer[[0, -1], :, :] = outer[:, [0, -1], :] = outer[:, :, [0, -1]] = True
-    idx = np.nonzero(outer & (to_numpy(fine_kappa2) > 0))
     out = np.array(values, dtype=np.float64)
-    if idx[0].size == 0:
+    layer, pts = outer_layer_points(fine)
+    ions = np.ravel(to_numpy(fine_kappa2))[layer] > 0
+    if not ions.any():
         return out
+    layer, pts = layer[ions], pts[ions]
     # the nodes in the coarse grid's node units, clipped onto it as in focus_values
-    pts = np.stack([o + h * i for o, h, i in zip(fine.origin, fine.spacing, idx, strict=True)], 1)
     node = (pts - np.asarray(coarse.origin)) / np.asarray(coarse.spacing)
     node = np.clip(node, 0.0, np.asarray(coarse.shape, dtype=float) - 1.0)
-    screened = sample_points(total, coarse.spacing, node, False)[:, 0]
-    screened = screened - to_numpy(fine_phi_c)[idx]
+    # the coarse total φ_c + φ_rf, sampled as its two terms (interpolation is linear); a
+    # non-finite φ_c on a cell's node (a charge on it) makes the sum there NaN or ±inf
+    total = sum(
+        sample_points(to_numpy(field), coarse.spacing, node, False)[:, 0]
+        for field in (coarse_level.problem.phi_coulomb, coarse_level.result.phi_rf)
+    )
+    screened = total - np.ravel(to_numpy(fine_phi_c))[layer]
     ok = np.isfinite(screened)
-    out[tuple(i[ok] for i in idx)] = screened[ok]
+    out.reshape(-1)[layer[ok]] = screened[ok]
     return out
 
 
