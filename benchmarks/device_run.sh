@@ -379,14 +379,14 @@ elif [ "${1:-single}" = "s21" ] || [ "${1:-single}" = "s22" ] || [ "${1:-single}
     step "forces_$s" 200 python3 benchmarks/forces_cost.py $FORCE_ARGS --json "$R/forces_$s.json"
   done
   # APBS="glob" [APBS_CPU=json of apbs_suite.py on the CPU, for APBS's times beside]: those
-  # inputs through pb.apbs.run in one process (RUNS runs each; BASE=1: the library in .gpu/base
+  # inputs through pb.apbs.run in one process (RUNS runs each, APBS_LIMIT s in all; BASE=1: the library in .gpu/base
   # first), and with OWN=1 through pbsolver apbs, one process an input
   if [ -n "${APBS:-}" ]; then
     [ -n "${BASE:-}" ] && PYTHONPATH=/tmp/site:$PWD/.gpu/base step apbs_inprocess_base 300 \
       python3 benchmarks/apbs_inprocess.py benchmarks/apbs_inputs --only "$APBS" \
       --skip "${APBS_SKIP:-}" --backend cuda --runs ${RUNS:-3} \
       ${APBS_CPU:+--apbs-json "$APBS_CPU"} --json "$R/apbs_inprocess_base.json"
-    step apbs_inprocess 300 python3 benchmarks/apbs_inprocess.py benchmarks/apbs_inputs \
+    step apbs_inprocess ${APBS_LIMIT:-300} python3 benchmarks/apbs_inprocess.py benchmarks/apbs_inputs \
       --only "$APBS" --skip "${APBS_SKIP:-}" --backend cuda --runs ${RUNS:-3} \
       ${APBS_CPU:+--apbs-json "$APBS_CPU"} --json "$R/apbs_inprocess.json" \
       --markdown "$R/apbs_inprocess.md"

@@ -3,19 +3,21 @@
 The sum the analytic Coulomb energies of :mod:`pbsolver.molecule.energy` are made of, in
 float64, O(n·m) time and O(n) memory. Many pairs go to a numba kernel over both cores
 (:mod:`pbsolver.backends.cpu.pair_sums`); few stay in NumPy blocks, because numba's first use
-in a process (its import and its type registries) costs more than NumPy takes for
-:data:`NUMPY_PAIRS_MOST` pairs, and APBS inputs without a solve (point charges in a uniform
-medium) need nothing else from it (BENCHMARKS.md, eighteenth session, has the times). The
-choice depends on the sizes only, so a given input always takes the same path; the two paths
-differ by rounding.
+in a process (its import and its type registries) would cost more than NumPy takes for them,
+and APBS inputs without a solve (point charges in a uniform medium, tens of thousands of
+pairs) need nothing else from it. Every input that solves loads numba anyway, so the limit
+:data:`NUMPY_PAIRS_MOST` is kept well below the break-even of a process without numba: NumPy
+takes tens of milliseconds at the limit, the kernel a few (BENCHMARKS.md, eighteenth and
+twenty-third sessions, has the times). The choice depends on the sizes only, so a given input
+always takes the same path; the two paths differ by rounding.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-#: Up to this many pairs the sum runs in NumPy (numba's start-up would cost more).
-NUMPY_PAIRS_MOST = 1 << 22
+#: Up to this many pairs the sum runs in NumPy (see the module's docstring).
+NUMPY_PAIRS_MOST = 1 << 20
 #: Pairs whose distances a NumPy block holds at once (float64: 32 MiB).
 PAIR_BLOCK = 1 << 22
 
