@@ -68,6 +68,15 @@ many = pb.Atoms(rng.uniform(origin - 2.0, origin + half * 2 + 2.0, (45, 3)),
 cpu = maps.coulomb_potential(many, grid, 2.0, backend=cpu_be)
 gpu = maps.coulomb_potential(many, grid, 2.0, backend=gpu_be)
 out["coulomb_tiles"] = float(np.abs(gpu - cpu).max() / np.abs(cpu).max())
+# φ_c at points (the outer layer's sums): every node, the two atoms on nodes among them
+from pbsolver.backends.bodies.maps import on_node_tol2
+pts = np.stack([v.reshape(-1) for v in np.broadcast_arrays(*grid.coordinates())], axis=1)
+args = (pts, atoms.positions, atoms.charges, 700.0, on_node_tol2(grid.spacing))
+cpu = cpu_be.map_kernels().coulomb_points(*args)
+gpu = gpu_be.map_kernels().coulomb_points(*args)
+fin = np.isfinite(cpu)
+out["coulomb_points"] = float(np.abs(gpu[fin] - cpu[fin]).max() / np.abs(cpu[fin]).max())
+out["coulomb_points_inf"] = int((~fin).sum()) if np.array_equal(cpu[~fin], gpu[~fin]) else -1
 two = pb.Atoms(np.array([c[1], c[1]]), np.array([0.4, -0.4]), np.ones(2))
 try:
     maps.coulomb_potential(two, grid, 2.0, backend=gpu_be)
@@ -182,6 +191,7 @@ def test_cuda_salt_coulomb_boundary_match_cpu(results):
         assert results[name + "_inf"] == 2 and results[name + "_same_inf"]
     assert results["coulomb_tiles"] < 1e-13
     assert "opposite sign" in results["opposite_on_node"]
+    assert results["coulomb_points"] < 1e-13 and results["coulomb_points_inf"] == 2
     assert results["boundary_mdh"] < 1e-12
     assert results["boundary_sdh"] < 1e-12
 

@@ -621,6 +621,32 @@ def _homogeneous_atoms(rng, n=6):
     return pb.Atoms(pos, rng.uniform(-1.0, 1.0, n), rng.uniform(1.0, 2.0, n))
 
 
+def test_coulomb_points_is_the_maps_sum_at_any_point(rng):
+    # the outer layer's φ_c (coulomb="outer", the "sdh" and salt-free "mdh" values) is summed at
+    # points by the φ_c map's pair body: the map's values at the nodes, ±inf on (or within the
+    # on-node distance of) a charge, NaN for opposite charges there
+    from pbsolver.backends import get_backend
+    from pbsolver.backends.bodies.maps import on_node_tol2
+    from pbsolver.backends.cpu.backend import CPUBackend
+
+    a = random_cluster(rng, n=9)
+    g = odd_grid(a, rng, shape=(9, 11, 10))
+    node = np.asarray(g.origin) + np.array([4, 5, 3]) * np.asarray(g.spacing)
+    pos = a.positions.copy()
+    pos[1] = node + 1e-9 * min(g.spacing)  # within the on-node distance of a node
+    a = pb.Atoms(pos, a.charges, a.radii)
+    phi = maps.coulomb_potential(a, g, 2.0, backend=CPUBackend(coulomb="direct"))
+    pts = np.stack([c.reshape(-1) for c in np.broadcast_arrays(*g.coordinates())], axis=1)
+    points = get_backend("cpu").map_kernels().coulomb_points
+    tol2 = on_node_tol2(g.spacing)
+    got = points(pts, a.positions, a.charges, pb.COULOMB_KJ / 2.0, tol2).reshape(g.shape)
+    fin = np.isfinite(phi)
+    assert (~fin).sum() == 1 and np.array_equal(got[~fin], phi[~fin])
+    np.testing.assert_allclose(got[fin], phi[fin], rtol=1e-13)
+    two = pb.Atoms(np.array([node, node]), np.array([0.3, -0.3]), np.ones(2))
+    assert np.isnan(points(node[None], two.positions, two.charges, 1.0, tol2)[0])
+
+
 def test_coulomb_outer_layer_is_the_direct_sum_there_and_zero_inside(rng):
     atoms = _homogeneous_atoms(rng)
     grid = pb.Grid((17, 14, 19), spacing=0.7, origin=(-6.0, -5.0, -6.5))

@@ -356,7 +356,8 @@ class Backend:
 
         A :class:`pbsolver.backends.bodies.maps.MapKernels`: the same methods on every backend
         (``plane_bins``, ``neighbour_lists``, ``ses_features``, ``sphere_union_lines``,
-        ``sphere_union_sets``, ``ses_lines``, ``coulomb_sum``, ``debye_huckel_points``), NumPy
+        ``sphere_union_sets``, ``ses_lines``, ``coulomb_sum``, ``coulomb_points``,
+        ``debye_huckel_points``), NumPy
         arrays in and out.
         """
         raise NotImplementedError

@@ -41,7 +41,12 @@ import math
 import numpy as np
 
 from pbsolver.arrays import to_numpy
-from pbsolver.backends.bodies.maps import FRACTION_SNAP, LineCapacityError, plane_bins
+from pbsolver.backends.bodies.maps import (
+    FRACTION_SNAP,
+    LineCapacityError,
+    on_node_tol2,
+    plane_bins,
+)
 from pbsolver.exceptions import InputError
 from pbsolver.grid import Grid
 from pbsolver.molecule.apbs_surface import APBS_SURFACES, apbs_fractions
@@ -647,6 +652,11 @@ def boundary_values(
     exact = None
     if phi_coulomb is not None:
         exact = np.asarray(phi_coulomb, dtype=float).reshape(-1)[layer]
+    elif kind == "sdh" or kappa == 0.0:  # the exact sum on the layer, not the screened terms'
+        charged = q != 0
+        exact = backend.map_kernels().coulomb_points(
+            points, pos[charged], q[charged], COULOMB_KJ / eps_cavity, on_node_tol2(grid.spacing)
+        )
     if kind == "mdh":
         radii = atoms.radii + float(ion_radius)
         if exact is None:
@@ -662,10 +672,7 @@ def boundary_values(
         # screened sphere (1/ε_c → 0) plus the unscreened exact sum (1/ε_out → 0)
         vals = sums(points, c[None, :], np.array([q.sum()]), np.array([a]), kappa, COULOMB_KJ,
                     eps_out, math.inf)  # fmt: skip
-        if exact is None:
-            vals += sums(points, pos, q, atoms.radii, kappa, COULOMB_KJ, math.inf, eps_cavity)
-        else:
-            vals -= exact
+        vals -= exact
     out.reshape(-1)[layer] = vals
     return out
 
@@ -685,11 +692,9 @@ def coulomb_on_outer_layer(atoms, grid, eps_cavity=2.0, *, backend="cpu"):
         return out
     layer, points = outer_layer_points(grid)
     pos, q = atoms.positions[keep], np.asarray(atoms.charges[keep], dtype=float)
-    # the unscreened sum alone is the Debye–Hückel points' sum with 1/ε_out → 0, negated
-    vals = backend.map_kernels().debye_huckel_points(
-        points, pos, q, atoms.radii[keep], 0.0, COULOMB_KJ, math.inf, eps_cavity
+    out.reshape(-1)[layer] = backend.map_kernels().coulomb_points(
+        points, pos, q, COULOMB_KJ / eps_cavity, on_node_tol2(grid.spacing)
     )
-    out.reshape(-1)[layer] = -vals
     return out
 
 

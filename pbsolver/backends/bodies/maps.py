@@ -49,6 +49,7 @@ MAP_KERNELS = (
     "sphere_union_sets",
     "ses_lines",
     "coulomb_sum",
+    "coulomb_points",
     "debye_huckel_points",
 )
 

@@ -56,6 +56,7 @@ _line, _union_line, _ses_line = _S["line"], _S["union_line"], _S["ses_line"]
 _bin_count = _S["bin_count"]
 _count_arcs, _fill_circle = _S["count_arcs"], _S["fill_circle"]
 _coulomb_pair, _debye_huckel_node = _P["coulomb_pair"], _P["debye_huckel_node"]
+_coulomb_node = _P["coulomb_node"]
 plane_bins = B.plane_bins
 
 
@@ -401,6 +402,29 @@ def coulomb_sum(shape, origin, spacing, pos, q, scale, box=None, *, method="auto
         np.ascontiguousarray(pos, dtype=float), np.ascontiguousarray(q, dtype=float),
         float(scale), periodic, np.asarray(box if periodic else (1.0, 1.0, 1.0), float),
         B.on_node_tol2(spacing),
+    )  # fmt: skip
+    return out
+
+
+@njit(**_JIT, parallel=True)
+def _coulomb_points(out, points, rel, q, scale, tol2):
+    for p in prange(points.shape[0]):
+        out[p] = scale * _coulomb_node(rel, q, 0, points[p, 0], points[p, 1], points[p, 2], None,
+                                       tol2)  # fmt: skip
+
+
+def coulomb_points(points, pos, q, scale, tol2):
+    """scale · Σ_a q_a / |p − r_a| at each of ``points`` (m, 3), Å: φ_c where a map is not needed.
+
+    The pair body of :func:`coulomb_sum`: a point within √``tol2`` of a charged atom gets ±inf
+    (NaN for opposite charges), as a node does there with
+    :func:`~pbsolver.backends.bodies.maps.on_node_tol2` of the grid's spacing.
+    """
+    out = np.empty(len(points))
+    _coulomb_points(
+        out, np.ascontiguousarray(points, dtype=float),
+        np.ascontiguousarray(pos, dtype=float)[None], np.ascontiguousarray(q, dtype=float),
+        float(scale), float(tol2),
     )  # fmt: skip
     return out
 

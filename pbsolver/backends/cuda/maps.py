@@ -228,6 +228,14 @@ def _k_coulomb_on_nodes(out, origin, spacing, pos, q, tol2):
 
 
 @cuda.jit
+def _k_coulomb_points(out, points, rel, q, scale, tol2):
+    p = cuda.grid(1)
+    if p < points.shape[0]:
+        out[p] = scale * _coulomb_node(rel, q, 0, points[p, 0], points[p, 1], points[p, 2], None,
+                                       tol2)  # fmt: skip
+
+
+@cuda.jit
 def _k_debye_huckel_points(out, points, rel, q, radii, kappa, coulomb, eps_out, eps_cavity):
     p = cuda.grid(1)
     if p >= points.shape[0]:
@@ -427,6 +435,16 @@ def device_coulomb_sum(shape, origin, spacing, pos, q, scale, box=None):
     _k_coulomb_on_nodes[blocks(int(charged.sum())), THREADS](out, d_origin, d_spacing, d_pos,
                                                              d_q, tol2)  # fmt: skip
     return out
+
+
+def coulomb_points(points, pos, q, scale, tol2):
+    """CUDA :func:`.cpu.maps.coulomb_points` (same arguments, NumPy result)."""
+    out = device_empty(len(points))
+    _k_coulomb_points[blocks(len(points)), THREADS](
+        out, device_copy(np.asarray(points, float)), device_copy(np.asarray(pos, float)[None]),
+        device_copy(np.asarray(q, float)), float(scale), float(tol2),
+    )  # fmt: skip
+    return host_copy(out)
 
 
 def debye_huckel_points(points, pos, q, radii, kappa, coulomb, eps_out, eps_cavity):
