@@ -664,6 +664,38 @@ def test_coulomb_outer_layer_is_the_direct_sum_there_and_zero_inside(rng):
     np.testing.assert_allclose(got[outer], want[outer], rtol=1e-12)
 
 
+def test_the_outer_layer_of_a_complex_and_its_parts_reuses_the_kept_values(rng):
+    # as the φ_c maps: a complex after its two parts gets their sum, a part after its complex
+    # and the other part the difference; each equals its own sum to rounding
+    a = _homogeneous_atoms(rng, n=11)
+    grid = pb.Grid((13, 12, 14), spacing=0.8, origin=(-5.0, -4.5, -5.5))
+    order = rng.permutation(len(a.charges))
+    first, second = a[np.sort(order[:4])], a[np.sort(order[4:])]
+    own = {}
+    for name, atoms in (("complex", a), ("first", first), ("second", second)):
+        maps.clear_kept_maps()
+        own[name] = maps.coulomb_on_outer_layer(atoms, grid, 2.0)
+    maps.clear_kept_maps()
+    parts = maps.coulomb_on_outer_layer(first, grid, 2.0) + maps.coulomb_on_outer_layer(
+        second, grid, 2.0
+    )
+    summed = maps.coulomb_on_outer_layer(a, grid, 2.0)
+    np.testing.assert_array_equal(summed, parts)  # the sum, not a new one
+    scale = np.abs(own["complex"]).max()
+    np.testing.assert_allclose(summed, own["complex"], rtol=1e-12, atol=1e-13 * scale)
+    maps.clear_kept_maps()
+    whole = maps.coulomb_on_outer_layer(a, grid, 2.0)
+    other = maps.coulomb_on_outer_layer(first, grid, 2.0)
+    got = maps.coulomb_on_outer_layer(second, grid, 2.0)
+    np.testing.assert_array_equal(got, whole - other)
+    np.testing.assert_allclose(got, own["second"], rtol=1e-12, atol=1e-12 * scale)
+    # the same charges again: the kept values; another ε_c: its own sum
+    np.testing.assert_array_equal(maps.coulomb_on_outer_layer(second, grid, 2.0), got)
+    np.testing.assert_allclose(maps.coulomb_on_outer_layer(second, grid, 4.0),
+                               0.5 * own["second"], rtol=1e-12)  # fmt: skip
+    maps.clear_kept_maps()
+
+
 def test_a_homogeneous_medium_solves_the_same_with_phi_c_on_the_outer_layer(rng):
     """ε_in = ε_out = ε_c and no salt: b never reads φ_c inside, so φ_rf is the same.
 

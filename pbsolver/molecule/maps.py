@@ -682,7 +682,9 @@ def coulomb_on_outer_layer(atoms, grid, eps_cavity=2.0, *, backend="cpu"):
 
     The direct sum Σ_i k q_i / (ε_c |r − r_i|) over the outer layer's nodes only (the sum
     :func:`boundary_values` does where it is not given a φ_c map); :func:`build_maps` uses it
-    with ``coulomb="outer"``.
+    with ``coulomb="outer"``. The layer's values are kept beside :func:`coulomb_potential`'s
+    maps, and reused the same ways: again for the same charges, as the sum of two kept parts
+    (a complex after its parts), or as a kept complex less its other part.
     """
     backend = map_backend(backend)
     eps_cavity = positive(eps_cavity, "eps_cavity")
@@ -692,9 +694,22 @@ def coulomb_on_outer_layer(atoms, grid, eps_cavity=2.0, *, backend="cpu"):
         return out
     layer, points = outer_layer_points(grid)
     pos, q = atoms.positions[keep], np.asarray(atoms.charges[keep], dtype=float)
-    out.reshape(-1)[layer] = backend.map_kernels().coulomb_points(
-        points, pos, q, COULOMB_KJ / eps_cavity, on_node_tol2(grid.spacing)
-    )
+    setting = (backend.name, "outer layer", eps_cavity, grid_key(grid, None))
+    key = (*setting, *content_key(pos, q))
+    kept = _coulomb_maps.get(key)
+    charges = _charge_rows(pos, q)
+    if kept is not None:
+        values = kept[0].copy()
+    else:
+        values = _sum_of_kept_parts(setting, charges)
+        if values is None:
+            values = _kept_whole_less_part(setting, charges)
+        if values is None:
+            values = backend.map_kernels().coulomb_points(
+                points, pos, q, COULOMB_KJ / eps_cavity, on_node_tol2(grid.spacing)
+            )
+        _coulomb_maps.put(key, (values.copy(), setting, charges), values.nbytes)
+    out.reshape(-1)[layer] = values
     return out
 
 
