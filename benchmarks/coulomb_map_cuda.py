@@ -3,9 +3,9 @@
 :func:`pbsolver.molecule.maps.coulomb_potential` with the CUDA backend sums φ_c directly in
 float64 (the CPU's 1e-12 agreement is kept). Until this kernel it ran one thread a node over
 every atom read from global memory, with a float64 square root and a divide per pair. The
-tiled kernel (:func:`pbsolver.backends.cuda.maps.make_open_coulomb_kernel`) stages atoms in
-shared memory and gives each thread several nodes. Variants, timed with CUDA events in one
-process over ``--reps`` launches after one warm-up launch each:
+tiled kernel (:func:`pbsolver.backends.cuda.coulomb_tiles.tiled_coulomb_kernel`, float64)
+stages atoms in shared memory and gives each thread several nodes. Variants, timed with CUDA
+events in one process over ``--reps`` launches after one warm-up launch each:
 
 * ``node``: the previous kernel (one thread a node, the pair body with its on-node branch);
 * ``tiled-divide-N``: tiled, ``1 / sqrt(r2)``, N nodes a thread;
@@ -50,7 +50,7 @@ def variants(nodes_list):
     from numba import cuda
     from numba.cuda import libdevice
 
-    from pbsolver.backends.cuda.maps import make_open_coulomb_kernel
+    from pbsolver.backends.cuda.coulomb_tiles import tiled_coulomb_kernel
 
     @cuda.jit(device=True)
     def divide(r2):
@@ -66,9 +66,9 @@ def variants(nodes_list):
 
     out = {}
     for n in nodes_list:
-        out[f"tiled-rsqrt-{n}"] = (make_open_coulomb_kernel(libdevice.rsqrt, n), n)
-    out["tiled-divide-4"] = (make_open_coulomb_kernel(divide, 4), 4)
-    out["tiled-newton-4"] = (make_open_coulomb_kernel(newton, 4), 4)
+        out[f"tiled-rsqrt-{n}"] = (tiled_coulomb_kernel(np.float64, n, libdevice.rsqrt), n)
+    out["tiled-divide-4"] = (tiled_coulomb_kernel(np.float64, 4, divide), 4)
+    out["tiled-newton-4"] = (tiled_coulomb_kernel(np.float64, 4, newton), 4)
     return out
 
 
@@ -126,6 +126,7 @@ def run_case(name, reps, nodes_list):
     scale = maps.COULOMB_KJ / 2.0
     origin, h = cp.asarray(grid.origin, float), cp.asarray(grid.spacing, float)
     d_pos, d_q = cp.asarray(pos), cp.asarray(q)
+    rel = cp.asarray((pos - np.asarray(grid.origin))[None])
     rows = []
 
     ref = cp.empty(grid.shape)
@@ -139,8 +140,8 @@ def run_case(name, reps, nodes_list):
     rows.append({"variant": "node", "ms": ms, "max_diff_rel": 0.0})
     for vname, (k, n) in variants(nodes_list).items():
         out = cp.empty(grid.shape)
-        ms = timed(lambda k=k, n=n, out=out: k[CM.blocks(-(-nn // n)), THREADS](
-            out, origin, h, d_pos, d_q, scale), reps)  # fmt: skip
+        ms = timed(lambda k=k, n=n, out=out: k[(CM.blocks(-(-nn // n)), 1), THREADS](
+            out, rel, d_q, scale, *grid.shape, 0, h), reps)  # fmt: skip
         diff = np.abs(cp.asnumpy(out)[fin] - ref_h[fin]).max() / top
         rows.append({"variant": vname, "ms": ms, "max_diff_rel": float(diff)})
     # the package's whole call: input copies, tiled kernel, on-node pass (wall clock)

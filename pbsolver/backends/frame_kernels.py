@@ -175,84 +175,16 @@ def cuda_kernels():
                       cand):  # fmt: skip
             bad[0] = 1
 
-    if simulated():  # the simulator has no libdevice
+    from pbsolver.backends.cuda.coulomb_tiles import rsqrt32, tiled_coulomb_kernel
 
-        @cuda.jit(device=True)
-        def rsqrt(x):  # rsqrt(0) = inf, rsqrt(inf) = 0, as the hardware's
-            if x == 0.0:
-                return np.float32(math.inf)
-            return np.float32(1.0) / math.sqrt(x)
-
-    else:
-        from numba.cuda import libdevice
-
-        rsqrt = libdevice.rsqrtf  # one rsqrt.approx: sqrt + divide were two slow-pipe ops
-
-    @cuda.jit(device=True)
-    def node_xyz(c, nn, ny, nz, h):
-        a = c if c < nn else 0
-        i, j, k = a // (ny * nz), (a // nz) % ny, a % nz
-        return i, j, k, np.float32(i * h[0]), np.float32(j * h[1]), np.float32(k * h[2])
-
-    @functools.cache
     def coulomb_kernel(nodes: int):
-        """The tiled φ_c kernel with ``nodes`` nodes a thread (compiled once per count)."""
+        """The tiled float32 φ_c kernel with ``nodes`` nodes a thread (compiled once per count).
 
-        # Tiled: grid (node blocks, frames); each block stages THREADS atoms of its frame in
-        # shared memory, so the inner loop is a few float32 operations and one rsqrt instead
-        # of 3-D global indexing (measured 10x slower on the H200 in the untiled form). Each
-        # thread does `nodes` nodes, THREADS apart, so that one shared-memory read serves that
-        # many pairs. The pair term has no branch: an atom on a node gives q·rsqrt(0) = ±inf
-        # (the exact answer there; an atom a rounding error off a node is made ±inf by the
-        # one-thread-an-atom kernel `on_nodes` after this one, not by a compare and select in
-        # this loop, which runs atoms × nodes times) and an uncharged atom is staged at
-        # x = +inf, so its distance is infinite and its term q·rsqrt(inf) = 0 (not 0·inf =
-        # NaN). No fast-math
-        # (numba-cuda's would let the compiler assume there are no infinities); NVVM still
-        # contracts the squares into FMAs, and rsqrtf is the one-instruction approximation.
-        @cuda.jit
-        def coulomb(out, rel, q, scale, nx, ny, nz, stride, h):
-            f = cuda.blockIdx.y
-            tid = cuda.threadIdx.x
-            c0 = cuda.blockIdx.x * nodes * THREADS + tid
-            nn = nx * ny * nz
-            xs = cuda.local.array(nodes, dtype=np.float32)
-            ys = cuda.local.array(nodes, dtype=np.float32)
-            zs = cuda.local.array(nodes, dtype=np.float32)
-            acc = cuda.local.array(nodes, dtype=np.float64)
-            part = cuda.local.array(nodes, dtype=np.float32)
-            for n in range(nodes):
-                _, _, _, xs[n], ys[n], zs[n] = node_xyz(c0 + n * THREADS, nn, ny, nz, h)
-                acc[n] = 0.0
-            tile = cuda.shared.array((THREADS, 4), dtype=np.float32)
-            na = q.shape[0]
-            for base in range(0, na, THREADS):
-                a = base + tid
-                if a < na:
-                    qa = q[a]
-                    tile[tid, 0] = rel[f, a, 0] if qa != np.float32(0.0) else np.float32(math.inf)
-                    tile[tid, 1] = rel[f, a, 1]
-                    tile[tid, 2] = rel[f, a, 2]
-                    tile[tid, 3] = qa
-                cuda.syncthreads()
-                for n in range(nodes):
-                    part[n] = np.float32(0.0)
-                for t in range(min(THREADS, na - base)):
-                    px, py, pz, qa = tile[t, 0], tile[t, 1], tile[t, 2], tile[t, 3]
-                    for n in range(nodes):
-                        dx, dy, dz = xs[n] - px, ys[n] - py, zs[n] - pz
-                        part[n] += qa * rsqrt(dx * dx + dy * dy + dz * dz)
-                # partial sums in float32 per tile, float64 across tiles
-                for n in range(nodes):
-                    acc[n] += part[n]
-                cuda.syncthreads()
-            for n in range(nodes):
-                c = c0 + n * THREADS
-                if c < nn:
-                    i, j, k, _, _, _ = node_xyz(c, nn, ny, nz, h)
-                    out[f * stride + i, j, k] = scale * acc[n]
-
-        return coulomb
+        Atoms in shared memory, no branch a pair (:mod:`pbsolver.backends.cuda.coulomb_tiles`;
+        the untiled form with 3-D global indexing measured 10x slower on the H200); the nodes
+        within the on-node distance of an atom are made ±inf by ``on_nodes`` after it.
+        """
+        return tiled_coulomb_kernel(np.float32, nodes, rsqrt32)
 
     coulomb = coulomb_kernel(COULOMB_NODES)
 
@@ -273,7 +205,7 @@ def cuda_kernels():
         i = min(max(int(math.floor(rel[f, a, 0] / h[0] + 0.5)), 0), nx - 1)
         j = min(max(int(math.floor(rel[f, a, 1] / h[1] + 0.5)), 0), ny - 1)
         k = min(max(int(math.floor(rel[f, a, 2] / h[2] + 0.5)), 0), nz - 1)
-        # the node's coordinates as the φ_c kernel forms them (node_xyz)
+        # the node's coordinates as the φ_c kernel forms them (coulomb_tiles: (i, j, k) · h)
         dx = np.float32(i * h[0]) - rel[f, a, 0]
         dy = np.float32(j * h[1]) - rel[f, a, 1]
         dz = np.float32(k * h[2]) - rel[f, a, 2]

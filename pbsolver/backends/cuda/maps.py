@@ -27,6 +27,7 @@ from pbsolver.backends.bodies import maps as B
 from pbsolver.backends.bodies.lines import compile_lines
 from pbsolver.backends.bodies.maps import LineCapacityError
 from pbsolver.backends.cpu.maps import neighbour_lists, plane_bins
+from pbsolver.backends.cuda.coulomb_tiles import rsqrt64, tiled_coulomb_kernel
 from pbsolver.backends.launch_sizes import THREADS, simulated
 
 MAX_SPHERES = 384
@@ -132,81 +133,9 @@ def _k_coulomb_periodic(out, origin, spacing, rel, q, scale, box, tol2):
     out[i, j, k] = scale * _coulomb_node(rel, q, 0, x, y, z, box, tol2)
 
 
-#: Nodes a thread of the open-boundary φ_c kernel, ``THREADS`` apart: one shared-memory read
-#: of an atom serves this many pairs.
+#: Nodes a thread of the open-boundary φ_c kernel
+#: (:func:`pbsolver.backends.cuda.coulomb_tiles.tiled_coulomb_kernel`, float64).
 COULOMB_NODES = 4
-
-
-if simulated():  # the simulator has no libdevice
-
-    @cuda.jit(device=True)
-    def inverse_distance(r2):
-        """1 / √r2 in float64 (+inf at 0)."""
-        return 1.0 / math.sqrt(r2) if r2 > 0.0 else math.inf
-
-else:
-    from numba.cuda import libdevice
-
-    inverse_distance = libdevice.rsqrt  # 1 ulp, +inf at 0: one call for a sqrt and a divide
-
-
-def make_open_coulomb_kernel(inverse_distance, nodes=COULOMB_NODES):
-    """The φ_c kernel of a grid without a periodic box: k Σ_a q_a / |r − r_a| at every node.
-
-    Each block stages ``THREADS`` charged atoms at a time in shared memory (float64 x, y, z,
-    q), and each thread sums them for ``nodes`` nodes ``THREADS`` apart, so the inner loop is
-    a few float64 operations and ``inverse_distance`` (a device function of |d|², +inf at 0)
-    per pair, with no branch. A charge within the on-node distance of a node but not exactly
-    on it gets a large finite term here; :func:`_k_coulomb_on_nodes`, launched after, makes
-    such nodes ±inf as the CPU's pair body does. Partial sums are kept per tile of atoms.
-    """
-
-    @cuda.jit
-    def coulomb_open(out, origin, spacing, pos, q, scale):
-        tid = cuda.threadIdx.x
-        c0 = cuda.blockIdx.x * nodes * THREADS + tid
-        nx, ny, nz = out.shape
-        nn = nx * ny * nz
-        xs = cuda.local.array(nodes, dtype=np.float64)
-        ys = cuda.local.array(nodes, dtype=np.float64)
-        zs = cuda.local.array(nodes, dtype=np.float64)
-        acc = cuda.local.array(nodes, dtype=np.float64)
-        part = cuda.local.array(nodes, dtype=np.float64)
-        for n in range(nodes):
-            c = c0 + n * THREADS
-            _, _, _, xs[n], ys[n], zs[n] = _grid_point(c if c < nn else 0, ny, nz, origin,
-                                                       spacing)  # fmt: skip
-            acc[n] = 0.0
-        tile = cuda.shared.array((THREADS, 4), dtype=np.float64)
-        na = q.shape[0]
-        for base in range(0, na, THREADS):
-            a = base + tid
-            if a < na:
-                tile[tid, 0] = pos[a, 0]
-                tile[tid, 1] = pos[a, 1]
-                tile[tid, 2] = pos[a, 2]
-                tile[tid, 3] = q[a]
-            cuda.syncthreads()
-            for n in range(nodes):
-                part[n] = 0.0
-            for t in range(min(THREADS, na - base)):
-                px, py, pz, qa = tile[t, 0], tile[t, 1], tile[t, 2], tile[t, 3]
-                for n in range(nodes):
-                    dx, dy, dz = xs[n] - px, ys[n] - py, zs[n] - pz
-                    part[n] += qa * inverse_distance(dx * dx + dy * dy + dz * dz)
-            for n in range(nodes):
-                acc[n] += part[n]
-            cuda.syncthreads()
-        for n in range(nodes):
-            c = c0 + n * THREADS
-            if c < nn:
-                i, j, k, _, _, _ = _grid_point(c, ny, nz, origin, spacing)
-                out[i, j, k] = scale * acc[n]
-
-    return coulomb_open
-
-
-_k_coulomb_open = make_open_coulomb_kernel(inverse_distance)
 
 
 @cuda.jit
@@ -405,8 +334,9 @@ def ses_lines(out_shape, axis, us, vs, t0, h, nbins, pos, vdw, acc, probe, step,
 def coulomb_sum(shape, origin, spacing, pos, q, scale, box=None):
     """CUDA :func:`.cpu.maps.coulomb_sum` (same arguments, NumPy result).
 
-    Without a periodic box, the tiled kernel of :func:`make_open_coulomb_kernel` and the
-    on-node pass; with one, one thread a node over the nearest-image pair body.
+    Without a periodic box, the tiled float64 kernel of
+    :mod:`pbsolver.backends.cuda.coulomb_tiles` and the on-node pass; with one, one thread a
+    node over the nearest-image pair body.
     """
     return host_copy(device_coulomb_sum(shape, origin, spacing, pos, q, scale, box))
 
@@ -416,7 +346,7 @@ def device_coulomb_sum(shape, origin, spacing, pos, q, scale, box=None):
     shape = tuple(int(n) for n in shape)
     out = device_empty(shape)
     q = np.asarray(q, float)
-    charged = q != 0.0  # an uncharged atom on a node would add 0 · inf = NaN in the tiled sum
+    charged = q != 0.0  # the charged atoms only: fewer pairs
     d_origin = device_copy(np.asarray(origin, float))
     d_spacing = device_copy(np.asarray(spacing, float))
     d_pos, d_q = device_copy(np.asarray(pos, float)[charged]), device_copy(q[charged])
@@ -430,8 +360,11 @@ def device_coulomb_sum(shape, origin, spacing, pos, q, scale, box=None):
         return out
     if not charged.any():
         return device_zeros(shape)
-    _k_coulomb_open[blocks(-(-nn // COULOMB_NODES)), THREADS](out, d_origin, d_spacing, d_pos,
-                                                              d_q, float(scale))  # fmt: skip
+    # the tiled kernel: positions relative to the origin, one frame
+    rel = device_copy((np.asarray(pos, float)[charged] - np.asarray(origin, float))[None])
+    kernel = tiled_coulomb_kernel(np.float64, COULOMB_NODES, rsqrt64)
+    kernel[(blocks(-(-nn // COULOMB_NODES)), 1), THREADS](out, rel, d_q, float(scale), *shape, 0,
+                                                          d_spacing)  # fmt: skip
     _k_coulomb_on_nodes[blocks(int(charged.sum())), THREADS](out, d_origin, d_spacing, d_pos,
                                                              d_q, tol2)  # fmt: skip
     return out
