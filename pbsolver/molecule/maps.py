@@ -653,10 +653,7 @@ def boundary_values(
     if phi_coulomb is not None:
         exact = np.asarray(phi_coulomb, dtype=float).reshape(-1)[layer]
     elif kind == "sdh" or kappa == 0.0:  # the exact sum on the layer, not the screened terms'
-        charged = q != 0
-        exact = backend.map_kernels().coulomb_points(
-            points, pos[charged], q[charged], COULOMB_KJ / eps_cavity, on_node_tol2(grid.spacing)
-        )
+        exact = coulomb_on_outer_layer(atoms, grid, eps_cavity, backend=backend).reshape(-1)[layer]
     if kind == "mdh":
         radii = atoms.radii + float(ion_radius)
         if exact is None:
@@ -697,10 +694,10 @@ def coulomb_on_outer_layer(atoms, grid, eps_cavity=2.0, *, backend="cpu"):
     setting = (backend.name, "outer layer", eps_cavity, grid_key(grid, None))
     key = (*setting, *content_key(pos, q))
     kept = _coulomb_maps.get(key)
-    charges = _charge_rows(pos, q)
     if kept is not None:
         values = kept[0].copy()
     else:
+        charges = _charge_rows(pos, q)
         values = _sum_of_kept_parts(setting, charges)
         if values is None:
             values = _kept_whole_less_part(setting, charges)
