@@ -192,6 +192,26 @@ def test_interpolation_transpose_and_slope(interpolation, periodic):
         np.testing.assert_allclose(body_slope, slope, rtol=1e-12, atol=1e-12)
 
 
+def test_an_atom_on_a_node_plane_gets_the_central_slope():
+    grid = pb.Grid((9, 9, 9), 0.5, origin=(-2.0, -2.0, -2.0))
+    x, y, z = grid.axes()
+    field = np.exp(x[:, None, None]) * (1 + y[None, :, None] ** 2) * np.cos(z)[None, None, :]
+    on = np.array([[0.0, 0.5, -0.5]])  # node (4, 5, 3)
+    slope = interpolation_gradient(grid, field, on)[0]
+    i, j, k = 4, 5, 3
+    central = [
+        (field[i + 1, j, k] - field[i - 1, j, k]) / 1.0,
+        (field[i, j + 1, k] - field[i, j - 1, k]) / 1.0,
+        (field[i, j, k + 1] - field[i, j, k - 1]) / 1.0,
+    ]
+    np.testing.assert_allclose(slope, central, rtol=1e-14)
+    # off the planes the slope is the cell's own, unchanged
+    off = np.array([[0.1, 0.7, -0.3]])
+    cell = interpolation_gradient(grid, field, off)[0]
+    right = interpolation_gradient(grid, field, off + [[1e-9, 0, 0]])[0]
+    assert cell[0] == pytest.approx(right[0], rel=1e-6)
+
+
 def test_cubic_interpolation_is_c1_and_exact_for_quadratics():
     """Keys' kernel: slope continuous across a node plane (trilinear jumps), quadratics exact."""
     rng = np.random.default_rng(3)

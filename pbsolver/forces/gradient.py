@@ -99,6 +99,7 @@ def solvation_forces(
     ses_step=None,
     nbisect=14,
     interpolation="linear",
+    fixed_boundary=False,
     **physics_fields,
 ) -> Forces:
     """F_i = −∂G/∂r_i of G = ½ Σ q_i φ_rf(r_i), the exact gradient of the discrete energy.
@@ -110,8 +111,9 @@ def solvation_forces(
     problem : Problem
         Built by :func:`pbsolver.molecule.maps.build_maps` (or
         :meth:`pbsolver.Problem.from_atoms`) for ``atoms`` with ``physics``: face maps from the
-        geometry, ε_c = ε_in, Dirichlet values of ``physics.boundary_kind`` (not focusing's
-        ``dirichlet_values``, whose dependence on the atoms goes through a coarser solve).
+        geometry, ε_c = ε_in, Dirichlet values of ``physics.boundary_kind`` (or other values
+        with ``fixed_boundary``: focusing's ``dirichlet_values``, whose dependence on the atoms
+        goes through a coarser solve).
     phi_rf : array (nx, ny, nz)
         Its solution (rtol well below the accuracy wanted of the forces).
     physics : PhysicsOptions, optional
@@ -132,6 +134,11 @@ def solvation_forces(
     interpolation : {"linear", "cubic"}
         How the energy samples φ_rf at the atoms (:func:`pbsolver.molecule.energy.sample_field`):
         the charge term and the adjoint source use the same weights.
+    fixed_boundary : bool
+        Hold the Dirichlet values fixed: the "boundary" term is zero. For a problem whose values
+        do not come from ``physics.boundary_kind`` (focusing's values from a coarser grid), this
+        gives the gradient at fixed boundary values, which is how APBS takes forces on its
+        finest grid.
     **physics_fields
         Fields of :class:`~pbsolver.PhysicsOptions`.
 
@@ -174,7 +181,7 @@ def solvation_forces(
     mu = coulomb_sensitivity(problem, lam)
     grads["coulomb"] = coulomb_gradient(atoms, grid, mu, problem.eps_cavity, box=box)
     grads["boundary"] = xp.zeros((len(atoms), 3))
-    if not periodic:
+    if not periodic and not fixed_boundary:
         nu = boundary_sensitivity(problem, lam, spread)
         grads["boundary"] = boundary_gradient(atoms, grid, nu, ph, ph.boundary_kind)
     parts = {k: -factor * v for k, v in grads.items()}

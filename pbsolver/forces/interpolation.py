@@ -24,10 +24,12 @@ from pbsolver.backends.bodies.sampling import cubic_slopes, cubic_weights
 from pbsolver.options import INTERPOLATIONS, choice
 
 
-def _axis_stencils(grid, positions, periodic, cubic, xp):
+def _axis_stencils(grid, positions, periodic, cubic, xp, lower=False):
     """Per axis: node indices (m, n), weights (m, n) and slopes per Å (m, n) of each position.
 
-    m = 2 (linear) or 4 (cubic) nodes an axis; the cell as the sampling body picks it.
+    m = 2 (linear) or 4 (cubic) nodes an axis; the cell as the sampling body picks it, or with
+    ``lower`` the cell below where a position lies exactly on a node plane (the same weights,
+    the other one-sided slope).
     """
     shape = np.asarray(grid.shape)
     h = np.asarray(grid.spacing, dtype=np.float64)
@@ -42,6 +44,8 @@ def _axis_stencils(grid, positions, periodic, cubic, xp):
         else:
             sa = xp.clip(sa, 0.0, n - 1.0)
             i0 = xp.minimum(xp.floor(sa).astype(xp.int64), n - 2)
+        if lower:
+            i0 = xp.where((sa == i0) & (i0 > (-1 if periodic else 0)), i0 - 1, i0)
         t = sa - i0
         if cubic:
             offsets = range(-1, 3)
@@ -55,9 +59,9 @@ def _axis_stencils(grid, positions, periodic, cubic, xp):
     return out
 
 
-def _stencil(grid, positions, periodic, cubic, xp):
+def _stencil(grid, positions, periodic, cubic, xp, lower=False):
     """Flat node indices (m³, n), weights (m³, n) and their gradients (3, m³, n) per Å."""
-    axes = _axis_stencils(grid, positions, periodic, cubic, xp)
+    axes = _axis_stencils(grid, positions, periodic, cubic, xp, lower)
     m = axes[0][0].shape[0]
     flat, vals, grads = [], [], []
     for a, b, c in itertools.product(range(m), repeat=3):
@@ -87,8 +91,10 @@ def interpolation_gradient(grid, field, positions, *, periodic=False, interpolat
     Returns
     -------
     array (n, 3)
-        In field units per Å. With "linear", a position exactly on a cell face takes the slope
-        of the cell the sampling body picks (the interpolant has a kink there); "cubic" has none.
+        In field units per Å. With "linear", the interpolant has a kink where a position lies
+        exactly on a node plane; there the component across the plane is the mean of its two
+        one-sided slopes (the central difference, which a symmetric arrangement of atoms on
+        node planes needs to get symmetric forces). "cubic" has no kinks.
     """
     from pbsolver.arrays import array_module
 
@@ -96,7 +102,14 @@ def interpolation_gradient(grid, field, positions, *, periodic=False, interpolat
     cubic = choice(interpolation, "interpolation", INTERPOLATIONS) == "cubic"
     flat, _, grads = _stencil(grid, positions, periodic, cubic, xp)
     values = field.reshape(-1)[flat]  # (m³, n)
-    return (grads * values[None]).sum(axis=1).T
+    slopes = (grads * values[None]).sum(axis=1).T
+    if cubic:
+        return slopes
+    # the other one-sided slope where an atom sits on a node plane: the weights are the same
+    # in both cells (1 on the plane's node), so only the component across the plane changes
+    flat, _, grads = _stencil(grid, positions, periodic, cubic, xp, lower=True)
+    lower = (grads * field.reshape(-1)[flat][None]).sum(axis=1).T
+    return 0.5 * (slopes + lower)
 
 
 def interpolation_transpose(grid, values, positions, *, periodic=False, xp=np,
