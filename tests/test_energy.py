@@ -154,3 +154,31 @@ def test_periodic_energy_invariant_under_grid_shifts():
         energies.append(s.energy)
     assert energies[0] < 0
     assert energies[1] == pytest.approx(energies[0], rel=1e-7)
+
+
+def test_coulomb_forces_are_the_gradient_of_the_coulomb_energy(rng):
+    n = 9
+    pos = rng.normal(0.0, 2.0, (n, 3))
+    q = rng.uniform(-1.0, 1.0, n)
+    q[3] = 0.0  # uncharged: no force, and it may sit anywhere
+    pos[3] = pos[5]
+    atoms = pb.Atoms(pos, q, np.full(n, 1.5))
+    forces = energy.coulomb_forces(atoms, 4.0)
+    delta = 1e-6
+    fd = np.zeros((n, 3))
+    for i in range(n):
+        for a in range(3):
+            moved = []
+            for sign in (1, -1):
+                p = pos.copy()
+                p[i, a] += sign * delta
+                moved.append(energy.coulomb_energy(pb.Atoms(p, q, atoms.radii), 4.0))
+            fd[i, a] = -(moved[0] - moved[1]) / (2 * delta)
+    np.testing.assert_allclose(forces, fd, rtol=1e-6, atol=1e-6 * np.abs(fd).max())
+    assert not forces[3].any()
+    np.testing.assert_allclose(forces.sum(axis=0), 0.0, atol=1e-10 * np.abs(forces).max())
+    kcal = energy.coulomb_forces(atoms, 4.0, units="kcal/mol")
+    np.testing.assert_allclose(kcal * 4.184, forces, rtol=1e-12)
+    twins = pb.Atoms([[0, 0, 0], [0, 0, 0]], [1.0, 1.0], [1.0, 1.0])
+    with pytest.raises(pb.InputError, match="same position"):
+        energy.coulomb_forces(twins, 1.0)
