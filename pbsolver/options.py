@@ -55,6 +55,14 @@ def number(value, name: str) -> float:
         raise InputError(f"{name} must be a number, got {value!r}") from exc
 
 
+def finite(value, name: str) -> float:
+    """``value`` as a finite float, or :class:`~pbsolver.InputError` naming ``name``."""
+    v = number(value, name)
+    if not math.isfinite(v):
+        raise InputError(f"{name} must be finite, got {value!r}")
+    return v
+
+
 def positive(value, name: str) -> float:
     """``value`` as a finite float > 0, or :class:`~pbsolver.InputError` naming ``name``."""
     v = number(value, name)

@@ -27,6 +27,8 @@ points by a density per Å²; here a fixed count per atom). Not included here: t
 ``press`` · SAV (p = 0), the WCA dispersion integral of ``bconc`` with Lennard-Jones parameters
 (ρ̄ = 0), ``swin`` smoothing and ``dpos`` finite-difference forces (no nonpolar forces). APBS
 has no constant b: ``offset=0`` with ``gamma`` set as in an APBS input gives its ``γ·A`` term.
+:mod:`pbsolver.molecule.apolar` has APBS's whole model (its point set, the volume and WCA
+terms, forces); it measures areas with this module's kernel through :func:`sasa_on_points`.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from numba import njit, prange
 
 from pbsolver.backends import kernel_cache
 from pbsolver.exceptions import InputError
-from pbsolver.options import KCAL, nonnegative
+from pbsolver.options import KCAL, finite, nonnegative
 
 #: Surface tension of the nonpolar term, kJ mol⁻¹ Å⁻² (0.00542 kcal mol⁻¹ Å⁻², Sitkoff 1994).
 GAMMA = 0.00542 * KCAL
@@ -141,17 +143,74 @@ def sasa_parts(atoms, groups, *, probe: float = PROBE, n_points: int = N_POINTS)
     return _areas(atoms, labels.astype(np.int64), probe, n_points)
 
 
+def sasa_on_points(positions, radii, points, *, probe: float = PROBE) -> np.ndarray:
+    """Shrake–Rupley SASA of each atom with a given set of unit points, Å².
+
+    The kernel of :func:`sasa`, with the caller's point set instead of the golden spiral (for
+    example APBS's reference sphere, :func:`pbsolver.molecule.apolar.apbs_sphere_points`).
+    A point of atom i is exposed when it lies strictly outside (``<``) every other atom's
+    sphere of radius rⱼ + probe; SASAᵢ = 4π(rᵢ + probe)² · exposed / len(points).
+
+    Parameters
+    ----------
+    positions : array_like (n, 3)
+        Atom centres, Å.
+    radii : array_like (n,)
+        Atom radii, Å (≥ 0).
+    points : array_like (m, 3)
+        Unit vectors, m ≥ 1; used as given (no normalisation).
+    probe : float
+        Solvent probe radius, Å (≥ 0).
+
+    Returns
+    -------
+    ndarray (n,)
+        SASAᵢ, Å².
+
+    Raises
+    ------
+    InputError
+        Shapes that do not match, non-finite values, negative radii or probe, no points.
+    """
+    probe = nonnegative(probe, "probe")
+    pos = np.asarray(positions, dtype=np.float64)
+    rad = np.asarray(radii, dtype=np.float64)
+    pts = np.ascontiguousarray(points, dtype=np.float64)
+    if pos.ndim != 2 or pos.shape[1] != 3 or rad.shape != (len(pos),):
+        raise InputError(
+            f"positions must be (n, 3) and radii (n,), got {pos.shape} and {rad.shape}"
+        )
+    if pts.ndim != 2 or pts.shape[1] != 3 or len(pts) < 1:
+        raise InputError(f"points must be (m, 3) with m >= 1, got {pts.shape}")
+    if not (np.isfinite(pos).all() and np.isfinite(rad).all() and np.isfinite(pts).all()):
+        raise InputError("positions, radii and points must be finite")
+    if (rad < 0).any():
+        raise InputError("radii must be >= 0")
+    if len(pos) == 0:
+        return np.zeros(0)
+    whole, _ = _exposed(pos, rad + probe, np.zeros(len(pos), dtype=np.int64), pts)
+    return 4.0 * math.pi * (rad + probe) ** 2 * (whole / len(pts))
+
+
+def _exposed(pos, expanded, groups, points):
+    """Exposed point counts per atom (whole molecule, own group alone)."""
+    pos = np.ascontiguousarray(pos, dtype=np.float64)
+    expanded = np.ascontiguousarray(expanded, dtype=np.float64)
+    start, members, cells, dims = _cell_list(pos, expanded)
+    whole = np.empty(len(pos), dtype=np.int64)
+    alone = np.empty(len(pos), dtype=np.int64)
+    _count_exposed(pos, expanded, np.ascontiguousarray(groups), points, start, members, cells,
+                   dims, whole, alone)  # fmt: skip
+    return whole, alone
+
+
 def _areas(atoms, groups, probe, n_points):
     """(whole, alone) areas, Å²: the exposed point counts of :func:`_count_exposed` scaled."""
     probe = nonnegative(probe, "probe")
     points = sphere_points(n_points)
     pos = np.ascontiguousarray(atoms.positions, dtype=np.float64)
     expanded = np.ascontiguousarray(atoms.radii, dtype=np.float64) + probe
-    start, members, cells, dims = _cell_list(pos, expanded)
-    whole = np.empty(len(pos), dtype=np.int64)
-    alone = np.empty(len(pos), dtype=np.int64)
-    _count_exposed(pos, expanded, np.ascontiguousarray(groups), points, start, members, cells,
-                   dims, whole, alone)  # fmt: skip
+    whole, alone = _exposed(pos, expanded, groups, points)
     sphere = 4.0 * math.pi * expanded**2
     return sphere * (whole / len(points)), sphere * (alone / len(points))
 
@@ -174,7 +233,7 @@ def nonpolar_terms(
     ndarray (n,)
         kJ/mol; ``nonpolar_terms(...).sum() + offset == nonpolar_energy(...)``.
     """
-    gamma = _finite(gamma, "gamma")
+    gamma = finite(gamma, "gamma")
     return gamma * sasa(atoms, probe=probe, n_points=n_points)
 
 
@@ -210,7 +269,7 @@ def nonpolar_energy(
     InputError
         Non-finite ``gamma`` or ``offset``; see :func:`sasa`.
     """
-    offset = _finite(offset, "offset")
+    offset = finite(offset, "offset")
     terms = nonpolar_terms(atoms, gamma=gamma, probe=probe, n_points=n_points)
     return float(terms.sum()) + offset
 
@@ -220,18 +279,6 @@ def _check_points(n) -> int:
     if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 1:
         raise InputError(f"n_points must be an integer >= 1, got {n!r}")
     return int(n)
-
-
-def _finite(value, name) -> float:
-    if isinstance(value, bool | str):
-        raise InputError(f"{name} must be a number, got {value!r}")
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise InputError(f"{name} must be a number, got {value!r}") from None
-    if not math.isfinite(v):
-        raise InputError(f"{name} must be finite, got {value!r}")
-    return v
 
 
 def _cell_list(pos, radii):
