@@ -53,6 +53,11 @@ _PRINT = re.compile(
     r"^print energy (?P<stmt>.*?) end\n(?:.*\n)*?  Global net ELEC energy = (?P<value>\S+) kJ/mol$",
     re.M,
 )
+_PRINT_APOL = re.compile(
+    r"^print APOL energy (?P<stmt>.*?) end\n(?:.*\n)*?  Global net APOL energy = (?P<value>\S+) "
+    r"kJ/mol$",
+    re.M,
+)
 _TOTAL = re.compile(r"^  Total electrostatic energy = (\S+) kJ/mol$", re.M)
 _VERSION = re.compile(r"Version APBS ([\w.]+)")
 _ELEC = re.compile(
@@ -84,8 +89,12 @@ def machine() -> dict:
 
 
 def parse_output(text: str) -> dict:
-    """PRINT values, every solve's total energy (kJ/mol), pbsolver's per-ELEC energy parts."""
+    """PRINT values (ELEC, then APOLAR), each solve's total energy, pbsolver's ELEC parts."""
     prints = [{"statement": m["stmt"], "value": float(m["value"])} for m in _PRINT.finditer(text)]
+    prints += [
+        {"statement": f"APOL {m['stmt']}", "value": float(m["value"])}
+        for m in _PRINT_APOL.finditer(text)
+    ]
     out = {"prints": prints, "totals": [float(v) for v in _TOTAL.findall(text)]}
     elecs = {
         int(m["index"]): {"rf": float(m["rf"]), "coulomb": float(m["coulomb"]),

@@ -240,11 +240,13 @@ def test_unsupported_statements_name_their_line(tmp_path):
         (elec("s").replace("lpbe", "nrpbe"), 10, "nrpbe (the regularised nonlinear"),
         (elec("s").replace("mg-manual", "mg-para"), 5, "mg-para"),
         (elec("s", extra="    usemap diel 1\n"), 22, "usemap diel"),
-        (elec("s").replace("calcforce no", "calcforce comps"), 21, "forces are not available"),
+        (elec("s", ions="    ion charge 1 conc 0.1 radius 2.0\n    ion charge -1 conc 0.1 "
+              "radius 2.0\n").replace("lpbe", "npbe").replace("calcforce no", "calcforce comps"),
+         23, "npbe with salt has none"),
         (elec("s", extra="    write charge dx q\n"), 22, "write charge dx"),
         (elec("s").replace("calcenergy total", "calcenergy no")
          + "print elecEnergy s end\n", 23, "calcenergy no"),
-        (elec("s") + "print elecForce s end\n", 23, "PRINT elecForce"),
+        (elec("s") + "print elecForce s end\n", 23, "calcforce no"),
         (elec("s").replace("    lpbe\n", ""), 4, "missing lpbe"),
         (elec("s", glen=3.0, center="0 0 0"), 9,
          "1 of the 2 atoms of molecule 1 lie on or outside"),
@@ -256,10 +258,10 @@ def test_unsupported_statements_name_their_line(tmp_path):
         assert f"case.in:{line}:" in str(err.value), (words, str(err.value))
         assert words in str(err.value)
     # skip_unsupported runs what can be run and says what it skipped
-    body = elec("s", dime=21, glen=14.0).replace("calcforce no", "calcforce total")
-    path = write_case(tmp_path, read_section("a.pqr") + body + "print elecForce s end\n", atoms)
+    body = elec("s", dime=21, glen=14.0, extra="    write charge dx q\n    writemat poisson m\n")
+    path = write_case(tmp_path, read_section("a.pqr") + body, atoms)
     res = run(path, skip_unsupported=True)
-    assert len(res.skipped) == 2 and "calcforce total" in res.skipped[0]
+    assert len(res.skipped) == 2 and "writemat" in res.skipped[0]
     assert "warning: skipped" in res.text and res.calculations[0].energy < 0
 
 

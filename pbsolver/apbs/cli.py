@@ -25,7 +25,7 @@ from pbsolver.cli import BACKENDS, METHODS
               help="Let the input name files outside its folder (absolute paths, '..') and "
               "write outside the output folder.")  # fmt: skip
 @click.option("--skip-unsupported", is_flag=True,
-              help="Skip what pbsolver cannot compute (forces, APOLAR, some maps) with a "
+              help="Skip what pbsolver cannot compute (some maps, writemat) with a "
               "warning instead of refusing the input.")  # fmt: skip
 @click.option("--surfaces", type=click.Choice(["exact", "apbs"]), default="exact",
               show_default=True,

@@ -120,12 +120,15 @@ def read_molecule(spec, folder, parm=None, *, source: str = "", allow_outside: b
                 f"{where}: atom {i + 1} ({res} {atom}) of {spec.path!r} has no entry in the "
                 f"parameter file {parm.path!r}"
             )
-        q[i], r[i] = entry
+        q[i], r[i] = entry[:2]
     return Atoms(pos, q, r, names=names, resnames=resnames)
 
 
 def read_parm(parm, folder, *, source: str = "", allow_outside: bool = False) -> dict:
-    """APBS' flat parameter file as ``{(RESIDUE, ATOM): (charge e, radius Å)}``.
+    """APBS' flat parameter file as ``{(RESIDUE, ATOM): (charge e, radius Å, epsilon kJ/mol)}``.
+
+    The Lennard-Jones well depth ``epsilon`` (the optional fifth column, used by APOLAR's
+    dispersion integral) is NaN where the line has none.
 
     Raises
     ------
@@ -146,15 +149,66 @@ def read_parm(parm, folder, *, source: str = "", allow_outside: bool = False) ->
             continue
         try:
             charge, radius = float(words[2]), float(words[3])
+            epsilon = float(words[4]) if len(words) > 4 else math.nan
         except (IndexError, ValueError):
-            charge = radius = math.nan
-        if not (math.isfinite(charge) and math.isfinite(radius) and radius >= 0):
+            charge = radius = epsilon = math.nan
+        if not (
+            math.isfinite(charge)
+            and math.isfinite(radius)
+            and radius >= 0
+            and (len(words) < 5 or (math.isfinite(epsilon) and epsilon >= 0))
+        ):
             raise InputError(
                 f"{path}, line {lineno}: expected 'RESIDUE ATOM CHARGE RADIUS [EPSILON]', got "
                 f"{line.strip()!r}"
             )
-        table[(words[0].upper(), words[1].upper())] = (charge, radius)
+        table[(words[0].upper(), words[1].upper())] = (charge, radius, epsilon)
     return table
+
+
+def atom_epsilons(atoms, table, where: str) -> np.ndarray:
+    """Each atom's Lennard-Jones well depth (kJ/mol) from a :func:`read_parm` table.
+
+    Atoms are looked up by residue and atom name, as APBS does for APOLAR's dispersion term.
+
+    Raises
+    ------
+    InputError
+        Atoms without names (a PQR without them), an atom without an entry, or an entry
+        without the EPSILON column.
+    """
+    if atoms.names is None or atoms.resnames is None:
+        raise InputError(f"{where}: the dispersion term needs atom and residue names")
+    out = np.empty(len(atoms))
+    for i, (atom, res) in enumerate(zip(atoms.names, atoms.resnames, strict=True)):
+        entry = table.get((str(res).upper(), str(atom).upper()))
+        if entry is None or not math.isfinite(entry[2]):
+            what = "no entry" if entry is None else "no EPSILON column"
+            raise InputError(
+                f"{where}: atom {i + 1} ({res} {atom}) has {what} in the parameter file; the "
+                "dispersion term (bconc) needs each atom's Lennard-Jones epsilon"
+            )
+        out[i] = entry[2]
+    return out
+
+
+def water_parameters(table, where: str) -> tuple:
+    """APBS' water for the dispersion term: the radius (Å) and epsilon (kJ/mol) of WAT OW.
+
+    As APBS, ``WAT O`` serves where there is no ``WAT OW``.
+
+    Raises
+    ------
+    InputError
+        Neither entry, or one without the EPSILON column.
+    """
+    entry = table.get(("WAT", "OW"), table.get(("WAT", "O")))
+    if entry is None or not math.isfinite(entry[2]):
+        raise InputError(
+            f"{where}: the dispersion term (bconc) needs water's Lennard-Jones parameters: a "
+            "'WAT OW' (or 'WAT O') line with RADIUS and EPSILON in the parameter file"
+        )
+    return float(entry[1]), float(entry[2])
 
 
 def read_pdb_atoms(path):
@@ -220,4 +274,11 @@ def _read_text(path: Path, where: str, what: str, name: str) -> str:
         raise InputError(f"{where}: {what} {name!r} cannot be read: {exc.strerror}") from exc
 
 
-__all__ = ["read_molecule", "read_parm", "read_pdb_atoms", "resolve_path"]
+__all__ = [
+    "atom_epsilons",
+    "read_molecule",
+    "read_parm",
+    "read_pdb_atoms",
+    "resolve_path",
+    "water_parameters",
+]

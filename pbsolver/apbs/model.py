@@ -46,10 +46,17 @@ where the models differ):
   coarser levels, as APBS' total energy does.
 * ``mg-para``, ``mg-dummy``, ``usemap``, ``usemesh``, ``bcfl mem``/``map`` are refused.
 
-Outputs pbsolver cannot produce (``calcforce total/comps``, ``write`` of data other than
-``pot``, ``dielx/y/z``, ``kappa`` in ``dx``/``gz``, PRINT of forces or apolar terms, APOLAR
-sections) are refused with their line, or skipped with a warning when the caller asks for
-``skip_unsupported``.
+* ``calcforce total``/``comps`` → the exact gradient of the calculation's energy on its
+  finest grid (:func:`pbsolver.forces.solvation_forces` and the Coulomb pair forces in
+  ``pdie``), split as APBS splits it: qf (the fixed charges' field), db (dielectric boundary),
+  ib (ionic boundary). On a focusing level, or with ``bcfl zero``, the boundary values are
+  held fixed, as APBS takes forces on its finest grid. Refused with ``npbe`` and salt and with
+  APBS's point-switched surfaces, which have no exact gradient here.
+* ``APOLAR`` sections → :mod:`pbsolver.apbs.apolar`.
+
+Outputs pbsolver cannot produce (``write`` of data other than ``pot``, ``dielx/y/z``,
+``kappa`` in ``dx``/``gz``) are refused with their line, or skipped with a warning when the
+caller asks for ``skip_unsupported``.
 """
 
 from __future__ import annotations
@@ -120,6 +127,8 @@ class Calculation:
         With ``bcfl focus``: the number of the calculation whose levels this one continues.
     root_boundary : {"mdh", "sdh", "zero"}
         The boundary values of the coarsest grid of the focusing chain.
+    force : {"no", "total", "comps"}
+        APBS ``calcforce``: forces on the finest grid (net, or per atom).
     """
 
     index: int
@@ -137,6 +146,7 @@ class Calculation:
     block: object
     focus_from: int | None = None
     root_boundary: str = "mdh"
+    force: str = "no"
 
     @property
     def label(self) -> str:
@@ -165,11 +175,12 @@ class Unsupported:
 
 @dataclass
 class Plan:
-    """Every calculation of an input, what pbsolver would skip, and warnings (Unsupported)."""
+    """Every calculation of an input (ELEC, then APOLAR), what pbsolver would skip, warnings."""
 
     calculations: list
     skipped: list = field(default_factory=list)
     warnings: list = field(default_factory=list)
+    apolars: list = field(default_factory=list)
 
     @property
     def solves(self) -> int:
@@ -179,7 +190,7 @@ class Plan:
 
 # ---------------------------------------------------------------------- the whole input
 def plan_input(inp, molecules, *, skip_unsupported=False, output_dir=None, allow_outside=False,
-               surfaces="exact"):  # fmt: skip
+               surfaces="exact", parm_table=None):  # fmt: skip
     """The :class:`Calculation` of every ELEC block of ``inp``; everything checked first.
 
     Parameters
@@ -188,7 +199,7 @@ def plan_input(inp, molecules, *, skip_unsupported=False, output_dir=None, allow
     molecules : list of Atoms
         The READ section's molecules, in order.
     skip_unsupported : bool
-        Skip outputs pbsolver cannot produce (forces, some maps, APOLAR) with a warning
+        Skip outputs pbsolver cannot produce (some maps, writemat) with a warning
         instead of refusing the input.
     output_dir : path-like, optional
         Folder of ``write`` files (checked with :func:`pbsolver.apbs.files.resolve_path`);
@@ -198,6 +209,9 @@ def plan_input(inp, molecules, *, skip_unsupported=False, output_dir=None, allow
     surfaces : {"exact", "apbs"}
         ``srfm mol``/``smol`` as pbsolver's exact edge fractions ("mol"/"smol") or as APBS's own
         point-switched maps ("apbs-mol"/"apbs-smol", :mod:`pbsolver.molecule.apbs_surface`).
+    parm_table : dict, optional
+        The READ section's parameter file (:func:`pbsolver.apbs.files.read_parm`): APOLAR's
+        dispersion term takes the atoms' and water's Lennard-Jones parameters from it.
 
     Returns
     -------
@@ -220,10 +234,11 @@ def plan_input(inp, molecules, *, skip_unsupported=False, output_dir=None, allow
     for m in inp.maps:
         unsupported(m.line, f"READ {m.kind}: pbsolver builds its own maps; reading maps is not "
                     "supported")  # fmt: skip
-    for a in inp.apolars:
-        unsupported(a.line, "APOLAR: nonpolar energies are not available in pbsolver")
-    if not inp.elecs:
-        raise InputError(f"{src}: no ELEC calculation to run")
+    from pbsolver.apbs.apolar import plan_apolar
+
+    apolars = [plan_apolar(a, molecules, parm_table, src) for a in inp.apolars]
+    if not inp.elecs and not apolars:
+        raise InputError(f"{src}: no ELEC or APOLAR calculation to run")
     calcs: list = []
     warnings: list = []
     for b in inp.elecs:
@@ -242,17 +257,32 @@ def plan_input(inp, molecules, *, skip_unsupported=False, output_dir=None, allow
             )
         )
     for stmt in inp.prints:
-        if stmt.what != "elecEnergy":
-            unsupported(stmt.line, f"PRINT {stmt.what}: only elecEnergy is available in pbsolver")
-            continue
-        for term in stmt.terms:
-            c = calcs[term.calc - 1]
-            if c.energy == "no":
-                raise InputError(
-                    f"{src}:{term.line}: PRINT uses calculation {c.label}, which has no energy "
-                    f"(calcenergy no, line {c.block.lines.get('calcenergy', c.block.line)})"
-                )
-    return Plan(calcs, skipped, warnings)
+        _check_print(stmt, apolars if stmt.what.startswith("apol") else calcs, src)
+    return Plan(calcs, skipped, warnings, apolars)
+
+
+def _check_print(stmt, calcs, src):
+    """A PRINT statement's calculations computed what it prints, all of one kind (as APBS)."""
+    force = stmt.what.endswith("Force")
+    key = "calcforce" if force else "calcenergy"
+    kinds = set()
+    for term in stmt.terms:
+        c = calcs[term.calc - 1]
+        value = c.force if force else c.energy
+        # APBS prints an APOLAR energy only from "calcenergy total"
+        missing = value == "no" or (stmt.what == "apolEnergy" and value != "total")
+        if missing:
+            raise InputError(
+                f"{src}:{term.line}: PRINT {stmt.what} uses calculation {c.label}, which has "
+                f"{key} {value} (line {c.block.lines.get(key, c.block.line)})"
+                + (": APOLAR energies are printed from calcenergy total" if value != "no" else "")
+            )
+        kinds.add((value, len(c.atoms)) if force else value)
+    if force and len(kinds) > 1:
+        raise InputError(
+            f"{src}:{stmt.line}: PRINT {stmt.what} combines calculations with different "
+            "calcforce settings or atom counts; APBS refuses this too"
+        )
 
 
 # ---------------------------------------------------------------------- one ELEC block
@@ -338,10 +368,7 @@ def calculation(
             "(APBS': the atomic radii)"
         )
     if block.calcforce != "no":
-        unsupported(
-            block.lines["calcforce"],
-            f"{block.label}: calcforce {block.calcforce}: forces are not available in this build",
-        )
+        _check_forces(block, physics, atoms, grids[-1].grid, fail, notes)
     if "writemat" in block.other:
         unsupported(block.other["writemat"][1], f"{block.label}: writemat is not supported")
     writes = []
@@ -374,6 +401,44 @@ def calculation(
         block=block,
         focus_from=focus_from,
         root_boundary=root,
+        force=block.calcforce,
+    )
+
+
+def _check_forces(block, physics, atoms, finest, fail, notes):
+    """``calcforce``: what pbsolver's exact forces cover, and the note on how they are split."""
+    from pbsolver.forces import supports
+
+    what = f"calcforce {block.calcforce}"
+    if physics.surface.startswith("apbs-"):
+        raise fail(
+            "calcforce",
+            f"{what}: forces are the exact gradient on pbsolver's surfaces; APBS's "
+            "point-switched maps (--surfaces apbs) have none",
+        )
+    if not supports(physics):
+        raise fail(
+            "calcforce",
+            f"{what}: pbsolver's forces cover the linearised equation (npbe with salt has none)",
+        )
+    lo = np.asarray(finest.origin)
+    hi = lo + np.asarray(finest.lengths)
+    pos = atoms.positions
+    if np.any((pos <= lo) | (pos >= hi)):
+        raise fail(
+            "calcforce",
+            f"{what}: the forces are taken on the finest grid ({_fmt3(lo)} to {_fmt3(hi)} Å), "
+            "which must hold every atom of the molecule",
+        )
+    notes.append(
+        f"{what}: qf is the force of the fixed charges' field (Coulomb pairs in pdie and the "
+        "reaction field), db and ib the dielectric and ionic boundary forces, all the exact "
+        "gradient of pbsolver's energy on the finest grid"
+        + (
+            " with its boundary values held fixed (as APBS takes forces on its finest grid)"
+            if block.method == "mg-auto" or block.bcfl in ("focus", "zero")
+            else ""
+        )
     )
 
 

@@ -180,12 +180,36 @@ class ElecBlock:
 
 @dataclass
 class ApolarBlock:
-    """An ``APOLAR`` section (not parsed further: pbsolver computes no nonpolar terms)."""
+    """One ``APOLAR`` section, as written (None: not given; ``lines``: keyword → line).
+
+    ``gamma`` (kJ mol⁻¹ Å⁻²), ``press`` (kJ mol⁻¹ Å⁻³), ``bconc`` (Å⁻³), ``srad``, ``swin``,
+    ``dpos`` (Å), ``sdens`` (Å⁻²), ``grid`` (3 spacings, Å), ``temp`` (K), ``srfm`` (only
+    ``sacc``), ``calcenergy``/``calcforce`` (no, total, comps).
+    """
 
     index: int
     line: int
-    end_line: int
+    end_line: int = 0
     name: str | None = None
+    mol: int | None = None
+    grid: tuple | None = None
+    srfm: str | None = None
+    srad: float | None = None
+    swin: float | None = None
+    sdens: float | None = None
+    dpos: float | None = None
+    bconc: float | None = None
+    press: float | None = None
+    gamma: float | None = None
+    temp: float | None = None
+    calcenergy: str = "no"
+    calcforce: str = "no"
+    lines: dict = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        """``APOLAR #n (name)`` for messages."""
+        return f"APOLAR #{self.index}" + (f" ({self.name})" if self.name else "")
 
 
 @dataclass
@@ -602,15 +626,48 @@ _ELEC_KEYWORDS = {
 }
 
 
+_APOLAR_KEYWORDS = {
+    "mol": _set("mol", lambda s, t: s.integer(t, "a molecule number")),
+    "grid": _set("grid", lambda s, t: s.numbers(t)),
+    "srfm": _set("srfm", lambda s, t: s.word(t, ("sacc",), "a surface method")),
+    "srad": _set("srad", lambda s, t: s.number(t)),
+    "swin": _set("swin", lambda s, t: s.number(t)),
+    "sdens": _set("sdens", lambda s, t: s.number(t)),
+    "dpos": _set("dpos", lambda s, t: s.number(t)),
+    "bconc": _set("bconc", lambda s, t: s.number(t)),
+    "press": _set("press", lambda s, t: s.number(t)),
+    "gamma": _set("gamma", lambda s, t: s.number(t)),
+    "temp": _set("temp", lambda s, t: s.number(t)),
+    "calcenergy": _set("calcenergy", lambda s, t: s.word(t, CALC, "no, total or comps")),
+    "calcforce": _set("calcforce", lambda s, t: s.word(t, CALC, "no, total or comps")),
+}
+#: APBS' replaced APOLAR keywords, refused with its advice.
+_APOLAR_REPLACED = ("dime", "glen")
+
+
 def _parse_apolar(stream: _Stream, start: Token, index: int) -> ApolarBlock:
-    block = ApolarBlock(index=index, line=start.line, end_line=0)
+    block = ApolarBlock(index=index, line=start.line)
     what = f"END of the APOLAR section opened on line {start.line}"
+    first = True
     for key, tok in stream.keywords(what, start):
         if key == "end":
             block.end_line = tok.line
             return block
-        if key == "name" and block.name is None:
+        if key == "name" and first:
             block.name = stream.next("a calculation name", tok).text
+            block.lines["name"] = tok.line
+        elif key in _APOLAR_REPLACED:
+            raise stream.error(
+                tok.line, f"APOLAR keyword {tok.text!r} was replaced by 'grid' in APBS"
+            )
+        else:
+            handler = _APOLAR_KEYWORDS.get(key)
+            if handler is None:
+                raise stream.error(
+                    tok.line, f"unknown APOLAR keyword {tok.text!r} in {block.label}"
+                )
+            handler(stream, tok, block)
+        first = False
 
 
 def _parse_print(stream: _Stream, start: Token, inp: ApbsInput) -> PrintStatement:

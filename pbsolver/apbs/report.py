@@ -16,6 +16,8 @@ pbsolver did differently start with ``  pbsolver:`` or ``note:``.
 
 from __future__ import annotations
 
+import numpy as np
+
 #: The separator APBS prints between calculations.
 RULE = "-" * 40
 
@@ -192,32 +194,234 @@ def energy_lines(calc, total: float, atom_energies=None) -> list[str]:
     return lines
 
 
-def print_lines(stmt, calcs, value: float) -> list[str]:
-    """APBS' lines for one PRINT elecEnergy statement and its value (kJ/mol)."""
+def _echo(stmt, calcs) -> str:
+    """The calculations of a PRINT statement as APBS echoes them: ``1 (solv) - 2 (ref)``."""
     words = []
     for k, term in enumerate(stmt.terms):
         if k:
             words.append("+" if term.sign > 0 else "-")
         c = calcs[term.calc - 1]
         words.append(f"{c.index} ({c.name})" if c.name else f"{c.index}")
+    return " ".join(words)
+
+
+def print_lines(stmt, calcs, value: float) -> list[str]:
+    """APBS' lines for one PRINT elecEnergy statement and its value (kJ/mol)."""
     head = [] if stmt.deprecated else [""]
     return head + [
-        "print energy " + " ".join(words) + " end",
+        f"print energy {_echo(stmt, calcs)} end",
         f"  Local net energy (PE 0) = {energy(value)} kJ/mol",
         f"  Global net ELEC energy = {energy(value)} kJ/mol",
     ]
 
 
+def _vec(fmt, v, sep="  ") -> str:
+    """Three numbers in C format ``fmt``, separated as APBS separates them in that line."""
+    return sep.join(format(float(x), fmt) for x in v)
+
+
+#: APBS' names of the ELEC force terms, in its order of printing.
+ELEC_TERMS = ("qf", "ib", "db")
+#: APBS' names of the APOLAR force terms.
+APOLAR_TERMS = ("sasa", "sav", "wca")
+
+
+def force_lines(calc, parts) -> list[str]:
+    """APBS' ``calcforce`` lines of an ELEC calculation (kJ mol⁻¹ Å⁻¹).
+
+    ``parts`` maps "qf", "ib", "db" to (n, 3) arrays; ``calc.force`` is "comps" (per atom,
+    ``mgF`` lines) or "total" (the sums).
+    """
+    lines = ["  Calculating forces..."]
+    if calc.force == "total":
+        lines += [
+            f"  Printing net forces for molecule {calc.molecule} (kJ/mol/A)",
+            "  Legend:",
+            "    qf  -- fixed charge force",
+            "    db  -- dielectric boundary force",
+            "    ib  -- ionic boundary force",
+        ]
+        lines += [f"  {k:<3} {_vec('4.3e', parts[k].sum(axis=0))}" for k in ELEC_TERMS]
+        return lines
+    lines += [
+        f"  Printing per-atom forces for molecule {calc.molecule} (kJ/mol/A)",
+        "  Legend:",
+        "    tot n -- total force for atom n",
+        "    qf  n -- fixed charge force for atom n",
+        "    db  n -- dielectric boundary force for atom n",
+        "    ib  n -- ionic boundary force for atom n",
+    ]
+    total = sum(parts[k] for k in ELEC_TERMS)
+    for i in range(len(total)):
+        lines.append(f"mgF  tot {i}  {_vec('4.3e', total[i])}")
+        lines += [f"mgF  {k:<3} {i}  {_vec('4.3e', parts[k][i])}" for k in ELEC_TERMS]
+    return lines
+
+
+def print_force_lines(stmt, calcs, parts, mode: str) -> list[str]:
+    """APBS' lines for PRINT elecForce (``parts``: "qf", "ib", "db" → (n, 3), summed)."""
+    lines = ["", f"print force {_echo(stmt, calcs)} end"]
+    total = sum(parts[k] for k in ELEC_TERMS)
+    if mode == "total":
+        lines += [
+            "  Printing net forces (kJ/mol/A).",
+            "  Legend:",
+            "    tot -- Total force",
+            "    qf  -- Fixed charge force",
+            "    db  -- Dielectric boundary force",
+            "    ib  -- Ionic boundary force",
+            f"  tot {_vec('1.12E', total.sum(axis=0))}",
+        ]
+        lines += [f"  {k:<3} {_vec('1.12E', parts[k].sum(axis=0))}" for k in ELEC_TERMS]
+        return lines
+    lines += [
+        "  Printing per-atom forces (kJ/mol/A).",
+        "  Legend:",
+        "    tot n -- Total force for atom n",
+        "    qf  n -- Fixed charge force for atom n",
+        "    db  n -- Dielectric boundary force for atom n",
+        "    ib  n -- Ionic boundary force for atom n",
+    ]
+    return lines + _per_atom_sums(parts, ELEC_TERMS, 3, "  tot all ")
+
+
+def _per_atom_sums(parts, names, width, last) -> list[str]:
+    """A PRINT's per-atom force lines: each term, the atom's total, then the system's total.
+
+    ``width`` pads the term names; ``last`` starts the system's line (APBS spaces the ELEC and
+    APOLAR forms differently).
+    """
+    total = sum(parts[k] for k in names)
+    lines = ["    tot all -- Total force for system"]
+    for i in range(len(total)):
+        lines += [f"  {k:<{width}} {i}  {_vec('1.12E', parts[k][i])}" for k in names]
+        lines.append(f"  {'tot':<{width}} {i}  {_vec('1.12E', total[i])}")
+    return lines + [f"{last}{_vec('1.12E', total.sum(axis=0))}"]
+
+
+def apolar_lines(calc, number: int, result) -> list[str]:
+    """APBS' lines of one APOLAR calculation: forces (if asked), areas, energies.
+
+    ``result`` is :class:`pbsolver.molecule.apolar.ApolarResult`; areas are printed as zero
+    where γ = 0, as APBS skips them.
+    """
+    p = calc.params
+    lines = [RULE, f"CALCULATION #{number}" + (f" ({calc.name})" if calc.name else "") + ": APOLAR"]
+    forces = result.forces
+    if calc.force == "total":
+        lines += [
+            "  Printing net forces (kJ/mol/A)",
+            "  Legend:",
+            "    sasa  -- SASA force",
+            "    sav   -- SAV force",
+            "    wca   -- WCA force",
+            "",
+        ]
+        lines += [f"  {k:<5} {_vec('4.3e', forces[k].sum(axis=0), ' ')}" for k in APOLAR_TERMS]
+    elif calc.force == "comps":
+        lines += [
+            "  Printing per atom forces (kJ/mol/A)",
+            "  Legend:",
+            "    tot  n -- Total force for atom n",
+            "    sasa n -- SASA force for atom n",
+            "    sav  n -- SAV force for atom n",
+            "    wca  n -- WCA force for atom n",
+            "",
+            f"    gamma    {p.gamma:f}",
+            f"    pressure {p.press:f}",
+            f"    bconc    {p.bconc:f} ",
+            "",
+        ]
+        for i in range(len(calc.atoms)):
+            lines.append(f"  tot  {i} {_vec('4.3e', forces['total'][i], ' ')}")
+            lines += [f"  {k:<4} {i} {_vec('4.3e', forces[k][i], ' ')}" for k in APOLAR_TERMS]
+    if calc.energy == "no":
+        return lines
+    areas = result.sasa if p.gamma != 0 else np.zeros(len(calc.atoms))
+    lines += ["", "Solvent Accessible Surface Area (SASA) for each atom:"]
+    lines += [f"  SASA for atom {i}: {energy(a)}" for i, a in enumerate(areas)]
+    lines += ["", f"Total solvent accessible surface area: {float(areas.sum()):g} A^2"]
+    if calc.energy == "comps":
+        return lines + ["energyAPOL: Cannot calculate component energy, skipping."]
+    lines += ["", "Surface tension*area energies (gamma * SASA) for each atom:"]
+    lines += [
+        f"  Surface tension*area energy for atom {i}: {energy(p.gamma * a)}"
+        for i, a in enumerate(areas)
+    ]
+    lines += [
+        "",
+        f"Total surface tension energy: {p.gamma * float(areas.sum()):g} kJ/mol",
+        "",
+        f"Total solvent accessible volume: {result.sav:g} A^3",
+        "",
+        f"Total pressure*volume energy: {p.press * result.sav:g} kJ/mol",
+        "",
+        "WCA dispersion Energies for each atom:",
+    ]
+    lines += [f"  WCA energy for atom {i}: {energy(w)}" for i, w in enumerate(result.wca)]
+    lines += [
+        "",
+        f"Total WCA energy: {float(result.wca.sum()):g} kJ/mol",
+        "",
+        f"Total non-polar energy = {energy(result.energy)} kJ/mol",
+    ]
+    return lines
+
+
+def print_apolar_energy_lines(stmt, calcs, value: float) -> list[str]:
+    """APBS' lines for PRINT apolEnergy and its value (kJ/mol)."""
+    return [
+        "",
+        f"print APOL energy {_echo(stmt, calcs)} end",
+        f"  Global net APOL energy = {energy(value)} kJ/mol",
+    ]
+
+
+def print_apolar_force_lines(stmt, calcs, parts, mode: str) -> list[str]:
+    """APBS' lines for PRINT apolForce (``parts``: "sasa", "sav", "wca" → (n, 3), summed)."""
+    lines = ["", f"print APOL force {_echo(stmt, calcs)} end"]
+    total = sum(parts[k] for k in APOLAR_TERMS)
+    if mode == "total":
+        lines += [
+            "  Printing net forces (kJ/mol/A)",
+            "  Legend:",
+            "    tot   -- Total force",
+            "    sasa  -- SASA force",
+            "    sav   -- SAV force",
+            "    wca   -- WCA force",
+            "",
+            f"  tot {_vec('1.12E', total.sum(axis=0))}",
+        ]
+        lines += [f"  {k:<4} {_vec('1.12E', parts[k].sum(axis=0))}" for k in APOLAR_TERMS]
+        return lines
+    lines += [
+        "  Printing per atom forces (kJ/mol/A)",
+        "  Legend:",
+        "    tot   n -- Total force for atom n",
+        "    sasa  n -- SASA force for atom n",
+        "    sav   n -- SAV force for atom n",
+        "    wca   n -- WCA force for atom n",
+    ]
+    return lines + _per_atom_sums(parts, APOLAR_TERMS, 5, "  tot all  ")
+
+
 __all__ = [
+    "APOLAR_TERMS",
+    "ELEC_TERMS",
     "ENERGY_NOTE",
     "MODEL_NOTE",
     "RULE",
+    "apolar_lines",
     "calculation_lines",
     "calculation_time_line",
     "energy",
     "energy_lines",
+    "force_lines",
     "ion_terms_line",
     "molecule_lines",
+    "print_apolar_energy_lines",
+    "print_apolar_force_lines",
+    "print_force_lines",
     "print_lines",
     "solve_line",
     "surface_words",

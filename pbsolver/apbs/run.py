@@ -1,14 +1,17 @@
-"""Run an APBS input file through pbsolver: every ELEC calculation, then the PRINT statements.
+"""Run an APBS input file through pbsolver: its ELEC and APOLAR calculations, then PRINT.
 
 :func:`run` parses the file (:mod:`~pbsolver.apbs.parser`), reads its molecules
-(:mod:`~pbsolver.apbs.files`), maps every ELEC block to a pbsolver calculation and checks it
-(:mod:`~pbsolver.apbs.model`) — all before the first solve, so that a bad line fails at once —
-then solves each calculation on its grids (one, or APBS' focusing levels:
-:func:`pbsolver.molecule.focusing.solve_focused`), evaluates its energies
+(:mod:`~pbsolver.apbs.files`), maps every ELEC block to a pbsolver calculation and every APOLAR
+block to its parameters and checks them (:mod:`~pbsolver.apbs.model`,
+:mod:`~pbsolver.apbs.apolar`) — all before the first solve, so that a bad line fails at once —
+then runs the sections in the input's order: each ELEC calculation on its grids (one, or APBS'
+focusing levels: :func:`pbsolver.molecule.focusing.solve_focused`), with its energies
 (:mod:`~pbsolver.apbs.energy`: APBS' total energy without the self energies, whose differences
-are APBS' differences), writes the maps asked for, and evaluates the PRINT expressions. The
-output (:mod:`~pbsolver.apbs.report`) has APBS' summary lines, one calculation per grid as
-APBS numbers them. Files asked for by ``write`` appear only when the whole input has run.
+are APBS' differences) and, with ``calcforce``, its forces (:func:`elec_forces`); each APOLAR
+calculation (:mod:`pbsolver.molecule.apolar`). Then it writes the maps asked for and evaluates
+the PRINT expressions (energies and forces). The output (:mod:`~pbsolver.apbs.report`) has APBS'
+summary lines, one calculation per grid as APBS numbers them. Files asked for by ``write``
+appear only when the whole input has run.
 
 Potential maps (``write pot``) hold the total potential φ_c + φ_rf in kT/e at the calculation's
 temperature on its finest grid, as APBS writes it; a node on a point charge (where φ_c is
@@ -17,6 +20,7 @@ infinite; APBS' spread charge is finite there) gets the mean of its neighbours.
 
 from __future__ import annotations
 
+import copy
 import os
 import shutil
 import tempfile
@@ -27,8 +31,9 @@ from pathlib import Path
 import numpy as np
 
 from pbsolver.apbs import model, report
+from pbsolver.apbs.apolar import FORCE_NOTE, ApolarCalculation, run_apolar
 from pbsolver.apbs.energy import level_ion_terms, level_rf_terms, pair_terms
-from pbsolver.apbs.files import read_molecule
+from pbsolver.apbs.files import read_molecule, read_parm
 from pbsolver.apbs.parser import parse_file
 from pbsolver.arrays import to_numpy
 from pbsolver.backends import BACKENDS
@@ -72,6 +77,9 @@ class CalculationResult:
     mobile, osmotic : float
         ``npbe``: the mobile ions' terms of the nonlinear free energy on the finest grid
         (:mod:`pbsolver.nonlinear.energy`), kJ/mol; 0 for the linear equations.
+    forces : dict or None
+        With ``calcforce``: "qf", "ib", "db" → (n, 3), kJ mol⁻¹ Å⁻¹, on the finest grid
+        (:func:`elec_forces`).
     """
 
     index: int
@@ -89,15 +97,23 @@ class CalculationResult:
     solves: list = field(default_factory=list)
     mobile: float = 0.0
     osmotic: float = 0.0
+    forces: dict | None = None
 
 
 @dataclass
 class PrintResult:
-    """One PRINT elecEnergy statement: APBS' echo of it and its value (kJ/mol)."""
+    """One PRINT statement: APBS' echo of it and its value.
+
+    ``value`` is the energy (kJ/mol) of elecEnergy and apolEnergy; ``forces`` the summed
+    force terms of elecForce ("qf", "ib", "db") and apolForce ("sasa", "sav", "wca"), each
+    (n, 3) in kJ mol⁻¹ Å⁻¹ (None for energies; ``value`` is then None).
+    """
 
     statement: str
-    value: float
+    value: float | None
     line: int
+    what: str = "elecEnergy"
+    forces: dict | None = None
 
 
 @dataclass
@@ -107,6 +123,8 @@ class ApbsRun:
     Attributes
     ----------
     calculations : list of CalculationResult
+    apolars : list of ApolarResult
+        One per APOLAR section (:class:`pbsolver.molecule.apolar.ApolarResult`).
     prints : list of PrintResult
     written : list of Path
         Files written by ``write`` statements.
@@ -120,6 +138,7 @@ class ApbsRun:
     """
 
     calculations: list = field(default_factory=list)
+    apolars: list = field(default_factory=list)
     prints: list = field(default_factory=list)
     written: list = field(default_factory=list)
     skipped: list = field(default_factory=list)
@@ -178,7 +197,7 @@ def run(
     output_dir : path-like, optional
         Folder of the files of ``write`` statements (default: the current directory, as APBS).
     skip_unsupported : bool
-        Skip what pbsolver cannot produce (forces, APOLAR, some maps) with a warning instead of
+        Skip what pbsolver cannot produce (some maps, writemat) with a warning instead of
         refusing the input.
     surfaces : {"exact", "apbs"}
         ``srfm mol``/``smol`` as pbsolver's exact edge fractions (default: the smaller
@@ -224,6 +243,9 @@ def run(
             spec, inp.folder, inp.parm, source=inp.source, allow_outside=allow_outside
         )
         molecules.append(atoms)
+    table = None
+    if inp.parm is not None and any((a.bconc or 0) > 0 for a in inp.apolars):
+        table = read_parm(inp.parm, inp.folder, source=inp.source, allow_outside=allow_outside)
     plan = model.plan_input(
         inp,
         molecules,
@@ -231,6 +253,7 @@ def run(
         output_dir=outdir,
         allow_outside=allow_outside,
         surfaces=choice(surfaces, "surfaces", ("exact", "apbs")),
+        parm_table=table,
     )
     result = ApbsRun(
         skipped=[f"{inp.source}:{s.line}: {s.message}" for s in plan.skipped],
@@ -244,13 +267,23 @@ def run(
     for w in result.warnings:
         emit(f"warning: {w}")
     emit(report.ENERGY_NOTE, report.MODEL_NOTE)
+    if any(a.force != "no" for a in plan.apolars):
+        emit(f"note: {FORCE_NOTE}")
     emit(f"Preparing to run {plan.solves} PBE calculations.")
     staging = None
     chain = None  # the focusing levels of the calculation before (for bcfl focus)
     number = 0  # APBS numbers every grid's solve as a calculation
     pairs: dict = {}  # Coulomb terms by (molecule, pdie, equation): O(n²) once each
+    # ELEC and APOLAR sections run in the input's order, numbered as APBS numbers them
+    sections = sorted(plan.calculations + plan.apolars, key=lambda c: c.block.line)
     try:
-        for calc in plan.calculations:
+        for calc in sections:
+            if isinstance(calc, ApolarCalculation):
+                number += 1
+                outcome = run_apolar(calc)
+                emit(*report.apolar_lines(calc, number, outcome))
+                result.apolars.append(outcome)
+                continue
             if calc.writes and staging is None:
                 outdir.mkdir(parents=True, exist_ok=True)
                 staging = Path(tempfile.mkdtemp(prefix=".pbsolver-apbs-", dir=outdir))
@@ -269,12 +302,9 @@ def run(
             result.calculations.append(res)
         emit(report.RULE, "PRINT STATEMENTS")
         for stmt in inp.prints:
-            if stmt.what != "elecEnergy":
-                continue
-            value = sum(t.sign * result.calculations[t.calc - 1].energy for t in stmt.terms)
-            lines = report.print_lines(stmt, plan.calculations, value)
+            lines, printed = _print(stmt, plan, result)
             emit(*lines)
-            result.prints.append(PrintResult(lines[-3], value, stmt.line))
+            result.prints.append(printed)
         if staging is not None:
             result.written = _publish(staging, plan.calculations)
     finally:
@@ -304,6 +334,9 @@ def _run_one(calc, emit, backend, maps_backend, method, dtype, staging, chain, n
     # a homogeneous medium without salt reads φ_c only on the grids' outer layers
     ph = calc.physics
     coulomb = "outer" if ph.eps_in == ph.eps_out and not ph.has_salt else "full"
+    if calc.force != "no":
+        coulomb = "full"  # the forces' sensitivities read φ_c at every node
+    solver = None
     if calc.homogeneous:
         rf_rows = np.zeros((own, len(atoms)))
     else:
@@ -335,6 +368,10 @@ def _run_one(calc, emit, backend, maps_backend, method, dtype, staging, chain, n
         if calc.energy != "no":
             emit(*report.energy_lines(calc, energies[-1], per_atom))
         emit(report.solve_line(solves[k] if solves else None))
+    forces = None
+    if calc.force != "no":
+        forces = elec_forces(calc, levels, solver)
+        emit(*report.force_lines(calc, forces))
     finest = levels[-1] if levels is not None else None
     grid = calc.grid.grid
     phi_rf = None if finest is None else to_numpy(finest.result.phi_rf)
@@ -377,8 +414,70 @@ def _run_one(calc, emit, backend, maps_backend, method, dtype, staging, chain, n
         solves=solves,
         mobile=float(ion_rows[-1, 0]),
         osmotic=float(ion_rows[-1, 1]),
+        forces=forces,
     )
     return result, levels
+
+
+def elec_forces(calc, levels, solver) -> dict:
+    """APBS' force terms of a calculation on its finest grid, kJ mol⁻¹ Å⁻¹, (n, 3) each.
+
+    "qf": the fixed charges' field (the Coulomb pairs in pdie, none for ``lrpbe``, and the
+    reaction-field terms of :func:`pbsolver.forces.solvation_forces`: charge, φ_c and boundary
+    values); "db": the dielectric boundary; "ib": the ionic boundary. With ``levels`` None
+    (φ_rf ≡ 0, no solve) only the Coulomb pairs. The boundary values of a focusing level or of
+    APBS' ``bcfl zero`` are held fixed.
+    """
+    from pbsolver.forces import solvation_forces
+    from pbsolver.molecule.energy import coulomb_forces
+
+    atoms = calc.atoms
+    zero = np.zeros((len(atoms), 3))
+    qf = zero if calc.equation == "lrpbe" else coulomb_forces(atoms, calc.physics.eps_in)
+    out = {"qf": qf, "ib": zero, "db": zero}
+    if levels is None:
+        return out
+    finest = levels[-1]
+    problem = finest.problem
+    if problem.kappa2 is None and calc.physics.has_salt:
+        # no ion-accessible node on this grid (a Problem drops an all-zero κ̄² map): the map is
+        # zero for nearby positions too, so its term is zero; the forces want the map itself
+        problem = copy.copy(problem)
+        problem.kappa2 = problem.xp.zeros(problem.grid.shape)
+    fixed = len(levels) > 1 or calc.root_boundary == "zero"
+    f = solvation_forces(atoms, problem, finest.result.phi_rf, physics=calc.physics,
+                         solver=solver, fixed_boundary=fixed)  # fmt: skip
+    parts = {k: to_numpy(v) for k, v in f.parts.items()}
+    out["qf"] = qf + parts["charge"] + parts["coulomb"] + parts["boundary"]
+    out["ib"], out["db"] = parts["ionic"], parts["dielectric"]
+    return out
+
+
+def _print(stmt, plan, result):
+    """The lines of one PRINT statement and its :class:`PrintResult`."""
+    apolar = stmt.what.startswith("apol")
+    calcs = plan.apolars if apolar else plan.calculations
+    done = result.apolars if apolar else result.calculations
+    if stmt.what.endswith("Energy"):
+        value = sum(t.sign * done[t.calc - 1].energy for t in stmt.terms)
+        if apolar:
+            lines = report.print_apolar_energy_lines(stmt, calcs, value)
+        else:
+            lines = report.print_lines(stmt, calcs, value)
+        return lines, PrintResult(_echo_line(lines), value, stmt.line, stmt.what)
+    names = report.APOLAR_TERMS if apolar else report.ELEC_TERMS
+    summed = {k: sum(t.sign * done[t.calc - 1].forces[k] for t in stmt.terms) for k in names}
+    mode = calcs[stmt.terms[0].calc - 1].force
+    if apolar:
+        lines = report.print_apolar_force_lines(stmt, calcs, summed, mode)
+    else:
+        lines = report.print_force_lines(stmt, calcs, summed, mode)
+    return lines, PrintResult(_echo_line(lines), None, stmt.line, stmt.what, summed)
+
+
+def _echo_line(lines) -> str:
+    """APBS' echo of a PRINT statement (``print energy 1 (solv) - 2 (ref) end``)."""
+    return next(line for line in lines if line.startswith("print "))
 
 
 def _finite_total(phi_c, phi_rf) -> np.ndarray:
@@ -429,4 +528,4 @@ def _publish(staging, calcs) -> list:
     return written
 
 
-__all__ = ["ApbsRun", "CalculationResult", "PrintResult", "run"]
+__all__ = ["ApbsRun", "CalculationResult", "PrintResult", "elec_forces", "run"]
