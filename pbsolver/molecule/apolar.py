@@ -430,20 +430,32 @@ def _cover(pos, expanded, lo, size, dims):
     return counts, members
 
 
-@njit(**_JIT)
-def _accessible(x, y, z, skip, pos, r2, lo, size, dims, start, members):
-    """1 if (x, y, z) is strictly outside every sphere Rₖ (k ≠ skip), else 0 (APBS's test)."""
+@njit(**_JIT, inline="always")
+def _row_cell(x, y, lo, size, dims):
+    """First cell of the row of points (x, y, ·), or −1 when that row is off the grid."""
     fx = (x - lo[0]) / size
     fy = (y - lo[1]) / size
-    fz = (z - lo[2]) / size
-    if fx < 0.0 or fy < 0.0 or fz < 0.0:
-        return 1
+    if fx < 0.0 or fy < 0.0:
+        return -1
     i = int(fx)
     j = int(fy)
-    m = int(fz)
-    if i >= dims[0] or j >= dims[1] or m >= dims[2]:
+    if i >= dims[0] or j >= dims[1]:
+        return -1
+    return (i * dims[1] + j) * dims[2]
+
+
+@njit(**_JIT, inline="always")
+def _accessible_in_row(x, y, z, row, skip, pos, r2, lo, size, dims, start, members):
+    """:func:`_accessible` of a point whose row :func:`_row_cell` gave (a row's loop hoists it)."""
+    if row < 0:
         return 1
-    c = (i * dims[1] + j) * dims[2] + m
+    fz = (z - lo[2]) / size
+    if fz < 0.0:
+        return 1
+    m = int(fz)
+    if m >= dims[2]:
+        return 1
+    c = row + m
     for t in range(start[c], start[c + 1]):
         k = members[t]
         if k == skip:
@@ -454,6 +466,13 @@ def _accessible(x, y, z, skip, pos, r2, lo, size, dims, start, members):
         if dx * dx + dy * dy + dz * dz < r2[k]:
             return 0
     return 1
+
+
+@njit(**_JIT)
+def _accessible(x, y, z, skip, pos, r2, lo, size, dims, start, members):
+    """1 if (x, y, z) is strictly outside every sphere Rₖ (k ≠ skip), else 0 (APBS's test)."""
+    row = _row_cell(x, y, lo, size, dims)
+    return _accessible_in_row(x, y, z, row, skip, pos, r2, lo, size, dims, start, members)
 
 
 # ---------------------------------------------------------------------- lattices
@@ -548,6 +567,8 @@ def _wca_kernel(job_atom, job_x, offs, coords, weights, sig, ep, rho, pos, r2, l
         eps = ep[i]
         sigma6 = sigma**6.0
         sigma12 = sigma**12.0
+        c_e = rho * eps
+        c_f = 12.0 * rho * eps
         e = 0.0
         fx = 0.0
         fy = 0.0
@@ -555,6 +576,7 @@ def _wca_kernel(job_atom, job_x, offs, coords, weights, sig, ep, rho, pos, r2, l
         for iy in range(offs[1, i], offs[1, i + 1]):
             y = coords[1, iy]
             wxy = wx * weights[1, iy]
+            row = _row_cell(x, y, lo, size, dims)
             for iz in range(offs[2, i], offs[2, i + 1]):
                 z = coords[2, iz]
                 x2 = (x - px) * (x - px)
@@ -565,15 +587,21 @@ def _wca_kernel(job_atom, job_x, offs, coords, weights, sig, ep, rho, pos, r2, l
                 if r > WCA_PAD:
                     continue
                 w = wxy * weights[2, iz]
-                if _accessible(x, y, z, -1, pos, r2, lo, size, dims, start, members) == 0:
+                if _accessible_in_row(x, y, z, row, -1, pos, r2, lo, size, dims, start,
+                                      members) == 0:  # fmt: skip
                     continue
-                if r <= WCA_PAD and r >= sigma:
-                    e += rho * eps * (-2.0 * sigma6 / r**6.0 + sigma12 / r**12.0) * w
-                    fo = 12.0 * rho * eps * (sigma6 / r**7.0 - sigma12 / r**13.0)
-                    fx += w * (-1.0 * (px - x) * fo / r)
-                    fy += w * (-1.0 * (py - y) * fo / r)
-                    fz += w * (-1.0 * (pz - z) * fo / r)
-                elif r <= WCA_PAD:
+                if r >= sigma:
+                    # APBS's r**6 … r**13 by products (pow calls were most of the time; the
+                    # terms move by a few ulp)
+                    r2_ = r * r
+                    r6 = r2_ * r2_ * r2_
+                    r12 = r6 * r6
+                    e += c_e * (-2.0 * sigma6 / r6 + sigma12 / r12) * w
+                    fo = c_f * (sigma6 / (r6 * r) - sigma12 / (r12 * r)) / r
+                    fx += w * ((x - px) * fo)
+                    fy += w * ((y - py) * fo)
+                    fz += w * ((z - pz) * fo)
+                else:
                     e += -1.0 * eps * rho * w
         energy[job] = e
         force[job, 0] = fx
