@@ -136,3 +136,21 @@ def test_bad_apolar_sections_name_their_line(tmp_path, body, parm, line, words):
         run(path)
     assert f"case.in:{line}:" in str(err.value), str(err.value)
     assert words in str(err.value)
+
+
+def test_calcforce_total_prints_net_apolar_forces(tmp_path):
+    res = run(write(tmp_path, apolar_block(force="total") + "print apolForce np end\n"))
+    want = expected()
+    lines = res.text.splitlines()
+    start = lines.index("print APOL force 1 (np) end")
+    assert lines[start + 1 : start + 3] == ["  Printing net forces (kJ/mol/A)", "  Legend:"]
+    net = {line.split()[0]: [float(v) for v in line.split()[1:]]
+           for line in lines[start + 8 : start + 12]}  # fmt: skip
+    assert list(net) == ["tot", "sasa", "sav", "wca"]
+    for k in ("sasa", "sav", "wca"):
+        np.testing.assert_allclose(net[k], want.forces[k].sum(axis=0), rtol=1e-11, atol=1e-14)
+    np.testing.assert_allclose(net["tot"], want.forces["total"].sum(axis=0), rtol=1e-11,
+                               atol=1e-14)  # fmt: skip
+    # the calculation's own net lines, in APBS's %4.3e
+    assert re.search(r"^  wca   -?\d\.\d{3}e[+-]\d{2} -?\d\.\d{3}e[+-]\d{2} -?\d\.\d{3}e", res.text,
+                     re.M)  # fmt: skip

@@ -258,31 +258,47 @@ def force_lines(calc, parts) -> list[str]:
     return lines
 
 
+#: What APBS prints for PRINT elecForce and apolForce (routines.c printElecForce and
+#: printApolForce): the echo, the term names, the net and per-atom legends, how wide it pads
+#: the names of the net and per-atom lines, and how the system's total line starts.
+_PRINT_FORCES = {
+    "elecForce": (
+        "print force", ELEC_TERMS,
+        ["  Printing net forces (kJ/mol/A).", "  Legend:", "    tot -- Total force",
+         "    qf  -- Fixed charge force", "    db  -- Dielectric boundary force",
+         "    ib  -- Ionic boundary force"],
+        ["  Printing per-atom forces (kJ/mol/A).", "  Legend:",
+         "    tot n -- Total force for atom n", "    qf  n -- Fixed charge force for atom n",
+         "    db  n -- Dielectric boundary force for atom n",
+         "    ib  n -- Ionic boundary force for atom n"],
+        3, 3, "  tot all ",
+    ),
+    "apolForce": (
+        "print APOL force", APOLAR_TERMS,
+        ["  Printing net forces (kJ/mol/A)", "  Legend:", "    tot   -- Total force",
+         "    sasa  -- SASA force", "    sav   -- SAV force", "    wca   -- WCA force", ""],
+        ["  Printing per atom forces (kJ/mol/A)", "  Legend:",
+         "    tot   n -- Total force for atom n", "    sasa  n -- SASA force for atom n",
+         "    sav   n -- SAV force for atom n", "    wca   n -- WCA force for atom n"],
+        4, 5, "  tot all  ",
+    ),
+}  # fmt: skip
+
+
 def print_force_lines(stmt, calcs, parts, mode: str) -> list[str]:
-    """APBS' lines for PRINT elecForce (``parts``: "qf", "ib", "db" → (n, 3), summed)."""
-    lines = ["", f"print force {_echo(stmt, calcs)} end"]
-    total = sum(parts[k] for k in ELEC_TERMS)
+    """APBS' lines for PRINT elecForce or apolForce (``stmt.what``).
+
+    ``parts`` maps the terms ("qf", "ib", "db"; or "sasa", "sav", "wca") to (n, 3) arrays,
+    summed over the statement's calculations; ``mode`` is their ``calcforce`` ("total": the net
+    forces; "comps": per atom).
+    """
+    echo, names, net, per_atom, net_width, atom_width, last = _PRINT_FORCES[stmt.what]
+    lines = ["", f"{echo} {_echo(stmt, calcs)} end"]
     if mode == "total":
-        lines += [
-            "  Printing net forces (kJ/mol/A).",
-            "  Legend:",
-            "    tot -- Total force",
-            "    qf  -- Fixed charge force",
-            "    db  -- Dielectric boundary force",
-            "    ib  -- Ionic boundary force",
-            f"  tot {_vec('1.12E', total.sum(axis=0))}",
-        ]
-        lines += [f"  {k:<3} {_vec('1.12E', parts[k].sum(axis=0))}" for k in ELEC_TERMS]
-        return lines
-    lines += [
-        "  Printing per-atom forces (kJ/mol/A).",
-        "  Legend:",
-        "    tot n -- Total force for atom n",
-        "    qf  n -- Fixed charge force for atom n",
-        "    db  n -- Dielectric boundary force for atom n",
-        "    ib  n -- Ionic boundary force for atom n",
-    ]
-    return lines + _per_atom_sums(parts, ELEC_TERMS, 3, "  tot all ")
+        total = sum(parts[k] for k in names)
+        lines += [*net, f"  tot {_vec('1.12E', total.sum(axis=0))}"]
+        return lines + [f"  {k:<{net_width}} {_vec('1.12E', parts[k].sum(axis=0))}" for k in names]
+    return lines + per_atom + _per_atom_sums(parts, names, atom_width, last)
 
 
 def _per_atom_sums(parts, names, width, last) -> list[str]:
@@ -377,34 +393,6 @@ def print_apolar_energy_lines(stmt, calcs, value: float) -> list[str]:
     ]
 
 
-def print_apolar_force_lines(stmt, calcs, parts, mode: str) -> list[str]:
-    """APBS' lines for PRINT apolForce (``parts``: "sasa", "sav", "wca" → (n, 3), summed)."""
-    lines = ["", f"print APOL force {_echo(stmt, calcs)} end"]
-    total = sum(parts[k] for k in APOLAR_TERMS)
-    if mode == "total":
-        lines += [
-            "  Printing net forces (kJ/mol/A)",
-            "  Legend:",
-            "    tot   -- Total force",
-            "    sasa  -- SASA force",
-            "    sav   -- SAV force",
-            "    wca   -- WCA force",
-            "",
-            f"  tot {_vec('1.12E', total.sum(axis=0))}",
-        ]
-        lines += [f"  {k:<4} {_vec('1.12E', parts[k].sum(axis=0))}" for k in APOLAR_TERMS]
-        return lines
-    lines += [
-        "  Printing per atom forces (kJ/mol/A)",
-        "  Legend:",
-        "    tot   n -- Total force for atom n",
-        "    sasa  n -- SASA force for atom n",
-        "    sav   n -- SAV force for atom n",
-        "    wca   n -- WCA force for atom n",
-    ]
-    return lines + _per_atom_sums(parts, APOLAR_TERMS, 5, "  tot all  ")
-
-
 __all__ = [
     "APOLAR_TERMS",
     "ELEC_TERMS",
@@ -420,7 +408,6 @@ __all__ = [
     "ion_terms_line",
     "molecule_lines",
     "print_apolar_energy_lines",
-    "print_apolar_force_lines",
     "print_force_lines",
     "print_lines",
     "solve_line",

@@ -468,10 +468,7 @@ def _print(stmt, plan, result):
     names = report.APOLAR_TERMS if apolar else report.ELEC_TERMS
     summed = {k: sum(t.sign * done[t.calc - 1].forces[k] for t in stmt.terms) for k in names}
     mode = calcs[stmt.terms[0].calc - 1].force
-    if apolar:
-        lines = report.print_apolar_force_lines(stmt, calcs, summed, mode)
-    else:
-        lines = report.print_force_lines(stmt, calcs, summed, mode)
+    lines = report.print_force_lines(stmt, calcs, summed, mode)
     return lines, PrintResult(_echo_line(lines), None, stmt.line, stmt.what, summed)
 
 
