@@ -452,12 +452,14 @@ def _accessible_fraction(atoms, grid, ion_radius, s, box, backend):
         pos, rad = periodic_images(pos, rad, box, grid.origin, rad.max() + 1.0)
     x, y, _ = grid.axes()
     hx, hy, hz = grid.spacing
-    line_sets = []
-    for a in range(s):
-        for b in range(s):
-            us = x + ((a + 0.5) / s - 0.5) * hx
-            vs = y + ((b + 0.5) / s - 0.5) * hy
-            line_sets.append((us, vs, line_bins(pos, rad, 2, us, vs)))
+    offsets = [(a + 0.5) / s - 0.5 for a in range(s)]
+    us = [x + o * hx for o in offsets]
+    vs = [y + o * hy for o in offsets]
+    # one set of atom bins serves the s² sets of lines: it spans all of them (a line looks up the
+    # bins within its reach, so the candidates are those of bins made for its own set)
+    bins = line_bins(pos, rad, 2, np.array([us[0][0], us[-1][-1]]),
+                     np.array([vs[0][0], vs[-1][-1]]))  # fmt: skip
+    line_sets = [(us[a], vs[b], bins) for a in range(s) for b in range(s)]
     # the s² sets summed by the kernels into one array (on the device where they run)
     covered = _run(
         backend, "the ion-accessible map's sphere-union lines", "sphere_union_sets", grid.shape,

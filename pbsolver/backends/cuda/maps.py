@@ -290,12 +290,19 @@ def sphere_union_sets(out_shape, axis, line_sets, t0, h, nbins, pos, radius):
     overflow = device_zeros(1, np.int64)
     maxr = float(radius.max()) if radius.size else 0.0
     pos_d, radius_d = device_copy(pos), device_copy(radius)
+    uploaded = {}  # sets share their line coordinates and bins: each array goes up once
+
+    def up(a):
+        if id(a) not in uploaded:
+            uploaded[id(a)] = (a, device_copy(a))  # (the host array kept: its id stays its own)
+        return uploaded[id(a)][1]
+
     for us, vs, bins in line_sets:
         u0, v0, bsize, nbu, nbv, bstart, border = bins
         _k_sphere_union_lines[blocks(len(us) * len(vs)), THREADS](
-            out, axis, device_copy(us), device_copy(vs), float(t0), float(h), int(nbins), pos_d,
-            radius_d, maxr, float(u0), float(v0), float(bsize), int(nbu), int(nbv),
-            device_copy(bstart), device_copy(border), overflow,
+            out, axis, up(us), up(vs), float(t0), float(h), int(nbins), pos_d, radius_d, maxr,
+            float(u0), float(v0), float(bsize), int(nbu), int(nbv), up(bstart), up(border),
+            overflow,
         )  # fmt: skip
     check_overflow(overflow, "a grid line meets more spheres")
     return host_copy(out)
