@@ -20,6 +20,7 @@ The MDAnalysis and OpenMM adapters import those packages only when called (insta
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from dataclasses import dataclass
@@ -490,7 +491,7 @@ def parse_pqr(lines, source: str = "<string>") -> Atoms:
         line = line.rstrip("\r\n")
         values, head = _pqr_record(line, record, lineno, source)
         x, y, z, charge, radius = values
-        if not all(np.isfinite(values)):
+        if not all(map(math.isfinite, values)):
             raise InputError(f"{source}, line {lineno}: non-finite number in {line!r}")
         if radius < 0:
             raise InputError(f"{source}, line {lineno}: negative radius {radius} in {line!r}")
@@ -507,7 +508,13 @@ def parse_pqr(lines, source: str = "<string>") -> Atoms:
 
 
 #: One number, the whole of a field (what a PQR field must be).
-_NUMBER = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")
+_NUMBER_TEXT = r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?"
+_NUMBER = re.compile(_NUMBER_TEXT)
+#: Five of them joined by single spaces: the whitespace form's x y z charge radius, one match.
+_FIVE_NUMBERS = re.compile(" ".join([_NUMBER_TEXT] * 5))
+_THREE_NUMBERS = re.compile(" ".join([_NUMBER_TEXT] * 3))
+#: The residue number inside a label field.
+_INTEGER = re.compile(r"-?\d+")
 #: x, y, z of a PDB record: 0-based [start, end) columns and where ``%8.3f`` puts the point.
 _XYZ_COLUMNS = ((30, 38), (38, 46), (46, 54))
 _XYZ_POINTS = (34, 42, 50)
@@ -548,7 +555,7 @@ def _whitespace_fields(tokens, lead):
     if len(tokens) < 6:
         return None
     tail = tokens[-5:]
-    if not all(_NUMBER.fullmatch(t) for t in tail):
+    if not _FIVE_NUMBERS.fullmatch(" ".join(tail)):
         return None
     head = lead + tokens[1:-5]
     # serial, atom name, residue name and residue number must precede the numbers
@@ -559,15 +566,14 @@ def _whitespace_fields(tokens, lead):
 
 def _fixed_coordinates(line: str):
     """x, y, z from PDB columns 31-54, or None where the line is not column-aligned."""
-    if len(line) <= _XYZ_COLUMNS[-1][1]:
+    if len(line) <= _XYZ_COLUMNS[-1][1] or any(line[p] != "." for p in _XYZ_POINTS):
         return None
-    xyz = []
-    for (a, b), point in zip(_XYZ_COLUMNS, _XYZ_POINTS, strict=True):
-        field = line[a:b].strip()
-        if line[point] != "." or not _NUMBER.fullmatch(field):
-            return None
-        xyz.append(float(field))
-    return xyz
+    fields = [line[a:b].strip() for a, b in _XYZ_COLUMNS]
+    # each field one whole number: joined by single spaces they match three (a field with a
+    # space inside, or an empty one, adds or doubles a space and does not)
+    if not _THREE_NUMBERS.fullmatch(" ".join(fields)):
+        return None
+    return [float(f) for f in fields]
 
 
 def _fixed_charge_radius(line: str):
@@ -589,7 +595,7 @@ def _labels_from_head(head):
     resname = head[2] if len(head) > 2 else ""
     resid = 0
     for tok in reversed(head[3:]):
-        m = re.search(r"-?\d+", tok)
+        m = _INTEGER.search(tok)
         if m:
             resid = int(m.group())
             break
