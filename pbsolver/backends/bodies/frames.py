@@ -180,41 +180,54 @@ def make_frame_ses(jit, sort_merge, accumulate):
 
     neighbour_fill = jit(neighbour_fill)
 
-    def smooth_get(a, row, i, j, k, nx, ny, nz):
-        """Snapped fraction at (i, j, k) of the block from ``row``, wrapping around its grid."""
-        i = i + nx if i < 0 else (i - nx if i >= nx else i)
-        j = j + ny if j < 0 else (j - ny if j >= ny else j)
-        k = k + nz if k < 0 else (k - nz if k >= nz else k)
-        return snap(a[row + i, j, k])
-
-    smooth_get = jit(smooth_get)
-
     def smooth_node(fx, fy, fz, ox, oy, oz, row, i, j, k, nx, ny, nz):
         """APBS' 9-point smoothing of the three faces at one node (``smooth_fractions``).
 
-        Each face's value plus, per other orientation b, the b-faces at p, p − e_b, p + e_a
-        and p + e_a − e_b, in that order (the sums of ``smooth_fractions``, bit for bit).
+        Each face's value plus, per other orientation b (in axis order), the b-faces at p,
+        p − e_b, p + e_a and p + e_a − e_b, summed in that order and each read through
+        :func:`snap`; the grid wraps around (a block of ``nx`` planes from ``row``). Written
+        out per orientation, the six neighbour indices found once.
         """
-        for a in range(3):
-            src = fx if a == 0 else (fy if a == 1 else fz)
-            s = smooth_get(src, row, i, j, k, nx, ny, nz)
-            ea0 = 1 if a == 0 else 0
-            ea1 = 1 if a == 1 else 0
-            ea2 = 1 if a == 2 else 0
-            for b in range(3):
-                if b == a:
-                    continue
-                fb = fx if b == 0 else (fy if b == 1 else fz)
-                eb0 = 1 if b == 0 else 0
-                eb1 = 1 if b == 1 else 0
-                eb2 = 1 if b == 2 else 0
-                s = s + smooth_get(fb, row, i, j, k, nx, ny, nz)
-                s = s + smooth_get(fb, row, i - eb0, j - eb1, k - eb2, nx, ny, nz)
-                s = s + smooth_get(fb, row, i + ea0, j + ea1, k + ea2, nx, ny, nz)
-                s = s + smooth_get(fb, row, i + ea0 - eb0, j + ea1 - eb1, k + ea2 - eb2, nx,
-                                   ny, nz)  # fmt: skip
-            dst = ox if a == 0 else (oy if a == 1 else oz)
-            dst[row + i, j, k] = s / 9.0
+        im = (i - 1 if i > 0 else nx - 1) + row
+        ip = (i + 1 if i < nx - 1 else 0) + row
+        jm = j - 1 if j > 0 else ny - 1
+        jp = j + 1 if j < ny - 1 else 0
+        km = k - 1 if k > 0 else nz - 1
+        kp = k + 1 if k < nz - 1 else 0
+        i = i + row
+        x0 = snap(fx[i, j, k])
+        y0 = snap(fy[i, j, k])
+        z0 = snap(fz[i, j, k])
+        # x faces (a = 0): the y faces, then the z faces
+        s = x0 + y0
+        s = s + snap(fy[i, jm, k])
+        s = s + snap(fy[ip, j, k])
+        s = s + snap(fy[ip, jm, k])
+        s = s + z0
+        s = s + snap(fz[i, j, km])
+        s = s + snap(fz[ip, j, k])
+        s = s + snap(fz[ip, j, km])
+        ox[i, j, k] = s / 9.0
+        # y faces (a = 1): the x faces, then the z faces
+        s = y0 + x0
+        s = s + snap(fx[im, j, k])
+        s = s + snap(fx[i, jp, k])
+        s = s + snap(fx[im, jp, k])
+        s = s + z0
+        s = s + snap(fz[i, j, km])
+        s = s + snap(fz[i, jp, k])
+        s = s + snap(fz[i, jp, km])
+        oy[i, j, k] = s / 9.0
+        # z faces (a = 2): the x faces, then the y faces
+        s = z0 + x0
+        s = s + snap(fx[im, j, k])
+        s = s + snap(fx[i, j, kp])
+        s = s + snap(fx[im, j, kp])
+        s = s + y0
+        s = s + snap(fy[i, jm, k])
+        s = s + snap(fy[i, j, kp])
+        s = s + snap(fy[i, jm, kp])
+        oz[i, j, k] = s / 9.0
 
     smooth_node = jit(smooth_node)
 
