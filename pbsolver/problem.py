@@ -123,29 +123,36 @@ class Problem:
             faces = []
             for axis, face in zip("xyz", epsilon_faces, strict=True):
                 name = f"epsilon_faces[{'xyz'.index(axis)}] (e{axis})"
-                face = as_real_array(face, name, shape)
-                _check_positive(face, name)
-                faces.append(face)
+                faces.append(as_real_array(face, name, shape))
             self.epsilon = None
             self.epsilon_faces = tuple(faces)
 
         self.phi_coulomb = as_real_array(phi_coulomb, "phi_coulomb", shape)
+        if kappa2 is not None:
+            kappa2 = as_real_array(kappa2, "kappa2", shape)
+        # large host maps: one compiled pass says what holds; the checks below (whose messages
+        # name the first bad node) run only for what it finds wrong
+        scan = _scan_host_maps(self.epsilon_faces, self.phi_coulomb, kappa2)
+        if self.epsilon_faces is not None and (scan is None or scan["bad_face"]):
+            for axis, face in enumerate(self.epsilon_faces):
+                _check_positive(face, f"epsilon_faces[{axis}] (e{'xyz'[axis]})")
         xp = array_module(self.phi_coulomb)
-        if bool(xp.isnan(self.phi_coulomb).any()):
+        if (scan is None or scan["phi_nan"]) and bool(xp.isnan(self.phi_coulomb).any()):
             idx = first_bad_index(xp.isnan(self.phi_coulomb))
             raise InputError(f"phi_coulomb is NaN at node {idx}")
 
         self.kappa2 = None
         if kappa2 is not None:
-            self.kappa2 = as_real_array(kappa2, "kappa2", shape)
-            _check_finite(self.kappa2, "kappa2")
+            self.kappa2 = kappa2
+            if scan is None or scan["bad_kappa"]:
+                _check_finite(self.kappa2, "kappa2")
+                if bool((self.kappa2 < 0).any()):
+                    idx = first_bad_index(self.kappa2 < 0)
+                    raise InputError(
+                        f"kappa2 must be >= 0, got {float(self.kappa2[idx])} at node {idx}"
+                    )
             xk = array_module(self.kappa2)
-            if bool((self.kappa2 < 0).any()):
-                idx = first_bad_index(self.kappa2 < 0)
-                raise InputError(
-                    f"kappa2 must be >= 0, got {float(self.kappa2[idx])} at node {idx}"
-                )
-            if not bool(xk.any(self.kappa2)):
+            if not (bool(scan["some_kappa"]) if scan is not None else bool(xk.any(self.kappa2))):
                 self.kappa2 = None  # all zero: no salt
 
         self.boundary_values = None
@@ -155,7 +162,8 @@ class Problem:
             self.boundary_values = as_real_array(boundary_values, "boundary_values", shape)
             _check_finite_on_boundary(self.boundary_values, "boundary_values")
 
-        self._check_singular_coulomb()
+        if scan is None or scan["phi_inf"]:
+            self._check_singular_coulomb()
 
     # ------------------------------------------------------------------ derived data
     @property
@@ -346,8 +354,30 @@ def _check_positive(a, name):
         raise InputError(f"{name} must be > 0, got {float(a[idx])} at node {idx}")
 
 
+#: From this many nodes, host face maps are checked by one compiled pass (see __init__).
+SCAN_NODES = 1 << 17
+
+
+def _scan_host_maps(faces, phi, kappa2):
+    """:func:`pbsolver.backends.cpu.validation.scan_maps`'s flags for large host face maps.
+
+    None (the NumPy checks then run in full) for device arrays, node maps and grids below
+    :data:`SCAN_NODES`, which need no compiled kernel (nor numba's start-up).
+    """
+    arrays = [phi] + ([] if faces is None else list(faces)) + ([] if kappa2 is None else [kappa2])
+    if faces is None or phi.size < SCAN_NODES or any(array_module(a) is not np for a in arrays):
+        return None
+    from pbsolver.backends.cpu.validation import scan_maps
+
+    return scan_maps(tuple(np.ascontiguousarray(f) for f in faces), np.ascontiguousarray(phi),
+                     None if kappa2 is None else np.ascontiguousarray(kappa2))  # fmt: skip
+
+
 def _check_finite_on_boundary(a, name):
     xp = array_module(a)
+    layers = (a[0], a[-1], a[:, 0], a[:, -1], a[:, :, 0], a[:, :, -1])
+    if all(bool(xp.isfinite(layer).all()) for layer in layers):
+        return
     bad = ~xp.isfinite(a)
     bad[1:-1, 1:-1, 1:-1] = False
     if bool(bad.any()):

@@ -173,3 +173,51 @@ def test_map_checks_settle_overflowing_sums_node_by_node():
         _check_finite(np.array([[[np.inf, -np.inf]]]), "epsilon")
     with pytest.raises(pb.InputError, match=r"must be > 0, got -2.0 at node \(0, 1, 0\)"):
         _check_positive(np.array([[[1.0], [-2.0]]]), "epsilon")
+
+
+@pytest.mark.parametrize("shape", [(6, 7, 8), (53, 51, 49)])  # NumPy checks; the compiled scan
+@pytest.mark.parametrize(
+    ("field", "node", "value", "match"),
+    [
+        ("ex", (3, 4, 5), 0.0, r"epsilon_faces\[0\] \(ex\) must be > 0, got 0.0 at node \(3, 4"),
+        ("ez", (5, 1, 2), np.nan, r"epsilon_faces\[2\] \(ez\) must be finite, got nan at node"),
+        ("ey", (2, 6, 3), -np.inf, r"epsilon_faces\[1\] \(ey\) must be finite"),
+        ("phi", (1, 2, 3), np.nan, r"phi_coulomb is NaN at node \(1, 2, 3\)"),
+        ("phi", (4, 3, 2), np.inf, r"phi_coulomb is infinite at node \(4, 3, 2\)"),
+        ("kappa2", (2, 2, 2), -1e-3, r"kappa2 must be >= 0, got -0.001 at node \(2, 2, 2\)"),
+        ("kappa2", (5, 5, 5), np.inf, "kappa2 must be finite"),
+        ("boundary_values", (0, 3, 3), np.nan, "boundary_values must be finite on the outer layer"),
+    ],
+)  # fmt: skip
+def test_problem_checks_are_the_same_on_small_and_large_face_maps(shape, field, node, value,
+                                                                 match):  # fmt: skip
+    from pbsolver.problem import SCAN_NODES
+
+    assert (np.prod(shape) >= SCAN_NODES) == (shape[0] > 50)
+    g = pb.Grid(shape, 0.5)
+    rng = np.random.default_rng(3)
+    arrays = {name: rng.uniform(2.0, 80.0, shape) for name in ("ex", "ey", "ez")}
+    arrays["phi"] = rng.normal(size=shape)
+    arrays["kappa2"] = rng.uniform(0.0, 0.1, shape)
+    arrays["boundary_values"] = np.zeros(shape)
+    arrays[field][node] = value
+    with pytest.raises(pb.InputError, match=match):
+        pb.Problem(g, None, arrays["phi"], 2.0, kappa2=arrays["kappa2"],
+                   epsilon_faces=(arrays["ex"], arrays["ey"], arrays["ez"]),
+                   boundary_values=arrays["boundary_values"])  # fmt: skip
+
+
+@pytest.mark.parametrize("shape", [(6, 7, 8), (53, 51, 49)])
+def test_all_zero_kappa_is_no_salt_and_an_allowed_charge_on_a_node_passes(shape):
+    g = pb.Grid(shape, 0.5)
+    faces = tuple(np.full(shape, 2.0) for _ in range(3))
+    phi = np.ones(shape)
+    phi[3, 3, 3] = np.inf  # every face around it is ε_c = 2 and κ̄² is zero: allowed
+    p = pb.Problem(g, None, phi, 2.0, epsilon_faces=faces, kappa2=np.zeros(shape))
+    assert p.kappa2 is None and not p.has_salt
+    kappa2 = np.zeros(shape)
+    kappa2[1, 1, 1] = 0.5
+    assert pb.Problem(g, None, phi, 2.0, epsilon_faces=faces, kappa2=kappa2).has_salt
+    kappa2[3, 3, 3] = 0.5  # salt at the charge's node: refused
+    with pytest.raises(pb.InputError, match=r"infinite at node \(3, 3, 3\)"):
+        pb.Problem(g, None, phi, 2.0, epsilon_faces=faces, kappa2=kappa2)
