@@ -224,10 +224,8 @@ def apolar_terms(positions, radii, epsilons, params: ApolarParameters, *, forces
 
     Parameters
     ----------
-    positions : array_like (n, 3)
-        Atom centres, Å.
-    radii : array_like (n,)
-        Atom radii, Å (≥ 0).
+    positions, radii : array_like (n, 3) and (n,)
+        The atoms' centres and radii (≥ 0), Å (APBS's parameter-file radii).
     epsilons : array_like (n,) or None
         LJ well depths of the atoms, kJ/mol (≥ 0); used only when ``params.bconc`` ≠ 0
         (None is accepted then).
@@ -752,6 +750,15 @@ def _cutoff_term(grid, pos, sig, ep, rho, points):
 
 
 # ---------------------------------------------------------------------- area derivative
+@njit(**_JIT)
+def _inside(x, y, z, cx, cy, cz, R):
+    """Whether (x, y, z) lies strictly inside the sphere of radius R around (cx, cy, cz)."""
+    dx = x - cx
+    dy = y - cy
+    dz = z - cz
+    return dx * dx + dy * dy + dz * dz < R * R
+
+
 @njit(parallel=True, **_JIT)
 def _burial(pos, expanded, points, near_start, near):
     """min(number of spheres Rₖ (k ≠ j) holding point q of atom j, 2), per (j, q)."""
@@ -767,25 +774,12 @@ def _burial(pos, expanded, points, near_start, near):
             c = 0
             for t in range(near_start[j], near_start[j + 1]):
                 k = near[t]
-                if k == j:
-                    continue
-                dx = x - pos[k, 0]
-                dy = y - pos[k, 1]
-                dz = z - pos[k, 2]
-                if dx * dx + dy * dy + dz * dz < expanded[k] * expanded[k]:
+                if k != j and _inside(x, y, z, pos[k, 0], pos[k, 1], pos[k, 2], expanded[k]):
                     c += 1
                     if c == 2:
                         break
             out[j, q] = c
     return out
-
-
-@njit(**_JIT)
-def _inside(x, y, z, cx, cy, cz, R):
-    dx = x - cx
-    dy = y - cy
-    dz = z - cz
-    return dx * dx + dy * dy + dz * dz < R * R
 
 
 @njit(parallel=True, **_JIT)

@@ -180,13 +180,30 @@ def make_frame_ses(jit, sort_merge, accumulate):
 
     neighbour_fill = jit(neighbour_fill)
 
+    def nine_point(own, b0, b_back, b_ahead, b_both, c0, c_back, c_ahead, c_both):
+        """One face's smoothed value, summed in APBS's order, over 9.
+
+        Itself, then each other orientation's four faces (at p, p − e_b, p + e_a, p + e_a − e_b).
+        """
+        s = own + b0
+        s = s + b_back
+        s = s + b_ahead
+        s = s + b_both
+        s = s + c0
+        s = s + c_back
+        s = s + c_ahead
+        s = s + c_both
+        return s / 9.0
+
+    nine_point = jit(nine_point)
+
     def smooth_node(fx, fy, fz, ox, oy, oz, row, i, j, k, nx, ny, nz):
         """APBS' 9-point smoothing of the three faces at one node (``smooth_fractions``).
 
         Each face's value plus, per other orientation b (in axis order), the b-faces at p,
-        p − e_b, p + e_a and p + e_a − e_b, summed in that order and each read through
-        :func:`snap`; the grid wraps around (a block of ``nx`` planes from ``row``). Written
-        out per orientation, the six neighbour indices found once.
+        p − e_b, p + e_a and p + e_a − e_b (:func:`nine_point`), each read through
+        :func:`snap`; the grid wraps around (a block of ``nx`` planes from ``row``). The six
+        neighbour indices are found once.
         """
         im = (i - 1 if i > 0 else nx - 1) + row
         ip = (i + 1 if i < nx - 1 else 0) + row
@@ -198,36 +215,15 @@ def make_frame_ses(jit, sort_merge, accumulate):
         x0 = snap(fx[i, j, k])
         y0 = snap(fy[i, j, k])
         z0 = snap(fz[i, j, k])
-        # x faces (a = 0): the y faces, then the z faces
-        s = x0 + y0
-        s = s + snap(fy[i, jm, k])
-        s = s + snap(fy[ip, j, k])
-        s = s + snap(fy[ip, jm, k])
-        s = s + z0
-        s = s + snap(fz[i, j, km])
-        s = s + snap(fz[ip, j, k])
-        s = s + snap(fz[ip, j, km])
-        ox[i, j, k] = s / 9.0
-        # y faces (a = 1): the x faces, then the z faces
-        s = y0 + x0
-        s = s + snap(fx[im, j, k])
-        s = s + snap(fx[i, jp, k])
-        s = s + snap(fx[im, jp, k])
-        s = s + z0
-        s = s + snap(fz[i, j, km])
-        s = s + snap(fz[i, jp, k])
-        s = s + snap(fz[i, jp, km])
-        oy[i, j, k] = s / 9.0
-        # z faces (a = 2): the x faces, then the y faces
-        s = z0 + x0
-        s = s + snap(fx[im, j, k])
-        s = s + snap(fx[i, j, kp])
-        s = s + snap(fx[im, j, kp])
-        s = s + y0
-        s = s + snap(fy[i, jm, k])
-        s = s + snap(fy[i, j, kp])
-        s = s + snap(fy[i, jm, kp])
-        oz[i, j, k] = s / 9.0
+        ox[i, j, k] = nine_point(x0, y0, snap(fy[i, jm, k]), snap(fy[ip, j, k]),
+                                 snap(fy[ip, jm, k]), z0, snap(fz[i, j, km]), snap(fz[ip, j, k]),
+                                 snap(fz[ip, j, km]))  # fmt: skip
+        oy[i, j, k] = nine_point(y0, x0, snap(fx[im, j, k]), snap(fx[i, jp, k]),
+                                 snap(fx[im, jp, k]), z0, snap(fz[i, j, km]), snap(fz[i, jp, k]),
+                                 snap(fz[i, jp, km]))  # fmt: skip
+        oz[i, j, k] = nine_point(z0, x0, snap(fx[im, j, k]), snap(fx[i, j, kp]),
+                                 snap(fx[im, j, kp]), y0, snap(fy[i, jm, k]), snap(fy[i, j, kp]),
+                                 snap(fy[i, jm, kp]))  # fmt: skip
 
     smooth_node = jit(smooth_node)
 
