@@ -1,8 +1,9 @@
 """Time APBS's APOLAR terms (``pbsolver.molecule.apolar.apolar_terms``) on two molecules.
 
-ion-pmf's two ions as the APBS example sets them (grid 0.1 Å, sdens 100, bconc 0.033), and the
-shipped colipase (1,252 atoms; grid 0.5 Å, sdens 10, ε 0.4 kJ/mol for every atom): energy
-alone, then energy and forces; the best of ``--repeat`` calls after one warm-up call.
+ion-pmf's two ions as the APBS example sets them (grid 0.1 Å, sdens 100, bconc 0.033), the
+shipped colipase (1,252 atoms; grid 0.5 Å, sdens 10, ε 0.4 kJ/mol for every atom), and colipase
+with the volume term alone (press 0.0226): energy alone, then energy and forces; the best of
+``--repeat`` calls after one warm-up call.
 
     python benchmarks/apolar_timing.py --repeat 3
 """
@@ -29,7 +30,13 @@ def cases():
     protein = (atoms.positions, atoms.radii, np.full(len(atoms), 0.4),
                ApolarParameters(gamma=0.0226, bconc=0.033, srad=1.4, sdens=10.0, dpos=0.2,
                                 grid=(0.5,) * 3, **WATER))  # fmt: skip
-    return {"ion-pmf": ions, "colipase": protein}
+    volume = (
+        atoms.positions,
+        atoms.radii,
+        None,
+        ApolarParameters(press=0.0226, srad=1.4, sdens=10.0, dpos=0.2, grid=(0.5,) * 3),
+    )
+    return {"ion-pmf": ions, "colipase": protein, "colipase press only": volume}
 
 
 def main(argv=None):

@@ -501,10 +501,11 @@ def _sav_kernel(xs, wx, ys, wy, zs, wz, pos, r2, lo, size, dims, start, members)
     for a in prange(len(xs)):
         s = 0.0
         for b in range(len(ys)):
+            row = _row_cell(xs[a], ys[b], lo, size, dims)
             for c in range(len(zs)):
                 w = wx[a] * wy[b] * wz[c]
-                acc = _accessible(xs[a], ys[b], zs[c], -1, pos, r2, lo, size, dims, start,
-                                  members)  # fmt: skip
+                acc = _accessible_in_row(xs[a], ys[b], zs[c], row, -1, pos, r2, lo, size, dims,
+                                         start, members)  # fmt: skip
                 s += w * (1.0 - acc)
         part[a] = s
     return part
