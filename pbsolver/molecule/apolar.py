@@ -638,9 +638,13 @@ def _u(r, sigma, eps):
 
 
 @njit(parallel=True, **_JIT)
-def _surface_kernel(points, expanded, near_start, near, sig, ep, with_u, pos, r2, lo, size,
-                    dims, start, members):  # fmt: skip
-    """Σ over atom i's exposed points of g(p)·n̂·4πRᵢ²/m, g = 1 or U(p) = Σⱼ uⱼ."""
+def _surface_kernel(points, expanded, near_start, near, sig, ep, with_u, skip_own, pos, r2, lo,
+                    size, dims, start, members):  # fmt: skip
+    """Σ over atom i's exposed points of g(p)·n̂·4πRᵢ²/m, g = 1 or U(p) = Σⱼ uⱼ.
+
+    A point of sphere i is exposed outside every sphere Rₖ, k ≠ i with ``skip_own`` (the sphere
+    is atom i's own), all k without (a sphere of another radius around atom i).
+    """
     n = pos.shape[0]
     m = points.shape[0]
     out = np.zeros((n, 3))
@@ -656,7 +660,8 @@ def _surface_kernel(points, expanded, near_start, near, sig, ep, with_u, pos, r2
             x = R * points[q, 0] + pos[i, 0]
             y = R * points[q, 1] + pos[i, 1]
             z = R * points[q, 2] + pos[i, 2]
-            if _accessible(x, y, z, i, pos, r2, lo, size, dims, start, members) == 0:
+            skip = i if skip_own else -1
+            if _accessible(x, y, z, skip, pos, r2, lo, size, dims, start, members) == 0:
                 continue
             g = 1.0
             if with_u:
@@ -677,34 +682,22 @@ def _surface_kernel(points, expanded, near_start, near, sig, ep, with_u, pos, r2
 
 
 def _pairs_within(pos, reach):
-    """CSR lists of the atoms j (j = i included) within ``reach[i]`` of each atom i."""
-    n = len(pos)
-    size = max(float(reach.max()), 1e-3)
-    cells = np.floor((pos - pos.min(axis=0)) / size).astype(np.int64)
-    buckets: dict = {}
-    for k, c in enumerate(map(tuple, cells)):
-        buckets.setdefault(c, []).append(k)
-    start = np.zeros(n + 1, dtype=np.int64)
-    lists = []
-    for i in range(n):
-        ci = cells[i]
-        cand = [
-            k
-            for dx in (-1, 0, 1)
-            for dy in (-1, 0, 1)
-            for dz in (-1, 0, 1)
-            for k in buckets.get((ci[0] + dx, ci[1] + dy, ci[2] + dz), ())
-        ]
-        cand = np.array(sorted(cand), dtype=np.int64)
-        d = np.linalg.norm(pos[cand] - pos[i], axis=1)
-        chosen = cand[d <= reach[i]]
-        lists.append(chosen)
-        start[i + 1] = start[i] + len(chosen)
-    return start, np.concatenate(lists) if lists else np.zeros(0, dtype=np.int64)
+    """CSR lists of the atoms j (j = i included) within ``reach[i]`` of each atom i, sorted."""
+    from scipy.spatial import cKDTree
+
+    lists = cKDTree(pos).query_ball_point(pos, reach, return_sorted=True)
+    start = np.zeros(len(pos) + 1, dtype=np.int64)
+    np.cumsum([len(x) for x in lists], out=start[1:])
+    flat = np.fromiter((j for x in lists for j in x), dtype=np.int64, count=int(start[-1]))
+    return start, flat
 
 
-def _surface_integral(grid, pos, expanded, points, sig=None, ep=None):
-    """∮ over each atom's exposed sphere Rᵢ of n̂ dS (``sig`` None) or of U n̂ dS."""
+def _surface_integral(grid, pos, expanded, points, sig=None, ep=None, skip_own=True):
+    """∮ over each atom's exposed sphere Rᵢ of n̂ dS (``sig`` None) or of U n̂ dS.
+
+    ``expanded`` gives the spheres' radii; ``skip_own`` False: the sphere is not atom i's own
+    (the 14 Å cutoff sphere), so atom i's sphere Rᵢ also excludes.
+    """
     n = len(pos)
     if sig is None:
         near_start = np.zeros(n + 1, dtype=np.int64)
@@ -715,38 +708,15 @@ def _surface_integral(grid, pos, expanded, points, sig=None, ep=None):
         # the atoms whose uⱼ reaches atom i's sphere: within Rᵢ + 14 Å
         near_start, near = _pairs_within(pos, expanded + WCA_PAD + 1e-6)
         with_u = True
-    return _surface_kernel(points, expanded, near_start, near, sig, ep, with_u, *grid.args())
-
-
-@njit(parallel=True, **_JIT)
-def _cutoff_kernel(points, scale, pos, r2, lo, size, dims, start, members):
-    """∮ over the 14 Å sphere around each atom of χ n̂ dS (all atoms exclude)."""
-    n = pos.shape[0]
-    m = points.shape[0]
-    w = 4.0 * math.pi * scale * scale / m
-    out = np.zeros((n, 3))
-    for i in prange(n):
-        sx = 0.0
-        sy = 0.0
-        sz = 0.0
-        for q in range(m):
-            x = scale * points[q, 0] + pos[i, 0]
-            y = scale * points[q, 1] + pos[i, 1]
-            z = scale * points[q, 2] + pos[i, 2]
-            if _accessible(x, y, z, -1, pos, r2, lo, size, dims, start, members) == 1:
-                sx += points[q, 0]
-                sy += points[q, 1]
-                sz += points[q, 2]
-        out[i, 0] = sx * w
-        out[i, 1] = sy * w
-        out[i, 2] = sz * w
-    return out
+    return _surface_kernel(points, expanded, near_start, near, sig, ep, with_u, skip_own,
+                           *grid.args())  # fmt: skip
 
 
 def _cutoff_term(grid, pos, sig, ep, rho, points):
     """−ρ uᵢ(14) ∮_{14 Å} χ n̂ dS: uᵢ drops from uᵢ(14) to 0 at the cutoff."""
     u14 = np.array([_u(float(WCA_PAD), s, e) for s, e in zip(sig, ep, strict=True)])
-    flux = _cutoff_kernel(points, float(WCA_PAD), *grid.args())
+    cutoff = np.full(len(pos), float(WCA_PAD))
+    flux = _surface_integral(grid, pos, cutoff, points, skip_own=False)
     return -rho * u14[:, None] * flux
 
 
