@@ -24,6 +24,12 @@ from pbsolver.backends.bodies.sampling import cubic_slopes, cubic_weights
 from pbsolver.options import INTERPOLATIONS, choice
 
 
+def _grid_units(grid, positions, xp):
+    """The positions in node units, (p − origin) / h: (n, 3) float64 in ``xp``."""
+    h = xp.asarray(grid.spacing, dtype=xp.float64)
+    return (xp.asarray(positions, dtype=xp.float64) - xp.asarray(grid.origin)) / h
+
+
 def _axis_stencils(grid, positions, periodic, cubic, xp, lower=False):
     """Per axis: node indices (m, n), weights (m, n) and slopes per Å (m, n) of each position.
 
@@ -33,7 +39,7 @@ def _axis_stencils(grid, positions, periodic, cubic, xp, lower=False):
     """
     shape = np.asarray(grid.shape)
     h = np.asarray(grid.spacing, dtype=np.float64)
-    s = (xp.asarray(positions, dtype=xp.float64) - xp.asarray(grid.origin)) / xp.asarray(h)
+    s = _grid_units(grid, positions, xp)
     out = []
     for a in range(3):
         n = int(shape[a])
@@ -103,7 +109,8 @@ def interpolation_gradient(grid, field, positions, *, periodic=False, interpolat
     flat, _, grads = _stencil(grid, positions, periodic, cubic, xp)
     values = field.reshape(-1)[flat]  # (m³, n)
     slopes = (grads * values[None]).sum(axis=1).T
-    if cubic:
+    s = _grid_units(grid, positions, xp)
+    if cubic or not bool(xp.any(s == xp.floor(s))):  # no atom on a node plane: one pass
         return slopes
     # the other one-sided slope where an atom sits on a node plane: the weights are the same
     # in both cells (1 on the plane's node), so only the component across the plane changes
