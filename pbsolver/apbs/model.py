@@ -149,6 +149,11 @@ class Calculation:
     force: str = "no"
 
     @property
+    def fixed_boundary(self) -> bool:
+        """Whether the forces hold the finest boundary values fixed (see boundary_values_fixed)."""
+        return boundary_values_fixed(self.grids, self.focus_from, self.root_boundary)
+
+    @property
     def label(self) -> str:
         """``#n (name)`` as APBS numbers ELEC blocks."""
         return f"#{self.index}" + (f" ({self.name})" if self.name else "")
@@ -368,7 +373,8 @@ def calculation(
             "(APBS': the atomic radii)"
         )
     if block.calcforce != "no":
-        _check_forces(block, physics, atoms, grids[-1].grid, fail, notes)
+        fixed = boundary_values_fixed(grids, focus_from, root)
+        _check_forces(block, physics, atoms, grids[-1].grid, fixed, fail, notes)
     if "writemat" in block.other:
         unsupported(block.other["writemat"][1], f"{block.label}: writemat is not supported")
     writes = []
@@ -405,7 +411,17 @@ def calculation(
     )
 
 
-def _check_forces(block, physics, atoms, finest, fail, notes):
+def boundary_values_fixed(grids, focus_from, root) -> bool:
+    """Whether a calculation's finest grid takes boundary values that its forces hold fixed.
+
+    Its values come from a coarser solve (a focusing level, ``bcfl focus``) or are APBS's zero
+    total potential (``bcfl zero``): their dependence on the atoms is not differentiated, as
+    APBS takes forces on its finest grid. Only one grid with "mdh" or "sdh" values is exact.
+    """
+    return len(grids) > 1 or focus_from is not None or root == "zero"
+
+
+def _check_forces(block, physics, atoms, finest, fixed, fail, notes):
     """``calcforce``: what pbsolver's exact forces cover, and the note on how they are split."""
     from pbsolver.forces import supports
 
@@ -436,7 +452,7 @@ def _check_forces(block, physics, atoms, finest, fail, notes):
         "gradient of pbsolver's energy on the finest grid"
         + (
             " with its boundary values held fixed (as APBS takes forces on its finest grid)"
-            if block.method == "mg-auto" or block.bcfl in ("focus", "zero")
+            if fixed
             else ""
         )
     )
@@ -792,6 +808,7 @@ __all__ = [
     "Plan",
     "Unsupported",
     "apbs_dime",
+    "boundary_values_fixed",
     "dime_warning",
     "build_problem",
     "calculation",

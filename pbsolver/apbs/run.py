@@ -444,9 +444,8 @@ def elec_forces(calc, levels, solver) -> dict:
         # zero for nearby positions too, so its term is zero; the forces want the map itself
         problem = copy.copy(problem)
         problem.kappa2 = problem.xp.zeros(problem.grid.shape)
-    fixed = len(levels) > 1 or calc.root_boundary == "zero"
     f = solvation_forces(atoms, problem, finest.result.phi_rf, physics=calc.physics,
-                         solver=solver, fixed_boundary=fixed)  # fmt: skip
+                         solver=solver, fixed_boundary=calc.fixed_boundary)  # fmt: skip
     parts = {k: to_numpy(v) for k, v in f.parts.items()}
     out["qf"] = qf + parts["charge"] + parts["coulomb"] + parts["boundary"]
     out["ib"], out["db"] = parts["ionic"], parts["dielectric"]
