@@ -72,7 +72,8 @@ def resolve_path(
     return full
 
 
-def read_molecule(spec, folder, parm=None, *, source: str = "", allow_outside: bool = False):
+def read_molecule(spec, folder, parm=None, *, source: str = "", allow_outside: bool = False,
+                  table=None):  # fmt: skip
     """The :class:`~pbsolver.Atoms` of a READ ``mol`` statement.
 
     Parameters
@@ -86,6 +87,8 @@ def read_molecule(spec, folder, parm=None, *, source: str = "", allow_outside: b
         The input file's name, for messages.
     allow_outside : bool
         See :func:`resolve_path`.
+    table : dict, optional
+        ``parm`` already read (:func:`read_parm`), for an input with several molecules.
 
     Raises
     ------
@@ -110,7 +113,8 @@ def read_molecule(spec, folder, parm=None, *, source: str = "", allow_outside: b
             f"{where}: mol pdb needs charges and radii from a parameter file: add "
             "'parm flat FILE' to the READ section (or use a PQR file)"
         )
-    table = read_parm(parm, folder, source=source, allow_outside=allow_outside)
+    if table is None:
+        table = read_parm(parm, folder, source=source, allow_outside=allow_outside)
     names, resnames, pos = read_pdb_atoms(path)
     q, r = np.empty(len(names)), np.empty(len(names))
     for i, (atom, res) in enumerate(zip(names, resnames, strict=True)):

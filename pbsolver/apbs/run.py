@@ -237,15 +237,18 @@ def run(
         choice(maps_backend, "maps_backend", BACKENDS)
     outdir = Path("." if output_dir is None else os.fspath(output_dir))
     emit(f"pbsolver: running APBS input {inp.source}", "Parsed input file.")
+    # the parameter file, read once: for the PDB molecules and APOLAR's dispersion term
+    table = None
+    needed = any(m.format == "pdb" for m in inp.molecules) or any(
+        (a.bconc or 0) > 0 for a in inp.apolars
+    )
+    if inp.parm is not None and needed:
+        table = read_parm(inp.parm, inp.folder, source=inp.source, allow_outside=allow_outside)
     molecules = []
     for spec in inp.molecules:
-        atoms = read_molecule(
-            spec, inp.folder, inp.parm, source=inp.source, allow_outside=allow_outside
-        )
+        atoms = read_molecule(spec, inp.folder, inp.parm, source=inp.source,
+                              allow_outside=allow_outside, table=table)  # fmt: skip
         molecules.append(atoms)
-    table = None
-    if inp.parm is not None and any((a.bconc or 0) > 0 for a in inp.apolars):
-        table = read_parm(inp.parm, inp.folder, source=inp.source, allow_outside=allow_outside)
     plan = model.plan_input(
         inp,
         molecules,
