@@ -282,3 +282,39 @@ def test_tile_runner_survives_work_buffer_eviction(stencils):
             gpu._work_for(other)
     assert gpu.dev.captures >= 1 and gpu.dev.replays >= 2
     assert np.array_equal(gpu.dev.to_numpy(x), ref.dev.to_numpy(xr))
+
+
+_SPIN_WRITE = r"""
+extern "C" __global__ void spin_then_write(double* a, long long cycles, double value) {
+    long long t0 = clock64();
+    while (clock64() - t0 < cycles) {}
+    a[0] = value;
+}
+"""
+
+
+def test_stream_context_orders_the_backend_stream_with_the_callers(cp):
+    """Work the caller queued before the context is done before the backend's, and vice versa.
+
+    A kernel that spins about 50 ms and then writes is queued on one side; the other side
+    copies the written value without any host synchronisation in between. The backend's
+    stream is non-blocking, so without the context's waits the copy reads the old value.
+    """
+    be = backend()
+    spin = cp.RawKernel(_SPIN_WRITE, "spin_then_write")
+    cycles = np.int64(100_000_000)  # ≈ 50 ms at 2 GHz
+    for value in (1.0, 2.0):  # caller → backend
+        a, b = cp.zeros(1), cp.zeros(1)
+        cp.cuda.Device().synchronize()
+        spin((1,), (1,), (a, cycles, np.float64(value)))  # on the caller's (legacy) stream
+        with be.stream_context():
+            assert cp.cuda.get_current_stream().ptr == be.stream.ptr
+            b[...] = a
+        assert float(b.get()[0]) == value
+    for value in (3.0, 4.0):  # backend → caller
+        a, b = cp.zeros(1), cp.zeros(1)
+        cp.cuda.Device().synchronize()
+        with be.stream_context():
+            spin((1,), (1,), (a, cycles, np.float64(value)))  # on the backend's stream
+        b[...] = a  # on the caller's stream, after the context
+        assert float(b.get()[0]) == value

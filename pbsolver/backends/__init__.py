@@ -310,7 +310,14 @@ class Backend:
         return ()
 
     def stream_context(self):
-        """A context in which array-library work is queued on the backend's stream."""
+        """A context in which array-library work is queued on the backend's stream.
+
+        On a device with its own stream, the context orders that stream after the caller's
+        current stream on entry (arrays the caller just made are complete before the backend
+        reads them) and the caller's stream after it on exit (the backend's results are
+        complete before the caller reads them). Both are device-side waits: the host does not
+        block.
+        """
         import contextlib
 
         return contextlib.nullcontext()

@@ -722,10 +722,10 @@ class CUDABackend(Backend):
         return self._key(*items)
 
     def stream_context(self):
-        import contextlib
-
-        stream = self.stream
-        return stream if stream is not None else contextlib.nullcontext()
+        # not just ``with stream``: the backend's stream is non-blocking, so without the
+        # device's waits a copy of the caller's arrays could run before the caller's own work
+        # that fills them (positions stacked on the legacy stream read half-written)
+        return self.dev.io()
 
     def to_host(self, a):
         with self.dev.io():
