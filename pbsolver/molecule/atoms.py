@@ -531,6 +531,8 @@ def _pqr_record(line: str, record: str, lineno: int, source: str):
     # record and serial run together from serial 100000 on ("HETATM100001"): split them
     lead = [first[len(record) :]] if len(first) > len(record) else []
     spaced = _whitespace_fields(tokens, lead)
+    if spaced is not None and _columns_agree(line, spaced[0]):
+        return spaced  # (the common case, decided without the columns' full check)
     xyz = _fixed_coordinates(line)
     if spaced is not None and xyz is not None and spaced[0][:3] != xyz:
         raise InputError(
@@ -562,6 +564,20 @@ def _whitespace_fields(tokens, lead):
     if len(head) < 4:
         return None
     return [float(t) for t in tail], head
+
+
+def _columns_agree(line: str, values) -> bool:
+    """Whether PDB columns 31-54 read as ``values``' x, y, z, or cannot hold them at all.
+
+    True means :func:`_fixed_coordinates` would give None or the same x, y, z, so the
+    whitespace reading stands unchecked; False leaves the decision to that full check.
+    """
+    if len(line) <= _XYZ_COLUMNS[-1][1] or any(line[p] != "." for p in _XYZ_POINTS):
+        return True  # not column-aligned: no second reading
+    try:
+        return [float(line[a:b]) for a, b in _XYZ_COLUMNS] == values[:3]
+    except ValueError:
+        return False
 
 
 def _fixed_coordinates(line: str):
