@@ -1,9 +1,19 @@
-# the old stream_context (the backend's stream entered, no waits): does the copy race?
-import contextlib, sys
-import numpy as np, cupy as cp
+"""Whether the copy races with the old ``stream_context`` (the stream entered, no waits).
+
+One-off of the twenty-fifth session (README.md beside it), run from the project root with the
+tests on the path. Reformatted for ruff after the run (two unused imports dropped); the
+statements are those that ran.
+"""
+
+import sys
+
+import cupy as cp
+
 sys.path.insert(0, "tests")
-import test_cuda_backend as t
-from pbsolver.backends.cuda import CUDABackend
+import test_cuda_backend as t  # noqa: E402
+
+from pbsolver.backends.cuda import CUDABackend  # noqa: E402
+
 CUDABackend.stream_context = lambda self: self.stream
 try:
     t.test_stream_context_orders_the_backend_stream_with_the_callers(cp)
