@@ -572,17 +572,22 @@ def _columns_agree(line: str, values) -> bool:
     True means :func:`_fixed_coordinates` would give None or the same x, y, z, so the
     whitespace reading stands unchecked; False leaves the decision to that full check.
     """
-    if len(line) <= _XYZ_COLUMNS[-1][1] or any(line[p] != "." for p in _XYZ_POINTS):
-        return True  # not column-aligned: no second reading
+    if not _column_aligned(line):
+        return True  # no second reading
     try:
         return [float(line[a:b]) for a, b in _XYZ_COLUMNS] == values[:3]
     except ValueError:
         return False
 
 
+def _column_aligned(line: str) -> bool:
+    """Whether the line reaches past column 54 with %8.3f's decimal points in x, y and z."""
+    return len(line) > _XYZ_COLUMNS[-1][1] and all(line[p] == "." for p in _XYZ_POINTS)
+
+
 def _fixed_coordinates(line: str):
     """x, y, z from PDB columns 31-54, or None where the line is not column-aligned."""
-    if len(line) <= _XYZ_COLUMNS[-1][1] or any(line[p] != "." for p in _XYZ_POINTS):
+    if not _column_aligned(line):
         return None
     fields = [line[a:b].strip() for a, b in _XYZ_COLUMNS]
     # each field one whole number: joined by single spaces they match three (a field with a
