@@ -126,6 +126,38 @@ out["ses_ends_same"] = bool(all(np.array_equal(a, b) for a, b in zip(sc[:3], sg[
                             and sc[4] == sg[4])
 out["ses_ends_slopes"] = float(np.abs(sc[3] - sg[3]).max())
 out["ses_crossings"] = int((sc[2][:, 1] >= 0).sum())
+# the kernels that keep the general maps on the device: snapping, faces, smoothing (the CPU's
+# bodies), on fractions with values just off 0 and 1 and out of [0, 1]
+raw = [rng.uniform(-0.1, 1.1, grid.shape) for _ in range(3)]
+for f in raw:
+    f[rng.random(grid.shape) < 0.2] = 1.0 - 1e-13
+    f[rng.random(grid.shape) < 0.2] = 1e-13
+snapped = [f.copy() for f in raw]
+for f in snapped:
+    K.snap_fractions(f)
+dev = [C.device_copy(f) for f in raw]
+for f in dev:
+    C.device_snap_fractions(f)
+out["device_snap_same"] = all(np.array_equal(C.host_copy(d), f) for d, f in zip(dev, snapped))
+smoothed = maps.smooth_fractions(*snapped)
+out["device_smooth_same"] = all(
+    np.array_equal(C.host_copy(d), f) for d, f in zip(C.device_smooth_fractions(*dev), smoothed)
+)
+faces = maps.faces_from_fractions(smoothed, 2.0, 78.54)
+out["device_faces_same"] = all(
+    np.array_equal(C.host_copy(C.device_faces_from_fractions(C.device_copy(f), 2.0, 78.54)), e)
+    for f, e in zip(smoothed, faces)
+)
+# the simulator has no CuPy: maps asked for on the device are host maps, the same values
+out["device_results_sim"] = repr(gpu_be.map_kernels().device_results())
+m0 = maps.build_maps(atoms, grid, maps_backend=gpu_be, surface="smol", ionic_strength=0.1)
+m1 = maps.build_maps(atoms, grid, maps_backend=gpu_be, surface="smol", ionic_strength=0.1,
+                     on_device=True)  # fmt: skip
+out["on_device_sim_same"] = all(
+    isinstance(b, np.ndarray) and np.array_equal(a, b)
+    for a, b in zip((*m0.epsilon_faces, m0.kappa2, m0.phi_coulomb, m0.boundary_values),
+                    (*m1.epsilon_faces, m1.kappa2, m1.phi_coulomb, m1.boundary_values))
+)  # fmt: skip
 print("RESULT" + json.dumps(out))
 """
 
@@ -155,6 +187,15 @@ def _run():
 def results():
     pytest.importorskip("numba.cuda")
     return _run()
+
+
+def test_cuda_kernels_of_device_maps_match_cpu(results):
+    """Snapping, smoothing and faces on the device give the CPU kernels' values bit for bit."""
+    assert results["device_snap_same"]
+    assert results["device_smooth_same"]
+    assert results["device_faces_same"]
+    assert results["device_results_sim"] == "None"
+    assert results["on_device_sim_same"]
 
 
 def test_cuda_faces_match_cpu(results):
@@ -225,3 +266,28 @@ def test_gpu_maps_match_cpu_on_a_protein():
         # test_fast_coulomb.py); different summation orders: compare against the field's scale
         ref = fn(CPUBackend(coulomb="direct"))
         np.testing.assert_allclose(fn("cuda"), ref, rtol=1e-10, atol=1e-10 * np.abs(ref).max())
+
+
+@pytest.mark.gpu
+def test_gpu_maps_left_on_the_device_equal_the_host_maps():
+    """``build_maps(on_device=True)`` on the GPU: CuPy maps with the host maps' values, for
+    every surface the device kernels build (vdW, SES, smoothed SES) with salt."""
+    cp = pytest.importorskip("cupy")
+    import numpy as np
+
+    import pbsolver as pb
+    from pbsolver.molecule import maps
+
+    atoms = pb.read_pqr(ROOT / "data" / "1lpb_chainA.pqr")
+    grid = maps.grid_for_atoms(atoms, 0.7, 4.0)
+    for surface in ("vdw", "mol", "smol"):
+        opts = dict(maps_backend="cuda", surface=surface, ionic_strength=0.15)
+        host = maps.build_maps(atoms, grid, **opts)
+        dev = maps.build_maps(atoms, grid, **opts, on_device=True)
+        for a, b in zip(
+            (*host.epsilon_faces, host.kappa2, host.phi_coulomb, host.boundary_values),
+            (*dev.epsilon_faces, dev.kappa2, dev.phi_coulomb, dev.boundary_values),
+            strict=True,
+        ):
+            assert isinstance(b, cp.ndarray)
+            np.testing.assert_array_equal(cp.asnumpy(b), a)

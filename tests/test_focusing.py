@@ -303,3 +303,28 @@ def test_focusing_on_the_gpu_matches_the_cpu(rng):
     assert gpu.levels[-1].result.backend == "cuda"
     assert gpu.energy == pytest.approx(cpu.energy, rel=1e-5)
     np.testing.assert_allclose(gpu.potentials, cpu.potentials, rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.gpu
+def test_focused_solves_on_maps_left_on_the_gpu_equal_those_on_host_maps(rng):
+    """``on_device=True``: every level's maps are CuPy arrays with the host maps' values, and
+    the solves the same (SES smoothed, salt: every map kernel, the screened focus values)."""
+    cp = pytest.importorskip("cupy")
+    from pbsolver.arrays import to_numpy
+
+    a = random_molecule(rng, n=20)
+    grids = focus_grids(a, 0.5, margin=3.0)
+    opts = dict(physics=pb.PhysicsOptions(surface="smol", ionic_strength=0.1),
+                solver=pb.Solver(backend="cuda", rtol=1e-8), maps_backend="cuda")  # fmt: skip
+    host = focusing.solve_focused(a, grids, **opts)
+    dev = focusing.solve_focused(a, grids, **opts, on_device=True)
+    for h, d in zip(host, dev, strict=True):
+        p, q = h.problem, d.problem
+        mine = (*p.epsilon_faces, p.kappa2, p.phi_coulomb, p.boundary_values)
+        theirs = (*q.epsilon_faces, q.kappa2, q.phi_coulomb, q.boundary_values)
+        for x, y in zip(mine, theirs, strict=True):
+            assert isinstance(x, np.ndarray) and isinstance(y, cp.ndarray)
+            np.testing.assert_array_equal(cp.asnumpy(y), x)
+        ref = to_numpy(h.result.phi_rf)
+        np.testing.assert_allclose(to_numpy(d.result.phi_rf), ref, rtol=0,
+                                   atol=1e-12 * np.abs(ref).max())  # fmt: skip

@@ -86,7 +86,7 @@ def level_ion_terms(levels) -> np.ndarray:
     rows = np.zeros((len(levels), 2))
     outside = np.zeros(2)  # the coarser levels' share, outside the finer boxes
     for k, level in enumerate(levels):
-        phi = to_numpy(level.result.phi_rf)
+        phi = level.result.phi_rf  # the sums run where it is (with the problem's maps)
         rows[k] = outside + ion_terms(level.problem, phi)
         if k + 1 < len(levels):
             vol = outside_volumes(level.grid, levels[k + 1].grid)

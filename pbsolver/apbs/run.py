@@ -350,6 +350,9 @@ def _run_one(calc, emit, backend, maps_backend, method, dtype, staging, chain, n
         # loads no backend)
         if maps_backend in (None, "auto"):
             maps_backend = get_backend(backend).name
+        # maps built where the solves run stay there (no copy to the host and back); the forces
+        # take host maps
+        on_device = calc.force == "no" and maps_backend == get_backend(backend).name
         start = []
         todo = [plan.grid for plan in calc.grids]
         if calc.focus_from is not None:
@@ -358,7 +361,8 @@ def _run_one(calc, emit, backend, maps_backend, method, dtype, staging, chain, n
             problem, _ = model.build_problem(calc, calc.grids[0], maps_backend=maps_backend)
             start = [FocusLevel(todo.pop(0), problem, solver.solve(problem))]
         levels = solve_focused(atoms, start + todo, physics=calc.physics, solver=solver,
-                               maps_backend=maps_backend, coulomb=coulomb)  # fmt: skip
+                               maps_backend=maps_backend, coulomb=coulomb,
+                               on_device=on_device)  # fmt: skip
         rf_rows = level_rf_terms(atoms, levels)[-own:]
         if calc.physics.nonlinear and calc.physics.has_salt:
             ion_rows = level_ion_terms(levels)[-own:]
@@ -381,7 +385,7 @@ def _run_one(calc, emit, backend, maps_backend, method, dtype, staging, chain, n
     for w, target in calc.writes:
         if w.kind == "pot":
             phi_c = (
-                finest.problem.phi_coulomb
+                to_numpy(finest.problem.phi_coulomb)
                 if finest is not None and coulomb == "full"
                 else coulomb_potential(atoms, grid, calc.physics.eps_in)
             )
@@ -391,7 +395,7 @@ def _run_one(calc, emit, backend, maps_backend, method, dtype, staging, chain, n
         else:
             axis = "xyz".index(w.kind[-1])
             values = (
-                finest.problem.epsilon_faces[axis]
+                to_numpy(finest.problem.epsilon_faces[axis])
                 if finest is not None
                 else np.full(grid.shape, calc.physics.eps_in)
             )
@@ -504,7 +508,7 @@ def _accessibility(maps, calc, grid) -> np.ndarray:
     """APBS' kappa map: the ion-accessible fraction (0 everywhere without salt)."""
     if maps is None or maps.kappa2 is None:
         return np.zeros(grid.shape)
-    return maps.kappa2 / calc.physics.kappa2
+    return to_numpy(maps.kappa2) / calc.physics.kappa2
 
 
 def _stage(staging, target, values, grid, potential, temperature):

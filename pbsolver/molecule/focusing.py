@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pbsolver.arrays import to_numpy
+from pbsolver.arrays import array_module, to_numpy
 from pbsolver.exceptions import InputError
 from pbsolver.grid import Grid, operator_index
 from pbsolver.molecule.maps import grid_for_atoms, nice_size
@@ -314,7 +314,8 @@ def screened_values(values, fine: Grid, coarse_level, fine_phi_c, fine_kappa2) -
     fine : Grid
     coarse_level : FocusLevel
     fine_phi_c, fine_kappa2 : arrays (fine.shape)
-        The fine grid's φ_c (kJ mol⁻¹ e⁻¹) and κ̄² (Å⁻²; > 0 where ions reach).
+        The fine grid's φ_c (kJ mol⁻¹ e⁻¹) and κ̄² (Å⁻²; > 0 where ions reach), NumPy or CuPy
+        (only their outer layer is read, and copied to the host).
 
     Returns
     -------
@@ -329,7 +330,7 @@ def screened_values(values, fine: Grid, coarse_level, fine_phi_c, fine_kappa2) -
     check_nested([coarse, fine])
     out = np.array(values, dtype=np.float64)
     layer, pts = outer_layer_points(fine)
-    ions = np.ravel(to_numpy(fine_kappa2))[layer] > 0
+    ions = _flat_values(fine_kappa2, layer) > 0
     if not ions.any():
         return out
     layer, pts = layer[ions], pts[ions]
@@ -342,10 +343,16 @@ def screened_values(values, fine: Grid, coarse_level, fine_phi_c, fine_kappa2) -
         sample_points(to_numpy(field), coarse.spacing, node, False)[:, 0]
         for field in (coarse_level.problem.phi_coulomb, coarse_level.result.phi_rf)
     )
-    screened = total - np.ravel(to_numpy(fine_phi_c))[layer]
+    screened = total - _flat_values(fine_phi_c, layer)
     ok = np.isfinite(screened)
     out.reshape(-1)[layer[ok]] = screened[ok]
     return out
+
+
+def _flat_values(a, index) -> np.ndarray:
+    """``a``'s values at the flat node indices ``index``, on the host (NumPy or CuPy ``a``)."""
+    xp = array_module(a)
+    return to_numpy(xp.asarray(a).reshape(-1)[xp.asarray(index)])
 
 
 # ---------------------------------------------------------------------- the solves
@@ -432,8 +439,11 @@ def solve_focused(atoms, grids, *, physics=None, solver=None, warm_start=True, *
             prev = levels[-1]
             values = focus_values(grid, prev.grid, prev.result.phi_rf)
         maps = build_maps(atoms, grid, physics=physics, dirichlet_values=values, **map_options)
-        if levels and maps.kappa2 is not None:
-            values = screened_values(values, grid, prev, maps.phi_coulomb, maps.kappa2)
+        if levels:
+            if maps.kappa2 is not None:
+                values = screened_values(values, grid, prev, maps.phi_coulomb, maps.kappa2)
+            # the Dirichlet values and the warm start in the maps' array library: one copy
+            values = array_module(maps.phi_coulomb).asarray(values)
             maps.boundary_values = values
         problem = Problem.from_maps(maps)
         result = solver.solve(problem, x0=values if warm_start else None)

@@ -29,7 +29,9 @@ within 1e-12 of 0 or 1 are snapped to it, so an edge inside the solute is ε_in 
 
 The maps run on a :class:`~pbsolver.backends.Backend` (its :meth:`map_kernels`); every public
 builder takes ``backend`` as a Backend or a name ("cpu", "cuda", "auto") and returns NumPy
-arrays.
+arrays; :func:`build_maps` with ``on_device=True`` (and the builders it calls) leaves the maps
+of a GPU's kernels on that GPU instead, for a solve there (the same values: the same bodies,
+and array code only for what is elementwise).
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ import math
 
 import numpy as np
 
-from pbsolver.arrays import to_numpy
+from pbsolver.arrays import array_module, to_numpy
 from pbsolver.backends.bodies.maps import (
     FRACTION_SNAP,
     LineCapacityError,
@@ -179,6 +181,7 @@ def face_fractions(
     nbisect=14,
     backend="cpu",
     ion_radius=0.0,
+    on_device=False,
 ):
     """Fraction of each grid edge inside the solute: ``(fx, fy, fz)``, float64 in [0, 1].
 
@@ -207,6 +210,10 @@ def face_fractions(
     ion_radius : float
         The largest ion radius, Å, 0 without salt (APBS surfaces only: APBS's sphere-point
         density follows it).
+    on_device : bool
+        Leave the fractions on the GPU of ``backend`` (CuPy arrays) where its kernels run
+        there (:meth:`~pbsolver.backends.bodies.maps.MapKernels.device_results`); NumPy arrays
+        elsewhere, and for the APBS surfaces.
     """
     backend = map_backend(backend)
     surface = _surface(surface)
@@ -222,31 +229,37 @@ def face_fractions(
     if box is not None:
         pos, rad = periodic_images(pos, rad, box, grid.origin,
                                    image_cutoff(rad, surface, probe))  # fmt: skip
+    device = device_kernels(backend, on_device)
+    xp = np if device is None else device.xp
     out = [None] * 3
     axes = grid.axes()
     if surface == "svdw":  # array code: on the backend's array library (CuPy on a GPU)
         fractions = union_fractions(pos, rad, grid, xp=backend.array_module())
-        out = [np.asarray(to_numpy(f), dtype=np.float64) for f in fractions]
+        out = [to_numpy(f) if device is None else xp.asarray(f) for f in fractions]
     elif spheres_only:
         for axis in range(3):
             a1, a2 = [a for a in range(3) if a != axis]
             bins = line_bins(pos, rad, axis, axes[a1], axes[a2])
-            out[axis] = _union_lines(
-                backend, grid.shape, axis, axes[a1], axes[a2], grid.origin[axis],
-                grid.spacing[axis], grid.shape[axis], pos, rad, bins,
+            out[axis] = _run(
+                backend, f"sphere-union faces along axis {axis}", "sphere_union_sets",
+                grid.shape, axis, [(axes[a1], axes[a2], bins)], grid.origin[axis],
+                grid.spacing[axis], grid.shape[axis], pos, rad, device=device,
             )  # fmt: skip
     else:
         geometry = ses_geometry(backend, pos, rad, probe)
         for axis in range(3):
             a1, a2 = [a for a in range(3) if a != axis]
             out[axis] = ses_line_fractions(backend, grid, axis, axes[a1], axes[a2], pos, rad,
-                                           probe, geometry, ses_step, nbisect)  # fmt: skip
+                                           probe, geometry, ses_step, nbisect,
+                                           device=device)  # fmt: skip
     # each axis' lines come as a new float64 array of the grid's shape, filled in place below
-    out = [np.ascontiguousarray(f, dtype=np.float64) for f in out]
+    out = [xp.ascontiguousarray(f, dtype=np.float64) for f in out]
+    snap = snap_fractions if device is None else device.snap_fractions
     for f in out:
-        snap_fractions(f)
+        snap(f)
     if surface == "smol":
-        out = list(smooth_fractions(*out))
+        smooth = smooth_fractions if device is None else device.smooth_fractions
+        out = list(smooth(*out))
     return tuple(out)
 
 
@@ -299,7 +312,7 @@ def ses_geometry(backend, pos, rad, probe):
 
 
 def ses_line_fractions(backend, grid, axis, us, vs, pos, rad, probe, geometry, ses_step=None,
-                       nbisect=14, only=None):  # fmt: skip
+                       nbisect=14, only=None, device=None):  # fmt: skip
     """SES fractions of the edges of the grid lines along ``axis`` through ``us`` × ``vs``.
 
     ``us``, ``vs``: coordinates (Å) of the lines along the other two axes in increasing axis
@@ -307,7 +320,8 @@ def ses_line_fractions(backend, grid, axis, us, vs, pos, rad, probe, geometry, s
     :func:`ses_geometry`'s for the same atoms. Returns an array shaped as the grid with the two
     other axes cut to ``len(us)`` and ``len(vs)``, unsnapped (:func:`snap_fractions`).
     ``only`` (bool, ``(len(us), len(vs))``), when given, names the lines the caller keeps: a
-    backend may leave the others out (their fractions are then 0).
+    backend may leave the others out (their fractions are then 0). ``device``
+    (:func:`device_kernels`' namespace, or None): the result stays on that GPU.
     """
     a1, a2 = [a for a in range(3) if a != axis]
     nb, features, exposed = geometry
@@ -321,7 +335,7 @@ def ses_line_fractions(backend, grid, axis, us, vs, pos, rad, probe, geometry, s
         backend, f"SES faces along axis {axis}", "ses_lines", tuple(shape), axis, us, vs,
         grid.origin[axis], h, grid.shape[axis], pos, rad, acc, probe,
         ses_sampling_step(h, ses_step), ses_bisections(nbisect), bins, ebins, features, nb,
-        only=only,
+        only=only, device=device,
     )  # fmt: skip
 
 
@@ -417,7 +431,8 @@ def epsilon_faces(
     return faces_from_fractions(fr, eps_in, eps_out)
 
 
-def ion_accessibility(atoms, grid, ion_radius=2.0, *, subsamples=4, box=None, backend="cpu"):
+def ion_accessibility(atoms, grid, ion_radius=2.0, *, subsamples=4, box=None, backend="cpu",
+                      on_device=False):  # fmt: skip
     """Ion-accessible fraction of each node's cell (the box of side h around the node).
 
     A point is accessible when it is farther than R_i + ``ion_radius`` from every atom centre
@@ -426,26 +441,27 @@ def ion_accessibility(atoms, grid, ion_radius=2.0, *, subsamples=4, box=None, ba
     fractions within 1e-12 of 0 or 1 are snapped to it (:func:`snap_fractions`).
 
     The last few maps are kept (:data:`MAPS_KEPT`) and a call with the same atoms, grid and
-    options gets a copy of one.
+    options gets a copy of one. ``on_device``: as :func:`face_fractions`'.
     """
     backend = map_backend(backend)
+    device = device_kernels(backend, on_device)
     ion_radius = float(ion_radius)
     if not (math.isfinite(ion_radius) and ion_radius >= 0):
         raise InputError(f"ion_radius must be >= 0 Å, got {ion_radius}")
     s = int(subsamples)
     if s < 1:
         raise InputError(f"subsamples must be >= 1, got {subsamples}")
-    key = (backend.name, ion_radius, s, grid_key(grid, box),
+    key = (backend.name, device is not None, ion_radius, s, grid_key(grid, box),
            *content_key(atoms.positions, atoms.radii))  # fmt: skip
     kept = _access_maps.get(key)
     if kept is not None:
         return kept.copy()
-    out = _accessible_fraction(atoms, grid, ion_radius, s, box, backend)
+    out = _accessible_fraction(atoms, grid, ion_radius, s, box, backend, device)
     _access_maps.put(key, out.copy(), out.nbytes)
     return out
 
 
-def _accessible_fraction(atoms, grid, ion_radius, s, box, backend):
+def _accessible_fraction(atoms, grid, ion_radius, s, box, backend, device):
     """:func:`ion_accessibility`'s map, computed."""
     pos, rad = atoms.positions, atoms.radii + ion_radius
     if box is not None:
@@ -463,12 +479,13 @@ def _accessible_fraction(atoms, grid, ion_radius, s, box, backend):
     # the s² sets summed by the kernels into one array (on the device where they run)
     covered = _run(
         backend, "the ion-accessible map's sphere-union lines", "sphere_union_sets", grid.shape,
-        2, line_sets, grid.origin[2] - 0.5 * hz, hz, grid.shape[2], pos, rad,
+        2, line_sets, grid.origin[2] - 0.5 * hz, hz, grid.shape[2], pos, rad, device=device,
     )  # fmt: skip
     covered /= s * s
     # a covered cell sums its pieces to 1 ± a rounding error: snapped, its κ̄² is exactly zero
     # (the nonlinear equation multiplies κ̄² by sinh of the potential deep inside the solute)
-    return snap_fractions(1.0 - covered)
+    snap = snap_fractions if device is None else device.snap_fractions
+    return snap(1.0 - covered)
 
 
 def kappa2_map(
@@ -482,18 +499,21 @@ def kappa2_map(
     subsamples=4,
     box=None,
     backend="cpu",
+    on_device=False,
 ):
-    """κ̄² = ε_out κ² × (ion-accessible fraction of the node's cell), Å⁻²; None without salt."""
+    """κ̄² = ε_out κ² × (ion-accessible fraction of the node's cell), Å⁻²; None without salt.
+
+    ``on_device``: as :func:`face_fractions`'.
+    """
     kappa = kappa_from_ionic_strength(ionic_strength, eps_out, temperature)
     if kappa == 0.0:
         return None
-    frac = ion_accessibility(
-        atoms, grid, ion_radius, subsamples=subsamples, box=box, backend=backend
-    )
+    frac = ion_accessibility(atoms, grid, ion_radius, subsamples=subsamples, box=box,
+                             backend=backend, on_device=on_device)  # fmt: skip
     return eps_out * kappa * kappa * frac
 
 
-def coulomb_potential(atoms, grid, eps_cavity=2.0, *, box=None, backend="cpu"):
+def coulomb_potential(atoms, grid, eps_cavity=2.0, *, box=None, backend="cpu", on_device=False):
     """φ_c = Σ_i k q_i / (ε_c |r − r_i|) at every node (kJ mol⁻¹ e⁻¹).
 
     The backend's map kernels sum it: directly, or on the CPU for large grids without a
@@ -514,6 +534,7 @@ def coulomb_potential(atoms, grid, eps_cavity=2.0, *, box=None, backend="cpu"):
     part gets the complex's map less the other part's, where both are finite everywhere. The
     sum or difference equals the molecule's own map within the two sums' accuracy (the direct
     sum's rounding; the multilevel sum's bound of 1e-6 of each kept map's largest value).
+    ``on_device``: as :func:`face_fractions`' (the kept maps are then kept there).
 
     Raises
     ------
@@ -521,15 +542,19 @@ def coulomb_potential(atoms, grid, eps_cavity=2.0, *, box=None, backend="cpu"):
         When charges of opposite sign sit on the same node (∞ − ∞).
     """
     backend = map_backend(backend)
+    device = device_kernels(backend, on_device)
+    xp = np if device is None else device.xp
     eps_cavity = positive(eps_cavity, "eps_cavity")
     keep = atoms.charges != 0
     pos = np.ascontiguousarray(atoms.positions[keep])
     q = np.ascontiguousarray(atoms.charges[keep])
     if q.size == 0:
-        return np.zeros(grid.shape)
+        return xp.zeros(grid.shape)
     box = None if box is None else check_box(box)
-    # the sum's method is the backend's (CPUBackend(coulomb=...)): part of the key
-    setting = (backend.name, getattr(backend, "coulomb", None), eps_cavity, grid_key(grid, box))
+    # the sum's method is the backend's (CPUBackend(coulomb=...)) and where the maps are kept:
+    # part of the key (a sum or difference of kept maps takes maps of one setting)
+    setting = (backend.name, getattr(backend, "coulomb", None), device is not None, eps_cavity,
+               grid_key(grid, box))  # fmt: skip
     key = (*setting, *content_key(pos, q))
     kept = _coulomb_maps.get(key)
     if kept is not None:
@@ -539,11 +564,11 @@ def coulomb_potential(atoms, grid, eps_cavity=2.0, *, box=None, backend="cpu"):
     if out is None:
         out = _kept_whole_less_part(setting, charges)
     if out is None:
-        out = backend.map_kernels().coulomb_sum(
+        out = (backend.map_kernels() if device is None else device).coulomb_sum(
             grid.shape, grid.origin, grid.spacing, pos, q, COULOMB_KJ / eps_cavity, box
         )
-    if np.isnan(out).any():
-        idx = tuple(int(v) for v in np.argwhere(np.isnan(out))[0])
+    if bool(xp.isnan(out).any()):
+        idx = tuple(int(v) for v in to_numpy(xp.argwhere(xp.isnan(out))[0]))
         raise InputError(
             f"charges of opposite sign sit exactly on grid node {idx}: shift the grid origin"
         )
@@ -596,7 +621,8 @@ def _kept_whole_less_part(setting, charges):
                 continue
             if not np.array_equal(_canonical(np.vstack([rows_p, charges])), rows_w):
                 continue
-            if not (np.isfinite(whole).all() and np.isfinite(part).all()):
+            xp = array_module(whole)
+            if not (bool(xp.isfinite(whole).all()) and bool(xp.isfinite(part).all())):
                 return None
             return whole - part
     return None
@@ -637,10 +663,13 @@ def boundary_values(
     ``phi_coulomb``, the grid's φ_c from :func:`coulomb_potential` with the same ε_c when the
     caller has it, gives the exact sum on the outer layer instead of summing it again over
     every atom (without salt the "mdh" values are then (ε_c/ε_out − 1) φ_c, no sum at all).
+    The values are then in ``phi_coulomb``'s array library (CuPy on a GPU): only the outer
+    layer's φ_c comes to the host.
     """
     if kind not in BOUNDARY_KINDS:
         raise InputError(f"boundary kind must be one of {BOUNDARY_KINDS}, got {kind!r}")
-    out = np.zeros(grid.shape)
+    xp = np if phi_coulomb is None else array_module(phi_coulomb)
+    out = xp.zeros(grid.shape)
     if kind == "zero":
         return out
     backend = map_backend(backend)
@@ -653,7 +682,8 @@ def boundary_values(
     # Σ k q_i / (ε_c r_i) on the outer layer: from the caller's φ_c map, or summed below
     exact = None
     if phi_coulomb is not None:
-        exact = np.asarray(phi_coulomb, dtype=float).reshape(-1)[layer]
+        phi = np.asarray(phi_coulomb, dtype=float) if xp is np else phi_coulomb
+        exact = to_numpy(phi.reshape(-1)[xp.asarray(layer)])
     elif kind == "sdh" or kappa == 0.0:  # the exact sum on the layer, not the screened terms'
         exact = coulomb_on_outer_layer(atoms, grid, eps_cavity, backend=backend).reshape(-1)[layer]
     if kind == "mdh":
@@ -672,7 +702,7 @@ def boundary_values(
         vals = sums(points, c[None, :], np.array([q.sum()]), np.array([a]), kappa, COULOMB_KJ,
                     eps_out, math.inf)  # fmt: skip
         vals -= exact
-    out.reshape(-1)[layer] = vals
+    out.reshape(-1)[xp.asarray(layer)] = xp.asarray(vals)
     return out
 
 
@@ -803,7 +833,9 @@ PROGRESS_WORK = 10**10
 
 @dataclasses.dataclass
 class Maps:
-    """Every map of one problem, as :func:`build_maps` returns them (NumPy arrays).
+    """Every map of one problem, as :func:`build_maps` returns them.
+
+    NumPy arrays, or with ``on_device=True`` CuPy arrays where the maps' kernels ran on a GPU.
 
     The fields are the arguments of :class:`~pbsolver.Problem` (see
     :meth:`pbsolver.Problem.from_maps`).
@@ -841,6 +873,7 @@ def build_maps(
     phi_coulomb=None,
     fractions=None,
     coulomb="full",
+    on_device=False,
     **physics_fields,
 ) -> Maps:
     """Grid and every map for ``atoms`` (ε_c = ε_in): the arrays of a Problem.
@@ -890,6 +923,11 @@ def build_maps(
         values do (and with ``dirichlet_values`` given not even they: φ_c is then zero
         everywhere). "outer" is refused with any other physics; the map is then not φ_c (a
         total potential needs :func:`coulomb_potential`).
+    on_device : bool
+        Leave the maps on the GPU where ``maps_backend``'s kernels run there (CuPy arrays, for
+        a solve on that GPU: no copy to the host and back; the same values); NumPy arrays
+        elsewhere (the CPU, numba's simulator). The APBS surfaces' fractions are built on the
+        CPU and their faces on the GPU. The boundary values follow φ_c.
     **physics_fields
         Fields of :class:`~pbsolver.PhysicsOptions` (``eps_in``, ``eps_out``,
         ``ionic_strength``, ``surface``, ``probe_radius``, ``ion_radius``, ``temperature``,
@@ -948,19 +986,21 @@ def build_maps(
     with bar:
         return _build(atoms, grid, ph, boundary, box, (ses_step, nbisect), kappa_subsamples, be,
                       stages, bar, dirichlet_values, phi_coulomb, fractions,
-                      coulomb == "outer")  # fmt: skip
+                      coulomb == "outer", device_kernels(be, on_device))  # fmt: skip
 
 
 def _build(
     atoms, grid, ph, boundary, box, ses, kappa_subsamples, be, stages, bar, dirichlet_values,
-    phi_coulomb, fractions, outer_only,
+    phi_coulomb, fractions, outer_only, device,
 ) -> Maps:  # fmt: skip
     """The maps of :func:`build_maps`, one stage after the other (``bar`` counts them).
 
     ``ses`` is the SES sampling (``ses_step``, ``nbisect``); ``outer_only``: φ_c on the outer
-    layer only (``coulomb="outer"``).
+    layer only (``coulomb="outer"``); ``device``: :func:`device_kernels`' (None: host maps).
     """
     eps_in = ph.eps_in
+    on_device = device is not None
+    xp = device.xp if on_device else np
     stage = iter(stages)
 
     def next_stage():
@@ -970,16 +1010,20 @@ def _build(
     if eps_in == ph.eps_out:
         # one permittivity everywhere (e.g. APBS's reference calculations, pdie = sdie): every
         # face is ε whatever the surface, so the surface is not built
-        faces = tuple(np.full(grid.shape, float(eps_in)) for _ in range(3))
-    elif fractions is not None:
-        faces = faces_from_fractions(fractions, eps_in, ph.eps_out)
+        faces = tuple(xp.full(grid.shape, float(eps_in)) for _ in range(3))
     else:
-        fr = face_fractions(
-            atoms, grid, ph.surface, ph.probe_radius, box=box, ses_step=ses[0], nbisect=ses[1],
-            backend=be,
-            ion_radius=ph.ion_radius if ph.ionic_strength > 0 else 0.0,
-        )  # fmt: skip
-        faces = faces_from_fractions(fr, eps_in, ph.eps_out)
+        fr = fractions
+        if fr is None:
+            fr = face_fractions(
+                atoms, grid, ph.surface, ph.probe_radius, box=box, ses_step=ses[0],
+                nbisect=ses[1], backend=be,
+                ion_radius=ph.ion_radius if ph.ionic_strength > 0 else 0.0, on_device=on_device,
+            )  # fmt: skip
+        if on_device:  # (the APBS surfaces' fractions, or the caller's, may be host arrays)
+            faces = tuple(device.faces_from_fractions(xp.ascontiguousarray(f, dtype=np.float64),
+                                                      eps_in, ph.eps_out) for f in fr)  # fmt: skip
+        else:
+            faces = faces_from_fractions(fr, eps_in, ph.eps_out)
     bar.update()
     next_stage()
     kappa2 = kappa2_map(
@@ -992,21 +1036,22 @@ def _build(
         subsamples=kappa_subsamples,
         box=box,
         backend=be,
+        on_device=on_device,
     )
     bar.update()
     next_stage()
     if phi_coulomb is not None:
-        phi_c = np.asarray(phi_coulomb, dtype=np.float64)
+        phi_c = xp.asarray(phi_coulomb, dtype=np.float64)
     elif outer_only and dirichlet_values is not None:
-        phi_c = np.zeros(grid.shape)  # given Dirichlet values: nothing reads φ_c
+        phi_c = xp.zeros(grid.shape)  # given Dirichlet values: nothing reads φ_c
     elif outer_only:
-        phi_c = coulomb_on_outer_layer(atoms, grid, eps_in, backend=be)
+        phi_c = xp.asarray(coulomb_on_outer_layer(atoms, grid, eps_in, backend=be))
     else:
-        phi_c = coulomb_potential(atoms, grid, eps_in, box=box, backend=be)
+        phi_c = coulomb_potential(atoms, grid, eps_in, box=box, backend=be, on_device=on_device)
     bar.update()
     bvals = None
     if boundary == "dirichlet" and dirichlet_values is not None:
-        bvals = dirichlet_values
+        bvals = xp.asarray(dirichlet_values) if on_device else dirichlet_values
     elif boundary == "dirichlet":
         next_stage()
         bvals = boundary_values(
@@ -1038,10 +1083,13 @@ def _build(
 
 
 def _check_charges_on_nodes(atoms, grid, phi_c, faces, kappa2, eps_in):
-    inf = np.isinf(phi_c)
-    if not inf.any():
+    xp = array_module(phi_c)
+    if not bool(xp.isinf(phi_c).any()):
         return
-    for idx in np.argwhere(inf):
+    # a charge on a node (rare): the maps to the host for the message
+    phi_c, faces = to_numpy(phi_c), [to_numpy(f) for f in faces]
+    kappa2 = None if kappa2 is None else to_numpy(kappa2)
+    for idx in np.argwhere(np.isinf(phi_c)):
         i, j, k = (int(v) for v in idx)
         around = [
             faces[0][i, j, k],
@@ -1077,23 +1125,28 @@ def map_backend(backend):
     return get_backend("cpu" if backend == "auto" else backend)
 
 
-def _run(backend, what, name, *args, **kwargs):
-    """``backend.map_kernels().<name>(...)``; on the CPU when a GPU kernel runs out of room."""
+def device_kernels(backend, on_device=True):
+    """The map kernels of ``backend`` whose results stay on its GPU, or None.
+
+    None unless ``on_device``, and where the backend's kernels give host arrays only (the CPU,
+    numba's simulator): :meth:`~pbsolver.backends.bodies.maps.MapKernels.device_results`.
+    """
+    return backend.map_kernels().device_results() if on_device else None
+
+
+def _run(backend, what, name, *args, device=None, **kwargs):
+    """``backend.map_kernels().<name>(...)``, or ``device``'s (:func:`device_kernels`).
+
+    On the CPU when a GPU kernel runs out of room (its result then moved to ``device``).
+    """
     from pbsolver.backends import get_backend
 
     try:
-        return getattr(backend.map_kernels(), name)(*args, **kwargs)
+        return getattr(backend.map_kernels() if device is None else device, name)(*args, **kwargs)
     except LineCapacityError as exc:
         _log_cpu_fallback(what, exc)
-        return getattr(get_backend("cpu").map_kernels(), name)(*args, **kwargs)
-
-
-def _union_lines(backend, shape, axis, us, vs, t0, h, nbins, pos, rad, bins):
-    """The sphere-union coverage of the lines (an array of ``shape``) on ``backend``."""
-    return _run(
-        backend, f"sphere-union faces along axis {axis}", "sphere_union_lines", shape, axis, us,
-        vs, t0, h, nbins, pos, rad, bins,
-    )  # fmt: skip
+        out = getattr(get_backend("cpu").map_kernels(), name)(*args, **kwargs)
+        return out if device is None else device.xp.asarray(out)
 
 
 def ses_sampling_step(h, ses_step=None):

@@ -57,13 +57,23 @@ MAP_KERNELS = (
 class MapKernels:
     """A backend's map kernels: the functions named in :data:`MAP_KERNELS`.
 
-    Taken from ``module``; NumPy arrays in and out on every backend.
+    Taken from ``module``; NumPy arrays in and out on every backend. :meth:`device_results`
+    gives the kernels whose results stay on a GPU, where the module has them.
     """
 
     def __init__(self, module):
         for name in MAP_KERNELS:
             setattr(self, name, getattr(module, name))
         self.module = module.__name__
+        self._device_results = getattr(module, "device_results", None)
+
+    def device_results(self):
+        """The kernels that leave their maps on the device (a namespace with ``xp``), or None.
+
+        None on the CPU and wherever the device has no array library of its own (numba's
+        simulator): the maps are then NumPy arrays.
+        """
+        return None if self._device_results is None else self._device_results()
 
     def __repr__(self):
         return f"MapKernels({self.module})"

@@ -19,11 +19,13 @@ from __future__ import annotations
 import functools
 import math
 import sys
+from types import SimpleNamespace
 
 import numpy as np
 from numba import cuda
 
 from pbsolver.backends.bodies import maps as B
+from pbsolver.backends.bodies.frames import make_frame_ses
 from pbsolver.backends.bodies.lines import compile_lines
 from pbsolver.backends.bodies.maps import LineCapacityError
 from pbsolver.backends.cpu.maps import neighbour_lists, plane_bins
@@ -286,6 +288,12 @@ def sphere_union_lines(out_shape, axis, us, vs, t0, h, nbins, pos, radius, bins)
 
 def sphere_union_sets(out_shape, axis, line_sets, t0, h, nbins, pos, radius):
     """CUDA :func:`.cpu.maps.sphere_union_sets`: the sets summed on the device, one copy back."""
+    return host_copy(device_sphere_union_sets(out_shape, axis, line_sets, t0, h, nbins, pos,
+                                              radius))  # fmt: skip
+
+
+def device_sphere_union_sets(out_shape, axis, line_sets, t0, h, nbins, pos, radius):
+    """:func:`sphere_union_sets` left on the device."""
     out = device_zeros(out_shape)
     overflow = device_zeros(1, np.int64)
     maxr = float(radius.max()) if radius.size else 0.0
@@ -305,7 +313,7 @@ def sphere_union_sets(out_shape, axis, line_sets, t0, h, nbins, pos, radius):
             overflow,
         )  # fmt: skip
     check_overflow(overflow, "a grid line meets more spheres")
-    return host_copy(out)
+    return out
 
 
 def ses_lines(out_shape, axis, us, vs, t0, h, nbins, pos, vdw, acc, probe, step, nbisect,
@@ -315,6 +323,14 @@ def ses_lines(out_shape, axis, us, vs, t0, h, nbins, pos, vdw, acc, probe, step,
     ``only`` is accepted and every line is computed: a caller that passes it keeps only the
     lines it names.
     """
+    return host_copy(device_ses_lines(out_shape, axis, us, vs, t0, h, nbins, pos, vdw, acc,
+                                      probe, step, nbisect, bins, ebins, features,
+                                      nb))  # fmt: skip
+
+
+def device_ses_lines(out_shape, axis, us, vs, t0, h, nbins, pos, vdw, acc, probe, step, nbisect,
+                     bins, ebins, features, nb, only=None):  # fmt: skip
+    """:func:`ses_lines` left on the device (every line computed, ``only`` as there)."""
     _exposed, circ_start, _cj, geom, arc_start, arcs = features
     nb_start, nb_index = nb
     out = device_zeros(out_shape)
@@ -335,7 +351,7 @@ def ses_lines(out_shape, axis, us, vs, t0, h, nbins, pos, vdw, acc, probe, step,
         device_copy(arc_start), device_copy(arcs), overflow,
     )  # fmt: skip
     check_overflow(overflow, "a grid line meets more spheres")
-    return host_copy(out)
+    return out
 
 
 def coulomb_sum(shape, origin, spacing, pos, q, scale, box=None):
@@ -433,6 +449,77 @@ def ses_features(pos, rad, nb_start, nb_index):
         geom = host_copy(d_geom)
         arcs = host_copy(d_arcs)
     return exposed, circ_start, circ_j, geom, arc_start, arcs
+
+
+# ------------------------------------------------------------------ maps left on the device
+_snap = _dev(B.snap_fraction_body)
+_face_eps = _dev(B.face_eps_body)
+_smooth_node = make_frame_ses(_dev, *compile_lines(_dev)).smooth_node
+
+
+@cuda.jit
+def _k_snap(f):
+    n = cuda.grid(1)
+    if n < f.shape[0]:
+        f[n] = _snap(f[n])
+
+
+@cuda.jit
+def _k_faces(f, eps_in, eps_out, out):
+    n = cuda.grid(1)
+    if n < f.shape[0]:
+        out[n] = _face_eps(f[n], eps_in, eps_out)
+
+
+@cuda.jit
+def _k_smooth(fx, fy, fz, ox, oy, oz):
+    node = cuda.grid(1)
+    nx, ny, nz = fx.shape
+    if node < nx * ny * nz:
+        i = node // (ny * nz)
+        j = (node // nz) % ny
+        _smooth_node(fx, fy, fz, ox, oy, oz, 0, i, j, node % nz, nx, ny, nz)
+
+
+def device_snap_fractions(f):
+    """Snap the C-ordered device array ``f`` in place; :func:`.cpu.maps.snap_fractions`' body."""
+    flat = f.reshape(-1)
+    _k_snap[blocks(flat.shape[0]), THREADS](flat)
+    return f
+
+
+def device_faces_from_fractions(f, eps_in, eps_out):
+    """Face ε of the C-ordered device fractions ``f``: :func:`.cpu.maps.faces_from_fractions`."""
+    out = device_empty(f.shape)
+    _k_faces[blocks(f.size), THREADS](f.reshape(-1), float(eps_in), float(eps_out),
+                                      out.reshape(-1))  # fmt: skip
+    return out
+
+
+def device_smooth_fractions(fx, fy, fz):
+    """APBS' 9-point smoothing of snapped device fractions, new arrays (the frame engine's body)."""
+    out = tuple(device_empty(fx.shape) for _ in range(3))
+    _k_smooth[blocks(fx.size), THREADS](fx, fy, fz, *out)
+    return out
+
+
+def device_results():
+    """The map kernels whose results stay on the GPU (CuPy arrays); None without CuPy.
+
+    A namespace: ``xp`` (CuPy), ``sphere_union_sets``, ``ses_lines`` and ``coulomb_sum`` (the
+    arguments of the host wrappers, device results), ``snap_fractions`` (in place),
+    ``faces_from_fractions`` and ``smooth_fractions``. Under numba's simulator there is no
+    CuPy: None, and the maps are host arrays.
+    """
+    cp = _cupy()
+    if cp is None:
+        return None
+    return SimpleNamespace(
+        xp=cp, sphere_union_sets=device_sphere_union_sets, ses_lines=device_ses_lines,
+        coulomb_sum=device_coulomb_sum, snap_fractions=device_snap_fractions,
+        faces_from_fractions=device_faces_from_fractions,
+        smooth_fractions=device_smooth_fractions,
+    )  # fmt: skip
 
 
 #: The CUDA map kernels (:meth:`pbsolver.backends.cuda.CUDABackend.map_kernels`); the
