@@ -242,8 +242,8 @@ def face_fractions(
             bins = line_bins(pos, rad, axis, axes[a1], axes[a2])
             out[axis] = _run(
                 backend, f"sphere-union faces along axis {axis}", "sphere_union_sets",
-                grid.shape, axis, [axes[a1]], [axes[a2]], grid.origin[axis], grid.spacing[axis],
-                grid.shape[axis], pos, rad, bins, device=device,
+                grid.shape, axis, [(axes[a1], axes[a2], bins)], grid.origin[axis],
+                grid.spacing[axis], grid.shape[axis], pos, rad, device=device,
             )  # fmt: skip
     else:
         geometry = ses_geometry(backend, pos, rad, probe)
@@ -475,10 +475,11 @@ def _accessible_fraction(atoms, grid, ion_radius, s, box, backend, device):
     # bins within its reach, so the candidates are those of bins made for its own set)
     bins = line_bins(pos, rad, 2, np.array([us[0][0], us[-1][-1]]),
                      np.array([vs[0][0], vs[-1][-1]]))  # fmt: skip
-    # the s² sets us × vs summed by the kernels into one array (on the device where they run)
+    line_sets = [(us[a], vs[b], bins) for a in range(s) for b in range(s)]
+    # the s² sets summed by the kernels into one array (on the device where they run)
     covered = _run(
         backend, "the ion-accessible map's sphere-union lines", "sphere_union_sets", grid.shape,
-        2, us, vs, grid.origin[2] - 0.5 * hz, hz, grid.shape[2], pos, rad, bins, device=device,
+        2, line_sets, grid.origin[2] - 0.5 * hz, hz, grid.shape[2], pos, rad, device=device,
     )  # fmt: skip
     covered /= s * s
     # a covered cell sums its pieces to 1 ± a rounding error: snapped, its κ̄² is exactly zero

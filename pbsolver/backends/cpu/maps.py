@@ -103,21 +103,20 @@ def sphere_union_lines(out_shape, axis, us, vs, t0, h, nbins, pos, radius, bins)
     axis order); bin k spans [t0 + k h, t0 + (k + 1) h). ``bins`` are the atoms' 2D bins
     across the axis (``u0, v0, size, nbu, nbv, start, order``).
     """
-    return sphere_union_sets(out_shape, axis, [us], [vs], t0, h, nbins, pos, radius, bins)
+    return sphere_union_sets(out_shape, axis, [(us, vs, bins)], t0, h, nbins, pos, radius)
 
 
-def sphere_union_sets(out_shape, axis, us_sets, vs_sets, t0, h, nbins, pos, radius, bins):
-    """The sum of :func:`sphere_union_lines` over the sets of lines ``us_sets`` × ``vs_sets``.
+def sphere_union_sets(out_shape, axis, line_sets, t0, h, nbins, pos, radius):
+    """The sum of :func:`sphere_union_lines` over several sets of lines, in one array.
 
-    Each pair (``us_sets[a]``, ``vs_sets[b]``) is a set of lines (a's in the outer order), and
-    every set's coverage is added into the same array, set after set (the ion-accessible map's
-    subsampled lines across each cell); ``bins`` are atom bins that span every set's lines.
+    ``line_sets`` is a sequence of ``(us, vs, bins)``, each set's lines and atom bins; the
+    kernel adds every set's coverage into the same bins, in the sets' order (the ion-accessible
+    map's subsampled lines across each cell).
     """
     out = np.zeros(out_shape)
-    for us in us_sets:
-        for vs in vs_sets:
-            union_lines_kernel(out, _NO_RECORD, False, axis, us, vs, float(t0), float(h),
-                               int(nbins), pos, radius, *bins)  # fmt: skip
+    for us, vs, bins in line_sets:
+        union_lines_kernel(out, _NO_RECORD, False, axis, us, vs, float(t0), float(h), int(nbins),
+                           pos, radius, *bins)  # fmt: skip
     return out
 
 

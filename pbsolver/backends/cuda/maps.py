@@ -54,9 +54,8 @@ _grid_point = _P["grid_point"]
 def make_union_lines_kernel(union_line):
     """The CUDA kernel of a compiled sphere-union line body, one thread a line of a plane.
 
-    The forces (:mod:`pbsolver.backends.cuda.line_ends`) run it on the body compiled with a
-    recorder; the maps' own kernel (``_k_sphere_union_line_sets``) adds several sets of lines
-    a thread.
+    The maps add each line's coverage to the bins; the forces
+    (:mod:`pbsolver.backends.cuda.line_ends`) run the body compiled with a recorder.
     """
 
     @cuda.jit
@@ -75,6 +74,9 @@ def make_union_lines_kernel(union_line):
             overflow[0] = 1
 
     return union_lines_kernel
+
+
+_k_sphere_union_lines = make_union_lines_kernel(_union_line)
 
 
 def make_ses_lines_kernel(ses_line):
@@ -281,58 +283,35 @@ def check_overflow(overflow, what):
 
 def sphere_union_lines(out_shape, axis, us, vs, t0, h, nbins, pos, radius, bins):
     """CUDA :func:`.cpu.maps.sphere_union_lines` (same arguments, NumPy result)."""
-    return sphere_union_sets(out_shape, axis, [us], [vs], t0, h, nbins, pos, radius, bins)
+    return sphere_union_sets(out_shape, axis, [(us, vs, bins)], t0, h, nbins, pos, radius)
 
 
-def sphere_union_sets(out_shape, axis, us_sets, vs_sets, t0, h, nbins, pos, radius, bins):
+def sphere_union_sets(out_shape, axis, line_sets, t0, h, nbins, pos, radius):
     """CUDA :func:`.cpu.maps.sphere_union_sets`: the sets summed on the device, one copy back."""
-    return host_copy(device_sphere_union_sets(out_shape, axis, us_sets, vs_sets, t0, h, nbins,
-                                              pos, radius, bins))  # fmt: skip
+    return host_copy(device_sphere_union_sets(out_shape, axis, line_sets, t0, h, nbins, pos,
+                                              radius))  # fmt: skip
 
 
-@cuda.jit
-def _k_sphere_union_line_sets(
-    out, axis, us, vs, t0, h, nbins, pos, radius, maxr, u0, v0, bsize, nbu, nbv, bstart, border,
-    overflow,
-):  # fmt: skip
-    # one thread a line (iu, iv) of the output, through its sub-lines (us[a, iu], vs[b, iv]) in
-    # the sets' order: each bin gets the sets' shares in the CPU's order, and no two threads
-    # write one bin
-    line = cuda.grid(1)
-    nv = vs.shape[1]
-    if line >= us.shape[1] * nv:
-        return
-    starts = cuda.local.array(MAX_SPHERES, dtype=np.float64)
-    ends = cuda.local.array(MAX_SPHERES, dtype=np.float64)
-    iu = line // nv
-    iv = line - iu * nv
-    for a in range(us.shape[0]):
-        for b in range(vs.shape[0]):
-            bad = _union_line(out, axis, iu, iv, us[a, iu], vs[b, iv], t0, h, nbins, pos,
-                              radius, maxr, u0, v0, bsize, nbu, nbv, bstart, border, starts,
-                              ends)  # fmt: skip
-            if bad:
-                overflow[0] = 1
-
-
-def device_sphere_union_sets(out_shape, axis, us_sets, vs_sets, t0, h, nbins, pos, radius, bins):
-    """:func:`sphere_union_sets` left on the device: one launch for every set.
-
-    The sets of ``us_sets`` (and of ``vs_sets``) must have one length.
-    """
-    if len({len(us) for us in us_sets}) > 1 or len({len(vs) for vs in vs_sets}) > 1:
-        raise ValueError("the CUDA sphere-union sets need line sets of one length")
+def device_sphere_union_sets(out_shape, axis, line_sets, t0, h, nbins, pos, radius):
+    """:func:`sphere_union_sets` left on the device."""
     out = device_zeros(out_shape)
     overflow = device_zeros(1, np.int64)
     maxr = float(radius.max()) if radius.size else 0.0
-    u0, v0, bsize, nbu, nbv, bstart, border = bins
-    us = np.stack([np.asarray(u, dtype=float) for u in us_sets])
-    vs = np.stack([np.asarray(v, dtype=float) for v in vs_sets])
-    _k_sphere_union_line_sets[blocks(us.shape[1] * vs.shape[1]), THREADS](
-        out, axis, device_copy(us), device_copy(vs), float(t0), float(h), int(nbins),
-        device_copy(pos), device_copy(radius), maxr, float(u0), float(v0), float(bsize), int(nbu),
-        int(nbv), device_copy(bstart), device_copy(border), overflow,
-    )  # fmt: skip
+    pos_d, radius_d = device_copy(pos), device_copy(radius)
+    uploaded = {}  # sets share their line coordinates and bins: each array goes up once
+
+    def up(a):
+        if id(a) not in uploaded:
+            uploaded[id(a)] = (a, device_copy(a))  # (the host array kept: its id stays its own)
+        return uploaded[id(a)][1]
+
+    for us, vs, bins in line_sets:
+        u0, v0, bsize, nbu, nbv, bstart, border = bins
+        _k_sphere_union_lines[blocks(len(us) * len(vs)), THREADS](
+            out, axis, up(us), up(vs), float(t0), float(h), int(nbins), pos_d, radius_d, maxr,
+            float(u0), float(v0), float(bsize), int(nbu), int(nbv), up(bstart), up(border),
+            overflow,
+        )  # fmt: skip
     check_overflow(overflow, "a grid line meets more spheres")
     return out
 
