@@ -491,7 +491,8 @@ def solvate(
     units : {"kJ/mol", "kcal/mol"}
     problem_options : dict, optional
         Further options of :meth:`pbsolver.Problem.from_atoms` (``boundary``, ``box``,
-        ``grid``, ``shape``, ``center``, ``ses_step``, ``kappa_subsamples``, ``maps_backend``;
+        ``grid``, ``shape``, ``center``, ``ses_step``, ``kappa_subsamples``, ``maps_backend``,
+        ``on_device``: the maps left on the GPU for a solve there, CuPy arrays in ``problem``;
         ``physics`` and physics fields too, below those given as keywords).
     forces : {"field", "exact"}
         "field": −q ∇φ_rf at the atoms. "exact": F = −∂G/∂r, the exact gradient of the energy
