@@ -442,9 +442,10 @@ def solve_focused(atoms, grids, *, physics=None, solver=None, warm_start=True, *
         if levels:
             if maps.kappa2 is not None:
                 values = screened_values(values, grid, prev, maps.phi_coulomb, maps.kappa2)
-            # the Dirichlet values and the warm start in the maps' array library: one copy
-            values = array_module(maps.phi_coulomb).asarray(values)
-            maps.boundary_values = values
+                maps.boundary_values = array_module(maps.phi_coulomb).asarray(values)
+            # the warm start is the Dirichlet values' array, in the maps' library (on a GPU
+            # with the maps: one copy up)
+            values = maps.boundary_values
         problem = Problem.from_maps(maps)
         result = solver.solve(problem, x0=values if warm_start else None)
         levels.append(FocusLevel(grid, problem, result))
