@@ -365,7 +365,8 @@ class Backend:
         (``plane_bins``, ``neighbour_lists``, ``ses_features``, ``sphere_union_lines``,
         ``sphere_union_sets``, ``ses_lines``, ``coulomb_sum``, ``coulomb_points``,
         ``debye_huckel_points``), NumPy
-        arrays in and out.
+        arrays in and out; its ``device_results()`` gives those whose maps stay on the device
+        (None where the backend has none: the CPU, numba's simulator).
         """
         raise NotImplementedError
 
