@@ -62,6 +62,7 @@ from pbsolver.options import (
     PhysicsOptions,
     check_box,
     choice,
+    flag,
     nonnegative,
     positive,
     valence,
@@ -964,6 +965,7 @@ def build_maps(
             raise InputError("some atoms lie on or outside the grid's outer layer")
     if coulomb not in ("full", "outer"):
         raise InputError(f"coulomb must be 'full' or 'outer', got {coulomb!r}")
+    on_device = flag(on_device, "on_device")
     if coulomb == "outer" and (boundary != "dirichlet" or ph.eps_in != ph.eps_out or ph.has_salt):
         raise InputError(
             "coulomb='outer' needs a Dirichlet grid in a homogeneous medium without salt "
@@ -1131,7 +1133,7 @@ def device_kernels(backend, on_device=True):
     None unless ``on_device``, and where the backend's kernels give host arrays only (the CPU,
     numba's simulator): :meth:`~pbsolver.backends.bodies.maps.MapKernels.device_results`.
     """
-    return backend.map_kernels().device_results() if on_device else None
+    return backend.map_kernels().device_results() if flag(on_device, "on_device") else None
 
 
 def _run(backend, what, name, *args, device=None, **kwargs):
