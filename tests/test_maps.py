@@ -260,6 +260,72 @@ def test_on_device_on_the_cpu_gives_the_host_maps_and_must_be_a_flag(rng):
         maps.face_fractions(a, g, on_device="gpu")
 
 
+class _HostDevice:
+    """A "device" whose arrays are NumPy's: the CPU's kernels behind ``device_results()``'s
+    names, so that CI runs the orchestration of ``on_device=True`` (its own branches, keys of
+    the kept maps, boundary values) without a GPU."""
+
+    xp = np
+
+    def __init__(self):
+        from pbsolver.backends.cpu import maps as K
+
+        self.calls = 0
+        self._k = K
+
+    def _count(self):
+        self.calls += 1
+
+    def sphere_union_sets(self, *args):
+        self._count()
+        return self._k.sphere_union_sets(*args)
+
+    def ses_lines(self, *args, **kwargs):
+        self._count()
+        return self._k.ses_lines(*args, **kwargs)
+
+    def coulomb_sum(self, *args):
+        self._count()
+        return self._k.coulomb_sum(*args)
+
+    def snap_fractions(self, f):
+        return maps.snap_fractions(f)
+
+    def faces_from_fractions(self, f, eps_in, eps_out):
+        return maps.faces_from_fractions((f,), eps_in, eps_out)[0]
+
+    def smooth_fractions(self, fx, fy, fz):
+        return maps.smooth_fractions(fx, fy, fz)
+
+
+@pytest.mark.parametrize("surface", ["vdw", "mol", "smol"])
+def test_on_device_orchestration_gives_the_host_maps(rng, monkeypatch, surface):
+    """The maps built through a device's kernels (here a NumPy stand-in) equal the host maps,
+    for each surface with salt, with and without given Dirichlet values (focusing)."""
+    from pbsolver.molecule import focusing
+
+    a = random_cluster(rng, n=8)
+    g = odd_grid(a, rng)
+    kw = {"ionic_strength": 0.1, "surface": surface}
+    maps.clear_kept_maps()
+    host = maps.build_maps(a, g, **kw)
+    fake = _HostDevice()
+    monkeypatch.setattr(maps, "device_kernels", lambda be, on=True: fake if on else None)
+    dev = maps.build_maps(a, g, on_device=True, **kw)
+    assert fake.calls > 0  # the device's kernels built them (no kept host map was handed out)
+    for x, y in zip((*host.epsilon_faces, host.kappa2, host.phi_coulomb, host.boundary_values),
+                    (*dev.epsilon_faces, dev.kappa2, dev.phi_coulomb, dev.boundary_values),
+                    strict=True):  # fmt: skip
+        np.testing.assert_array_equal(y, x)
+    grids = focusing.focus_grids(a, 0.6, margin=3.0)
+    solver = pb.Solver(backend="cpu", rtol=1e-9)
+    levels = [focusing.solve_focused(a, grids, on_device=on, solver=solver, **kw) for on in (0, 1)]
+    for h, d in zip(*levels, strict=True):
+        np.testing.assert_array_equal(d.problem.boundary_values, h.problem.boundary_values)
+        np.testing.assert_allclose(d.result.phi_rf, h.result.phi_rf, rtol=0,
+                                   atol=1e-12 * np.abs(h.result.phi_rf).max())  # fmt: skip
+
+
 def test_faces_from_fractions():
     f = np.array([0.0, 0.25, 0.5, 1.0])
     (e,) = maps.faces_from_fractions((f,), 3.0, 80.0)
