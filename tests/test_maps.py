@@ -298,15 +298,17 @@ class _HostDevice:
         return maps.smooth_fractions(fx, fy, fz)
 
 
-@pytest.mark.parametrize("surface", ["vdw", "mol", "smol"])
-def test_on_device_orchestration_gives_the_host_maps(rng, monkeypatch, surface):
+@pytest.mark.parametrize(("surface", "salt"), [("vdw", 0.1), ("mol", 0.1), ("smol", 0.1),
+                                                ("mol", 0.0)])  # fmt: skip
+def test_on_device_orchestration_gives_the_host_maps(rng, monkeypatch, surface, salt):
     """The maps built through a device's kernels (here a NumPy stand-in) equal the host maps,
-    for each surface with salt, with and without given Dirichlet values (focusing)."""
+    for each surface, with and without given Dirichlet values (focusing; with salt they are
+    screened)."""
     from pbsolver.molecule import focusing
 
     a = random_cluster(rng, n=8)
     g = odd_grid(a, rng)
-    kw = {"ionic_strength": 0.1, "surface": surface}
+    kw = {"ionic_strength": salt, "surface": surface}
     maps.clear_kept_maps()
     host = maps.build_maps(a, g, **kw)
     fake = _HostDevice()
