@@ -2,7 +2,7 @@
 
 Usage::
 
-    python benchmarks/apbs_inprocess.py FOLDER [--only GLOB] [--skip GLOB] [--backend cpu]
+    python benchmarks/apbs_inprocess.py FOLDER [--only GLOB...] [--skip GLOB...] [--backend cpu]
                                               [--runs 2] [--apbs-json SUITE.json]
                                               [--json out.json] [--markdown out.md]
 
@@ -79,8 +79,8 @@ def markdown(entries, apbs: dict) -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("folder", type=Path, help="folder searched for *.in files")
-    ap.add_argument("--only", default=None, help="glob on the input's path")
-    ap.add_argument("--skip", default=None, help="glob of inputs left out")
+    ap.add_argument("--only", nargs="+", default=None, help="globs on the input's path")
+    ap.add_argument("--skip", nargs="+", default=None, help="globs of inputs left out")
     ap.add_argument("--backend", default="cpu", choices=("auto", "cpu", "cuda"))
     ap.add_argument("--runs", type=int, default=2, help="runs of each input in this process")
     ap.add_argument("--apbs-json", type=Path, default=None,

@@ -2,8 +2,8 @@
 
 Usage::
 
-    python benchmarks/apbs_suite.py FOLDER [--json out.json] [--markdown out.md] [--only GLOB]
-                                           [--skip GLOB] [--backend cpu] [--skip-unsupported]
+    python benchmarks/apbs_suite.py FOLDER [--json out.json] [--markdown out.md] [--only GLOB...]
+                                           [--skip GLOB...] [--backend cpu] [--skip-unsupported]
                                            [--repeat N] [--refine F [F ...]] [--no-suite]
     python benchmarks/apbs_suite.py FOLDER --merge A.json B.json … --json out.json --markdown out.md
 
@@ -69,14 +69,19 @@ _DIME = re.compile(r"^(?P<head>\s*dime\s+)(?P<n>\d+\s+\d+\s+\d+)", re.M | re.I)
 _GRID = re.compile(r"^(?P<head>\s*grid\s+)(?P<h>\S+\s+\S+\s+\S+)", re.M | re.I)
 
 
-def select_inputs(folder: Path, only: str | None, skip: str | None) -> list:
-    """The ``*.in`` files under ``folder`` (sorted), kept by glob ``only``, less glob ``skip``."""
+def select_inputs(folder: Path, only=None, skip=None) -> list:
+    """The ``*.in`` files under ``folder`` (sorted), matching a glob of ``only``, none of ``skip``.
+
+    Each is a glob, a list of globs, or None; empty globs are ignored.
+    """
+
+    def globs(value):
+        return [g for g in ([value] if isinstance(value, str) else value or []) if g]
+
     inputs = sorted(p for p in folder.rglob("*.in") if p.is_file())
-    if only:
-        inputs = [p for p in inputs if fnmatch.fnmatch(str(p), only)]
-    if skip:
-        inputs = [p for p in inputs if not fnmatch.fnmatch(str(p), skip)]
-    return inputs
+    if globs(only):
+        inputs = [p for p in inputs if any(fnmatch.fnmatch(str(p), g) for g in globs(only))]
+    return [p for p in inputs if not any(fnmatch.fnmatch(str(p), g) for g in globs(skip))]
 
 
 def machine() -> dict:
@@ -369,8 +374,10 @@ def merge(args) -> int:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("folder", type=Path, help="folder searched for *.in files")
-    ap.add_argument("--only", default=None, help="glob on the input's path (e.g. '*born*')")
-    ap.add_argument("--skip", default=None, help="glob of inputs left out (e.g. '*actin*')")
+    ap.add_argument("--only", nargs="+", default=None,
+                    help="globs on the input's path (e.g. '*born*' '*solv*')")  # fmt: skip
+    ap.add_argument("--skip", nargs="+", default=None,
+                    help="globs of inputs left out (e.g. '*actin*')")  # fmt: skip
     ap.add_argument("--json", type=Path, default=None, help="write the results here")
     ap.add_argument("--markdown", type=Path, default=None, help="write the table here")
     ap.add_argument("--backend", default="cpu", choices=("auto", "cpu", "cuda"))
