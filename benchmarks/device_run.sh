@@ -394,6 +394,20 @@ elif [ "${1:-single}" = "s21" ] || [ "${1:-single}" = "s22" ] || [ "${1:-single}
       benchmarks/apbs_inputs --only "$APBS" --no-apbs --backend cuda \
       --json "$R/apbs_own_process.json" --markdown "$R/apbs_own_process.md"
   fi
+  # ALT="GLOB ...": those inputs, the library in .gpu/base and this one alternately, ALT_ROUNDS
+  # rounds (default 2) of one process each, RUNS runs an input; pairs of apbs_alt_{base,new}_R.json
+  # for benchmarks/apbs_inprocess_compare.py (the spread between processes shows in the pairs)
+  if [ -n "${ALT:-}" ]; then
+    for r in $(seq 1 "${ALT_ROUNDS:-2}"); do for v in base new; do
+      P=/tmp/site:$PWD; [ "$v" = base ] && P=/tmp/site:$PWD/.gpu/base
+      set -f  # ALT holds several globs: split on spaces, not expanded by the shell
+      # shellcheck disable=SC2086
+      PYTHONPATH=$P step "apbs_alt_${v}_$r" "${ALT_LIMIT:-150}" python3 benchmarks/apbs_inprocess.py \
+        benchmarks/apbs_inputs --only $ALT --backend cuda --runs "${RUNS:-5}" \
+        --json "$R/apbs_alt_${v}_$r.json"
+      set +f
+    done; done
+  fi
   [ -n "${TESTS:-}" ] && step gpu_tests 330 python3 -m pytest -n 4 -m gpu -q -p no:cacheprovider \
     -W ignore::Warning -rs $([ "${TESTS}" = 1 ] || echo "${TESTS}")
 elif [ "${1:-single}" = "multi" ]; then
