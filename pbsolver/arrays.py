@@ -72,6 +72,12 @@ def to_numpy(a):
     return xp.asnumpy(a)
 
 
+def flat_values(a, index) -> np.ndarray:
+    """``a``'s values at the flat indices ``index``, as NumPy (only those leave a device)."""
+    xp = array_module(a)
+    return to_numpy(xp.asarray(a).reshape(-1)[xp.asarray(index)])
+
+
 def require_real_numbers(a, name: str) -> None:
     """Refuse arrays whose dtype is not a real number type.
 

@@ -348,11 +348,12 @@ def _run_one(calc, emit, backend, maps_backend, method, dtype, staging, chain, n
         solver = Solver(method=method, backend=backend, rtol=calc.rtol, dtype=dtype, strict=True)
         # the maps where the solves run unless told (resolved here: an input without a solve
         # loads no backend)
+        solves_on = get_backend(backend).name
         if maps_backend in (None, "auto"):
-            maps_backend = get_backend(backend).name
+            maps_backend = solves_on
         # maps built where the solves run stay there (no copy to the host and back); the forces
         # take host maps
-        on_device = calc.force == "no" and maps_backend == get_backend(backend).name
+        on_device = calc.force == "no" and maps_backend == solves_on
         start = []
         todo = [plan.grid for plan in calc.grids]
         if calc.focus_from is not None:

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pbsolver.arrays import array_module, to_numpy
+from pbsolver.arrays import array_module, flat_values, to_numpy
 from pbsolver.exceptions import InputError
 from pbsolver.grid import Grid, operator_index
 from pbsolver.molecule.maps import grid_for_atoms, nice_size
@@ -330,7 +330,7 @@ def screened_values(values, fine: Grid, coarse_level, fine_phi_c, fine_kappa2) -
     check_nested([coarse, fine])
     out = np.array(values, dtype=np.float64)
     layer, pts = outer_layer_points(fine)
-    ions = _flat_values(fine_kappa2, layer) > 0
+    ions = flat_values(fine_kappa2, layer) > 0
     if not ions.any():
         return out
     layer, pts = layer[ions], pts[ions]
@@ -343,16 +343,10 @@ def screened_values(values, fine: Grid, coarse_level, fine_phi_c, fine_kappa2) -
         sample_points(to_numpy(field), coarse.spacing, node, False)[:, 0]
         for field in (coarse_level.problem.phi_coulomb, coarse_level.result.phi_rf)
     )
-    screened = total - _flat_values(fine_phi_c, layer)
+    screened = total - flat_values(fine_phi_c, layer)
     ok = np.isfinite(screened)
     out.reshape(-1)[layer[ok]] = screened[ok]
     return out
-
-
-def _flat_values(a, index) -> np.ndarray:
-    """``a``'s values at the flat node indices ``index``, on the host (NumPy or CuPy ``a``)."""
-    xp = array_module(a)
-    return to_numpy(xp.asarray(a).reshape(-1)[xp.asarray(index)])
 
 
 # ---------------------------------------------------------------------- the solves

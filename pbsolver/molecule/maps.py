@@ -42,7 +42,7 @@ import math
 
 import numpy as np
 
-from pbsolver.arrays import array_module, to_numpy
+from pbsolver.arrays import array_module, flat_values, to_numpy
 from pbsolver.backends.bodies.maps import (
     FRACTION_SNAP,
     LineCapacityError,
@@ -683,8 +683,7 @@ def boundary_values(
     # Σ k q_i / (ε_c r_i) on the outer layer: from the caller's φ_c map, or summed below
     exact = None
     if phi_coulomb is not None:
-        phi = np.asarray(phi_coulomb, dtype=float) if xp is np else phi_coulomb
-        exact = to_numpy(phi.reshape(-1)[xp.asarray(layer)])
+        exact = flat_values(phi_coulomb, layer).astype(float, copy=False)
     elif kind == "sdh" or kappa == 0.0:  # the exact sum on the layer, not the screened terms'
         exact = coulomb_on_outer_layer(atoms, grid, eps_cavity, backend=backend).reshape(-1)[layer]
     if kind == "mdh":

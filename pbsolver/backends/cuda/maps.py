@@ -503,6 +503,7 @@ def device_smooth_fractions(fx, fy, fz):
     return out
 
 
+@functools.cache
 def device_results():
     """The map kernels whose results stay on the GPU (CuPy arrays); None without CuPy.
 
