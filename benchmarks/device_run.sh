@@ -338,6 +338,9 @@ elif [ "${1:-single}" = "s20" ]; then  # twentieth session: the fused red-black 
     -W ignore::Warning -rs $([ "${TESTS}" = 1 ] || echo "${TESTS}")
 elif [ "${1:-single}" = "s21" ] || [ "${1:-single}" = "s22" ] || [ "${1:-single}" = "s23" ]; then
   # one solve's device time, by kernel, and the parts named below
+  # LAUNCH=1: a launch's host time with CuPy arguments, as they are and as numba views (s27)
+  [ -n "${LAUNCH:-}" ] && step launch_overhead 120 python3 benchmarks/launch_overhead.py \
+    --json "$R/launch_overhead.json"
   # COULOMB=1: the general maps' CUDA φ_c kernels side by side (s23)
   [ -n "${COULOMB:-}" ] && step coulomb_map 200 python3 benchmarks/coulomb_map_cuda.py \
     --json "$R/coulomb_map.json"

@@ -14,7 +14,14 @@ import numpy as np
 from pbsolver.backends import LARGE_METHODS, Backend, ProblemOperator, Stencil
 from pbsolver.backends.bodies.operator import ARITHMETIC, FACE_MAPS, HARMONIC
 from pbsolver.backends.cuda import kernels as K
-from pbsolver.backends.cuda.device import VIEW_CACHE, CuPyDevice, LRUCache, NumbaDevice, grid_for
+from pbsolver.backends.cuda.device import (
+    VIEW_CACHE,
+    CuPyDevice,
+    LRUCache,
+    NumbaDevice,
+    grid_for,
+    numba_view,
+)
 from pbsolver.backends.launch_sizes import FINISH_THREADS, simulated
 from pbsolver.exceptions import InputError
 
@@ -747,11 +754,8 @@ class CUDABackend(Backend):
         key = (a.data.ptr, a.shape, a.dtype.str)
         view = self._views.get(key)
         if view is None:
-            from numba import cuda
-
             # no owner: the view is looked up only for a live array at that address
-            iface = a.__cuda_array_interface__
-            view = cuda.from_cuda_array_interface(iface, owner=None, sync=False)
+            view = numba_view(a)
             self._views.put(key, view)
         return view
 

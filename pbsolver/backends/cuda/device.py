@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import contextlib
 import math
+import sys
+import threading
 import warnings
 from collections import OrderedDict
 
@@ -44,6 +46,73 @@ def _launch(kernel, grid, block, stream, args):
         kernel[grid, block, stream](*args)
 
 
+def numba_view(a, shape=None, owner=None):
+    """numba view of the CuPy array ``a``, without numba's stream import.
+
+    ``cuda.as_cuda_array`` and a kernel given a CuPy array read its
+    ``__cuda_array_interface__``, which names the current CuPy stream; numba then synchronises
+    that stream from the host, once per array argument and launch. This view names no stream,
+    so making it costs no synchronisation: the caller orders the work (same stream, or
+    :func:`launch_on_legacy_stream`). ``shape`` reshapes a C-contiguous ``a`` (e.g.
+    ``(a.size,)``); ``owner`` is kept alive by the view (None: the caller keeps ``a`` alive until
+    the work is enqueued).
+    """
+    contiguous = a.flags.c_contiguous
+    if shape is not None and not contiguous:
+        raise ValueError("CUDA backend arrays must be C-contiguous")
+    desc = {
+        "shape": tuple(a.shape if shape is None else shape),
+        "strides": None if contiguous else tuple(a.strides),
+        "typestr": a.dtype.str,
+        "data": (a.data.ptr, False),
+        "version": 3,
+    }
+    return cuda.from_cuda_array_interface(desc, owner=owner, sync=False)
+
+
+def launch_on_legacy_stream(kernel, grid, block, *args):
+    """Launch ``kernel`` on the legacy default stream, CuPy arguments passed as numba views.
+
+    The map and force kernels run on the legacy stream, where their CuPy inputs are made
+    (``Stream.null``) or, inside a caller's ``with stream:``, on that stream. The first case is
+    ordered by the stream itself; in the second the caller's stream is synchronised once here,
+    where numba would synchronise it once per CuPy argument. The views are kept
+    (:data:`VIEW_CACHE` of them, by device, address, shape, strides and type): making one costs
+    more than the launch (``benchmarks/launch_overhead.py``).
+    """
+    cp = _cupy_module(args)
+    if cp is not None:
+        current = cp.cuda.get_current_stream()
+        if current.ptr != 0:
+            current.synchronize()
+        device = cp.cuda.runtime.getDevice()
+        args = [_kept_view(a, device) if isinstance(a, cp.ndarray) else a for a in args]
+    _launch(kernel, grid, block, 0, args)
+
+
+def _kept_view(a, device):
+    """The kept numba view of the CuPy array ``a`` (made on first use; it holds no reference).
+
+    A view is looked up only for a live array at its address, so an entry left by a freed array
+    describes exactly the array that now lives there.
+    """
+    key = (device, a.data.ptr, a.shape, a.strides, a.dtype.str)
+    with _VIEWS_LOCK:
+        view = _LEGACY_VIEWS.get(key)
+        if view is None:
+            view = numba_view(a)
+            _LEGACY_VIEWS.put(key, view)
+    return view
+
+
+def _cupy_module(args):
+    """CuPy, when one of ``args`` is a CuPy array (never imports it otherwise)."""
+    cp = sys.modules.get("cupy")
+    if cp is not None and any(isinstance(a, cp.ndarray) for a in args):
+        return cp
+    return None
+
+
 class LRUCache(OrderedDict):
     """A dictionary that keeps its ``size`` most recently used entries."""
 
@@ -62,6 +131,11 @@ class LRUCache(OrderedDict):
         self.move_to_end(key)
         while len(self) > self.size:
             self.popitem(last=False)
+
+
+#: numba views of the CuPy arguments of :func:`launch_on_legacy_stream` (all devices).
+_LEGACY_VIEWS = LRUCache(VIEW_CACHE)
+_VIEWS_LOCK = threading.Lock()
 
 
 class NumbaDevice:
@@ -221,16 +295,7 @@ class CuPyDevice:
         key = (a.data.ptr, a.size, a.dtype.str)
         view = self._views.get(key)
         if view is None:
-            if not a.flags.c_contiguous:
-                raise ValueError("CUDA backend arrays must be C-contiguous")
-            desc = {
-                "shape": (a.size,),
-                "strides": None,
-                "typestr": a.dtype.str,
-                "data": (a.data.ptr, False),
-                "version": 3,
-            }
-            view = cuda.from_cuda_array_interface(desc, owner=None, sync=False)
+            view = numba_view(a, shape=(a.size,))
             self._views.put(key, view)
         return view
 

@@ -16,6 +16,7 @@ from numba import cuda
 
 from pbsolver.arrays import array_module
 from pbsolver.backends.bodies import forces as B
+from pbsolver.backends.cuda.device import launch_on_legacy_stream as launch
 from pbsolver.backends.launch_sizes import FINISH_THREADS, THREADS
 
 _dev = cuda.jit(device=True)
@@ -51,7 +52,7 @@ def fraction_sensitivities(lam, phi_coulomb, phi, faces, spacing, slope):
     out = tuple(xp.empty(lam.shape) for _ in range(3))
     c = [1.0 / (h * h) for h in spacing]
     blocks = (lam.size + THREADS - 1) // THREADS
-    _k_fraction_sensitivities[blocks, THREADS](
+    launch(_k_fraction_sensitivities, blocks, THREADS,
         *(xp.ascontiguousarray(a) for a in (lam, phi_coulomb, phi, *faces)), *c, float(slope),
         *out,
     )  # fmt: skip
@@ -75,7 +76,7 @@ def coulomb_sensitivity(lam, faces, kappa2, eps_cavity, spacing):
     salt = kappa2 is not None
     c = [1.0 / (h * h) for h in spacing]
     blocks = (lam.size + THREADS - 1) // THREADS
-    _k_coulomb_sensitivity[blocks, THREADS](
+    launch(_k_coulomb_sensitivity, blocks, THREADS,
         lam, *(xp.ascontiguousarray(f) for f in faces),
         xp.ascontiguousarray(kappa2) if salt else lam, salt, float(eps_cavity), *c, out,
     )  # fmt: skip
@@ -140,7 +141,7 @@ def _sums(points, weights, centres, box=None, radii=None, kappa=0.0, eps_out=1.0
     def dev(a):
         return xp.ascontiguousarray(xp.asarray(a, dtype=xp.float64))
 
-    _k_radial_sums[n, FINISH_THREADS](
+    launch(_k_radial_sums, n, FINISH_THREADS,
         dev(points), dev(weights), dev(centres),
         dev(box if periodic else (1.0, 1.0, 1.0)), periodic, mdh,
         dev(radii if mdh else np.zeros(n)), float(kappa), float(eps_out), float(inv_c), out,

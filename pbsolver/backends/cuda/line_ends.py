@@ -27,6 +27,7 @@ from pbsolver.backends.cpu.line_ends import (
     kept_ends,
     slot_offsets,
 )
+from pbsolver.backends.cuda.device import launch_on_legacy_stream as launch
 from pbsolver.backends.cuda.maps import (
     MAX_CANDIDATES,
     blocks,
@@ -117,7 +118,7 @@ def _recorded(kernel, size, *args):
     while True:
         rec = device_zeros((nu, nv, capacity + 1, 2))  # the counts start at 0
         overflow = device_zeros(1, np.int64)
-        kernel[blocks(nu * nv), THREADS](rec, *args, overflow)
+        launch(kernel, blocks(nu * nv), THREADS, rec, *args, overflow)
         check_overflow(overflow, "a grid line meets more spheres")
         counts = host_copy(rec[:, :, 0, 0]).astype(np.int64)
         if counts.max(initial=0) <= capacity:
@@ -153,7 +154,7 @@ def sphere_end_slopes(axis, us, vs, t0, h, nbins, pos, radius, bins):
     # one atom an end (the union's ends move with one sphere): the CPU's (m, 3) and (m, 3, 3)
     # less their unused columns, a third of the bytes to copy back
     out = _slots(int(offsets[-1]), 1)
-    _k_union_slopes[blocks(nu * nv), THREADS](rec, device_copy(offsets), *args, *out)
+    launch(_k_union_slopes, blocks(nu * nv), THREADS, rec, device_copy(offsets), *args, *out)
     return _host_ends(offsets, nv, out)
 
 
@@ -183,7 +184,7 @@ def interval_end_slopes(axis, us, vs, t0, h, nbins, pos, vdw, acc, probe, step, 
     unmatched = device_zeros(nu * nv, np.int64)
     overflow = device_zeros(1, np.int64)
     tol = float(step) * 2.0 ** (-int(nbisect)) + 1e-9
-    _k_ses_slopes[blocks(nu * nv), THREADS](
+    launch(_k_ses_slopes, blocks(nu * nv), THREADS,
         rec, d(offsets), *line, *atoms, tol, *reach, circ_start, d(circ_j), geom, arc_start,
         arcs, *out, unmatched, overflow,
     )  # fmt: skip

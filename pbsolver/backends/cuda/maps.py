@@ -30,6 +30,7 @@ from pbsolver.backends.bodies.lines import compile_lines
 from pbsolver.backends.bodies.maps import LineCapacityError
 from pbsolver.backends.cpu.maps import neighbour_lists, plane_bins
 from pbsolver.backends.cuda.coulomb_tiles import rsqrt64, tiled_coulomb_kernel
+from pbsolver.backends.cuda.device import launch_on_legacy_stream as launch
 from pbsolver.backends.launch_sizes import THREADS, simulated
 
 MAX_SPHERES = 384
@@ -225,9 +226,10 @@ def _cupy():
 
     The maps' many small inputs go through CuPy's memory pool: numba's ``to_device`` allocates
     and copies synchronously, with a Python overhead per array that dominated the κ̄² map's
-    sub-sampled launches (BENCHMARKS.md, tenth session). numba's kernels take CuPy arrays
-    (``__cuda_array_interface__``). numba launches them on the legacy default stream, so the
-    CuPy work here runs there too (``Stream.null``), whatever stream is current around it.
+    sub-sampled launches (BENCHMARKS.md, tenth session). The kernels take them as numba views
+    (:func:`~pbsolver.backends.cuda.device.launch_on_legacy_stream`) on the legacy default
+    stream, so the CuPy work here runs there too (``Stream.null``), whatever stream is current
+    around it.
     """
     if simulated():
         return None
@@ -307,7 +309,7 @@ def device_sphere_union_sets(out_shape, axis, line_sets, t0, h, nbins, pos, radi
 
     for us, vs, bins in line_sets:
         u0, v0, bsize, nbu, nbv, bstart, border = bins
-        _k_sphere_union_lines[blocks(len(us) * len(vs)), THREADS](
+        launch(_k_sphere_union_lines, blocks(len(us) * len(vs)), THREADS,
             out, axis, up(us), up(vs), float(t0), float(h), int(nbins), pos_d, radius_d, maxr,
             float(u0), float(v0), float(bsize), int(nbu), int(nbv), up(bstart), up(border),
             overflow,
@@ -339,7 +341,7 @@ def device_ses_lines(out_shape, axis, us, vs, t0, h, nbins, pos, vdw, acc, probe
     geom = geom if len(geom) else np.zeros((1, 13))
     arcs = arcs if len(arcs) else np.zeros((1, B.ARC_COLUMNS))
     pieces = B.line_pieces(nbins, len(us) * len(vs))
-    _k_ses_lines[blocks(len(us) * len(vs) * pieces), THREADS](
+    launch(_k_ses_lines, blocks(len(us) * len(vs) * pieces), THREADS,
         out, axis, device_copy(us), device_copy(vs), float(t0), float(h), int(nbins), pieces,
         device_copy(pos), device_copy(vdw), device_copy(acc), float(probe), float(step),
         int(nbisect), maxacc, maxacc + float(probe),
@@ -376,7 +378,7 @@ def device_coulomb_sum(shape, origin, spacing, pos, q, scale, box=None):
     tol2 = B.on_node_tol2(spacing)
     nn = int(np.prod(shape))
     if box is not None:
-        _k_coulomb_periodic[blocks(nn), THREADS](
+        launch(_k_coulomb_periodic, blocks(nn), THREADS,
             out, d_origin, d_spacing, d_pos[None], d_q, float(scale),
             device_copy(np.asarray(box, float)), tol2,
         )  # fmt: skip
@@ -386,17 +388,17 @@ def device_coulomb_sum(shape, origin, spacing, pos, q, scale, box=None):
     # the tiled kernel: positions relative to the origin, one frame
     rel = device_copy((np.asarray(pos, float)[charged] - np.asarray(origin, float))[None])
     kernel = tiled_coulomb_kernel(np.float64, COULOMB_NODES, rsqrt64)
-    kernel[(blocks(-(-nn // COULOMB_NODES)), 1), THREADS](out, rel, d_q, float(scale), *shape, 0,
-                                                          d_spacing)  # fmt: skip
-    _k_coulomb_on_nodes[blocks(int(charged.sum())), THREADS](out, d_origin, d_spacing, d_pos,
-                                                             d_q, tol2)  # fmt: skip
+    grid = (blocks(-(-nn // COULOMB_NODES)), 1)
+    launch(kernel, grid, THREADS, out, rel, d_q, float(scale), *shape, 0, d_spacing)
+    launch(_k_coulomb_on_nodes, blocks(int(charged.sum())), THREADS, out, d_origin, d_spacing,
+           d_pos, d_q, tol2)  # fmt: skip
     return out
 
 
 def coulomb_points(points, pos, q, scale, tol2):
     """CUDA :func:`.cpu.maps.coulomb_points` (same arguments, NumPy result)."""
     out = device_empty(len(points))
-    _k_coulomb_points[blocks(len(points)), THREADS](
+    launch(_k_coulomb_points, blocks(len(points)), THREADS,
         out, device_copy(np.asarray(points, float)), device_copy(np.asarray(pos, float)[None]),
         device_copy(np.asarray(q, float)), float(scale), float(tol2),
     )  # fmt: skip
@@ -406,7 +408,7 @@ def coulomb_points(points, pos, q, scale, tol2):
 def debye_huckel_points(points, pos, q, radii, kappa, coulomb, eps_out, eps_cavity):
     """CUDA :func:`.cpu.maps.debye_huckel_points` (same arguments, NumPy result)."""
     out = device_empty(len(points))
-    _k_debye_huckel_points[blocks(len(points)), THREADS](
+    launch(_k_debye_huckel_points, blocks(len(points)), THREADS,
         out, device_copy(np.asarray(points, float)), device_copy(np.asarray(pos, float)[None]),
         device_copy(np.asarray(q, float)), device_copy(np.asarray(radii, float)), float(kappa),
         float(coulomb), float(eps_out), float(eps_cavity),
@@ -429,9 +431,8 @@ def ses_features(pos, rad, nb_start, nb_index):
     nested = device_zeros(n, np.bool_)
     inter = device_zeros(n, np.int64)
     overflow = device_zeros(1, np.int64)
-    count_arcs_kernel[blocks(npair), THREADS](
-        d_pos, d_rad, d_start, d_index, nfree, nested, inter, overflow
-    )
+    launch(count_arcs_kernel, blocks(npair), THREADS, d_pos, d_rad, d_start, d_index, nfree,
+           nested, inter, overflow)  # fmt: skip
     check_overflow(overflow, "an atom has more neighbours")
     exposed, circ_start, circ_i, circ_j, arc_start = B.compact_circles(
         nb_start, nb_index, host_copy(nfree)[:npair], host_copy(nested), host_copy(inter),
@@ -442,7 +443,7 @@ def ses_features(pos, rad, nb_start, nb_index):
     if nc:
         d_geom = device_copy(geom)
         d_arcs = device_copy(arcs)
-        fill_circles_kernel[blocks(nc), THREADS](
+        launch(fill_circles_kernel, blocks(nc), THREADS,
             d_pos, d_rad, device_copy(circ_i), device_copy(circ_j), d_start, d_index,
             device_copy(arc_start), d_geom, d_arcs,
         )  # fmt: skip
@@ -484,14 +485,14 @@ def _k_smooth(fx, fy, fz, ox, oy, oz):
 def device_snap_fractions(f):
     """Snap the C-ordered device array ``f`` in place; :func:`.cpu.maps.snap_fractions`' body."""
     flat = f.reshape(-1)
-    _k_snap[blocks(flat.shape[0]), THREADS](flat)
+    launch(_k_snap, blocks(flat.shape[0]), THREADS, flat)
     return f
 
 
 def device_faces_from_fractions(f, eps_in, eps_out):
     """Face ε of the C-ordered device fractions ``f``: :func:`.cpu.maps.faces_from_fractions`."""
     out = device_empty(f.shape)
-    _k_faces[blocks(f.size), THREADS](f.reshape(-1), float(eps_in), float(eps_out),
+    launch(_k_faces, blocks(f.size), THREADS, f.reshape(-1), float(eps_in), float(eps_out),
                                       out.reshape(-1))  # fmt: skip
     return out
 
@@ -499,7 +500,7 @@ def device_faces_from_fractions(f, eps_in, eps_out):
 def device_smooth_fractions(fx, fy, fz):
     """APBS' 9-point smoothing of snapped device fractions, new arrays (the frame engine's body)."""
     out = tuple(device_empty(fx.shape) for _ in range(3))
-    _k_smooth[blocks(fx.size), THREADS](fx, fy, fz, *out)
+    launch(_k_smooth, blocks(fx.size), THREADS, fx, fy, fz, *out)
     return out
 
 
