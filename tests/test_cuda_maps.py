@@ -158,6 +158,26 @@ out["on_device_sim_same"] = all(
     for a, b in zip((*m0.epsilon_faces, m0.kappa2, m0.phi_coulomb, m0.boundary_values),
                     (*m1.epsilon_faces, m1.kappa2, m1.phi_coulomb, m1.boundary_values))
 )  # fmt: skip
+# field sampling on the device (focusing's values, the energies): points, and a tensor grid
+from pbsolver.backends.cpu import sampling as SC
+from pbsolver.backends.cuda import sampling as SG
+field = rng.normal(0.0, 1.0, grid.shape) * np.exp(rng.uniform(-3, 3, grid.shape))
+d_field = C.device_copy(field)
+where = rng.uniform(-0.7, np.array(grid.shape) - 0.3, (30, 3))  # a few off the grid (clamped)
+where[:3] = np.round(where[:3])  # on nodes
+worst = 0.0
+for periodic in (False, True):
+    for cubic in (False, True):
+        cpu = SC.sample_points(field, h, where, periodic, cubic)
+        gpu = C.host_copy(SG.sample_points(d_field, h, where, periodic, cubic))
+        worst = max(worst, float(np.abs(gpu - cpu).max() / np.abs(cpu).max()))
+out["sample_points"] = worst
+cells = [rng.integers(0, n - 1, m) for n, m in zip(grid.shape, (5, 3, 4))]
+cells[0][0] = grid.shape[0] - 1  # the last node: its upper neighbour clamped
+weights = [rng.uniform(0.0, 1.0, len(c)) for c in cells]
+cpu = SC.tensor_lerp(field, cells, weights)
+gpu = C.host_copy(SG.tensor_lerp(d_field, cells, weights))
+out["tensor_lerp"] = float(np.abs(gpu - cpu).max() / np.abs(cpu).max())
 print("RESULT" + json.dumps(out))
 """
 
@@ -196,6 +216,13 @@ def test_cuda_kernels_of_device_maps_match_cpu(results):
     assert results["device_faces_same"]
     assert results["device_results_sim"] == "None"
     assert results["on_device_sim_same"]
+
+
+def test_cuda_sampling_matches_cpu(results):
+    """Sampling a device field at points (linear, cubic; clamped, periodic) and at a tensor
+    grid's nodes: the CPU loops' values (the same bodies)."""
+    assert results["sample_points"] < 1e-14
+    assert results["tensor_lerp"] < 1e-14
 
 
 def test_cuda_faces_match_cpu(results):

@@ -308,7 +308,10 @@ def test_focusing_on_the_gpu_matches_the_cpu(rng):
 @pytest.mark.gpu
 def test_focused_solves_on_maps_left_on_the_gpu_equal_those_on_host_maps(rng):
     """``on_device=True``: every level's maps are CuPy arrays with the host maps' values, and
-    the solves the same (SES smoothed, salt: every map kernel, the screened focus values)."""
+    the solves the same (SES smoothed, salt: every map kernel, the screened focus values).
+
+    The finer levels' Dirichlet values are interpolated on the GPU from the coarser solution
+    (the CPU's bodies; the GPU compiler may fuse a multiply and an add): equal to rounding."""
     cp = pytest.importorskip("cupy")
     from pbsolver.arrays import to_numpy
 
@@ -318,13 +321,42 @@ def test_focused_solves_on_maps_left_on_the_gpu_equal_those_on_host_maps(rng):
                 solver=pb.Solver(backend="cuda", rtol=1e-8), maps_backend="cuda")  # fmt: skip
     host = focusing.solve_focused(a, grids, **opts)
     dev = focusing.solve_focused(a, grids, **opts, on_device=True)
-    for h, d in zip(host, dev, strict=True):
+    for k, (h, d) in enumerate(zip(host, dev, strict=True)):
         p, q = h.problem, d.problem
-        mine = (*p.epsilon_faces, p.kappa2, p.phi_coulomb, p.boundary_values)
-        theirs = (*q.epsilon_faces, q.kappa2, q.phi_coulomb, q.boundary_values)
+        mine = (*p.epsilon_faces, p.kappa2, p.phi_coulomb)
+        theirs = (*q.epsilon_faces, q.kappa2, q.phi_coulomb)
         for x, y in zip(mine, theirs, strict=True):
             assert isinstance(x, np.ndarray) and isinstance(y, cp.ndarray)
             np.testing.assert_array_equal(cp.asnumpy(y), x)
+        assert isinstance(q.boundary_values, cp.ndarray)
+        if k == 0:  # the Debye–Hückel kernels' values
+            np.testing.assert_array_equal(cp.asnumpy(q.boundary_values), p.boundary_values)
+        else:
+            np.testing.assert_allclose(cp.asnumpy(q.boundary_values), p.boundary_values,
+                                       rtol=1e-13, atol=1e-14)  # fmt: skip
         ref = to_numpy(h.result.phi_rf)
         np.testing.assert_allclose(to_numpy(d.result.phi_rf), ref, rtol=0,
                                    atol=1e-12 * np.abs(ref).max())  # fmt: skip
+
+
+@pytest.mark.gpu
+def test_fields_on_the_gpu_are_sampled_there(rng):
+    """A CuPy potential is sampled on its device (atoms' values and gradients; a finer grid's
+    focus values, left on the device): the host loops' values to rounding."""
+    cp = pytest.importorskip("cupy")
+    from pbsolver.molecule.energy import sample_field
+
+    coarse = pb.Grid((23, 19, 26), spacing=(0.9, 1.1, 0.8), origin=(-9.0, -8.0, -10.0))
+    fine = pb.Grid((31, 29, 33), spacing=0.45, origin=(-6.3, -5.0, -6.6))
+    field = rng.normal(0.0, 1.0, coarse.shape) * np.exp(rng.uniform(-3, 3, coarse.shape))
+    points = rng.uniform(coarse.origin, np.asarray(coarse.origin) + coarse.lengths, (200, 3))
+    for interpolation in ("linear", "cubic"):
+        want = sample_field(coarse, field, points, interpolation=interpolation)
+        got = sample_field(coarse, cp.asarray(field), points, interpolation=interpolation)
+        for w, g in zip(want, got, strict=True):
+            assert isinstance(g, np.ndarray)
+            np.testing.assert_allclose(g, w, rtol=1e-13, atol=1e-13 * np.abs(w).max())
+    want = focus_values(fine, coarse, field)
+    got = focus_values(fine, coarse, cp.asarray(field))
+    assert isinstance(got, cp.ndarray)
+    np.testing.assert_allclose(cp.asnumpy(got), want, rtol=1e-13, atol=1e-13)

@@ -24,7 +24,7 @@ from functools import cached_property
 
 import numpy as np
 
-from pbsolver.arrays import to_numpy
+from pbsolver.arrays import array_module, to_numpy
 from pbsolver.exceptions import InputError
 from pbsolver.grid import Grid
 from pbsolver.molecule.maps import COULOMB_KJ
@@ -74,7 +74,7 @@ def sample_field(grid: Grid, field, points, *, periodic: bool = False, interpola
     ----------
     grid : Grid
     field : array (nx, ny, nz)
-        NumPy or CuPy (copied to the host).
+        NumPy, or CuPy (sampled on its device, the results copied to the host).
     points : array_like (n, 3)
         Å.
     periodic : bool
@@ -87,14 +87,18 @@ def sample_field(grid: Grid, field, points, *, periodic: bool = False, interpola
     values : ndarray (n,)
     gradient : ndarray (n, 3)
     """
-    from pbsolver.backends.cpu.sampling import sample_points
+    from pbsolver.backends.sampling import sampling_loops
 
     cubic = choice(interpolation, "interpolation", INTERPOLATIONS) == "cubic"
-
-    f = np.asarray(to_numpy(field), dtype=np.float64)
+    xp = array_module(field)
+    if xp is np:
+        f = np.asarray(to_numpy(field), dtype=np.float64)
+    else:  # sampled where it lives: only the points go up, (n, 4) numbers come back
+        f = xp.ascontiguousarray(field, dtype=xp.float64)
     if f.shape != grid.shape:
         raise InputError(f"field has shape {f.shape}, the grid needs {grid.shape}")
-    out = sample_points(f, grid.spacing, node_coordinates(grid, points, periodic), periodic, cubic)
+    s = node_coordinates(grid, points, periodic)
+    out = to_numpy(sampling_loops(xp).sample_points(f, grid.spacing, s, periodic, cubic))
     return out[:, 0], out[:, 1:]
 
 

@@ -260,8 +260,8 @@ def finest_level(grids, points) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------- the values
-def focus_values(fine: Grid, coarse: Grid, coarse_phi_rf) -> np.ndarray:
-    """The coarse φ_rf trilinearly interpolated at every node of ``fine`` (float64, host).
+def focus_values(fine: Grid, coarse: Grid, coarse_phi_rf):
+    """The coarse φ_rf trilinearly interpolated at every node of ``fine`` (float64).
 
     Its outer layer is the fine grid's Dirichlet values; its interior a starting guess.
 
@@ -270,17 +270,23 @@ def focus_values(fine: Grid, coarse: Grid, coarse_phi_rf) -> np.ndarray:
     fine, coarse : Grid
         ``fine`` must lie inside ``coarse``.
     coarse_phi_rf : array (coarse.shape)
-        kJ mol⁻¹ e⁻¹, NumPy or CuPy (copied to the host).
+        kJ mol⁻¹ e⁻¹, NumPy or CuPy.
+
+    Returns
+    -------
+    array (fine.shape), float64
+        In ``coarse_phi_rf``'s library: a CuPy field is interpolated on its device.
 
     Raises
     ------
     InputError
         ``fine`` not inside ``coarse``, or a field of the wrong shape.
     """
-    from pbsolver.backends.cpu.sampling import tensor_lerp
+    from pbsolver.backends.sampling import sampling_loops
 
     check_nested([coarse, fine])
-    f = np.ascontiguousarray(to_numpy(coarse_phi_rf), dtype=np.float64)
+    xp = array_module(coarse_phi_rf)
+    f = xp.ascontiguousarray(xp.asarray(coarse_phi_rf), dtype=xp.float64)
     if f.shape != coarse.shape:
         raise InputError(f"coarse field has shape {f.shape}, its grid needs {coarse.shape}")
     # trilinear weights are a product over the axes and the fine nodes lie on a tensor grid:
@@ -293,10 +299,10 @@ def focus_values(fine: Grid, coarse: Grid, coarse_phi_rf) -> np.ndarray:
         i0 = np.clip(np.floor(s).astype(np.int64), 0, max(n - 2, 0))
         cells.append(i0)
         weights.append(s - i0)
-    return tensor_lerp(f, cells, weights)
+    return sampling_loops(xp).tensor_lerp(f, cells, weights)
 
 
-def screened_values(values, fine: Grid, coarse_level, fine_phi_c, fine_kappa2) -> np.ndarray:
+def screened_values(values, fine: Grid, coarse_level, fine_phi_c, fine_kappa2):
     """``values`` with the ion-accessible nodes of ``fine``'s outer layer from the total potential.
 
     In the salt φ_rf is close to −φ_c (the total potential is screened), so interpolating φ_rf
@@ -309,26 +315,28 @@ def screened_values(values, fine: Grid, coarse_level, fine_phi_c, fine_kappa2) -
 
     Parameters
     ----------
-    values : ndarray (fine.shape)
-        The coarse φ_rf interpolated (:func:`focus_values`), kJ mol⁻¹ e⁻¹.
+    values : array (fine.shape)
+        The coarse φ_rf interpolated (:func:`focus_values`), kJ mol⁻¹ e⁻¹, NumPy or CuPy.
     fine : Grid
     coarse_level : FocusLevel
+        Its φ_c and φ_rf are sampled where they live (on the GPU for CuPy fields).
     fine_phi_c, fine_kappa2 : arrays (fine.shape)
         The fine grid's φ_c (kJ mol⁻¹ e⁻¹) and κ̄² (Å⁻²; > 0 where ions reach), NumPy or CuPy
         (only their outer layer is read, and copied to the host).
 
     Returns
     -------
-    ndarray (fine.shape), float64
-        A new array: the interior is ``values``' (a starting guess), the outer layer the
-        Dirichlet values.
+    array (fine.shape), float64
+        A new array of ``values``' library: the interior is ``values``' (a starting guess),
+        the outer layer the Dirichlet values.
     """
-    from pbsolver.backends.cpu.sampling import sample_points
+    from pbsolver.backends.sampling import sampling_loops
     from pbsolver.molecule.maps import outer_layer_points
 
     coarse = coarse_level.grid
     check_nested([coarse, fine])
-    out = np.array(values, dtype=np.float64)
+    xp = array_module(values)
+    out = xp.array(values, dtype=xp.float64)
     layer, pts = outer_layer_points(fine)
     ions = flat_values(fine_kappa2, layer) > 0
     if not ions.any():
@@ -339,13 +347,14 @@ def screened_values(values, fine: Grid, coarse_level, fine_phi_c, fine_kappa2) -
     node = np.clip(node, 0.0, np.asarray(coarse.shape, dtype=float) - 1.0)
     # the coarse total φ_c + φ_rf, sampled as its two terms (interpolation is linear); a
     # non-finite φ_c on a cell's node (a charge on it) makes the sum there NaN or ±inf
-    total = sum(
-        sample_points(to_numpy(field), coarse.spacing, node, False)[:, 0]
-        for field in (coarse_level.problem.phi_coulomb, coarse_level.result.phi_rf)
-    )
+    total = 0.0
+    for field in (coarse_level.problem.phi_coulomb, coarse_level.result.phi_rf):
+        fxp = array_module(field)
+        sampled = sampling_loops(fxp).sample_points(field, coarse.spacing, node, False)
+        total = total + to_numpy(sampled[:, 0])
     screened = total - flat_values(fine_phi_c, layer)
     ok = np.isfinite(screened)
-    out.reshape(-1)[layer[ok]] = screened[ok]
+    out.reshape(-1)[xp.asarray(layer[ok])] = xp.asarray(screened[ok])
     return out
 
 

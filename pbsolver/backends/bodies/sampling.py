@@ -13,9 +13,11 @@ Two interpolations, chosen by the caller (``cubic``):
   repeat it; on a periodic grid they wrap.
 
 The CPU compiles these bodies with ``numba.njit`` (:mod:`pbsolver.backends.cpu.sampling`); the
-stacked engine's kernels compile the same functions with ``cuda.jit(device=True)``
-(:func:`make_sample`). :func:`cubic_weights` and :func:`cubic_slopes` are plain arithmetic, so
-the array code of :mod:`pbsolver.forces.interpolation` calls them on NumPy or CuPy arrays too.
+stacked engine's kernels and :mod:`pbsolver.backends.cuda.sampling` compile the same functions
+with ``cuda.jit(device=True)`` (:func:`make_sample`, and :func:`tensor_lerp_node` for a coarse
+potential at a finer grid's nodes). :func:`cubic_weights` and :func:`cubic_slopes` are plain
+arithmetic, so the array code of :mod:`pbsolver.forces.interpolation` calls them on NumPy or
+CuPy arrays too.
 Importing this module imports no numba.
 """
 
@@ -50,6 +52,26 @@ def cubic_slopes(t):
         -4.5 * t2 + 4.0 * t + 0.5,
         1.5 * t2 - t,
     )
+
+
+def tensor_lerp_node(f, i0, tx, j0, ty, k0, tz):
+    """``f`` trilinearly at the place ``t`` of the cell from node (i0, j0, k0), per axis.
+
+    The cell's upper node is clamped to the grid (``min(i0 + 1, n − 1)``). The operations are
+    those of three separable passes ``lo·(1 − t) + hi·t`` along x, then y, then z, in order, so
+    a tensor grid of points gets the same bits as those passes.
+    """
+    nx, ny, nz = f.shape
+    i1 = min(i0 + 1, nx - 1)
+    j1 = min(j0 + 1, ny - 1)
+    k1 = min(k0 + 1, nz - 1)
+    v00 = f[i0, j0, k0] * (1.0 - tx) + f[i1, j0, k0] * tx
+    v10 = f[i0, j1, k0] * (1.0 - tx) + f[i1, j1, k0] * tx
+    v01 = f[i0, j0, k1] * (1.0 - tx) + f[i1, j0, k1] * tx
+    v11 = f[i0, j1, k1] * (1.0 - tx) + f[i1, j1, k1] * tx
+    w0 = v00 * (1.0 - ty) + v10 * ty
+    w1 = v01 * (1.0 - ty) + v11 * ty
+    return w0 * (1.0 - tz) + w1 * tz
 
 
 def make_sample(jit):

@@ -5,9 +5,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from pbsolver.backends.bodies.sampling import make_sample
+from pbsolver.backends.bodies.sampling import make_sample, tensor_lerp_node
 
 _body = make_sample(njit(cache=True, nogil=True))
+_lerp = njit(cache=True, nogil=True)(tensor_lerp_node)
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -43,24 +44,10 @@ def sample_points(phi, spacing, coords, periodic: bool, cubic: bool = False) -> 
 
 @njit(cache=True, nogil=True, parallel=True)
 def _tensor_lerp(f, ix, wx, iy, wy, iz, wz, out):
-    nx, ny, nz = f.shape
     for a in prange(out.shape[0]):
-        i0, tx = ix[a], wx[a]
-        i1 = min(i0 + 1, nx - 1)
         for b in range(out.shape[1]):
-            j0, ty = iy[b], wy[b]
-            j1 = min(j0 + 1, ny - 1)
             for c in range(out.shape[2]):
-                k0, tz = iz[c], wz[c]
-                k1 = min(k0 + 1, nz - 1)
-                # along x, then y, then z: the operations of three separable passes, in order
-                v00 = f[i0, j0, k0] * (1.0 - tx) + f[i1, j0, k0] * tx
-                v10 = f[i0, j1, k0] * (1.0 - tx) + f[i1, j1, k0] * tx
-                v01 = f[i0, j0, k1] * (1.0 - tx) + f[i1, j0, k1] * tx
-                v11 = f[i0, j1, k1] * (1.0 - tx) + f[i1, j1, k1] * tx
-                w0 = v00 * (1.0 - ty) + v10 * ty
-                w1 = v01 * (1.0 - ty) + v11 * ty
-                out[a, b, c] = w0 * (1.0 - tz) + w1 * tz
+                out[a, b, c] = _lerp(f, ix[a], wx[a], iy[b], wy[b], iz[c], wz[c])
 
 
 def tensor_lerp(f, cells, weights) -> np.ndarray:
