@@ -80,6 +80,36 @@ def make_union_lines_kernel(union_line):
 _k_sphere_union_lines = make_union_lines_kernel(_union_line)
 
 
+@cuda.jit
+def _k_sphere_union_line_sets(
+    slots, axis, us, vs, t0, h, nbins, pos, radius, maxr,
+    u0, v0, bsize, nbu, nbv, bstart, border, overflow,
+):  # fmt: skip
+    """One thread a (set, line) pair: set g's lines (``us[g]``, ``vs[g]``) into ``slots[g]``."""
+    item = cuda.grid(1)
+    lines = us.shape[1] * vs.shape[1]
+    if item >= slots.shape[0] * lines:
+        return
+    g = item // lines
+    starts = cuda.local.array(MAX_SPHERES, dtype=np.float64)
+    ends = cuda.local.array(MAX_SPHERES, dtype=np.float64)
+    iu, iv, u, v = _line(item - g * lines, us[g], vs[g])
+    if _union_line(slots[g], axis, iu, iv, u, v, t0, h, nbins, pos, radius, maxr,
+                   u0, v0, bsize, nbu, nbv, bstart, border, starts, ends):  # fmt: skip
+        overflow[0] = 1
+
+
+@cuda.jit
+def _k_add_slots(out, slots):
+    """``out`` += each slot in turn (flat arrays; the sets' order of the CPU's sum)."""
+    n = cuda.grid(1)
+    if n < out.shape[0]:
+        acc = out[n]
+        for g in range(slots.shape[0]):
+            acc += slots[g, n]
+        out[n] = acc
+
+
 def make_ses_lines_kernel(ses_line):
     """The CUDA kernel of a compiled SES line body, one thread a piece of a line.
 
@@ -294,8 +324,20 @@ def sphere_union_sets(out_shape, axis, line_sets, t0, h, nbins, pos, radius):
                                               radius))  # fmt: skip
 
 
+#: Grid entries the fused κ̄² line sets may hold at once (one slot array a set): 256 MiB of
+#: float64. More sets than fit are run in groups.
+SLOT_ENTRIES = 1 << 25
+
+
 def device_sphere_union_sets(out_shape, axis, line_sets, t0, h, nbins, pos, radius):
-    """:func:`sphere_union_sets` left on the device."""
+    """:func:`sphere_union_sets` left on the device.
+
+    Sets that share their atom bins and line counts (the ion-accessible map's subsampled lines)
+    run as one launch over (set, line) pairs, each set into its own zeroed slot, then one
+    launch adds the slots to the sum in the sets' order. A bin gets the CPU's sum but for where
+    one set's line adds two intervals to it (a gap inside one bin): there the set's two shares
+    are added together first, a difference of rounding. Other sets run one launch a set.
+    """
     out = device_zeros(out_shape)
     overflow = device_zeros(1, np.int64)
     maxr = float(radius.max()) if radius.size else 0.0
@@ -307,15 +349,40 @@ def device_sphere_union_sets(out_shape, axis, line_sets, t0, h, nbins, pos, radi
             uploaded[id(a)] = (a, device_copy(a))  # (the host array kept: its id stays its own)
         return uploaded[id(a)][1]
 
-    for us, vs, bins in line_sets:
+    def bin_args(bins):
         u0, v0, bsize, nbu, nbv, bstart, border = bins
-        launch(_k_sphere_union_lines, blocks(len(us) * len(vs)), THREADS,
-            out, axis, up(us), up(vs), float(t0), float(h), int(nbins), pos_d, radius_d, maxr,
-            float(u0), float(v0), float(bsize), int(nbu), int(nbv), up(bstart), up(border),
-            overflow,
-        )  # fmt: skip
+        return (float(u0), float(v0), float(bsize), int(nbu), int(nbv), up(bstart), up(border))
+
+    line = (axis,)
+    reach = (float(t0), float(h), int(nbins), pos_d, radius_d, maxr)
+    if _fusable(line_sets):
+        size = math.prod(out_shape)
+        group = max(1, min(len(line_sets), SLOT_ENTRIES // max(size, 1)))
+        lines = len(line_sets[0][0]) * len(line_sets[0][1])
+        for a in range(0, len(line_sets), group):
+            sets = line_sets[a : a + group]
+            us = device_copy(np.stack([s[0] for s in sets]))
+            vs = device_copy(np.stack([s[1] for s in sets]))
+            slots = device_zeros((len(sets), *out_shape))
+            launch(_k_sphere_union_line_sets, blocks(len(sets) * lines), THREADS, slots, *line,
+                   us, vs, *reach, *bin_args(sets[0][2]), overflow)  # fmt: skip
+            launch(_k_add_slots, blocks(size), THREADS, out.reshape(-1),
+                   slots.reshape(len(sets), size))  # fmt: skip
+    else:
+        for us, vs, bins in line_sets:
+            launch(_k_sphere_union_lines, blocks(len(us) * len(vs)), THREADS, out, *line,
+                   up(us), up(vs), *reach, *bin_args(bins), overflow)  # fmt: skip
     check_overflow(overflow, "a grid line meets more spheres")
     return out
+
+
+def _fusable(line_sets):
+    """Several sets with one atom binning and the same numbers of lines."""
+    if len(line_sets) < 2:
+        return False
+    us0, vs0, bins0 = line_sets[0]
+    return all(b is bins0 and len(u) == len(us0) and len(v) == len(vs0)
+               for u, v, b in line_sets[1:])  # fmt: skip
 
 
 def ses_lines(out_shape, axis, us, vs, t0, h, nbins, pos, vdw, acc, probe, step, nbisect,
