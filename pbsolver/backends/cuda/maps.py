@@ -325,7 +325,8 @@ def sphere_union_sets(out_shape, axis, line_sets, t0, h, nbins, pos, radius):
 
 
 #: Grid entries the fused κ̄² line sets may hold at once (one slot array a set): 256 MiB of
-#: float64. More sets than fit are run in groups.
+#: float64. More sets than fit are run in groups; a grid too big for two slots runs a launch a
+#: set into the sum itself.
 SLOT_ENTRIES = 1 << 25
 
 
@@ -337,6 +338,7 @@ def device_sphere_union_sets(out_shape, axis, line_sets, t0, h, nbins, pos, radi
     launch adds the slots to the sum in the sets' order. A bin gets the CPU's sum but for where
     one set's line adds two intervals to it (a gap inside one bin): there the set's two shares
     are added together first, a difference of rounding. Other sets run one launch a set.
+    The slots are transient GPU memory of up to :data:`SLOT_ENTRIES` float64.
     """
     out = device_zeros(out_shape)
     overflow = device_zeros(1, np.int64)
@@ -355,9 +357,9 @@ def device_sphere_union_sets(out_shape, axis, line_sets, t0, h, nbins, pos, radi
 
     line = (axis,)
     reach = (float(t0), float(h), int(nbins), pos_d, radius_d, maxr)
-    if _fusable(line_sets):
-        size = math.prod(out_shape)
-        group = max(1, min(len(line_sets), SLOT_ENTRIES // max(size, 1)))
+    size = math.prod(out_shape)
+    group = min(len(line_sets), SLOT_ENTRIES // max(size, 1))
+    if group >= 2 and _fusable(line_sets):  # (one slot would only add a grid's copy)
         lines = len(line_sets[0][0]) * len(line_sets[0][1])
         for a in range(0, len(line_sets), group):
             sets = line_sets[a : a + group]
