@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from pbsolver.arrays import to_numpy
 from pbsolver.molecule.energy import coulomb_energy, reaction_field_terms
 from pbsolver.molecule.focusing import finest_level
 from pbsolver.nonlinear.energy import ion_terms, node_volumes
@@ -60,9 +59,8 @@ def level_rf_terms(atoms, levels) -> np.ndarray:
     rows = np.zeros((len(levels), len(atoms)))
     for k, level in enumerate(levels):
         inside = np.flatnonzero(finest_level([level.grid], pos) == 0)
-        if inside.size:
-            phi = to_numpy(level.result.phi_rf)
-            terms[inside] = reaction_field_terms(atoms[inside], level.grid, phi)
+        if inside.size:  # (sampled where φ_rf lives: on a GPU, only the atoms' values return)
+            terms[inside] = reaction_field_terms(atoms[inside], level.grid, level.result.phi_rf)
         rows[k] = terms
     return rows
 

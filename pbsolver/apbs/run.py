@@ -382,7 +382,9 @@ def _run_one(calc, emit, backend, maps_backend, method, dtype, staging, chain, n
         emit(*report.force_lines(calc, forces))
     finest = levels[-1] if levels is not None else None
     grid = calc.grid.grid
-    phi_rf = None if finest is None else to_numpy(finest.result.phi_rf)
+    # (copied to the host only for a write of the potential)
+    pot_writes = finest is not None and any(w.kind == "pot" for w, _ in calc.writes)
+    phi_rf = to_numpy(finest.result.phi_rf) if pot_writes else None
     for w, target in calc.writes:
         if w.kind == "pot":
             phi_c = (

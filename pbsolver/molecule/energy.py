@@ -597,7 +597,7 @@ def _solvate_focused(atoms, focus, spacing, margin, physics, solver, units, prob
     forces = np.zeros((len(atoms), 3))
     for k in np.unique(which):
         sel = np.flatnonzero(which == k)
-        phi = to_numpy(levels[k].result.phi_rf)
+        phi = levels[k].result.phi_rf  # sampled where it lives (sample_field)
         sampling = {"units": units, "interpolation": interpolation}
         pot[sel] = reaction_field_potentials(atoms[sel], levels[k].grid, phi, **sampling)
         forces[sel] = reaction_field_forces(atoms[sel], levels[k].grid, phi, **sampling)
