@@ -743,10 +743,19 @@ def coulomb_on_outer_layer(atoms, grid, eps_cavity=2.0, *, backend="cpu"):
 
 
 def outer_layer_points(grid):
-    """(:func:`outer_layer`'s flat indices, their nodes' coordinates (m, 3) in Å) of ``grid``."""
+    """(:func:`outer_layer`'s flat indices, their nodes' coordinates (m, 3) in Å) of ``grid``.
+
+    The coordinates are a new array each call (the kernels take writable arrays); the last few
+    grids' are kept, as focusing and the boundary values ask for the same grids again.
+    """
     layer = outer_layer(grid.shape)
-    index = np.column_stack(np.unravel_index(layer, grid.shape))
-    return layer, np.asarray(grid.origin) + index * np.asarray(grid.spacing)
+    return layer, _outer_layer_coordinates(*grid_key(grid, None)[:3]).copy()
+
+
+@functools.lru_cache(maxsize=8)
+def _outer_layer_coordinates(shape, spacing, origin) -> np.ndarray:
+    index = np.column_stack(np.unravel_index(outer_layer(shape), shape))
+    return np.asarray(origin) + index * np.asarray(spacing)
 
 
 @functools.lru_cache(maxsize=8)
