@@ -77,8 +77,8 @@ def launch_on_legacy_stream(kernel, grid, block, *args):
     (``Stream.null``) or, inside a caller's ``with stream:``, on that stream. The first case is
     ordered by the stream itself; in the second the caller's stream is synchronised once here,
     where numba would synchronise it once per CuPy argument. The views are kept
-    (:data:`VIEW_CACHE` of them, by device, address, shape, strides and type): making one costs
-    more than the launch (``benchmarks/launch_overhead.py``).
+    (:data:`VIEW_CACHE` of them, by device, address, shape, strides and type): making a view
+    costs more than numba's own import of the array (``benchmarks/launch_overhead.py``).
     """
     cp = _cupy_module(args)
     if cp is not None:
