@@ -90,11 +90,8 @@ def sample_field(grid: Grid, field, points, *, periodic: bool = False, interpola
     from pbsolver.backends.sampling import sampling_loops
 
     cubic = choice(interpolation, "interpolation", INTERPOLATIONS) == "cubic"
-    xp = array_module(field)
-    if xp is np:
-        f = np.asarray(to_numpy(field), dtype=np.float64)
-    else:  # sampled where it lives: only the points go up, (n, 4) numbers come back
-        f = xp.ascontiguousarray(field, dtype=xp.float64)
+    xp = array_module(field)  # sampled where it lives: from a GPU only (n, 4) numbers return
+    f = xp.ascontiguousarray(xp.asarray(field), dtype=xp.float64)
     if f.shape != grid.shape:
         raise InputError(f"field has shape {f.shape}, the grid needs {grid.shape}")
     s = node_coordinates(grid, points, periodic)
@@ -152,6 +149,14 @@ def reaction_field_forces(atoms, grid, phi_rf, *, units="kJ/mol", periodic=False
     grad = interpolate_gradient(grid, phi_rf, atoms.positions, periodic=periodic,
                                 interpolation=interpolation)  # fmt: skip
     return -unit_factor(units) * atoms.charges[:, None] * grad
+
+
+def _potentials_and_forces(atoms, grid, phi_rf, *, units, periodic=False, interpolation):
+    """:func:`reaction_field_potentials` and :func:`reaction_field_forces` from one sampling."""
+    values, grad = sample_field(grid, phi_rf, atoms.positions, periodic=periodic,
+                                interpolation=interpolation)  # fmt: skip
+    scale = unit_factor(units)
+    return scale * values, -scale * atoms.charges[:, None] * grad
 
 
 def solvation_terms(atoms, problem, phi_rf, *, units="kJ/mol",
@@ -544,12 +549,12 @@ def solvate(
     phi = to_numpy(result.phi_rf)
     periodic = problem.boundary == "periodic"
     sampling = {"units": units, "periodic": periodic, "interpolation": interpolation}
-    pot = reaction_field_potentials(atoms, problem.grid, phi, **sampling)
     if forces == "exact":
+        pot = reaction_field_potentials(atoms, problem.grid, phi, **sampling)
         force_values = exact_forces(atoms, problem, result, solver, physics, problem_options, units,
                                     interpolation)  # fmt: skip
     else:
-        force_values = reaction_field_forces(atoms, problem.grid, phi, **sampling)
+        pot, force_values = _potentials_and_forces(atoms, problem.grid, phi, **sampling)
     energy = 0.5 * float(np.dot(atoms.charges, pot))
     terms = None
     if result.newton_steps is not None:  # the nonlinear equation was solved
@@ -598,9 +603,9 @@ def _solvate_focused(atoms, focus, spacing, margin, physics, solver, units, prob
     for k in np.unique(which):
         sel = np.flatnonzero(which == k)
         phi = levels[k].result.phi_rf  # sampled where it lives (sample_field)
-        sampling = {"units": units, "interpolation": interpolation}
-        pot[sel] = reaction_field_potentials(atoms[sel], levels[k].grid, phi, **sampling)
-        forces[sel] = reaction_field_forces(atoms[sel], levels[k].grid, phi, **sampling)
+        pot[sel], forces[sel] = _potentials_and_forces(
+            atoms[sel], levels[k].grid, phi, units=units, interpolation=interpolation
+        )
     outside = int(np.count_nonzero(which < len(levels) - 1))
     if outside:
         logging.getLogger("pbsolver").info(

@@ -355,7 +355,6 @@ def device_sphere_union_sets(out_shape, axis, line_sets, t0, h, nbins, pos, radi
         u0, v0, bsize, nbu, nbv, bstart, border = bins
         return (float(u0), float(v0), float(bsize), int(nbu), int(nbv), up(bstart), up(border))
 
-    line = (axis,)
     reach = (float(t0), float(h), int(nbins), pos_d, radius_d, maxr)
     size = math.prod(out_shape)
     group = min(len(line_sets), SLOT_ENTRIES // max(size, 1))
@@ -366,13 +365,13 @@ def device_sphere_union_sets(out_shape, axis, line_sets, t0, h, nbins, pos, radi
             us = device_copy(np.stack([s[0] for s in sets]))
             vs = device_copy(np.stack([s[1] for s in sets]))
             slots = device_zeros((len(sets), *out_shape))
-            launch(_k_sphere_union_line_sets, blocks(len(sets) * lines), THREADS, slots, *line,
-                   us, vs, *reach, *bin_args(sets[0][2]), overflow)  # fmt: skip
+            launch(_k_sphere_union_line_sets, blocks(len(sets) * lines), THREADS, slots, axis, us,
+                   vs, *reach, *bin_args(sets[0][2]), overflow)  # fmt: skip
             launch(_k_add_slots, blocks(size), THREADS, out.reshape(-1),
                    slots.reshape(len(sets), size))  # fmt: skip
     else:
         for us, vs, bins in line_sets:
-            launch(_k_sphere_union_lines, blocks(len(us) * len(vs)), THREADS, out, *line,
+            launch(_k_sphere_union_lines, blocks(len(us) * len(vs)), THREADS, out, axis,
                    up(us), up(vs), *reach, *bin_args(bins), overflow)  # fmt: skip
     check_overflow(overflow, "a grid line meets more spheres")
     return out
@@ -562,7 +561,7 @@ def device_faces_from_fractions(f, eps_in, eps_out):
     """Face ε of the C-ordered device fractions ``f``: :func:`.cpu.maps.faces_from_fractions`."""
     out = device_empty(f.shape)
     launch(_k_faces, blocks(f.size), THREADS, f.reshape(-1), float(eps_in), float(eps_out),
-                                      out.reshape(-1))  # fmt: skip
+           out.reshape(-1))  # fmt: skip
     return out
 
 
