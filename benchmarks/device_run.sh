@@ -316,11 +316,12 @@ elif [ "${1:-single}" = "s19" ]; then  # nineteenth session: device time per ker
     -W ignore::Warning -rs $([ "${TESTS}" = 1 ] || echo "${TESTS}")
 elif [ "${1:-single}" = "s20" ]; then  # twentieth session: the fused red-black sweep ("pair")
   # SWEEPS="100,256,384": every kernel shape of sweep_variants.py; NCU_PAIR=1: ncu's sections of
-  # one "pair" and one "point" launch at 256^3; TESTS=1 | "files": the GPU tests
+  # one launch of each kernel in NCU_KERNELS (default: "pair" and "point") at 256^3;
+  # TESTS=1 | "files": the GPU tests
   NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)
   [ -n "${SWEEPS:-}" ] && step sweep_variants 400 python3 benchmarks/sweep_variants.py \
     --sizes "$SWEEPS" --no-launch --json "$R/sweep_variants.json"
-  for k in ${NCU_PAIR:+rb_pair_kernel rb_point}; do  # the first "pair" launch (32x8), a "point"
+  for k in ${NCU_PAIR:+${NCU_KERNELS:-rb_pair_kernel rb_point}}; do  # a 7th launch of each
     step "ncu_$k" 300 "$NCU" --clock-control none -k "regex:$k" --launch-count 1 \
       --launch-skip 6 --section SpeedOfLight --section MemoryWorkloadAnalysis \
       --section Occupancy --section LaunchStats --section WarpStateStats \

@@ -10,7 +10,9 @@ kernel shapes (``VariantBackend(kernel=...)``)
     ``"tile"``, both colours fused into one pass through shared memory (:func:`rb_tile`): half
     the bytes of "point", but each block walks its planes one barrier at a time; ``"pair"``,
     the same fusion with two z-columns a thread (:func:`rb_pair`): no idle threads, the
-    second colour's x-neighbours in registers.
+    second colour's x-neighbours in registers; ``"pair32"``, "pair" written in CUDA C with
+    32-bit indices (:mod:`sweep_pair_c`: numba types every index in 64 bits, and "pair" is
+    bound by instruction issue).
 launch modes (``VariantBackend(launch=...)``)
     ``"graph"`` (the package's); ``"stream"``, every kernel launched from Python on the
     backend's stream; ``"naive"``, as "stream" plus a host synchronisation after every SOR
@@ -44,8 +46,14 @@ from numba import cuda, from_dtype, int64, uint32, uint64
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.sweep_pair_c import rb_pair32  # noqa: E402
 from pbsolver.backends.cuda import kernels as K  # noqa: E402
-from pbsolver.backends.cuda.backend import CUDABackend, KernelConfig, _ceil  # noqa: E402
+from pbsolver.backends.cuda.backend import (  # noqa: E402
+    CUDABackend,
+    CUDAStencil,
+    KernelConfig,
+    _ceil,
+)
 from pbsolver.backends.cuda.device import CuPyDevice  # noqa: E402
 from pbsolver.backends.cuda.kernels import (  # noqa: E402
     ONE,
@@ -61,11 +69,13 @@ from pbsolver.backends.cuda.kernels import (  # noqa: E402
 from pbsolver.exceptions import InputError  # noqa: E402
 
 LAUNCH_MODES = ("graph", "stream", "naive")
-SOR_KERNELS = ("point", "tile", "pair", "march")
+SOR_KERNELS = ("point", "tile", "pair", "pair32", "march")
 
 #: Bytes each full red–black sweep must move per node, by kernel shape, without salt:
 #: "point"/"march" two colour passes, "tile" and "pair" one.
-SWEEP_BYTES = {"point": 48, "march": 48, "tile": 24, "pair": 24}
+#: The fused shapes, which sweep from one buffer into a second.
+FUSED = ("tile", "pair", "pair32")
+SWEEP_BYTES = {"point": 48, "march": 48, "tile": 24, "pair": 24, "pair32": 24}
 
 
 # ---------------------------------------------------------------------- kernels
@@ -443,8 +453,14 @@ class VariantConfig(KernelConfig):
         (``tile_chunk=None``: chosen from the grid so that about 8 blocks per multiprocessor
         exist, between 4 and 64 planes).
     pair_block, pair_chunk :
-        The same for "pair": threads over (z pairs, y), a block covering twice as many columns
-        as it has threads along z.
+        The same for "pair" and "pair32": threads over (z pairs, y), a block covering twice as
+        many columns as it has threads along z.
+    pair_min_blocks, pair_prefetch, pair_waves :
+        "pair32" only: the blocks a multiprocessor must hold (``__launch_bounds__``'s second
+        argument, which caps the registers; 0 leaves it to the compiler); the second colour's
+        coefficients loaded before each plane's barrier; and ``pair_chunk=None`` choosing the
+        chunk by whole waves of resident blocks (:meth:`VariantBackend._wave_chunk`) instead
+        of by about 8 blocks a multiprocessor.
     """
 
     march_block: tuple = (32, 8)
@@ -453,6 +469,9 @@ class VariantConfig(KernelConfig):
     tile_chunk: int | None = None
     pair_block: tuple = (32, 8)
     pair_chunk: int | None = None
+    pair_min_blocks: int = 0
+    pair_prefetch: bool = False
+    pair_waves: bool = False
 
 
 class VariantBackend(CUDABackend):
@@ -489,9 +508,45 @@ class VariantBackend(CUDABackend):
     def __repr__(self):
         return f"VariantBackend(launch={self.launch!r}, kernel={self.kernel!r})"
 
+    def _pair32(self, dtype, periodic, dmode):
+        cfg = self.config
+        bk, bj = cfg.pair_block
+        return rb_pair32(dtype, bk, bj, periodic, dmode, cfg.pair_min_blocks, cfg.pair_prefetch)
+
+    def _wave_chunk(self, shape, kernel):
+        """Planes a block of "pair32" so that its blocks fill whole waves (fewest plane-steps).
+
+        Every block walks ``chunk + 2`` planes (its halo), and the blocks run in waves of
+        (resident blocks a multiprocessor) × (multiprocessors): the chunk with the fewest
+        ``waves × (chunk + 2)``.
+        """
+        import cupy as cp
+
+        bk, bj = self.config.pair_block
+        nx, ny, nz = shape
+        threads = bk * bj
+        try:
+            per_sm = cp.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(
+                kernel.kernel.ptr, threads, 0
+            )
+        except AttributeError:  # the rule of the register file: 64 K registers, 64 warps
+            regs = -(-kernel.num_regs * 32 // 256) * 256
+            per_sm = min(65536 // (regs * (threads // 32)), 64 // (threads // 32), 32)
+        slots = max(1, per_sm) * self._sms
+        columns = _ceil(nz, 2 * bk - 2) * _ceil(ny, bj - 2)
+        best = None
+        for count in range(1, max(1, nx // 4) + 1):
+            chunk = _ceil(nx, count)
+            cost = _ceil(columns * _ceil(nx, chunk), slots) * (chunk + 2)
+            if best is None or cost < best[0]:
+                best = (cost, chunk)
+        return best[1]
+
     def _tile_chunk(self, shape):
         cfg = self.config
-        if self.kernel == "pair":
+        if self.kernel == "pair32" and cfg.pair_chunk is None and cfg.pair_waves:
+            return self._wave_chunk(shape, self._pair32(np.float32, False, K.DIAG_FACES))
+        if self.kernel in ("pair", "pair32"):
             chunk, (bk, bj) = cfg.pair_chunk, cfg.pair_block
             bk = 2 * bk
         else:
@@ -523,14 +578,14 @@ class VariantBackend(CUDABackend):
         if count <= 0:
             return
         w = x.dtype.type(omega)
-        work = self._work_for(x) if self.kernel in ("tile", "pair") else None
+        work = self._work_for(x) if self.kernel in FUSED else None
         key = self._key("sor", self.kernel, x, work, *self._st_items(st), float(w), count)
         with self.dev.io():
             self.dev.run(key, lambda: self._sor(st, x, w, count))
 
     def _sor(self, st, x, w, count):
         naive = self.launch == "naive"
-        if self.kernel in ("tile", "pair"):
+        if self.kernel in FUSED:
             src, dst = x, self._work_for(x)
             for _ in range(count):
                 self._tile_sweep(st, src, dst, w)
@@ -562,7 +617,7 @@ class VariantBackend(CUDABackend):
         )  # fmt: skip
 
     def _tile_sweep(self, st, src, dst, w):
-        if self.kernel == "pair":
+        if self.kernel in ("pair", "pair32"):
             self._pair_sweep(st, src, dst, w, 0)
             return
         cfg = self.config
@@ -581,6 +636,18 @@ class VariantBackend(CUDABackend):
         chunk = self._tile_chunk(st.shape)
         grid = (_ceil(nz, 2 * bk - 2), _ceil(ny, bj - 2), _ceil(nx, chunk))
         b, cx, cy, cz, d, dmode = self._stencil_args(st)
+        if self.kernel == "pair32":
+            import cupy as cp
+
+            if nx * ny * nz >= 2**31:
+                raise InputError("pair32 indexes in 32 bits: grids below 2**31 nodes")
+            kernel = self._pair32(src.dtype, st.periodic, dmode)
+            extra = st.shift if isinstance(st, CUDAStencil) else st.diag
+            d = self._dummy(src.dtype) if extra is None else extra
+            args = (src, dst, st.b, st.cx, st.cy, st.cz, d, cp.int32(nx), cp.int32(ny),
+                    cp.int32(nz), cp.int32(first), w, cp.int32(chunk))  # fmt: skip
+            kernel(grid, (bk, bj, 1), args, stream=self.dev.stream)
+            return
         self.dev.launch(
             rb_pair(src.dtype, bk, bj, st.periodic, dmode), grid, (bk, bj, 1), self._v(src),
             self._v(dst), b, cx, cy, cz, d, nx, ny, nz, first, w, chunk,
@@ -703,6 +770,27 @@ def sweep_rows(sizes, copy_bps):
         ("pair", VariantConfig(pair_block=(32, 16))),
         ("pair", VariantConfig(pair_block=(32, 16), pair_chunk=64)),
         ("pair", VariantConfig(pair_block=(32, 12))),
+        ("pair32", VariantConfig()),
+        ("pair32", VariantConfig(pair_min_blocks=5)),
+        ("pair32", VariantConfig(pair_min_blocks=5, pair_waves=True)),
+        ("pair32", VariantConfig(pair_min_blocks=5, pair_waves=True, pair_prefetch=True)),
+        ("pair32", VariantConfig(pair_waves=True, pair_prefetch=True)),
+        ("pair32", VariantConfig(pair_block=(32, 12))),
+        ("pair32", VariantConfig(pair_block=(32, 12), pair_waves=True)),
+        ("pair32", VariantConfig(pair_block=(32, 12), pair_waves=True, pair_prefetch=True)),
+        (
+            "pair32",
+            VariantConfig(
+                pair_block=(32, 12), pair_min_blocks=4, pair_waves=True, pair_prefetch=True
+            ),
+        ),  # fmt: skip
+        ("pair32", VariantConfig(pair_block=(32, 16), pair_waves=True, pair_prefetch=True)),
+        (
+            "pair32",
+            VariantConfig(
+                pair_block=(32, 16), pair_min_blocks=3, pair_waves=True, pair_prefetch=True
+            ),
+        ),  # fmt: skip
         ("point", VariantConfig()),
         ("march", VariantConfig()),
     ]
@@ -719,9 +807,13 @@ def sweep_rows(sizes, copy_bps):
             gpu.sor_sweeps(st, got, 1.9, 3)  # the same iterate as "point" (the package's)?
             diff = float(cp.abs(got - want).max() / cp.abs(want).max())
             label = kernel
-            if kernel in ("tile", "pair"):
+            if kernel in FUSED:
                 bk, bj = cfg.tile_block if kernel == "tile" else cfg.pair_block
                 label = f"{kernel} {bk}x{bj} chunk {gpu._tile_chunk((n, n, n))}"
+                if kernel == "pair32":
+                    label += f" min blocks {cfg.pair_min_blocks}" if cfg.pair_min_blocks else ""
+                    label += " waves" if cfg.pair_waves else ""
+                    label += " prefetch" if cfg.pair_prefetch else ""
             row = sweep_row(gpu, st, x0, n, label, SWEEP_BYTES[kernel], floor_s)
             rows.append({**row, "max_rel_diff_vs_point": diff})
             _progress(rows[-1])

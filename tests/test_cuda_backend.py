@@ -81,7 +81,7 @@ def test_stencil_matches_cpu(stencils, boundary):
         assert rel(gpu.dev.to_numpy(getattr(sg, name)), getattr(sc, name)) < 1e-6, name
 
 
-@pytest.mark.parametrize("kernel", ["tile", "point", "march"])
+@pytest.mark.parametrize("kernel", ["tile", "point", "march", "pair", "pair32"])
 @pytest.mark.parametrize("boundary", ["dirichlet", "periodic"])
 def test_sor_kernels_match_cpu(stencils, kernel, boundary):
     cpu, sc, gpu, sg = stencils[boundary]
