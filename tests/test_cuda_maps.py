@@ -323,3 +323,29 @@ def test_gpu_maps_left_on_the_device_equal_the_host_maps():
         ):
             assert isinstance(b, cp.ndarray)
             np.testing.assert_array_equal(cp.asnumpy(b), a)
+
+
+@pytest.mark.gpu
+def test_gpu_kappa_slots_yield_to_free_memory(monkeypatch):
+    """The κ̄² map's fused line sets take their slots only from memory that is free: with the
+    device reported nearly full they run one launch a set, and the map is the same."""
+    cp = pytest.importorskip("cupy")
+    import numpy as np
+
+    import pbsolver as pb
+    from pbsolver.backends.cuda import maps as C
+    from pbsolver.molecule import maps
+
+    atoms = pb.read_pqr(ROOT / "data" / "1lpb_chainA.pqr")
+    grid = maps.grid_for_atoms(atoms, 0.7, 4.0)
+    maps.clear_kept_maps()
+    cp.get_default_memory_pool().free_all_blocks()
+    assert C.slot_group(16, grid.size) == 16  # a grid of this size on an idle device
+    fused = maps.ion_accessibility(atoms, grid, backend="cuda")
+    # three slots' worth free: a quarter of it holds none
+    monkeypatch.setattr(C, "free_gpu_bytes", lambda cp: 3 * 8 * grid.size)
+    assert C.slot_group(16, grid.size) < 2
+    maps.clear_kept_maps()
+    one_by_one = maps.ion_accessibility(atoms, grid, backend="cuda")
+    np.testing.assert_allclose(one_by_one, fused, rtol=0, atol=1e-12)
+    assert np.abs(fused).max() > 0

@@ -326,8 +326,33 @@ def sphere_union_sets(out_shape, axis, line_sets, t0, h, nbins, pos, radius):
 
 #: Grid entries the fused κ̄² line sets may hold at once (one slot array a set): 256 MiB of
 #: float64. More sets than fit are run in groups; a grid too big for two slots runs a launch a
-#: set into the sum itself.
+#: set into the sum itself. The slots also take at most :data:`SLOT_SHARE` of the GPU memory
+#: free when they are made (:func:`slot_group`).
 SLOT_ENTRIES = 1 << 25
+#: The share of the free GPU memory (the driver's, plus CuPy's pooled blocks) the slots may take.
+SLOT_SHARE = 0.25
+
+
+def slot_group(n_sets, size):
+    """How many line sets of a grid of ``size`` nodes get a slot at once (< 2: none).
+
+    At most :data:`SLOT_ENTRIES` entries in all, and :data:`SLOT_SHARE` of the GPU memory free
+    now: the slots are transient memory that the solve's estimate
+    (:mod:`pbsolver.resources`) does not count, so they must never be what runs a device out
+    of memory; with too little free the sets run one launch a set, as for large grids.
+    """
+    size = max(int(size), 1)
+    group = min(int(n_sets), SLOT_ENTRIES // size)
+    cp = _cupy()
+    if cp is not None and group >= 2:
+        group = min(group, int(SLOT_SHARE * free_gpu_bytes(cp)) // (8 * size))
+    return group
+
+
+def free_gpu_bytes(cp):
+    """Bytes CuPy can still allocate on the current device (driver's free + pool's free)."""
+    free, _ = cp.cuda.runtime.memGetInfo()
+    return int(free) + int(cp.get_default_memory_pool().free_bytes())
 
 
 def device_sphere_union_sets(out_shape, axis, line_sets, t0, h, nbins, pos, radius):
@@ -338,7 +363,8 @@ def device_sphere_union_sets(out_shape, axis, line_sets, t0, h, nbins, pos, radi
     launch adds the slots to the sum in the sets' order. A bin gets the CPU's sum but for where
     one set's line adds two intervals to it (a gap inside one bin): there the set's two shares
     are added together first, a difference of rounding. Other sets run one launch a set.
-    The slots are transient GPU memory of up to :data:`SLOT_ENTRIES` float64.
+    The slots are transient GPU memory of up to :data:`SLOT_ENTRIES` float64 and a share of
+    what is free (:func:`slot_group`).
     """
     out = device_zeros(out_shape)
     overflow = device_zeros(1, np.int64)
@@ -357,7 +383,7 @@ def device_sphere_union_sets(out_shape, axis, line_sets, t0, h, nbins, pos, radi
 
     reach = (float(t0), float(h), int(nbins), pos_d, radius_d, maxr)
     size = math.prod(out_shape)
-    group = min(len(line_sets), SLOT_ENTRIES // max(size, 1))
+    group = slot_group(len(line_sets), size)
     if group >= 2 and _fusable(line_sets):  # (one slot would only add a grid's copy)
         lines = len(line_sets[0][0]) * len(line_sets[0][1])
         for a in range(0, len(line_sets), group):
