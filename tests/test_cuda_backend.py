@@ -117,6 +117,54 @@ def test_jacobi_residual_and_norm_match_cpu(stencils, boundary):
         assert abs(gpu.residual_norm(sg, gpu.asarray(x64, np.float64)) - want) < 1e-6 * want
 
 
+@pytest.mark.parametrize("count", [1, 2, 3])
+@pytest.mark.parametrize("boundary", ["dirichlet", "periodic"])
+def test_fused_sweeps_equal_the_two_pass_sweeps(stencils, boundary, count, monkeypatch):
+    """The smoother's fused sweep (through a work buffer) gives the two-pass sweep's bits, with
+    a stored κ̄² shift (Dirichlet), plain faces (periodic) and a stored diagonal (a Stencil);
+    an odd count ends in ``x`` too."""
+    from pbsolver.backends import Stencil
+    from pbsolver.backends.cuda import fused_sweep
+
+    _, sc, gpu, sg = stencils[boundary]
+    monkeypatch.setattr(fused_sweep, "FUSED_MIN_NODES", 0)
+    stored = Stencil(*(gpu.asarray(getattr(sc, n), np.float32) for n in ("cx", "cy", "cz")),
+                     gpu.asarray(sc.diag, np.float32), gpu.asarray(sc.b, np.float32),
+                     sc.periodic, sc.singular)  # fmt: skip
+    rng = np.random.default_rng(15)
+    x0 = rng.normal(0.0, 100.0, sc.shape).astype(np.float32)
+    for st in (sg, stored):
+        for first in (0, 1):
+            want, got = gpu.asarray(x0, np.float32), gpu.asarray(x0, np.float32)
+            work = gpu.zeros(sc.shape, np.float32)
+            for _ in range(3):  # eager, captured, replayed
+                gpu.rb_sor_sweeps(st, want, first, 1.3, count)
+                gpu.rb_sor_sweeps(st, got, first, 1.3, count, work=work)
+            w, g = gpu.dev.to_numpy(want), gpu.dev.to_numpy(got)
+            assert rel(w, x0) > 1e-3
+            assert np.array_equal(g, w), (type(st).__name__, first, rel(g, w))
+
+
+@pytest.mark.parametrize("method", ["multigrid", "mgcg"])
+def test_solves_with_the_fused_smoother(method, monkeypatch):
+    """A multigrid solve whose levels all sweep fused: the two-pass smoother's iterations and
+    solution bit for bit (a salt problem, so that the finest level has the κ̄² shift)."""
+    from pbsolver.backends.cuda import fused_sweep
+
+    rng = np.random.default_rng(16)
+    p = random_problem(rng, shape=(41, 38, 45), boundary="dirichlet", salt=True,
+                       boundary_values=True)  # fmt: skip
+    out = {}
+    for threshold in (fused_sweep.MAX_NODES + 1, 0):
+        monkeypatch.setattr(fused_sweep, "FUSED_MIN_NODES", threshold)
+        res = pb.Solver(method=method, backend=backend(), rtol=1e-8).solve(p)
+        assert res.converged
+        out[threshold] = (res.iterations, np.asarray(res.phi_rf))
+    (it_a, a), (it_b, b) = out.values()
+    assert it_a == it_b
+    np.testing.assert_array_equal(b, a)
+
+
 @pytest.mark.parametrize("kernel", ["tile", "point"])
 def test_bitwise_identical_reruns(stencils, kernel):
     _, sc, _, _ = stencils["dirichlet"]

@@ -574,6 +574,15 @@ class Backend:
         self.rb_sor_color(st, x, first, omega)
         self.rb_sor_color(st, x, 1 - first, omega)
 
+    def rb_sor_sweeps(self, st: Stencil, x, first: int, omega: float, count: int, work=None):
+        """``count`` :meth:`rb_sor_sweep` calls, the result in ``x``.
+
+        ``work``: an array of ``x``'s shape and dtype whose values the sweeps may overwrite
+        (a backend that sweeps from one buffer into another uses it; the values are the same).
+        """
+        for _ in range(count):
+            self.rb_sor_sweep(st, x, first, omega)
+
     def restrict(self, tr: Transfer, fine, coarse) -> None:
         """``coarse = Pᵀ fine`` on the coarse unknowns, zero on fixed coarse nodes.
 

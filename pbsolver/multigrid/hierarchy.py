@@ -191,8 +191,8 @@ class Hierarchy:
                 be.rb_sor_color(st, x, 1, 1.0)
                 be.rb_sor_color(st, x, 0, 1.0)
             return
-        for _ in range(self.presmooth):
-            be.rb_sor_sweep(st, x, 0, self.omega)
+        # the level's residual buffer is free while it smooths: a backend may sweep through it
+        be.rb_sor_sweeps(st, x, 0, self.omega, self.presmooth, work=lev.r)
         nxt = self.levels[level + 1]
         be.residual(st, x, lev.r)
         be.restrict(lev.transfer, lev.r, nxt.stencil.b)
@@ -207,8 +207,7 @@ class Hierarchy:
             for _ in range(CYCLES[shape]):
                 self._visit(level + 1, shape)
         be.prolong_add(lev.transfer, nxt.x, x)
-        for _ in range(self.postsmooth):
-            be.rb_sor_sweep(st, x, 1, self.omega)
+        be.rb_sor_sweeps(st, x, 1, self.omega, self.postsmooth, work=lev.r)
 
     # ------------------------------------------------------------------ inspection
     def buffers(self) -> list:

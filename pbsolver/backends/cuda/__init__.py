@@ -23,8 +23,11 @@ Red–black SOR
 One thread a node, colour-compacted along z, two launches per sweep, in place: each pass
 streams x, the three faces and b and writes x, :data:`SWEEP_BYTES` (48) bytes a node per sweep
 (+8 with salt). The diagonal is never stored for the sweeps (recomputed from the six faces they
-load anyway), 4 bytes a node per pass fewer than the CPU layout. Other kernel shapes and launch
-modes, kept for measurement, live in ``benchmarks/sweep_variants.py``.
+load anyway), 4 bytes a node per pass fewer than the CPU layout. The multigrid smoother sweeps
+its large levels with :mod:`~pbsolver.backends.cuda.fused_sweep` instead (both colours in one
+pass, from the level's iterate into its residual buffer and back, the same values bit for bit).
+Other kernel shapes and launch modes, kept for measurement, live in
+``benchmarks/sweep_variants.py``.
 
 ``capture(fn)`` — the contract
 ------------------------------

@@ -13,6 +13,7 @@ import numpy as np
 
 from pbsolver.backends import LARGE_METHODS, Backend, ProblemOperator, Stencil
 from pbsolver.backends.bodies.operator import ARITHMETIC, FACE_MAPS, HARMONIC
+from pbsolver.backends.cuda import fused_sweep
 from pbsolver.backends.cuda import kernels as K
 from pbsolver.backends.cuda.device import (
     VIEW_CACHE,
@@ -108,6 +109,7 @@ class CUDABackend(Backend):
         self._partials = {}
         self._views = LRUCache(VIEW_CACHE)  # launch_items' shaped views, by (pointer, shape, dtype)
         self._sums = self.dev.empty((8,), np.float64)
+        self._multiprocessors = None  # the fused sweep's wave size, read when first needed
 
     def __repr__(self):
         return f"CUDABackend(device={self.dev.name!r})"
@@ -624,6 +626,43 @@ class CUDABackend(Backend):
         key = self._key("colour", x, *self._st_items(st), int(color), float(w))
         with self.dev.io():
             self.dev.run(key, lambda: self._colour(st, x, int(color), w))
+
+    def rb_sor_sweeps(self, st, x, first, omega, count, work=None):
+        if count <= 0:
+            return
+        fused = (work is not None and self.dev.name == "cupy" and work.dtype == x.dtype
+                 and work.shape == x.shape and fused_sweep.applies(st.shape, x.dtype))  # fmt: skip
+        if not fused:
+            super().rb_sor_sweeps(st, x, first, omega, count)
+            return
+        w = x.dtype.type(omega)
+        key = self._key("fused", x, work, *self._st_items(st), int(first), float(w), count)
+        with self.dev.io():
+            self.dev.run(key, lambda: self._fused_sweeps(st, x, work, int(first), w, count))
+
+    def _fused_sweeps(self, st, x, work, first, w, count):
+        """``count`` sweeps of :mod:`~pbsolver.backends.cuda.fused_sweep`, ``x`` ↔ ``work``."""
+        cp = self.dev.cp
+        if isinstance(st, CUDAStencil):
+            d, dmode = (st.shift, K.DIAG_FACES_SHIFT) if st.shift is not None else (None, 0)
+        else:
+            d, dmode = st.diag, K.DIAG_STORED
+        d = self._dummy(x.dtype) if d is None else d
+        kernel = fused_sweep.kernel(np.dtype(x.dtype), bool(st.periodic), int(dmode))
+        if self._multiprocessors is None:
+            self._multiprocessors = int(cp.cuda.Device().attributes["MultiProcessorCount"])
+        chunk = fused_sweep.chunk_for(st.shape, self._multiprocessors)
+        grid = fused_sweep.launch_grid(st.shape, chunk)
+        nx, ny, nz = (np.int32(n) for n in st.shape)
+        src, dst = x, work
+        block = (*fused_sweep.BLOCK, 1)
+        for _ in range(count):
+            args = (src, dst, st.b, st.cx, st.cy, st.cz, d, nx, ny, nz, np.int32(first), w,
+                    np.int32(chunk))  # fmt: skip
+            kernel(grid, block, args, stream=self.dev.stream)
+            src, dst = dst, src
+        if src is not x:  # an odd count ends in ``work``
+            self._flat(K.copy, x, src)
 
     def fill(self, x, value):
         key = self._key("fill", x, float(value))

@@ -1,0 +1,288 @@
+"""The fused red–black sweep: both colours in one pass, from one buffer into another.
+
+The package's two-pass sweep (``kernels.rb_point``) streams the iterate, the three faces and b
+once per colour: a 32-byte sector holds both colours, so each pass reads everything. This
+kernel reads everything once a sweep. Thread ``tx`` of a block owns the z-columns ``2·tx`` and
+``2·tx + 1``; the block marches along x through its planes:
+
+* on plane ``q + 1`` it relaxes the first colour from ``x`` (one node a thread: of two
+  neighbouring columns exactly one holds that colour on a plane, and a warp's threads all pick
+  the same one) and puts the plane's values in a ring of three shared-memory planes;
+* after one barrier it relaxes the second colour on plane ``q``: its x-neighbours, its own
+  first-colour value and its pair-mate are the thread's registers, its other in-plane
+  neighbours come from the ring; both colours of plane ``q`` go to ``y``.
+
+A block writes the inner ``(2·BK − 2) × (BJ − 2)`` of the columns it covers (a one-node halo is
+recomputed) and ``chunk`` planes. The same floating-point operations in the same order as the
+two-pass sweep: on the H200 the iterates are the same bit for bit
+(``benchmarks/sweep_variants.py``, ``max_rel_diff_vs_point``).
+
+It is written in CUDA C and compiled by NVRTC through ``cupy.RawKernel`` because numba types
+every index in 64 bits: the same algorithm in numba (``sweep_variants.rb_pair``) issues half
+again as many instructions and is slower. Indices here are 32-bit, so grids of at most
+:data:`MAX_NODES` nodes. ``benchmarks/sweep_pair_c.py --emulate`` compiles the same source as
+C++ on a CPU and checks it against a two-pass sweep (numba's simulator cannot run it).
+
+The multigrid smoother uses it where a level has at least :data:`FUSED_MIN_NODES` nodes (on
+small grids the plane-by-plane march has too few blocks to hide its latency, and the two-pass
+sweep is faster), sweeping between the level's iterate and its residual buffer, which is free
+while the level smooths.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+
+#: Threads a block over (z pairs, y rows), a one-node halo included.
+BLOCK = (32, 8)
+#: Blocks a multiprocessor must hold (``__launch_bounds__``'s second argument: it caps the
+#: registers, so that five blocks of 256 threads fit).
+MIN_BLOCKS = 5
+#: Levels with fewer nodes keep the two-pass sweep.
+FUSED_MIN_NODES = 192**3
+#: 32-bit flat indices.
+MAX_NODES = 2**31 - 1
+
+#: The kernel. Compile-time constants: REAL, BK, BJ, PERIODIC (0/1), DMODE (as
+#: :mod:`pbsolver.backends.cuda.kernels`: 0 faces, 1 faces + d, 2 d stored), PREFETCH (0/1: the
+#: second colour's coefficients are loaded before the plane's barrier, beside the first's) and
+#: LAUNCH_BOUNDS.
+SOURCE = r"""
+#define OK (2 * BK - 2)
+#define OJ (BJ - 2)
+#define WIDTH (2 * BK)
+#define PLANE (BJ * WIDTH)
+
+// (valid, index) of a signed coordinate h within one period of an axis of n
+__device__ __forceinline__ bool wrap_axis(int h, int n, unsigned *idx) {
+    if (h < 0) {
+        if (PERIODIC && h + n >= 0) { *idx = (unsigned)(h + n); return true; }
+        *idx = 0u; return false;
+    }
+    if (h >= n) {
+        if (PERIODIC && h - n < n) { *idx = (unsigned)(h - n); return true; }
+        *idx = 0u; return false;
+    }
+    *idx = (unsigned)h; return true;
+}
+
+// off the outer layer (always, on a periodic grid)
+__device__ __forceinline__ bool inner(unsigned i, unsigned n) {
+    return PERIODIC || (i >= 1u && i + 1u < n);
+}
+
+__device__ __forceinline__ unsigned minus_of(unsigned i, unsigned n, unsigned s, unsigned p) {
+    if (!PERIODIC) return p - s;
+    return i > 0u ? p - s : p + (n - 1u) * s;
+}
+
+__device__ __forceinline__ unsigned plus_of(unsigned i, unsigned n, unsigned s, unsigned p) {
+    if (!PERIODIC) return p + s;
+    return i + 1u < n ? p + s : p - (n - 1u) * s;
+}
+
+// a node's right-hand side, six faces (-x, +x, -y, +y, -z, +z) and diagonal
+struct Coeffs { REAL b, a0, a1, a2, a3, a4, a5, diag; };
+
+__device__ __forceinline__ Coeffs load_coeffs(
+        const REAL *__restrict__ b, const REAL *__restrict__ cx, const REAL *__restrict__ cy,
+        const REAL *__restrict__ cz, const REAL *__restrict__ d, unsigned p, unsigned im,
+        unsigned jm, unsigned km) {
+    Coeffs c;
+    c.b = b[p];
+    c.a0 = cx[im]; c.a1 = cx[p]; c.a2 = cy[jm]; c.a3 = cy[p]; c.a4 = cz[km]; c.a5 = cz[p];
+    if (DMODE == 2) {
+        c.diag = d[p];
+    } else {  // the two-pass kernel's order: +x, -x, +y, -y, +z, -z
+        c.diag = c.a1 + c.a0 + c.a3 + c.a2 + c.a5 + c.a4;
+        if (DMODE == 1) c.diag += d[p];
+    }
+    return c;
+}
+
+// the over-relaxed value of a node from its coefficients and six neighbours' values
+__device__ __forceinline__ REAL relax_with(const Coeffs &c, REAL xim, REAL xip, REAL xjm,
+                                          REAL xjp, REAL xkm, REAL xkp, REAL old, REAL omega) {
+    REAL s = c.b + c.a0 * xim + c.a1 * xip + c.a2 * xjm + c.a3 * xjp + c.a4 * xkm + c.a5 * xkp;
+    return old + omega * (s / c.diag - old);
+}
+
+__device__ __forceinline__ REAL relax_node(
+        const REAL *__restrict__ b, const REAL *__restrict__ cx, const REAL *__restrict__ cy,
+        const REAL *__restrict__ cz, const REAL *__restrict__ d, unsigned p, unsigned im,
+        unsigned jm, unsigned km, REAL xim, REAL xip, REAL xjm, REAL xjp, REAL xkm, REAL xkp,
+        REAL old, REAL omega) {
+    return relax_with(load_coeffs(b, cx, cy, cz, d, p, im, jm, km), xim, xip, xjm, xjp, xkm,
+                      xkp, old, omega);
+}
+
+extern "C" __global__ void LAUNCH_BOUNDS rb_fused(
+        const REAL *__restrict__ x, REAL *__restrict__ y, const REAL *__restrict__ b,
+        const REAL *__restrict__ cx, const REAL *__restrict__ cy, const REAL *__restrict__ cz,
+        const REAL *__restrict__ d, int nx, int ny, int nz, int first, REAL omega, int chunk) {
+    __shared__ REAL ring[3 * PLANE];
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    const int c0 = 2 * tx, c1 = c0 + 1;
+    const int rb = ty * WIDTH + c0;  // this thread's first column in a ring slot
+    const int kh = (int)blockIdx.x * OK + c0 - 1;
+    const int jh = (int)blockIdx.y * OJ + ty - 1;
+    unsigned k0, k1, j;
+    const bool v0 = wrap_axis(kh, nz, &k0);
+    const bool v1 = wrap_axis(kh + 1, nz, &k1);
+    const bool jv = wrap_axis(jh, ny, &j);
+    const bool rows = ty >= 1 && ty <= OJ && jh < ny;
+    const bool w0 = rows && c0 >= 1 && kh < nz;
+    const bool w1 = rows && c1 <= OK && kh + 1 < nz;
+    const unsigned unx = nx, uny = ny, unz = nz, sx = uny * unz;
+    const unsigned o0 = j * unz + k0, o1 = j * unz + k1;
+    const bool in0 = inner(j, uny) && inner(k0, unz);
+    const bool in1 = inner(j, uny) && inner(k1, unz);
+    const unsigned par0 = (j + k0) & 1u;
+    const unsigned colour = (unsigned)first;
+    const REAL zero = (REAL)0;
+    const int i0 = (int)blockIdx.z * chunk;
+    const int i1 = min(i0 + chunk, nx);
+    REAL s0a = zero, s1a = zero, s0b = zero, s1b = zero;
+    int slot = 0, mid = 2 * PLANE;
+    int q = i0 - 2;  // the second colour's plane; the first colour's is q + 1
+    for (int t = 0; t < i1 - i0 + 2; ++t) {
+        // the first colour at plane q + 1 on both columns (reads x only)
+        unsigned i;
+        const bool iv = wrap_axis(q + 1, nx, &i);
+        const bool first0 = ((i + par0) & 1u) == colour;
+        REAL n0 = zero, n1 = zero;
+        if (iv && jv) {
+            const unsigned pi = i * sx;
+            if (v0) n0 = x[pi + o0];
+            if (v1) n1 = x[pi + o1];
+            if ((first0 ? in0 : in1) && inner(i, unx)) {
+                const unsigned k = first0 ? k0 : k1;
+                const unsigned p = pi + (first0 ? o0 : o1);
+                const unsigned im = minus_of(i, unx, sx, p), ip = plus_of(i, unx, sx, p);
+                const unsigned jm = minus_of(j, uny, unz, p), jp = plus_of(j, uny, unz, p);
+                const unsigned km = minus_of(k, unz, 1u, p), kp = plus_of(k, unz, 1u, p);
+                const REAL old = first0 ? n0 : n1;
+                const REAL v = relax_node(b, cx, cy, cz, d, p, im, jm, km, x[im], x[ip], x[jm],
+                                          x[jp], x[km], x[kp], old, omega);
+                if (first0) n0 = v; else n1 = v;
+            }
+            if (v0) ring[slot + rb] = n0;
+            if (v1) ring[slot + rb + 1] = n1;
+        }
+        // the second colour's node on plane q: where it is, whether it is relaxed, and (with
+        // PREFETCH) its coefficients loaded before the barrier, beside the first colour's
+        const unsigned iq = (unsigned)q;
+        const unsigned kq = first0 ? k0 : k1;
+        const unsigned pq = iq * sx + (first0 ? o0 : o1);
+        const bool relax_q = q >= i0 && (first0 ? w0 && in0 : w1 && in1) && inner(iq, unx);
+        Coeffs cq;
+        if (PREFETCH && relax_q)
+            cq = load_coeffs(b, cx, cy, cz, d, pq, minus_of(iq, unx, sx, pq),
+                             minus_of(j, uny, unz, pq), minus_of(kq, unz, 1u, pq));
+        __syncthreads();
+        // plane q into y: the first colour from the registers, the second relaxed from its
+        // first-colour neighbours (x and its pair-mate: registers; the rest: the ring)
+        if (q >= i0) {
+            if (!PREFETCH && relax_q)
+                cq = load_coeffs(b, cx, cy, cz, d, pq, minus_of(iq, unx, sx, pq),
+                                 minus_of(j, uny, unz, pq), minus_of(kq, unz, 1u, pq));
+            if (first0) {  // column 0 holds the second colour on plane q, column 1 the first
+                if (w1) y[iq * sx + o1] = s1a;
+                if (w0)
+                    y[pq] = relax_q ? relax_with(cq, s0b, n0, ring[mid + rb - WIDTH],
+                                                 ring[mid + rb + WIDTH], ring[mid + rb - 1], s1a,
+                                                 s0a, omega)
+                                    : s0a;
+            } else {
+                if (w0) y[iq * sx + o0] = s0a;
+                if (w1)
+                    y[pq] = relax_q ? relax_with(cq, s1b, n1, ring[mid + rb + 1 - WIDTH],
+                                                 ring[mid + rb + 1 + WIDTH], s0a,
+                                                 ring[mid + rb + 2], s1a, omega)
+                                    : s1a;
+            }
+        }
+        s0b = s0a; s1b = s1a; s0a = n0; s1a = n1;
+        mid = slot;
+        slot = slot == 2 * PLANE ? 0 : slot + PLANE;
+        ++q;
+    }
+}
+"""
+
+
+def defines(dtype, bk, bj, periodic, dmode, min_blocks=0, prefetch=False):
+    """The compile-time constants of :data:`SOURCE` as ``#define`` lines.
+
+    ``min_blocks`` > 0: the blocks a multiprocessor must hold (caps the registers).
+    """
+    real = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}[np.dtype(dtype)]
+    bounds = f"{int(bk) * int(bj)}" + (f", {int(min_blocks)}" if min_blocks else "")
+    return (
+        f"#define REAL {real}\n#define BK {int(bk)}\n#define BJ {int(bj)}\n"
+        f"#define PERIODIC {int(bool(periodic))}\n#define DMODE {int(dmode)}\n"
+        f"#define PREFETCH {int(bool(prefetch))}\n"
+        f"#ifndef LAUNCH_BOUNDS\n#define LAUNCH_BOUNDS __launch_bounds__({bounds})\n#endif\n"
+    )
+
+
+@functools.cache
+def kernel(dtype, periodic, dmode, block=BLOCK, min_blocks=MIN_BLOCKS, prefetch=True):
+    """The sweep as a ``cupy.RawKernel`` for these constants (NVRTC compiles it on first use).
+
+    Arguments ``(x, y, b, cx, cy, cz, d, nx, ny, nz, first, omega, chunk)``: ``int32`` sizes,
+    ``omega`` of ``dtype``; launch over :func:`launch_grid`.
+    """
+    import cupy as cp
+
+    src = defines(dtype, *block, periodic, dmode, min_blocks, prefetch) + SOURCE
+    return cp.RawKernel(src, "rb_fused")
+
+
+def applies(shape, dtype) -> bool:
+    """Whether the smoother sweeps a level of ``shape`` with this kernel."""
+    n = math.prod(int(s) for s in shape)
+    return FUSED_MIN_NODES <= n <= MAX_NODES and np.dtype(dtype) in (np.float32, np.float64)
+
+
+def chunk_for(shape, multiprocessors, block=BLOCK, resident=MIN_BLOCKS):
+    """Planes a block so that the blocks fill whole waves of resident blocks.
+
+    Every block walks ``chunk + 2`` planes (its halo planes included) and the blocks run in
+    waves of ``resident × multiprocessors``: the chunk with the fewest ``waves × (chunk + 2)``.
+    """
+    nx, ny, nz = (int(s) for s in shape)
+    bk, bj = block
+    columns = -(-nz // (2 * bk - 2)) * -(-ny // (bj - 2))
+    slots = max(1, int(resident) * int(multiprocessors))
+    best = None
+    for count in range(1, max(1, nx // 4) + 1):
+        chunk = -(-nx // count)
+        cost = -(-columns * -(-nx // chunk) // slots) * (chunk + 2)
+        if best is None or cost < best[0]:
+            best = (cost, chunk)
+    return best[1]
+
+
+def launch_grid(shape, chunk, block=BLOCK):
+    """Blocks of the sweep over a grid of ``shape``: (z, y, x)."""
+    nx, ny, nz = (int(s) for s in shape)
+    bk, bj = block
+    return (-(-nz // (2 * bk - 2)), -(-ny // (bj - 2)), -(-nx // chunk))
+
+
+__all__ = [
+    "BLOCK",
+    "FUSED_MIN_NODES",
+    "MAX_NODES",
+    "MIN_BLOCKS",
+    "SOURCE",
+    "applies",
+    "chunk_for",
+    "defines",
+    "kernel",
+    "launch_grid",
+]
