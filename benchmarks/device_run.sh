@@ -337,6 +337,20 @@ elif [ "${1:-single}" = "s20" ]; then  # twentieth session: the fused red-black 
     --json "$R/gpu_solvers.json"
   [ -n "${TESTS:-}" ] && step gpu_tests 330 python3 -m pytest -n 4 -m gpu -q -p no:cacheprovider \
     -W ignore::Warning -rs $([ "${TESTS}" = 1 ] || echo "${TESTS}")
+elif [ "${1:-single}" = "s28" ]; then  # twenty-eighth session: where the fused sweep pays
+  # FUSED="96 128 …": one sweep two-pass and fused at each size; FUSED_SOLVES="129 161 193":
+  # MG-CG with the default threshold, then with every level fused; BENCH=1; TESTS=files|1
+  [ -n "${FUSED:-}" ] && step fused_threshold 200 python3 benchmarks/fused_threshold.py \
+    --sizes $FUSED --json "$R/fused_threshold.json"
+  for t in ${FUSED_SOLVES:+default 0}; do
+    step "gpu_solvers_fused_$t" 150 python3 benchmarks/gpu_solvers.py --sizes $FUSED_SOLVES \
+      --methods mgcg --no-cupy-cg --repeat 5 $([ "$t" = 0 ] && echo --fused-min-nodes 0) \
+      --json "$R/gpu_solvers_fused_$t.json"
+  done
+  [ -n "${BENCH:-}" ] && step bench 200 python3 -m pbsolver bench --sizes 256 \
+    --solve-sizes 129 --json "$R/bench.json"
+  [ -n "${TESTS:-}" ] && step gpu_tests 330 python3 -m pytest -n 4 -m gpu -q -p no:cacheprovider \
+    -W ignore::Warning -rs $([ "${TESTS}" = 1 ] || echo "${TESTS}")
 elif [ "${1:-single}" = "s21" ] || [ "${1:-single}" = "s22" ] || [ "${1:-single}" = "s23" ]; then
   # one solve's device time, by kernel, and the parts named below
   # LAUNCH=1: a launch's host time with CuPy arguments, as they are and as numba views (s27)

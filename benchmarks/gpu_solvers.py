@@ -17,6 +17,8 @@ the assembled float64 matrix with a Jacobi preconditioner (what a CuPy user woul
 ``--new`` then times a fresh ``pb.solve`` of another problem of the same grid (the sphere's
 radius 6.5 Å): "new", what a new problem of a known grid costs. ``--repeat K`` times K more
 solves of the same problem through one ``Solver`` (the fastest is reported as "again").
+``--fused-min-nodes N`` sets the multigrid smoother's threshold for its fused sweep
+(:mod:`pbsolver.backends.cuda.fused_sweep`; 0: every level).
 ``--profile N`` runs one more solve of each pbsolver row (with ``--new``: of a third problem
 of the grid) under cProfile and prints its N costliest functions by own time (host time: a
 wait for the device shows as the call that waits). ``--cuda-profile`` runs one more solve of
@@ -178,7 +180,16 @@ def main(argv=None):
         action="store_true",
         help="one more repeated solve between cudaProfilerStart and Stop (ncu)",
     )
+    ap.add_argument(
+        "--fused-min-nodes",
+        type=int,
+        help="the multigrid smoother's fused sweep from levels of this many nodes (0: all)",
+    )
     args = ap.parse_args(argv)
+    if args.fused_min_nodes is not None:
+        from pbsolver.backends.cuda import fused_sweep
+
+        fused_sweep.FUSED_MIN_NODES = args.fused_min_nodes
     rows = []
     for n in args.sizes:
         host = sphere_problem(n)

@@ -41,6 +41,8 @@ import numpy as np
 
 COPY_FLOOR_BYTES = 16  # read ε, b, φ and write φ: the issue's floor for one sweep
 SWEEPS_PER_GRAPH = 20
+#: Bytes a node the fused sweep must move without salt: x, b and three faces read, x written.
+FUSED_SWEEP_BYTES = 24
 
 
 # ---------------------------------------------------------------------- problems
@@ -170,12 +172,19 @@ def rate_row(n, label, ms, bytes_per_node, floor_s):
     }
 
 
-def sweep_row(gpu, st, x0, n, label, bytes_per_node, floor_s):
-    """GPU time a red–black sweep of ``gpu`` (replays of a graph of 20 sweeps, CUDA events)."""
+def sweep_row(gpu, st, x0, n, label, bytes_per_node, floor_s, work=None):
+    """GPU time a red–black sweep of ``gpu`` (replays of a graph of 20 sweeps, CUDA events).
+
+    ``work``: the multigrid smoother's sweeps through that buffer (``rb_sor_sweeps``), the
+    fused sweep on a large grid, instead of the SOR method's ``sor_sweeps``.
+    """
     x = x0.copy()
 
     def sweeps():
-        gpu.sor_sweeps(st, x, 1.9, SWEEPS_PER_GRAPH)
+        if work is None:
+            gpu.sor_sweeps(st, x, 1.9, SWEEPS_PER_GRAPH)
+        else:
+            gpu.rb_sor_sweeps(st, x, 0, 1.9, SWEEPS_PER_GRAPH, work=work)
 
     sweeps()  # eager (compiles); the timer's warm-up call captures the graph
     ms = _Timer(gpu.stream).gpu(sweeps, reps=2 if n >= 300 else 5) / SWEEPS_PER_GRAPH
@@ -196,7 +205,7 @@ def sweep_rows(sizes, copy_bps, quick):
 def _sweep_rows_at(n, copy_bps):
     import cupy as cp
 
-    from pbsolver.backends.cuda import SWEEP_BYTES, CUDABackend
+    from pbsolver.backends.cuda import SWEEP_BYTES, CUDABackend, fused_sweep
 
     gpu = CUDABackend()
     st = gpu.stencil(random_problem(n, xp=cp, seed=n), np.float32)
@@ -204,6 +213,11 @@ def _sweep_rows_at(n, copy_bps):
     floor_s = COPY_FLOOR_BYTES * n**3 / copy_bps
     rows = [sweep_row(gpu, st, x0, n, "rb-sor", SWEEP_BYTES, floor_s)]
     _progress(rows[-1])
+    if fused_sweep.applies(st.shape, np.float32):  # the multigrid smoother's sweep at this size
+        work = cp.empty_like(x0)
+        rows.append(sweep_row(gpu, st, x0, n, "rb-sor fused (smoother)", FUSED_SWEEP_BYTES,
+                              floor_s, work=work))  # fmt: skip
+        _progress(rows[-1])
     # Jacobi (two buffers) and the residual norm, for scale
     x, w = x0.copy(), cp.zeros_like(x0)
     t = _Timer(gpu.stream)

@@ -133,6 +133,7 @@ def test_fused_sweeps_equal_the_two_pass_sweeps(stencils, boundary, count, monke
                      sc.periodic, sc.singular)  # fmt: skip
     rng = np.random.default_rng(15)
     x0 = rng.normal(0.0, 100.0, sc.shape).astype(np.float32)
+    used = fused_sweep.kernel.cache_info()
     for st in (sg, stored):
         for first in (0, 1):
             want, got = gpu.asarray(x0, np.float32), gpu.asarray(x0, np.float32)
@@ -143,6 +144,8 @@ def test_fused_sweeps_equal_the_two_pass_sweeps(stencils, boundary, count, monke
             w, g = gpu.dev.to_numpy(want), gpu.dev.to_numpy(got)
             assert rel(w, x0) > 1e-3
             assert np.array_equal(g, w), (type(st).__name__, first, rel(g, w))
+    now = fused_sweep.kernel.cache_info()
+    assert now.hits + now.misses > used.hits + used.misses  # the fused kernel ran
 
 
 @pytest.mark.parametrize("method", ["multigrid", "mgcg"])
@@ -157,8 +160,11 @@ def test_solves_with_the_fused_smoother(method, monkeypatch):
     out = {}
     for threshold in (fused_sweep.MAX_NODES + 1, 0):
         monkeypatch.setattr(fused_sweep, "FUSED_MIN_NODES", threshold)
+        used = fused_sweep.kernel.cache_info()
         res = pb.Solver(method=method, backend=backend(), rtol=1e-8).solve(p)
         assert res.converged
+        now = fused_sweep.kernel.cache_info()
+        assert (now.hits + now.misses > used.hits + used.misses) == (threshold == 0)
         out[threshold] = (res.iterations, np.asarray(res.phi_rf))
     (it_a, a), (it_b, b) = out.values()
     assert it_a == it_b
