@@ -189,15 +189,20 @@ class CUDABackend(Backend):
             self._dummies[dtype] = self.dev.empty((1,), dtype)
         return self._dummies[dtype]
 
-    def _stencil_args(self, st):
-        """(b, cx, cy, cz, d, dmode) flat views; see kernels' module docstring for dmode."""
+    def _diagonal_of(self, st):
+        """``(d, dmode)``: what a sweep reads for the diagonal, and how (see ``kernels``).
+
+        ``d`` is a one-element dummy where the faces alone give the diagonal.
+        """
         if isinstance(st, CUDAStencil):
             if st.shift is None:
-                d, dmode = self._dummy(st.cx.dtype), K.DIAG_FACES
-            else:
-                d, dmode = st.shift, K.DIAG_FACES_SHIFT
-        else:
-            d, dmode = st.diag, K.DIAG_STORED
+                return self._dummy(st.cx.dtype), K.DIAG_FACES
+            return st.shift, K.DIAG_FACES_SHIFT
+        return st.diag, K.DIAG_STORED
+
+    def _stencil_args(self, st):
+        """(b, cx, cy, cz, d, dmode) flat views; see kernels' module docstring for dmode."""
+        d, dmode = self._diagonal_of(st)
         v = self._v
         return v(st.b), v(st.cx), v(st.cy), v(st.cz), v(d), dmode
 
@@ -643,11 +648,7 @@ class CUDABackend(Backend):
     def _fused_sweeps(self, st, x, work, first, w, count):
         """``count`` sweeps of :mod:`~pbsolver.backends.cuda.fused_sweep`, ``x`` ↔ ``work``."""
         cp = self.dev.cp
-        if isinstance(st, CUDAStencil):
-            d, dmode = (st.shift, K.DIAG_FACES_SHIFT) if st.shift is not None else (None, 0)
-        else:
-            d, dmode = st.diag, K.DIAG_STORED
-        d = self._dummy(x.dtype) if d is None else d
+        d, dmode = self._diagonal_of(st)
         kernel = fused_sweep.kernel(np.dtype(x.dtype), bool(st.periodic), int(dmode))
         if self._multiprocessors is None:
             self._multiprocessors = int(cp.cuda.Device().attributes["MultiProcessorCount"])
