@@ -59,9 +59,11 @@ _EMULATION_MAIN = r"""
 // the plain two-pass red-black sweep in place, the reference
 static void reference(std::vector<REAL> &x, const std::vector<REAL> &b, const std::vector<REAL> &cx,
                       const std::vector<REAL> &cy, const std::vector<REAL> &cz,
-                      const std::vector<REAL> &d, int nx, int ny, int nz, REAL omega) {
+                      const std::vector<REAL> &d, int nx, int ny, int nz, REAL omega,
+                      unsigned first) {
     const unsigned sx = (unsigned)ny * nz;
-    for (unsigned colour = 0; colour < 2; ++colour)
+    for (unsigned c = 0; c < 2; ++c) {
+        const unsigned colour = c ^ first;
         for (unsigned i = 0; i < (unsigned)nx; ++i)
             for (unsigned j = 0; j < (unsigned)ny; ++j)
                 for (unsigned k = 0; k < (unsigned)nz; ++k) {
@@ -75,10 +77,12 @@ static void reference(std::vector<REAL> &x, const std::vector<REAL> &b, const st
                                       jm, km, x[im], x[ip], x[jm], x[jp], x[km], x[kp], x[p],
                                       omega);
                 }
+    }
 }
 
 int main(int argc, char **argv) {
     const int nx = atoi(argv[1]), ny = atoi(argv[2]), nz = atoi(argv[3]), chunk = atoi(argv[4]);
+    const int first = atoi(argv[5]);
     const unsigned n = (unsigned)nx * ny * nz;
     std::mt19937_64 rng(12345);
     std::uniform_real_distribution<double> u(0.0, 1.0);
@@ -93,7 +97,7 @@ int main(int argc, char **argv) {
     }
     const REAL omega = (REAL)1.7;
     std::vector<REAL> want = x;
-    reference(want, b, cx, cy, cz, d, nx, ny, nz, omega);
+    reference(want, b, cx, cy, cz, d, nx, ny, nz, omega, (unsigned)first);
     const int gx = (nz + OK - 1) / OK, gy = (ny + OJ - 1) / OJ, gz = (nx + chunk - 1) / chunk;
     for (int bz = 0; bz < gz; ++bz)
         for (int by = 0; by < gy; ++by)
@@ -107,7 +111,7 @@ int main(int argc, char **argv) {
                         threads.emplace_back([&, tx, ty] {
                             threadIdx = {tx, ty, 0};
                             rb_fused(x.data(), y.data(), b.data(), cx.data(), cy.data(),
-                                      cz.data(), d.data(), nx, ny, nz, 0, omega, chunk);
+                                      cz.data(), d.data(), nx, ny, nz, first, omega, chunk);
                         });
                 for (auto &th : threads) th.join();
             }
@@ -118,11 +122,24 @@ int main(int argc, char **argv) {
         worst = std::max(worst, std::fabs((double)y[p] - (double)want[p]));
         scale = std::max(scale, std::fabs((double)want[p]));
     }
-    printf("%d %d %d chunk %d: max |pair32 - reference| / max |reference| = %.3g, "
-           "%u nodes unwritten\n", nx, ny, nz, chunk, worst / scale, unwritten);
+    printf("%d %d %d chunk %d first %d: max |pair32 - reference| / max |reference| = %.3g, "
+           "%u nodes unwritten\n", nx, ny, nz, chunk, first, worst / scale, unwritten);
     return (worst / scale > TOLERANCE || unwritten) ? 1 : 0;
 }
 """
+
+
+#: The checked cases: (dtype, bk, bj, periodic, dmode, shape, chunk); periodic shapes even.
+CASES = [
+    (np.float64, 4, 4, False, 0, (11, 9, 13), 3),
+    (np.float64, 4, 5, False, 1, (10, 12, 7), 4),
+    (np.float64, 3, 4, False, 2, (9, 8, 10), 20),
+    (np.float64, 4, 4, True, 0, (10, 8, 12), 3),
+    (np.float64, 4, 6, True, 1, (8, 10, 6), 5),
+    (np.float64, 2, 4, True, 2, (6, 6, 8), 2),
+    (np.float32, 4, 4, False, 0, (12, 11, 15), 5),
+    (np.float32, 4, 4, True, 1, (8, 10, 14), 3),
+]
 
 
 def rb_pair32(dtype, bk, bj, periodic, dmode, min_blocks=0, prefetch=False):
@@ -135,13 +152,14 @@ def rb_pair32(dtype, bk, bj, periodic, dmode, min_blocks=0, prefetch=False):
     return fused_sweep.kernel(dtype, periodic, dmode, (bk, bj), min_blocks, prefetch)
 
 
-def emulate(cases, compiler="g++"):
+def emulate(cases, compiler="g++", source=None):
     """Compile the kernel as C++ and check it against the reference sweep for each case.
 
-    ``cases``: tuples ``(dtype, bk, bj, periodic, dmode, (nx, ny, nz), chunk, prefetch)``.
-    Returns the list of the programs' output lines; raises ``AssertionError`` on the first
-    failure.
+    ``cases``: tuples ``(dtype, bk, bj, periodic, dmode, (nx, ny, nz), chunk, prefetch)``;
+    ``source``: another kernel source than the package's (a test's mutation). Returns the list
+    of the programs' output lines; raises ``AssertionError`` on the first failure.
     """
+    source = fused_sweep.SOURCE if source is None else source
     lines = []
     with tempfile.TemporaryDirectory() as tmp:
         for dtype, bk, bj, periodic, dmode, shape, chunk, prefetch in cases:
@@ -149,18 +167,19 @@ def emulate(cases, compiler="g++"):
             src = Path(tmp) / "pair.cpp"
             src.write_text(
                 _EMULATION_PRELUDE + defines(dtype, bk, bj, periodic, dmode, 0, prefetch)
-                + f"#define TOLERANCE {tol!r}\n" + fused_sweep.SOURCE + _EMULATION_MAIN
+                + f"#define TOLERANCE {tol!r}\n" + source + _EMULATION_MAIN
             )  # fmt: skip
             exe = Path(tmp) / "pair"
             subprocess.run([compiler, "-std=c++20", "-O1", "-ffp-contract=off", "-pthread",
                             str(src), "-o", str(exe)], check=True)  # fmt: skip
-            run = subprocess.run([str(exe), *map(str, shape), str(chunk)], capture_output=True,
-                                 text=True)  # fmt: skip
             label = (f"{np.dtype(dtype).name} {bk}x{bj} periodic={periodic} dmode={dmode} "
                      f"prefetch={prefetch}: ")  # fmt: skip
-            lines.append(label + run.stdout.strip())
-            print(lines[-1], flush=True)
-            assert run.returncode == 0, lines[-1] + run.stderr
+            for first in (0, 1):  # the colour relaxed first
+                run = subprocess.run([str(exe), *map(str, shape), str(chunk), str(first)],
+                                     capture_output=True, text=True)  # fmt: skip
+                lines.append(label + run.stdout.strip())
+                print(lines[-1], flush=True)
+                assert run.returncode == 0, lines[-1] + run.stderr
     return lines
 
 
@@ -170,17 +189,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     if not args.emulate:
         ap.error("nothing to do: the GPU timing is sweep_variants.py's (kernel 'pair32')")
-    cases = [
-        (np.float64, 4, 4, False, 0, (11, 9, 13), 3),
-        (np.float64, 4, 5, False, 1, (10, 12, 7), 4),
-        (np.float64, 3, 4, False, 2, (9, 8, 10), 20),
-        (np.float64, 4, 4, True, 0, (10, 8, 12), 3),
-        (np.float64, 4, 6, True, 1, (8, 10, 6), 5),
-        (np.float64, 2, 4, True, 2, (6, 6, 8), 2),
-        (np.float32, 4, 4, False, 0, (12, 11, 15), 5),
-        (np.float32, 4, 4, True, 1, (8, 10, 14), 3),
-    ]
-    emulate([(*case, prefetch) for prefetch in (False, True) for case in cases])
+    emulate([(*case, prefetch) for prefetch in (False, True) for case in CASES])
     return 0
 
 
