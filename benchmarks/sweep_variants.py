@@ -47,10 +47,10 @@ from numba import cuda, from_dtype, int64, uint32, uint64
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.sweep_pair_c import rb_pair32  # noqa: E402
+from pbsolver.backends.cuda import fused_sweep  # noqa: E402
 from pbsolver.backends.cuda import kernels as K  # noqa: E402
 from pbsolver.backends.cuda.backend import (  # noqa: E402
     CUDABackend,
-    CUDAStencil,
     KernelConfig,
     _ceil,
 )
@@ -514,16 +514,14 @@ class VariantBackend(CUDABackend):
         return rb_pair32(dtype, bk, bj, periodic, dmode, cfg.pair_min_blocks, cfg.pair_prefetch)
 
     def _wave_chunk(self, shape, kernel):
-        """Planes a block of "pair32" so that its blocks fill whole waves (fewest plane-steps).
+        """Planes a block of "pair32" so that its blocks fill whole waves.
 
-        Every block walks ``chunk + 2`` planes (its halo), and the blocks run in waves of
-        (resident blocks a multiprocessor) × (multiprocessors): the chunk with the fewest
-        ``waves × (chunk + 2)``.
+        The package's rule (:func:`~pbsolver.backends.cuda.fused_sweep.chunk_for`), with the
+        resident blocks a multiprocessor that the driver reports for this kernel and block.
         """
         import cupy as cp
 
         bk, bj = self.config.pair_block
-        nx, ny, nz = shape
         threads = bk * bj
         try:
             per_sm = cp.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(
@@ -532,15 +530,7 @@ class VariantBackend(CUDABackend):
         except AttributeError:  # the rule of the register file: 64 K registers, 64 warps
             regs = -(-kernel.num_regs * 32 // 256) * 256
             per_sm = min(65536 // (regs * (threads // 32)), 64 // (threads // 32), 32)
-        slots = max(1, per_sm) * self._sms
-        columns = _ceil(nz, 2 * bk - 2) * _ceil(ny, bj - 2)
-        best = None
-        for count in range(1, max(1, nx // 4) + 1):
-            chunk = _ceil(nx, count)
-            cost = _ceil(columns * _ceil(nx, chunk), slots) * (chunk + 2)
-            if best is None or cost < best[0]:
-                best = (cost, chunk)
-        return best[1]
+        return fused_sweep.chunk_for(shape, self._sms, (bk, bj), max(1, per_sm))
 
     def _tile_chunk(self, shape):
         cfg = self.config
@@ -635,19 +625,18 @@ class VariantBackend(CUDABackend):
         bk, bj = self.config.pair_block
         chunk = self._tile_chunk(st.shape)
         grid = (_ceil(nz, 2 * bk - 2), _ceil(ny, bj - 2), _ceil(nx, chunk))
-        b, cx, cy, cz, d, dmode = self._stencil_args(st)
         if self.kernel == "pair32":
             import cupy as cp
 
             if nx * ny * nz >= 2**31:
                 raise InputError("pair32 indexes in 32 bits: grids below 2**31 nodes")
+            d, dmode = self._diagonal_of(st)
             kernel = self._pair32(src.dtype, st.periodic, dmode)
-            extra = st.shift if isinstance(st, CUDAStencil) else st.diag
-            d = self._dummy(src.dtype) if extra is None else extra
             args = (src, dst, st.b, st.cx, st.cy, st.cz, d, cp.int32(nx), cp.int32(ny),
                     cp.int32(nz), cp.int32(first), w, cp.int32(chunk))  # fmt: skip
             kernel(grid, (bk, bj, 1), args, stream=self.dev.stream)
             return
+        b, cx, cy, cz, d, dmode = self._stencil_args(st)
         self.dev.launch(
             rb_pair(src.dtype, bk, bj, st.periodic, dmode), grid, (bk, bj, 1), self._v(src),
             self._v(dst), b, cx, cy, cz, d, nx, ny, nz, first, w, chunk,
