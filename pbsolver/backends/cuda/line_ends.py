@@ -37,6 +37,7 @@ from pbsolver.backends.cuda.maps import (
     host_copy,
     make_ses_lines_kernel,
     make_union_lines_kernel,
+    one_set,
 )
 from pbsolver.backends.launch_sizes import THREADS
 
@@ -107,18 +108,19 @@ def _bins_args(bins):
             device_copy(border))  # fmt: skip
 
 
-def _recorded(kernel, size, *args):
+def _recorded(kernel, size, *args, as_set=False):
     """Run a recording line kernel: the records (on the device) and the slots' offsets (host).
 
     ``size`` is (lines along u, lines along v, intervals a line has room for at first);
-    ``kernel(rec, *args, overflow)``. Lines are redone with room for all their intervals when
-    one had more.
+    ``kernel(rec, *args, overflow)``, with ``as_set`` a set kernel given ``rec`` as its one
+    set. Lines are redone with room for all their intervals when one had more.
     """
     nu, nv, capacity = size
     while True:
         rec = device_zeros((nu, nv, capacity + 1, 2))  # the counts start at 0
         overflow = device_zeros(1, np.int64)
-        launch(kernel, blocks(nu * nv), THREADS, rec, *args, overflow)
+        out = one_set(rec) if as_set else rec
+        launch(kernel, blocks(nu * nv), THREADS, out, *args, overflow)
         check_overflow(overflow, "a grid line meets more spheres")
         counts = host_copy(rec[:, :, 0, 0]).astype(np.int64)
         if counts.max(initial=0) <= capacity:
@@ -148,9 +150,12 @@ def sphere_end_slopes(axis, us, vs, t0, h, nbins, pos, radius, bins):
     """
     nu, nv = len(us), len(vs)
     maxr = float(radius.max()) if radius.size else 0.0
-    args = (axis, device_copy(us), device_copy(vs), float(t0), float(h), int(nbins),
-            device_copy(pos), device_copy(radius), maxr, *_bins_args(bins))  # fmt: skip
-    rec, offsets = _recorded(_k_union_record, (nu, nv, FIRST_UNION_CAPACITY), *args)
+    us_d, vs_d = device_copy(us), device_copy(vs)
+    rest = (float(t0), float(h), int(nbins), device_copy(pos), device_copy(radius), maxr,
+            *_bins_args(bins))  # fmt: skip
+    rec, offsets = _recorded(_k_union_record, (nu, nv, FIRST_UNION_CAPACITY), axis,
+                             one_set(us_d), one_set(vs_d), *rest, as_set=True)  # fmt: skip
+    args = (axis, us_d, vs_d, *rest)
     # one atom an end (the union's ends move with one sphere): the CPU's (m, 3) and (m, 3, 3)
     # less their unused columns, a third of the bytes to copy back
     out = _slots(int(offsets[-1]), 1)

@@ -53,9 +53,11 @@ _grid_point = _P["grid_point"]
 
 # ------------------------------------------------------------------ kernels
 def make_union_lines_kernel(union_line):
-    """The CUDA kernel of a compiled sphere-union line body, one thread a line of a plane.
+    """The CUDA kernel of a compiled sphere-union line body, one thread a (set, line) pair.
 
-    The maps add each line's coverage to the bins; the forces
+    Set g's lines (``us[g]``, ``vs[g]``, 2-D arrays) go into ``out[g]``; one set is a leading
+    axis of one (:func:`one_set`). The maps add each line's coverage to the bins (several
+    sets into slots of their own, :func:`device_sphere_union_sets`); the forces
     (:mod:`pbsolver.backends.cuda.line_ends`) run the body compiled with a recorder.
     """
 
@@ -64,39 +66,27 @@ def make_union_lines_kernel(union_line):
         out, axis, us, vs, t0, h, nbins, pos, radius, maxr,
         u0, v0, bsize, nbu, nbv, bstart, border, overflow,
     ):  # fmt: skip
-        line = cuda.grid(1)
-        if line >= us.shape[0] * vs.shape[0]:
+        item = cuda.grid(1)
+        lines = us.shape[1] * vs.shape[1]
+        if item >= out.shape[0] * lines:
             return
+        g = item // lines
         starts = cuda.local.array(MAX_SPHERES, dtype=np.float64)
         ends = cuda.local.array(MAX_SPHERES, dtype=np.float64)
-        iu, iv, u, v = _line(line, us, vs)
-        if union_line(out, axis, iu, iv, u, v, t0, h, nbins, pos, radius, maxr,
+        iu, iv, u, v = _line(item - g * lines, us[g], vs[g])
+        if union_line(out[g], axis, iu, iv, u, v, t0, h, nbins, pos, radius, maxr,
                       u0, v0, bsize, nbu, nbv, bstart, border, starts, ends):  # fmt: skip
             overflow[0] = 1
 
     return union_lines_kernel
 
 
+def one_set(a):
+    """A device array as the only set of a set kernel: a leading axis of one (a view)."""
+    return a.reshape((1, *a.shape))
+
+
 _k_sphere_union_lines = make_union_lines_kernel(_union_line)
-
-
-@cuda.jit
-def _k_sphere_union_line_sets(
-    slots, axis, us, vs, t0, h, nbins, pos, radius, maxr,
-    u0, v0, bsize, nbu, nbv, bstart, border, overflow,
-):  # fmt: skip
-    """One thread a (set, line) pair: set g's lines (``us[g]``, ``vs[g]``) into ``slots[g]``."""
-    item = cuda.grid(1)
-    lines = us.shape[1] * vs.shape[1]
-    if item >= slots.shape[0] * lines:
-        return
-    g = item // lines
-    starts = cuda.local.array(MAX_SPHERES, dtype=np.float64)
-    ends = cuda.local.array(MAX_SPHERES, dtype=np.float64)
-    iu, iv, u, v = _line(item - g * lines, us[g], vs[g])
-    if _union_line(slots[g], axis, iu, iv, u, v, t0, h, nbins, pos, radius, maxr,
-                   u0, v0, bsize, nbu, nbv, bstart, border, starts, ends):  # fmt: skip
-        overflow[0] = 1
 
 
 @cuda.jit
@@ -391,14 +381,14 @@ def device_sphere_union_sets(out_shape, axis, line_sets, t0, h, nbins, pos, radi
             us = device_copy(np.stack([s[0] for s in sets]))
             vs = device_copy(np.stack([s[1] for s in sets]))
             slots = device_zeros((len(sets), *out_shape))
-            launch(_k_sphere_union_line_sets, blocks(len(sets) * lines), THREADS, slots, axis, us,
-                   vs, *reach, *bin_args(sets[0][2]), overflow)  # fmt: skip
+            launch(_k_sphere_union_lines, blocks(len(sets) * lines), THREADS, slots, axis, us, vs,
+                   *reach, *bin_args(sets[0][2]), overflow)  # fmt: skip
             launch(_k_add_slots, blocks(size), THREADS, out.reshape(-1),
                    slots.reshape(len(sets), size))  # fmt: skip
     else:
         for us, vs, bins in line_sets:
-            launch(_k_sphere_union_lines, blocks(len(us) * len(vs)), THREADS, out, axis,
-                   up(us), up(vs), *reach, *bin_args(bins), overflow)  # fmt: skip
+            launch(_k_sphere_union_lines, blocks(len(us) * len(vs)), THREADS, one_set(out), axis,
+                   one_set(up(us)), one_set(up(vs)), *reach, *bin_args(bins), overflow)  # fmt: skip
     check_overflow(overflow, "a grid line meets more spheres")
     return out
 
@@ -627,6 +617,7 @@ __all__ = [
     "LineCapacityError",
     "make_ses_lines_kernel",
     "make_union_lines_kernel",
+    "one_set",
     "count_arcs_kernel",
     "fill_circles_kernel",
     "neighbour_lists",
