@@ -13,7 +13,7 @@ import numpy as np
 
 from pbsolver.backends import LARGE_METHODS, Backend, ProblemOperator, Stencil
 from pbsolver.backends.bodies.operator import ARITHMETIC, FACE_MAPS, HARMONIC
-from pbsolver.backends.cuda import fused_sweep
+from pbsolver.backends.cuda import fused_sweep, transfers
 from pbsolver.backends.cuda import kernels as K
 from pbsolver.backends.cuda.device import (
     VIEW_CACHE,
@@ -672,35 +672,64 @@ class CUDABackend(Backend):
 
     def restrict(self, tr, fine, coarse):
         key = self._key("restrict", fine, coarse, *tr.pos, *tr.lo, *tr.hi, tr.periodic)
-        v = self._v
-        mx, my, mz = tr.coarse_shape
-        grid = self._grid3(None, self.config.jacobi_block, (mz, my, mx))
-
-        def enqueue():
-            self.dev.launch(
-                K.restrict, grid, self.config.jacobi_block, v(fine), v(coarse),
-                v(tr.pos[0]), v(tr.lo[0]), v(tr.hi[0]), v(tr.pos[1]), v(tr.lo[1]), v(tr.hi[1]),
-                v(tr.pos[2]), v(tr.lo[2]), v(tr.hi[2]),
-                tuple(tr.fine_shape), tuple(tr.coarse_shape), tr.periodic,
-            )  # fmt: skip
-
+        if self._compiled_transfers(tr):
+            launch = self._restrict_c
+        else:
+            launch = self._restrict_numba
         with self.dev.io():
-            self.dev.run(key, enqueue)
+            self.dev.run(key, lambda: launch(tr, fine, coarse))
 
     def prolong_add(self, tr, coarse, fine):
         key = self._key("prolong", coarse, fine, *tr.lo, *tr.hi, tr.periodic)
-        v = self._v
-        grid = self._full_grid(tr.fine_shape)
-
-        def enqueue():
-            self.dev.launch(
-                K.prolong_add, grid, self.config.jacobi_block, v(coarse), v(fine),
-                v(tr.lo[0]), v(tr.hi[0]), v(tr.lo[1]), v(tr.hi[1]), v(tr.lo[2]), v(tr.hi[2]),
-                tuple(tr.fine_shape), tuple(tr.coarse_shape), tr.periodic,
-            )  # fmt: skip
-
+        if self._compiled_transfers(tr):
+            launch = self._prolong_c
+        else:
+            launch = self._prolong_numba
         with self.dev.io():
-            self.dev.run(key, enqueue)
+            self.dev.run(key, lambda: launch(tr, coarse, fine))
+
+    def _compiled_transfers(self, tr) -> bool:
+        """Whether a transfer runs the CUDA C kernels, not the numba ones (the simulator's).
+
+        The CUDA C kernels (:mod:`pbsolver.backends.cuda.transfers`) run on a GPU, on levels
+        within their 32-bit indices.
+        """
+        return self.dev.name == "cupy" and transfers.applies(tr.fine_shape)
+
+    def _restrict_c(self, tr, fine, coarse):
+        grid, block, sizes = transfers.restrict_launch(tr.fine_shape, tr.coarse_shape)
+        kernel = transfers.module(np.dtype(fine.dtype), bool(tr.periodic))
+        maps = [m for axis in range(3) for m in (tr.pos[axis], tr.lo[axis], tr.hi[axis])]
+        kernel.get_function("restrict_march")(
+            grid, block, (fine, coarse, *maps, *sizes), stream=self.dev.stream
+        )
+
+    def _prolong_c(self, tr, coarse, fine):
+        grid, block, sizes = transfers.prolong_launch(tr.fine_shape, tr.coarse_shape)
+        kernel = transfers.module(np.dtype(fine.dtype), bool(tr.periodic))
+        maps = [m for axis in range(3) for m in (tr.lo[axis], tr.hi[axis])]
+        kernel.get_function("prolong_add")(
+            grid, block, (coarse, fine, *maps, *sizes), stream=self.dev.stream
+        )
+
+    def _restrict_numba(self, tr, fine, coarse):
+        v = self._v
+        mx, my, mz = tr.coarse_shape
+        grid = self._grid3(None, self.config.jacobi_block, (mz, my, mx))
+        self.dev.launch(
+            K.restrict, grid, self.config.jacobi_block, v(fine), v(coarse),
+            v(tr.pos[0]), v(tr.lo[0]), v(tr.hi[0]), v(tr.pos[1]), v(tr.lo[1]), v(tr.hi[1]),
+            v(tr.pos[2]), v(tr.lo[2]), v(tr.hi[2]),
+            tuple(tr.fine_shape), tuple(tr.coarse_shape), tr.periodic,
+        )  # fmt: skip
+
+    def _prolong_numba(self, tr, coarse, fine):
+        v = self._v
+        self.dev.launch(
+            K.prolong_add, self._full_grid(tr.fine_shape), self.config.jacobi_block, v(coarse),
+            v(fine), v(tr.lo[0]), v(tr.hi[0]), v(tr.lo[1]), v(tr.hi[1]), v(tr.lo[2]),
+            v(tr.hi[2]), tuple(tr.fine_shape), tuple(tr.coarse_shape), tr.periodic,
+        )  # fmt: skip
 
     def dense_solve(self, inverse, b, x):
         # the interface's default uses cuBLAS (xp.dot), which cannot be graph-captured
