@@ -351,6 +351,12 @@ elif [ "${1:-single}" = "s28" ]; then  # twenty-eighth session: where the fused 
     --solve-sizes 129 --json "$R/bench.json"
   [ -n "${TESTS:-}" ] && step gpu_tests 330 python3 -m pytest -n 4 -m gpu -q -p no:cacheprovider \
     -W ignore::Warning -rs $([ "${TESTS}" = 1 ] || echo "${TESTS}")
+elif [ "${1:-single}" = "s29" ]; then  # twenty-ninth session: the transfers in CUDA C
+  # TRANSFERS="257 513": numba and CUDA C transfers and the copy floor; TESTS=files|1
+  [ -n "${TRANSFERS:-}" ] && step transfer_kernels 200 python3 benchmarks/transfer_kernels.py \
+    --sizes $TRANSFERS --json "$R/transfer_kernels.json"
+  [ -n "${TESTS:-}" ] && step gpu_tests 330 python3 -m pytest -n 4 -m gpu -q -p no:cacheprovider \
+    -W ignore::Warning -rs $([ "${TESTS}" = 1 ] || echo "${TESTS}")
 elif [ "${1:-single}" = "s21" ] || [ "${1:-single}" = "s22" ] || [ "${1:-single}" = "s23" ]; then
   # one solve's device time, by kernel, and the parts named below
   # LAUNCH=1: a launch's host time with CuPy arguments, as they are and as numba views (s27)
