@@ -42,6 +42,8 @@ from sweep_variants import rb_march, rb_pair, rb_tile  # noqa: E402
 from pbsolver.backends.cuda import kernels as K  # noqa: E402
 
 f32, f64, i64, b1 = T.float32[::1], T.float64[::1], T.int64, T.boolean
+#: (x, b, e0, e1, e2, mode, k2, has_k2, hx2, hy2, hz2, nx, ny, nz, periodic, chunk)
+OPERATOR_SIG = (f64, f64, f64, f64, f64, i64, f64, b1, *(T.float64,) * 3, i64, i64, i64, b1, i64)
 STENCIL = (f32, f32, f32, f32, f32, i64)
 #: the signatures of the fused measurement kernels (sweep_variants.py), one per kind
 TILE_SIG = T.void(f32, f32, *STENCIL, i64, i64, i64, T.float32, b1, i64)
@@ -61,12 +63,8 @@ KERNELS = {
         )
     },
     # the float64 operator of a refined solve (pbsolver.backends.ProblemOperator)
-    "operator_sumsq": (
-        K.operator_reduction(32, 8),
-        T.void(
-            f64, f64, f64, f64, f64, i64, f64, b1, *(T.float64,) * 3, i64, i64, i64, b1, i64, f64
-        ),  # fmt: skip
-    ),
+    "operator_sumsq": (K.operator_reduction(32, 8)[0], T.void(*OPERATOR_SIG, f64)),
+    "operator_residual_sumsq": (K.operator_reduction(32, 8)[1], T.void(*OPERATOR_SIG, f32, f64)),
     "operator_residual_point": (
         K.operator_residual_point,
         T.void(f64, f64, f64, f64, f64, i64, f64, b1, *(T.float64,) * 3, i64, i64, i64, f32, b1),

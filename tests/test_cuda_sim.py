@@ -284,6 +284,26 @@ def check_problem_operator_matches_the_float64_stencil():
         assert abs(norm - ref) <= 1e-13 * ref, f"{name}: {norm} vs {ref}"
 
 
+def check_operator_residual_and_norm_in_one_pass():
+    """The refinement's check (``residual_and_norm`` of a problem's operator, one kernel) gives
+    :meth:`residual`'s residual and :meth:`residual_norm`'s norm bit for bit, writes zero on the
+    fixed nodes over whatever ``out`` held, and replays (Dirichlet with salt; periodic)."""
+    c = ctx()
+    for name in ("dirichlet", "periodic"):
+        p = c.problem(name)
+        og = c.gpu.operator64(p)
+        x = c.dev(c.rng.normal(0.0, 50.0, og.shape))
+        want = c.gpu.zeros(og.shape, np.float32)
+        c.gpu.residual(og, x, want)
+        norm = c.gpu.residual_norm(og, x)
+        got = c.dev(np.full(og.shape, np.nan, np.float32))
+        for _ in range(2):
+            value = c.gpu.residual_and_norm(og, x, got)
+            assert value == norm, f"{name}: {value!r} vs {norm!r}"
+            assert np.array_equal(c.host(got), c.host(want)), name
+        assert np.abs(c.host(want)).max() > 0
+
+
 def check_refined_system_in_one_pass_and_into_a_kept_stencil():
     """refined_system: the sweep stencil equals sweep_stencil's and the operator's b equals
     operator64's, bit for bit; with ``into`` another problem's are written into the given

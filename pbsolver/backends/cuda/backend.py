@@ -545,6 +545,16 @@ class CUDABackend(Backend):
             value = self.dev.read_scalar(self._sums, 0)
         return math.sqrt(value) if value >= 0 else math.nan
 
+    def residual_and_norm(self, st, x, out):
+        """One pass for a problem's operator (the refinement's checks); two for a stencil."""
+        if not isinstance(st, ProblemOperator):
+            return super().residual_and_norm(st, x, out)
+        key = self._key("op-resandnorm", x, out, *self._op_items(st))
+        with self.dev.io():
+            self.dev.run(key, lambda: self.enqueue_residual_sumsq(st, x, out=out))
+            value = self.dev.read_scalar(self._sums, 0)
+        return math.sqrt(value) if value >= 0 else math.nan
+
     def block_residual_norm(self, st, x, r, n_blocks, weights):
         """Residual, per-block sums and their weighted maximum as one graph; one scalar read."""
         per = r.size // n_blocks
@@ -580,16 +590,23 @@ class CUDABackend(Backend):
             self._partials[n] = partials
         return grid, (bk, bj, 1), partials, n
 
-    def enqueue_residual_sumsq(self, st, x, copy=True):
-        """Enqueue ``sums[0] = ‖b − A x‖²`` and (``copy``) its copy to pinned host memory."""
+    def enqueue_residual_sumsq(self, st, x, copy=True, out=None):
+        """Enqueue ``sums[0] = ‖b − A x‖²`` and (``copy``) its copy to pinned host memory.
+
+        ``out`` (a problem's operator only): the residual is written there in the same pass.
+        """
         nx, ny, nz = st.shape
         grid, block, partials, n = self._reduce_launch(st.shape)
         if isinstance(st, ProblemOperator):
-            kernel = K.operator_reduction(*self.config.reduce_block)
+            sumsq, residual_sumsq = K.operator_reduction(*self.config.reduce_block)
+            written = () if out is None else (self._v(out),)
             self.dev.launch(
-                kernel, grid, block, self._v(x), self._v(st.b), *self._op_args(st), nx, ny, nz,
-                st.periodic, self.config.reduce_chunk, self._v(partials),
+                sumsq if out is None else residual_sumsq, grid, block, self._v(x),
+                self._v(st.b), *self._op_args(st), nx, ny, nz, st.periodic,
+                self.config.reduce_chunk, *written, self._v(partials),
             )  # fmt: skip
+        elif out is not None:
+            raise ValueError("enqueue_residual_sumsq writes the residual of a ProblemOperator only")
         else:
             resid, _ = K.reductions(*self.config.reduce_block)
             self.dev.launch(

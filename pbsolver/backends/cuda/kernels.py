@@ -592,10 +592,17 @@ OPERATOR_THREADS = 1024
 
 @functools.cache
 def operator_reduction(bk: int, bj: int):
-    """The residual-sum kernel of :func:`reductions` for a problem's operator.
+    """The residual-sum kernels of :func:`reductions` for a problem's operator.
 
-    ``operator_sumsq(x, b, e0, e1, e2, mode, k2, has_k2, hx2, hy2, hz2, nx, ny, nz, periodic,
-    chunk, partials)``, launched and finished as ``residual_sumsq``.
+    Returns
+    -------
+    (operator_sumsq, operator_residual_sumsq) : kernels
+        ``operator_sumsq(x, b, e0, e1, e2, mode, k2, has_k2, hx2, hy2, hz2, nx, ny, nz,
+        periodic, chunk, partials)``, launched and finished as ``residual_sumsq``; and
+        ``operator_residual_sumsq(…, periodic, chunk, out, partials)``, which also writes the
+        residual into ``out`` (zero on fixed nodes), as :func:`operator_residual_point` does:
+        the same values, and partial sums equal to ``operator_sumsq``'s bit for bit (each
+        thread adds the same nodes' squares in the same order).
     """
     nthreads = _reduction_threads(bk, bj)
     # launch bounds on the GPU only (numba's simulator takes no such option)
@@ -618,7 +625,26 @@ def operator_reduction(bk: int, bj: int):
             i += ONE
         _store_partial(sm, acc, nthreads, partials)
 
-    return operator_sumsq
+    @cuda.jit(**bounds)
+    def operator_residual_sumsq(x, b, e0, e1, e2, mode, k2, has_k2, hx2, hy2, hz2, nx, ny, nz,
+                                periodic, chunk, out, partials):  # fmt: skip
+        sm = cuda.shared.array(nthreads, dtype=float64)
+        j, k, i, i1, unx, uny, unz = _column(nx, ny, nz, chunk)
+        ihx2, ihy2, ihz2 = 1.0 / hx2, 1.0 / hy2, 1.0 / hz2
+        acc = float64(0.0)
+        while i < i1:
+            if _inside(i, j, k, unx, uny, unz, periodic):
+                p, im, ip, jm, jp, km, kp = _flat_stencil(i, j, k, unx, uny, unz)
+                r = _operator_residual(x, b, e0, e1, e2, mode, k2, has_k2, ihx2, ihy2, ihz2, p,
+                                       im, ip, jm, jp, km, kp)  # fmt: skip
+                out[p] = r
+                acc += r * r
+            else:
+                out[(i * uny + j) * unz + k] = 0
+            i += ONE
+        _store_partial(sm, acc, nthreads, partials)
+
+    return operator_sumsq, operator_residual_sumsq
 
 
 # ---------------------------------------------------------------------- multigrid transfers
