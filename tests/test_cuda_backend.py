@@ -228,6 +228,21 @@ def test_compiled_transfers_equal_the_cpu_kernels(shape, periodic, dtype):
     assert now.hits + now.misses > used.hits + used.misses  # the CUDA C kernels ran
 
 
+def test_fill_zero_and_other_values(cp):
+    """``fill`` with +0 (a memset) and with other values (the kernel), eager and replayed, on
+    float32 and float64 arrays that held NaN; −0.0 keeps its sign."""
+    gpu = backend()
+    for dtype in (np.float32, np.float64):
+        x = cp.full((37, 21, 19), np.nan, dtype=dtype)
+        for value in (0.0, 2.5, -0.0, 0.0):
+            for _ in range(3):  # eager, captured, replayed
+                x[...] = np.nan
+                gpu.fill(x, value)
+                got = gpu.dev.to_numpy(x)
+                assert np.array_equal(got, np.full(x.shape, value, dtype)), (dtype, value)
+                assert np.array_equal(np.signbit(got), np.full(x.shape, np.signbit(value)))
+
+
 @pytest.mark.parametrize("kernel", ["tile", "point"])
 def test_bitwise_identical_reruns(stencils, kernel):
     _, sc, _, _ = stencils["dirichlet"]
