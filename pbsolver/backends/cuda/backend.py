@@ -690,7 +690,7 @@ class CUDABackend(Backend):
             self._flat(K.copy, x, src)
 
     def fill(self, x, value):
-        key = self._key("fill", x, float(value))
+        key = self._key("fill", x, float(value).hex())  # hex: −0.0 is not +0.0
         with self.dev.io():
             self.dev.run(key, lambda: self._fill(x, value))
 
