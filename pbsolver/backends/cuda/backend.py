@@ -695,22 +695,19 @@ class CUDABackend(Backend):
             self.dev.run(key, lambda: self._fill(x, value))
 
     def restrict(self, tr, fine, coarse):
-        key = self._key("restrict", fine, coarse, *tr.pos, *tr.lo, *tr.hi, tr.periodic)
-        if self._compiled_transfers(tr):
-            launch = self._restrict_c
-        else:
-            launch = self._restrict_numba
-        with self.dev.io():
-            self.dev.run(key, lambda: launch(tr, fine, coarse))
+        maps = (*tr.pos, *tr.lo, *tr.hi)
+        self._transfer("restrict", maps, self._restrict_c, self._restrict_numba, tr, fine, coarse)
 
     def prolong_add(self, tr, coarse, fine):
-        key = self._key("prolong", coarse, fine, *tr.lo, *tr.hi, tr.periodic)
-        if self._compiled_transfers(tr):
-            launch = self._prolong_c
-        else:
-            launch = self._prolong_numba
+        maps = (*tr.lo, *tr.hi)
+        self._transfer("prolong", maps, self._prolong_c, self._prolong_numba, tr, coarse, fine)
+
+    def _transfer(self, name, maps, compiled, numba, tr, src, dst):
+        """Run a transfer ``src`` → ``dst`` with the CUDA C kernel where it applies."""
+        key = self._key(name, src, dst, *maps, tr.periodic)
+        launch = compiled if self._compiled_transfers(tr) else numba
         with self.dev.io():
-            self.dev.run(key, lambda: launch(tr, coarse, fine))
+            self.dev.run(key, lambda: launch(tr, src, dst))
 
     def _compiled_transfers(self, tr) -> bool:
         """Whether a transfer runs the CUDA C kernels, not the numba ones (the simulator's).
