@@ -35,8 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.fused_threshold import gpu_ms  # noqa: E402
 from pbsolver.backends import Transfer  # noqa: E402
 from pbsolver.backends.cuda import CUDABackend, transfers  # noqa: E402
-from pbsolver.bench import environment  # noqa: E402
-from pbsolver.multigrid.coarsening import plan_coarsening  # noqa: E402
+from pbsolver.bench import environment, transfer_level  # noqa: E402
 
 PROLONG_MARCH = r"""
 // the four corner values of one coarse plane that a fine (y, z) column interpolates from
@@ -94,22 +93,12 @@ def gpu_us(cp, stream, fn):
     return gpu_ms(cp, stream, fn, reps=10) * 1e3
 
 
-def level(gpu, n):
-    axes = plan_coarsening((n, n, n), (1.0, 1.0, 1.0), False)[0][0]
-
-    def maps(name):
-        return tuple(gpu.asarray(getattr(a, name).astype(np.int32), np.int32) for a in axes)
-
-    return Transfer(maps("pos"), maps("lo"), maps("hi"), False, (n, n, n),
-                    tuple(a.n_coarse for a in axes))  # fmt: skip
-
-
 def row(n, chunks, check_cpu):
     import cupy as cp
 
     gpu = CUDABackend()
     stream = gpu.dev.stream
-    tr = level(gpu, n)
+    tr = transfer_level(gpu, n)
     rng = np.random.default_rng(n)
     fine_h = rng.normal(size=tr.fine_shape).astype(np.float32)
     coarse_h = rng.normal(size=tr.coarse_shape).astype(np.float32)

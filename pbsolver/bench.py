@@ -43,6 +43,11 @@ COPY_FLOOR_BYTES = 16  # read ε, b, φ and write φ: the issue's floor for one 
 SWEEPS_PER_GRAPH = 20
 #: Bytes a node the fused sweep must move without salt: x, b and three faces read, x written.
 FUSED_SWEEP_BYTES = 24
+#: Bytes a fine node the multigrid transfers must move: restriction reads the fine level and
+#: writes the coarse one (an eighth of the nodes); prolongation reads and writes the fine level
+#: and reads the coarse one.
+RESTRICT_BYTES = 4.5
+PROLONG_BYTES = 8.5
 
 
 # ---------------------------------------------------------------------- problems
@@ -72,6 +77,24 @@ def random_problem(n, xp=np, seed=0, boundary="dirichlet", salt=False, shape=Non
     if salt:
         kw["kappa2"] = xp.where(eps > 40, 80.0 * 0.1**2, 0.0)
     return pb.Problem(grid, eps, phi, 1.0, **kw)
+
+
+def transfer_level(backend, n, periodic=False):
+    """The multigrid transfer from an n³ level to the next coarser one, on ``backend``.
+
+    Planned by the package's coarsening (:func:`pbsolver.multigrid.coarsening.plan_coarsening`,
+    unit spacing), its maps in the backend's arrays.
+    """
+    from pbsolver.backends import Transfer
+    from pbsolver.multigrid.coarsening import plan_coarsening
+
+    axes = plan_coarsening((n, n, n), (1.0, 1.0, 1.0), periodic)[0][0]
+
+    def maps(name):
+        return tuple(backend.asarray(getattr(a, name).astype(np.int32), np.int32) for a in axes)
+
+    return Transfer(maps("pos"), maps("lo"), maps("hi"), periodic, (n, n, n),
+                    tuple(a.n_coarse for a in axes))  # fmt: skip
 
 
 def _median(xs):
@@ -218,9 +241,18 @@ def _sweep_rows_at(n, copy_bps):
         rows.append(sweep_row(gpu, st, x0, n, "rb-sor fused (smoother)", FUSED_SWEEP_BYTES,
                               floor_s, work=work))  # fmt: skip
         _progress(rows[-1])
+    t = _Timer(gpu.stream)
+    # the multigrid transfers between this level and the next coarser one
+    tr = transfer_level(gpu, n)
+    coarse, fine = cp.zeros(tr.coarse_shape, cp.float32), x0.copy()
+    ms = t.gpu(lambda: gpu.restrict(tr, x0, coarse), reps=10)
+    rows.append(rate_row(n, "multigrid restrict", ms, RESTRICT_BYTES, floor_s))
+    _progress(rows[-1])
+    ms = t.gpu(lambda: gpu.prolong_add(tr, coarse, fine), reps=10)
+    rows.append(rate_row(n, "multigrid prolong", ms, PROLONG_BYTES, floor_s))
+    _progress(rows[-1])
     # Jacobi (two buffers) and the residual norm, for scale
     x, w = x0.copy(), cp.zeros_like(x0)
-    t = _Timer(gpu.stream)
     ms = t.gpu(lambda: gpu.jacobi_sweeps(st, x, w, 0.9, 20), reps=3) / 20
     rows.append(rate_row(n, "jacobi (2 buffers)", ms, 24, floor_s))
     _progress(rows[-1])
@@ -471,7 +503,8 @@ def _progress(row):
 _TABLES = (
     (
         "sweeps",
-        "per full red–black sweep (GPU time, graph replay of 20 sweeps)",
+        "per full red–black sweep, or per multigrid transfer from n³ (GPU time, graph replays; "
+        "×floor: of the 16 B/node copy floor)",
         f"{'n':>5} {'kernel':<28} {'µs/sweep':>10} {'B/node':>7} {'GB/s':>7} {'×floor':>7}",
         "{n:>5} {kernel:<28} {us_per_sweep:>10.1f} "
         "{bytes_per_node:>7} {effective_GBps:>7.0f} {x_copy_floor:>7.2f}",
