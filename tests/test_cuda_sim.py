@@ -463,17 +463,24 @@ def check_restrict_and_prolong():
             )
 
         tc, tg = transfer(c.cpu), transfer(c.gpu)
-        fine = c.rng.normal(size=fine_shape).astype(np.float32)
-        coarse_c = np.zeros(coarse_shape, np.float32)
-        coarse_g = c.gpu.zeros(coarse_shape, np.float32)
-        c.cpu.restrict(tc, fine, coarse_c)
-        c.gpu.restrict(tg, c.dev(fine), coarse_g)
-        close(c.host(coarse_g), coarse_c, 1e-6, f"restrict, periodic={periodic}")
-        e = c.rng.normal(size=coarse_shape).astype(np.float32)
-        fc, fg = fine.copy(), c.dev(fine)
-        c.cpu.prolong_add(tc, e, fc)
-        c.gpu.prolong_add(tg, c.dev(e), fg)
-        close(c.host(fg), fc, 1e-6, f"prolong_add, periodic={periodic}")
+        for dtype in (np.float32, np.float64):
+            # values over twelve orders of magnitude: float64 sums round, so in float64 the
+            # order of the terms shows in the last bits
+            scale = 10.0 ** c.rng.uniform(-6, 6, fine_shape)
+            fine = (c.rng.normal(size=fine_shape) * scale).astype(dtype)
+            coarse_c = np.zeros(coarse_shape, dtype)
+            coarse_g = c.gpu.zeros(coarse_shape, dtype)
+            c.cpu.restrict(tc, fine, coarse_c)
+            c.gpu.restrict(tg, c.dev(fine), coarse_g)
+            what = f"periodic={periodic}, {np.dtype(dtype).name}"
+            close(c.host(coarse_g), coarse_c, 1e-6, f"restrict, {what}")
+            assert np.array_equal(c.host(coarse_g), coarse_c), f"restrict: not the CPU's, {what}"
+            e = c.rng.normal(size=coarse_shape).astype(dtype)
+            fc, fg = fine.copy(), c.dev(fine)
+            c.cpu.prolong_add(tc, e, fc)
+            c.gpu.prolong_add(tg, c.dev(e), fg)
+            close(c.host(fg), fc, 1e-6, f"prolong_add, {what}")
+            assert np.array_equal(c.host(fg), fc), f"prolong_add: not the CPU's, {what}"
 
 
 def check_stacked_coarse_operator_kernels():

@@ -648,15 +648,38 @@ def operator_reduction(bk: int, bj: int):
 
 
 # ---------------------------------------------------------------------- multigrid transfers
+@cuda.jit(device=True)
+def _restriction_axis(pos, lo, hi, c, n):
+    """Fine nodes ``pos[c] − 1, pos[c], pos[c] + 1`` (wrapped) and the outer two's weights."""
+    i = int64(pos[c])
+    im, ip = B.neighbours(i, int64(n))
+    return im, i, ip, B.midpoint_weight(lo, hi, im), B.midpoint_weight(lo, hi, ip)
+
+
+@cuda.jit(device=True)
+def _restriction_line(fine, row, km, k, kp, wm, wp):
+    return wm * float64(fine[row + km]) + float64(fine[row + k]) + wp * float64(fine[row + kp])
+
+
+@cuda.jit(device=True)
+def _restriction_plane(fine, i, jm, j, jp, wym, wyp, km, k, kp, wzm, wzp, ny, nz):
+    return (
+        wym * _restriction_line(fine, (i * ny + jm) * nz, km, k, kp, wzm, wzp)
+        + _restriction_line(fine, (i * ny + j) * nz, km, k, kp, wzm, wzp)
+        + wyp * _restriction_line(fine, (i * ny + jp) * nz, km, k, kp, wzm, wzp)
+    )
+
+
 @cuda.jit
 def restrict(
     fine, coarse, pos_x, lo_x, hi_x, pos_y, lo_y, hi_y, pos_z, lo_z, hi_z, fshape, cshape, periodic
 ):
     """``coarse = Pᵀ fine`` on the coarse unknowns, zero on fixed coarse nodes.
 
-    The CPU kernel's sum (:func:`pbsolver.backends.cpu.mg_kernels.restrict`): up to 27 fine
-    nodes with product weights, accumulated in float64 in the same order. One thread a coarse
-    node; ``fshape``/``cshape`` are (nx, ny, nz) tuples of the fine and coarse grids.
+    The CPU kernel's sum (:func:`pbsolver.backends.cpu.mg_kernels.restrict`) in its order (a
+    line along z, three lines a plane, three planes; float64), so the two agree bit for bit.
+    One thread a coarse node; ``fshape``/``cshape`` are (nx, ny, nz) tuples of the fine and
+    coarse grids. The simulator's twin of :mod:`pbsolver.backends.cuda.transfers`.
     """
     nx, ny, nz = fshape
     mx, my, mz = cshape
@@ -667,24 +690,15 @@ def restrict(
     if not _inside(ci, cj, ck, uint64(mx), uint64(my), uint64(mz), periodic):
         coarse[q] = 0
         return
-    acc = float64(0.0)
-    for dx in range(-1, 2):
-        i = B.wrap(int64(pos_x[ci]) + dx, int64(nx))
-        wx = 1.0 if dx == 0 else B.midpoint_weight(lo_x, hi_x, i)
-        if wx == 0.0:
-            continue
-        for dy in range(-1, 2):
-            j = B.wrap(int64(pos_y[cj]) + dy, int64(ny))
-            wy = 1.0 if dy == 0 else B.midpoint_weight(lo_y, hi_y, j)
-            if wy == 0.0:
-                continue
-            wxy = wx * wy
-            for dz in range(-1, 2):
-                k = B.wrap(int64(pos_z[ck]) + dz, int64(nz))
-                wz = 1.0 if dz == 0 else B.midpoint_weight(lo_z, hi_z, k)
-                if wz != 0.0:
-                    acc += wxy * wz * float64(fine[(i * ny + j) * nz + k])
-    coarse[q] = acc
+    im, i, ip, wxm, wxp = _restriction_axis(pos_x, lo_x, hi_x, ci, nx)
+    jm, j, jp, wym, wyp = _restriction_axis(pos_y, lo_y, hi_y, cj, ny)
+    km, k, kp, wzm, wzp = _restriction_axis(pos_z, lo_z, hi_z, ck, nz)
+    args = (jm, j, jp, wym, wyp, km, k, kp, wzm, wzp, int64(ny), int64(nz))
+    coarse[q] = (
+        wxm * _restriction_plane(fine, im, *args)
+        + _restriction_plane(fine, i, *args)
+        + wxp * _restriction_plane(fine, ip, *args)
+    )
 
 
 @cuda.jit
@@ -692,7 +706,7 @@ def prolong_add(coarse, fine, lo_x, hi_x, lo_y, hi_y, lo_z, hi_z, fshape, cshape
     """``fine += P coarse`` (trilinear) on the fine unknowns; fixed nodes untouched.
 
     The CPU kernel's sum (:func:`pbsolver.backends.cpu.mg_kernels.prolong_add`), one thread a
-    fine node.
+    fine node. The simulator's twin of :mod:`pbsolver.backends.cuda.transfers`.
     """
     nx, ny, nz = fshape
     _, my, mz = cshape
