@@ -104,22 +104,17 @@ def row(n, chunks, check_cpu):
     coarse_h = rng.normal(size=tr.coarse_shape).astype(np.float32)
     fine, coarse = gpu.asarray(fine_h, np.float32), gpu.asarray(coarse_h, np.float32)
     out_c, out_f = gpu.zeros(tr.coarse_shape, np.float32), gpu.zeros(tr.fine_shape, np.float32)
-    mod = transfers.module(np.dtype(np.float32), False)
-    restrict_c, prolong_c = mod.get_function("restrict_march"), mod.get_function("prolong_add")
-    march = cp.RawModule(code=transfers.defines(np.float32, False) + transfers.SOURCE
-                         + PROLONG_MARCH).get_function("prolong_march")  # fmt: skip
-    maps_r = [m for a in range(3) for m in (tr.pos[a], tr.lo[a], tr.hi[a])]
+    march = cp.RawKernel(transfers.defines(np.float32, False) + transfers.SOURCE + PROLONG_MARCH,
+                         "prolong_march")  # fmt: skip
     maps_p = [m for a in range(3) for m in (tr.lo[a], tr.hi[a])]
-
-    def c_restrict(chunk):
-        grid, block, sizes = transfers.restrict_launch(tr.fine_shape, tr.coarse_shape, chunk)
-        return lambda: restrict_c(grid, block, (fine, out_c, *maps_r, *sizes), stream=stream)
-
-    grid_p, block_p, sizes_p = transfers.prolong_launch(tr.fine_shape, tr.coarse_shape)
+    _, _, sizes_p = transfers.prolong_launch(tr.fine_shape, tr.coarse_shape)
     nx, ny, nz = tr.fine_shape
 
+    def c_restrict(chunk):
+        return lambda: transfers.restrict(tr, fine, out_c, stream, chunk=chunk)
+
     def c_prolong():
-        prolong_c(grid_p, block_p, (coarse, out_f, *maps_p, *sizes_p), stream=stream)
+        transfers.prolong_add(tr, coarse, out_f, stream)
 
     def march_prolong(chunk):
         grid = (-(-nz // 32), -(-ny // 8), -(-nx // chunk))

@@ -79,21 +79,22 @@ def random_problem(n, xp=np, seed=0, boundary="dirichlet", salt=False, shape=Non
     return pb.Problem(grid, eps, phi, 1.0, **kw)
 
 
-def transfer_level(backend, n, periodic=False):
-    """The multigrid transfer from an n³ level to the next coarser one, on ``backend``.
+def transfer_level(backend, shape, periodic=False):
+    """The multigrid transfer from a level of ``shape`` (or n³) to the next coarser one.
 
     Planned by the package's coarsening (:func:`pbsolver.multigrid.coarsening.plan_coarsening`,
-    unit spacing), its maps in the backend's arrays.
+    unit spacing), its maps in ``backend``'s arrays.
     """
     from pbsolver.backends import Transfer
     from pbsolver.multigrid.coarsening import plan_coarsening
 
-    axes = plan_coarsening((n, n, n), (1.0, 1.0, 1.0), periodic)[0][0]
+    shape = (shape,) * 3 if np.isscalar(shape) else tuple(int(n) for n in shape)
+    axes = plan_coarsening(shape, (1.0, 1.0, 1.0), periodic)[0][0]
 
     def maps(name):
         return tuple(backend.asarray(getattr(a, name).astype(np.int32), np.int32) for a in axes)
 
-    return Transfer(maps("pos"), maps("lo"), maps("hi"), periodic, (n, n, n),
+    return Transfer(maps("pos"), maps("lo"), maps("hi"), periodic, shape,
                     tuple(a.n_coarse for a in axes))  # fmt: skip
 
 

@@ -178,20 +178,6 @@ TRANSFER_LEVELS = [((67, 45, 83), False), ((66, 70, 98), True), ((10, 3, 18), Tr
                    ((129, 97, 161), False)]  # fmt: skip
 
 
-def _transfer(gpu, shape, periodic):
-    from pbsolver.backends import Transfer
-    from pbsolver.multigrid.coarsening import plan_coarsening
-
-    axes = plan_coarsening(shape, (1.0, 1.0, 1.0), periodic)[0][0]
-
-    def maps(name):
-        return tuple(gpu.asarray(getattr(a, name).astype(np.int32), np.int32) for a in axes)
-
-    coarse_shape = tuple(a.n_coarse for a in axes)
-    return Transfer(pos=maps("pos"), lo=maps("lo"), hi=maps("hi"), periodic=periodic,
-                    fine_shape=tuple(shape), coarse_shape=coarse_shape)  # fmt: skip
-
-
 @pytest.mark.parametrize(("shape", "periodic"), TRANSFER_LEVELS)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_compiled_transfers_equal_the_cpu_kernels(shape, periodic, dtype):
@@ -199,9 +185,10 @@ def test_compiled_transfers_equal_the_cpu_kernels(shape, periodic, dtype):
     orders of magnitude, so that float64 sums round), eager and replayed, and they ran."""
     from pbsolver.backends.cpu.backend import CPUBackend
     from pbsolver.backends.cuda import transfers
+    from pbsolver.bench import transfer_level
 
     cpu, gpu = CPUBackend(), backend()
-    tg = _transfer(gpu, shape, periodic)
+    tg = transfer_level(gpu, shape, periodic)
     tc = type(tg)(*(tuple(gpu.dev.to_numpy(a) for a in m) for m in (tg.pos, tg.lo, tg.hi)),
                   periodic, tg.fine_shape, tg.coarse_shape)  # fmt: skip
     rng = np.random.default_rng(17)
@@ -214,7 +201,7 @@ def test_compiled_transfers_equal_the_cpu_kernels(shape, periodic, dtype):
     cpu.restrict(tc, fine, want_r)
     want_p = fine.copy()
     cpu.prolong_add(tc, coarse, want_p)
-    used = transfers.module.cache_info()
+    used = transfers.kernel.cache_info()
     fine_g, coarse_g = gpu.asarray(fine, dtype), gpu.asarray(coarse, dtype)
     got_r, got_p = gpu.zeros(tg.coarse_shape, dtype), gpu.zeros(shape, dtype)
     for _ in range(3):  # eager, captured, replayed (the same buffers)
@@ -224,7 +211,7 @@ def test_compiled_transfers_equal_the_cpu_kernels(shape, periodic, dtype):
         gpu.prolong_add(tg, coarse_g, got_p)
         np.testing.assert_array_equal(gpu.dev.to_numpy(got_r), want_r)
         np.testing.assert_array_equal(gpu.dev.to_numpy(got_p), want_p)
-    now = transfers.module.cache_info()
+    now = transfers.kernel.cache_info()
     assert now.hits + now.misses > used.hits + used.misses  # the CUDA C kernels ran
 
 

@@ -2,26 +2,29 @@
 
 numba's simulator cannot run CUDA C, so the kernels' source is compiled here as C++: every
 block's threads run one after another (the kernels share nothing between threads), through a
-launcher called with ctypes. Their results must equal the CPU backend's kernels bit for bit, on
-levels planned by the package's own coarsening (odd shapes, single-interval gaps, Dirichlet and
-periodic axes, float32 and float64) and on chunks that do not divide the coarse planes. Skipped
+launcher called with ctypes, and driven by the package's own launchers (``transfers.restrict``,
+``transfers.prolong_add``), whose argument lists are checked with them. Their results must
+equal the CPU backend's kernels bit for bit, on levels planned by the package's own coarsening
+(odd shapes, single-interval gaps, Dirichlet and periodic axes, float32 and float64) and on
+chunks that do not divide the coarse planes. Skipped
 without ``g++``. On a GPU ``tests/test_cuda_backend.py`` compares the compiled kernels with the
 CPU's.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import shutil
 import subprocess
+from unittest import mock
 
 import numpy as np
 import pytest
 
-from pbsolver.backends import Transfer
 from pbsolver.backends.cpu.backend import CPUBackend
 from pbsolver.backends.cuda import transfers
-from pbsolver.multigrid.coarsening import plan_coarsening
+from pbsolver.bench import transfer_level
 
 _PRELUDE = r"""
 #define __global__
@@ -90,15 +93,7 @@ def compiled(tmp_path_factory):
 
 
 def _transfer(shape, periodic):
-    axes = plan_coarsening(shape, (1.0, 1.0, 1.0), periodic)[0][0]
-    return Transfer(
-        pos=tuple(a.pos.astype(np.int32) for a in axes),
-        lo=tuple(a.lo.astype(np.int32) for a in axes),
-        hi=tuple(a.hi.astype(np.int32) for a in axes),
-        periodic=periodic,
-        fine_shape=tuple(shape),
-        coarse_shape=tuple(a.n_coarse for a in axes),
-    )
+    return transfer_level(CPUBackend(), shape, periodic)
 
 
 def _pointers(arrays):
@@ -115,25 +110,49 @@ def _values(rng, shape, dtype):
     return v.astype(dtype)
 
 
-def emulated_restrict(library, tr, fine, chunk):
-    grid, block, sizes = transfers.restrict_launch(tr.fine_shape, tr.coarse_shape, chunk)
-    maps = [m for axis in range(3) for m in (tr.pos[axis], tr.lo[axis], tr.hi[axis])]
+def _pointer(a):
+    """A pointer to ``a``'s data that keeps the array alive (``a`` is contiguous: written ones
+    must not be copied)."""
+    return np.ascontiguousarray(a).ctypes.data_as(ctypes.c_void_p)
+
+
+@contextlib.contextmanager
+def emulated_launches(compiled, source=transfers.SOURCE):
+    """The package's launchers (``transfers.restrict``/``prolong_add``) on the C++ kernels.
+
+    ``transfers.kernel`` is replaced by one whose launch unpacks the arguments the launchers
+    pass (NumPy arrays standing in for CuPy's) and runs the compiled kernel over the grid.
+    """
+    runs = {"restrict_march": ("run_restrict", 9), "prolong_add": ("run_prolong", 6)}
+
+    def kernel(name, dtype, periodic):
+        run, n_maps = runs[name]
+        library = compiled(dtype, periodic, source)
+
+        def launch(grid, block, args, stream=None):
+            src, dst, *rest = args
+            maps, sizes = rest[:n_maps], rest[n_maps:]
+            ints = [_pointer(_ints(v)) for v in (grid, block, sizes)]
+            getattr(library, run)(ints[0], ints[1], _pointer(src), _pointer(dst),
+                                  _pointers(maps), ints[2])  # fmt: skip
+
+        return launch
+
+    with mock.patch.object(transfers, "kernel", kernel):
+        yield
+
+
+def emulated_restrict(compiled, tr, fine, chunk, source=transfers.SOURCE):
     coarse = np.full(tr.coarse_shape, np.nan, dtype=fine.dtype)
-    library.run_restrict(_ints(grid).ctypes.data_as(ctypes.c_void_p),
-                         _ints(block).ctypes.data_as(ctypes.c_void_p),
-                         ctypes.c_void_p(fine.ctypes.data), ctypes.c_void_p(coarse.ctypes.data),
-                         _pointers(maps), _ints(sizes).ctypes.data_as(ctypes.c_void_p))  # fmt: skip
+    with emulated_launches(compiled, source):
+        transfers.restrict(tr, fine, coarse, stream=None, chunk=chunk)
     return coarse
 
 
-def emulated_prolong(library, tr, coarse, fine):
-    grid, block, sizes = transfers.prolong_launch(tr.fine_shape, tr.coarse_shape)
-    maps = [m for axis in range(3) for m in (tr.lo[axis], tr.hi[axis])]
+def emulated_prolong(compiled, tr, coarse, fine, source=transfers.SOURCE):
     out = fine.copy()
-    library.run_prolong(_ints(grid).ctypes.data_as(ctypes.c_void_p),
-                        _ints(block).ctypes.data_as(ctypes.c_void_p),
-                        ctypes.c_void_p(coarse.ctypes.data), ctypes.c_void_p(out.ctypes.data),
-                        _pointers(maps), _ints(sizes).ctypes.data_as(ctypes.c_void_p))  # fmt: skip
+    with emulated_launches(compiled, source):
+        transfers.prolong_add(tr, coarse, out, stream=None)
     return out
 
 
@@ -144,9 +163,8 @@ def test_restriction_equals_the_cpu_kernel(compiled, rng, shape, periodic, dtype
     fine = _values(rng, shape, dtype)
     want = np.full(tr.coarse_shape, np.nan, dtype=dtype)
     CPUBackend().restrict(tr, fine, want)
-    library = compiled(dtype, periodic)
     for chunk in (1, 3, transfers.RESTRICT_CHUNK, 8, 64):  # carried sums across 0, 2, … planes
-        got = emulated_restrict(library, tr, fine, chunk)
+        got = emulated_restrict(compiled, tr, fine, chunk)
         np.testing.assert_array_equal(got, want, err_msg=f"chunk {chunk}")
 
 
@@ -158,7 +176,7 @@ def test_prolongation_equals_the_cpu_kernel(compiled, rng, shape, periodic, dtyp
     fine = _values(rng, shape, dtype)
     want = fine.copy()
     CPUBackend().prolong_add(tr, coarse, want)
-    got = emulated_prolong(compiled(dtype, periodic), tr, coarse, fine)
+    got = emulated_prolong(compiled, tr, coarse, fine)
     np.testing.assert_array_equal(got, want)
 
 
@@ -173,10 +191,10 @@ def test_emulation_fails_on_broken_kernels(compiled, rng):
     CPUBackend().prolong_add(tr, coarse, want_p)
     broken = transfers.SOURCE.replace("held = sp;", "held = sc;")
     assert broken != transfers.SOURCE
-    got = emulated_restrict(compiled(np.float64, False, broken), tr, fine, 4)
+    got = emulated_restrict(compiled, tr, fine, 4, source=broken)
     assert not np.array_equal(got, want_r)
     corner = "coarse[(a1 + b1) * umz + c0]"
     broken = transfers.SOURCE.replace(corner, corner.replace("b1", "b0"))
     assert broken != transfers.SOURCE
-    got = emulated_prolong(compiled(np.float64, False, broken), tr, coarse, fine)
+    got = emulated_prolong(compiled, tr, coarse, fine, source=broken)
     assert not np.array_equal(got, want_p)

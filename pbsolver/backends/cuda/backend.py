@@ -718,20 +718,10 @@ class CUDABackend(Backend):
         return self.dev.name == "cupy" and transfers.applies(tr.fine_shape)
 
     def _restrict_c(self, tr, fine, coarse):
-        grid, block, sizes = transfers.restrict_launch(tr.fine_shape, tr.coarse_shape)
-        kernel = transfers.module(np.dtype(fine.dtype), bool(tr.periodic))
-        maps = [m for axis in range(3) for m in (tr.pos[axis], tr.lo[axis], tr.hi[axis])]
-        kernel.get_function("restrict_march")(
-            grid, block, (fine, coarse, *maps, *sizes), stream=self.dev.stream
-        )
+        transfers.restrict(tr, fine, coarse, self.dev.stream)
 
     def _prolong_c(self, tr, coarse, fine):
-        grid, block, sizes = transfers.prolong_launch(tr.fine_shape, tr.coarse_shape)
-        kernel = transfers.module(np.dtype(fine.dtype), bool(tr.periodic))
-        maps = [m for axis in range(3) for m in (tr.lo[axis], tr.hi[axis])]
-        kernel.get_function("prolong_add")(
-            grid, block, (coarse, fine, *maps, *sizes), stream=self.dev.stream
-        )
+        transfers.prolong_add(tr, coarse, fine, self.dev.stream)
 
     def _restrict_numba(self, tr, fine, coarse):
         v = self._v

@@ -693,11 +693,11 @@ def restrict(
     im, i, ip, wxm, wxp = _restriction_axis(pos_x, lo_x, hi_x, ci, nx)
     jm, j, jp, wym, wyp = _restriction_axis(pos_y, lo_y, hi_y, cj, ny)
     km, k, kp, wzm, wzp = _restriction_axis(pos_z, lo_z, hi_z, ck, nz)
-    args = (jm, j, jp, wym, wyp, km, k, kp, wzm, wzp, int64(ny), int64(nz))
+    ny, nz = int64(ny), int64(nz)
     coarse[q] = (
-        wxm * _restriction_plane(fine, im, *args)
-        + _restriction_plane(fine, i, *args)
-        + wxp * _restriction_plane(fine, ip, *args)
+        wxm * _restriction_plane(fine, im, jm, j, jp, wym, wyp, km, k, kp, wzm, wzp, ny, nz)
+        + _restriction_plane(fine, i, jm, j, jp, wym, wyp, km, k, kp, wzm, wzp, ny, nz)
+        + wxp * _restriction_plane(fine, ip, jm, j, jp, wym, wyp, km, k, kp, wzm, wzp, ny, nz)
     )
 
 

@@ -19,7 +19,7 @@ carried over instead of being read again (the same value, so the same bits). Pro
 one thread a fine node: a version that marched along x too, keeping the corners of the coarse
 planes that neighbouring fine planes share, was slower on the H200 (BENCHMARKS.md).
 
-Both are written in CUDA C and compiled by NVRTC through ``cupy.RawModule`` with 32-bit
+Both are written in CUDA C and compiled by NVRTC through ``cupy.RawKernel`` with 32-bit
 indices, as :mod:`~pbsolver.backends.cuda.fused_sweep` is: numba types every index in 64 bits.
 numba's simulator cannot run them, so ``tests/test_transfer_emulation.py`` compiles the same
 source as C++ and compares it with the CPU kernels; on a GPU ``tests/test_cuda_backend.py``
@@ -144,11 +144,33 @@ def defines(dtype, periodic) -> str:
 
 
 @functools.cache
-def module(dtype, periodic):
-    """:data:`SOURCE` for these constants as a ``cupy.RawModule`` (NVRTC compiles it once)."""
+def kernel(name, dtype, periodic):
+    """Kernel ``name`` of :data:`SOURCE` for these constants, as a ``cupy.RawKernel``.
+
+    Made once per (name, dtype, periodicity); CuPy compiles the source once (NVRTC) and loads
+    it once a device.
+    """
     import cupy as cp
 
-    return cp.RawModule(code=defines(dtype, periodic) + SOURCE)
+    return cp.RawKernel(defines(dtype, periodic) + SOURCE, name)
+
+
+def _maps(tr, names):
+    return [m for axis in range(3) for m in (getattr(tr, n)[axis] for n in names)]
+
+
+def restrict(tr, fine, coarse, stream, chunk=RESTRICT_CHUNK):
+    """Enqueue ``coarse = Pᵀ fine`` of the transfer ``tr`` (CuPy arrays) on ``stream``."""
+    grid, block, sizes = restrict_launch(tr.fine_shape, tr.coarse_shape, chunk)
+    launch = kernel("restrict_march", np.dtype(fine.dtype), bool(tr.periodic))
+    launch(grid, block, (fine, coarse, *_maps(tr, ("pos", "lo", "hi")), *sizes), stream=stream)
+
+
+def prolong_add(tr, coarse, fine, stream):
+    """Enqueue ``fine += P coarse`` of the transfer ``tr`` (CuPy arrays) on ``stream``."""
+    grid, block, sizes = prolong_launch(tr.fine_shape, tr.coarse_shape)
+    launch = kernel("prolong_add", np.dtype(fine.dtype), bool(tr.periodic))
+    launch(grid, block, (coarse, fine, *_maps(tr, ("lo", "hi")), *sizes), stream=stream)
 
 
 def applies(fine_shape) -> bool:
@@ -186,7 +208,9 @@ __all__ = [
     "SOURCE",
     "applies",
     "defines",
-    "module",
+    "kernel",
+    "prolong_add",
     "prolong_launch",
+    "restrict",
     "restrict_launch",
 ]
