@@ -357,6 +357,29 @@ elif [ "${1:-single}" = "s29" ]; then  # twenty-ninth session: the transfers in 
     --sizes $TRANSFERS --json "$R/transfer_kernels.json"
   [ -n "${TESTS:-}" ] && step gpu_tests 330 python3 -m pytest -n 4 -m gpu -q -p no:cacheprovider \
     -W ignore::Warning -rs $([ "${TESTS}" = 1 ] || echo "${TESTS}")
+elif [ "${1:-single}" = "s30" ]; then  # thirtieth session: two sweeps a launch
+  # TESTS=files|1 first (the kernels' bits), then PAIRS="256 384 512": the pair kernel's variants
+  # beside two one-sweep launches and the copy floor
+  [ -n "${TESTS:-}" ] && step gpu_tests 330 python3 -m pytest -n 4 -m gpu -q -p no:cacheprovider \
+    -W ignore::Warning -rs $([ "${TESTS}" = 1 ] || echo "${TESTS}")
+  [ -n "${PAIRS:-}" ] && step double_sweep_variants 200 python3 \
+    benchmarks/double_sweep_variants.py --sizes $PAIRS --json "$R/double_sweep_variants.json"
+  # NCU_PAIRS="rb_fused rb_fused_twice": each kernel's 4th launch at 256³ under ncu, with the
+  # per-instruction (SASS) counters as CSV
+  NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)
+  for k in ${NCU_PAIRS:-}; do
+    step "ncu_$k" 200 "$NCU" --clock-control none -k "regex:^${k}\$" --launch-skip 3 \
+      --launch-count 1 --import-source yes --section SpeedOfLight --section Occupancy \
+      --section WarpStateStats --section InstructionStats --section SchedulerStats \
+      --section SourceCounters --section MemoryWorkloadAnalysis --export "$R/$k" \
+      python3 benchmarks/double_sweep_variants.py --sizes 256
+    "$NCU" --import "$R/$k.ncu-rep" > "$R/ncu_${k}_details.txt" 2>&1
+    "$NCU" --import "$R/$k.ncu-rep" --page source --csv --print-source sass \
+      > "$R/ncu_${k}_sass.csv" 2>&1
+    gzip -f "$R/ncu_${k}_sass.csv"; rm -f "$R/$k.ncu-rep"
+  done
+  [ -n "${BENCH:-}" ] && step bench 200 python3 -m pbsolver bench --sizes 256 \
+    --solve-sizes 129 --json "$R/bench.json"
 elif [ "${1:-single}" = "s21" ] || [ "${1:-single}" = "s22" ] || [ "${1:-single}" = "s23" ]; then
   # one solve's device time, by kernel, and the parts named below
   # LAUNCH=1: a launch's host time with CuPy arguments, as they are and as numba views (s27)

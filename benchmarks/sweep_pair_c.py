@@ -29,6 +29,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks import double_sweep  # noqa: E402
 from pbsolver.backends.cuda import fused_sweep  # noqa: E402
 from pbsolver.backends.cuda.fused_sweep import defines  # noqa: E402
 
@@ -62,8 +63,8 @@ static void reference(std::vector<REAL> &x, const std::vector<REAL> &b, const st
                       const std::vector<REAL> &d, int nx, int ny, int nz, REAL omega,
                       unsigned first) {
     const unsigned sx = (unsigned)ny * nz;
-    for (unsigned c = 0; c < 2; ++c) {
-        const unsigned colour = c ^ first;
+    for (unsigned c = 0; c < 2 * SWEEPS; ++c) {
+        const unsigned colour = (c & 1u) ^ first;
         for (unsigned i = 0; i < (unsigned)nx; ++i)
             for (unsigned j = 0; j < (unsigned)ny; ++j)
                 for (unsigned k = 0; k < (unsigned)nz; ++k) {
@@ -110,7 +111,7 @@ int main(int argc, char **argv) {
                     for (int tx = 0; tx < BK; ++tx)
                         threads.emplace_back([&, tx, ty] {
                             threadIdx = {tx, ty, 0};
-                            rb_fused(x.data(), y.data(), b.data(), cx.data(), cy.data(),
+                            KERNEL_NAME(x.data(), y.data(), b.data(), cx.data(), cy.data(),
                                       cz.data(), d.data(), nx, ny, nz, first, omega, chunk);
                         });
                 for (auto &th : threads) th.join();
@@ -122,7 +123,7 @@ int main(int argc, char **argv) {
         worst = std::max(worst, std::fabs((double)y[p] - (double)want[p]));
         scale = std::max(scale, std::fabs((double)want[p]));
     }
-    printf("%d %d %d chunk %d first %d: max |pair32 - reference| / max |reference| = %.3g, "
+    printf("%d %d %d chunk %d first %d: max |kernel - reference| / max |reference| = %.3g, "
            "%u nodes unwritten\n", nx, ny, nz, chunk, first, worst / scale, unwritten);
     return (worst / scale > TOLERANCE || unwritten) ? 1 : 0;
 }
@@ -141,6 +142,19 @@ CASES = [
     (np.float32, 4, 4, True, 1, (8, 10, 14), 3),
 ]
 
+#: The cases of :mod:`benchmarks.double_sweep` (its three-node halo needs
+#: ``bk ≥ 4``, ``bj ≥ 7``); periodic shapes even.
+DOUBLE_CASES = [
+    (np.float64, 4, 8, False, 0, (13, 11, 15), 3),
+    (np.float64, 5, 9, False, 1, (12, 14, 9), 5),
+    (np.float64, 4, 7, False, 2, (11, 10, 12), 40),
+    (np.float64, 4, 8, True, 0, (10, 12, 14), 3),
+    (np.float64, 4, 8, True, 1, (8, 10, 8), 2),
+    (np.float64, 6, 10, True, 2, (12, 8, 16), 4),
+    (np.float32, 4, 8, False, 0, (14, 13, 17), 5),
+    (np.float32, 4, 9, True, 1, (10, 12, 16), 3),
+]
+
 
 def rb_pair32(dtype, bk, bj, periodic, dmode, min_blocks=0, prefetch=False):
     """The package's fused sweep compiled with these constants (a ``cupy.RawKernel``).
@@ -152,12 +166,14 @@ def rb_pair32(dtype, bk, bj, periodic, dmode, min_blocks=0, prefetch=False):
     return fused_sweep.kernel(dtype, periodic, dmode, (bk, bj), min_blocks, prefetch)
 
 
-def emulate(cases, compiler="g++", source=None):
+def emulate(cases, compiler="g++", source=None, kernel_name="rb_fused", sweeps=1):
     """Compile the kernel as C++ and check it against the reference sweep for each case.
 
     ``cases``: tuples ``(dtype, bk, bj, periodic, dmode, (nx, ny, nz), chunk, prefetch)``;
-    ``source``: another kernel source than the package's (a test's mutation). Returns the list
-    of the programs' output lines; raises ``AssertionError`` on the first failure.
+    ``source``: another kernel source than the package's (a test's mutation);
+    ``kernel_name``, ``sweeps``: the kernel in ``source`` and the red–black sweeps one launch
+    does (``double_sweep``'s ``rb_fused_twice``: 2). Returns the list of the programs' output
+    lines; raises ``AssertionError`` on the first failure.
     """
     source = fused_sweep.SOURCE if source is None else source
     lines = []
@@ -167,13 +183,14 @@ def emulate(cases, compiler="g++", source=None):
             src = Path(tmp) / "pair.cpp"
             src.write_text(
                 _EMULATION_PRELUDE + defines(dtype, bk, bj, periodic, dmode, 0, prefetch)
-                + f"#define TOLERANCE {tol!r}\n" + source + _EMULATION_MAIN
+                + f"#define TOLERANCE {tol!r}\n#define KERNEL_NAME {kernel_name}\n"
+                + f"#define SWEEPS {int(sweeps)}\n" + source + _EMULATION_MAIN
             )  # fmt: skip
             exe = Path(tmp) / "pair"
             subprocess.run([compiler, "-std=c++20", "-O1", "-ffp-contract=off", "-pthread",
                             str(src), "-o", str(exe)], check=True)  # fmt: skip
-            label = (f"{np.dtype(dtype).name} {bk}x{bj} periodic={periodic} dmode={dmode} "
-                     f"prefetch={prefetch}: ")  # fmt: skip
+            label = (f"{kernel_name} {np.dtype(dtype).name} {bk}x{bj} periodic={periodic} "
+                     f"dmode={dmode} prefetch={prefetch}: ")  # fmt: skip
             for first in (0, 1):  # the colour relaxed first
                 run = subprocess.run([str(exe), *map(str, shape), str(chunk), str(first)],
                                      capture_output=True, text=True)  # fmt: skip
@@ -190,6 +207,8 @@ def main(argv=None):
     if not args.emulate:
         ap.error("nothing to do: the GPU timing is sweep_variants.py's (kernel 'pair32')")
     emulate([(*case, prefetch) for prefetch in (False, True) for case in CASES])
+    emulate([(*case, False) for case in DOUBLE_CASES], source=double_sweep.SOURCE,
+            kernel_name="rb_fused_twice", sweeps=2)  # fmt: skip
     return 0
 
 

@@ -57,3 +57,40 @@ def test_emulation_fails_on_a_broken_kernel(emulation):
     assert broken != fused_sweep.SOURCE
     with pytest.raises(AssertionError):
         emulation.emulate([(np.float64, 4, 4, False, 1, (11, 9, 13), 3, True)], source=broken)
+
+
+def double_emulate(emulation, cases, source=None):
+    from benchmarks import double_sweep
+
+    return emulation.emulate(cases, source=double_sweep.SOURCE if source is None else source,
+                             kernel_name="rb_fused_twice", sweeps=2)  # fmt: skip
+
+
+def test_double_sweep_kernel_equals_two_reference_sweeps(emulation):
+    """``double_sweep``'s two sweeps in one pass against two plain two-pass sweeps, over
+    float32/float64, Dirichlet/periodic, the three diagonal forms, several blocks and chunks
+    (a chunk of 2 and one longer than the grid), both first colours: 0 difference."""
+    cases = [(*case, False) for case in emulation.DOUBLE_CASES]
+    lines = double_emulate(emulation, cases)
+    assert len(lines) == 2 * len(cases)
+    assert all("= 0, 0 nodes unwritten" in line for line in lines)
+
+
+@pytest.mark.parametrize(
+    ("good", "bad"),
+    [
+        # a stage reads its x-neighbour from its own plane's slot
+        ("slot_of(ts), slot_of(ts + 1)", "slot_of(ts), slot_of(ts)"),
+        # the pipeline stops each stage at the chunk's end
+        ("qs > i1 - 1 + (4 - s)", "qs > i1 - 1"),
+        # the output taken two planes early
+        ("const int here = slot_of(t - 6);", "const int here = slot_of(t - 4);"),
+    ],
+)
+def test_double_sweep_emulation_fails_on_a_broken_kernel(emulation, good, bad):
+    from benchmarks import double_sweep
+
+    broken = double_sweep.SOURCE.replace(good, bad)
+    assert broken != double_sweep.SOURCE
+    with pytest.raises(AssertionError):
+        double_emulate(emulation, [(np.float64, 4, 8, False, 0, (13, 11, 15), 3, False)], broken)

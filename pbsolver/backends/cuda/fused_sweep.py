@@ -46,16 +46,12 @@ FUSED_MIN_NODES = 192**3
 #: 32-bit flat indices.
 MAX_NODES = 2**31 - 1
 
-#: The kernel. Compile-time constants: REAL, BK, BJ, PERIODIC (0/1), DMODE (as
-#: :mod:`pbsolver.backends.cuda.kernels`: 0 faces, 1 faces + d, 2 d stored), PREFETCH (0/1: the
-#: second colour's coefficients are loaded before the plane's barrier, beside the first's) and
-#: LAUNCH_BOUNDS.
-SOURCE = r"""
-#define OK (2 * BK - 2)
-#define OJ (BJ - 2)
-#define WIDTH (2 * BK)
-#define PLANE (BJ * WIDTH)
-
+#: What every sweep kernel shares: index wrapping, a node's coefficients, the relaxation.
+#: Compile-time constants: REAL, PERIODIC (0/1) and DMODE (as
+#: :mod:`pbsolver.backends.cuda.kernels`: 0 faces, 1 faces + d, 2 d stored). The kernels add
+#: BK, BJ, PREFETCH (0/1: the second colour's coefficients are loaded before the plane's
+#: barrier, beside the first's) and LAUNCH_BOUNDS.
+HELPERS = r"""
 // (valid, index) of a signed coordinate h within one period of an axis of n
 __device__ __forceinline__ bool wrap_axis(int h, int n, unsigned *idx) {
     if (h < 0) {
@@ -118,6 +114,14 @@ __device__ __forceinline__ REAL relax_node(
     return relax_with(load_coeffs(b, cx, cy, cz, d, p, im, jm, km), xim, xip, xjm, xjp, xkm,
                       xkp, old, omega);
 }
+"""
+
+#: The one-sweep kernel (after :data:`HELPERS`).
+KERNEL = r"""
+#define OK (2 * BK - 2)
+#define OJ (BJ - 2)
+#define WIDTH (2 * BK)
+#define PLANE (BJ * WIDTH)
 
 extern "C" __global__ void LAUNCH_BOUNDS rb_fused(
         const REAL *__restrict__ x, REAL *__restrict__ y, const REAL *__restrict__ b,
@@ -213,6 +217,8 @@ extern "C" __global__ void LAUNCH_BOUNDS rb_fused(
 }
 """
 
+SOURCE = HELPERS + KERNEL
+
 
 def defines(dtype, bk, bj, periodic, dmode, min_blocks=0, prefetch=False):
     """The compile-time constants of :data:`SOURCE` as ``#define`` lines.
@@ -252,30 +258,32 @@ def applies(shape, dtype) -> bool:
     return FUSED_MIN_NODES <= n <= MAX_NODES and np.dtype(dtype) == np.float32
 
 
-def chunk_for(shape, multiprocessors, block=BLOCK, resident=MIN_BLOCKS):
+def chunk_for(shape, multiprocessors, block=BLOCK, resident=MIN_BLOCKS, margin=1, extra=2):
     """Planes a block so that the blocks fill whole waves of resident blocks.
 
-    Every block walks ``chunk + 2`` planes (its halo planes included) and the blocks run in
-    waves of ``resident × multiprocessors``: the chunk with the fewest ``waves × (chunk + 2)``.
+    Every block walks ``chunk + extra`` planes (``extra``: the planes its pipeline adds, 2 for
+    this kernel) and the blocks run in waves of ``resident × multiprocessors``: the chunk with
+    the fewest ``waves × (chunk + extra)``. ``margin``: the halo a block recomputes on each side
+    in y and z (1 here).
     """
     nx, ny, nz = (int(s) for s in shape)
     bk, bj = block
-    columns = -(-nz // (2 * bk - 2)) * -(-ny // (bj - 2))
+    columns = -(-nz // (2 * bk - 2 * margin)) * -(-ny // (bj - 2 * margin))
     slots = max(1, int(resident) * int(multiprocessors))
     best = None
     for count in range(1, max(1, nx // 4) + 1):
         chunk = -(-nx // count)
-        cost = -(-columns * -(-nx // chunk) // slots) * (chunk + 2)
+        cost = -(-columns * -(-nx // chunk) // slots) * (chunk + extra)
         if best is None or cost < best[0]:
             best = (cost, chunk)
     return best[1]
 
 
-def launch_grid(shape, chunk, block=BLOCK):
-    """Blocks of the sweep over a grid of ``shape``: (z, y, x)."""
+def launch_grid(shape, chunk, block=BLOCK, margin=1):
+    """Blocks of the sweep over a grid of ``shape``: (z, y, x); ``margin`` as :func:`chunk_for`."""
     nx, ny, nz = (int(s) for s in shape)
     bk, bj = block
-    return (-(-nz // (2 * bk - 2)), -(-ny // (bj - 2)), -(-nx // chunk))
+    return (-(-nz // (2 * bk - 2 * margin)), -(-ny // (bj - 2 * margin)), -(-nx // chunk))
 
 
 __all__ = [
@@ -283,6 +291,8 @@ __all__ = [
     "FUSED_MIN_NODES",
     "MAX_NODES",
     "MIN_BLOCKS",
+    "HELPERS",
+    "KERNEL",
     "SOURCE",
     "applies",
     "chunk_for",
