@@ -166,14 +166,16 @@ def rb_pair32(dtype, bk, bj, periodic, dmode, min_blocks=0, prefetch=False):
     return fused_sweep.kernel(dtype, periodic, dmode, (bk, bj), min_blocks, prefetch)
 
 
-def emulate(cases, compiler="g++", source=None, kernel_name="rb_fused", sweeps=1):
+def emulate(cases, compiler="g++", source=None, kernel_name="rb_fused", sweeps=1,
+            shape_constants=False):  # fmt: skip
     """Compile the kernel as C++ and check it against the reference sweep for each case.
 
     ``cases``: tuples ``(dtype, bk, bj, periodic, dmode, (nx, ny, nz), chunk, prefetch)``;
     ``source``: another kernel source than the package's (a test's mutation);
     ``kernel_name``, ``sweeps``: the kernel in ``source`` and the red–black sweeps one launch
-    does (``double_sweep``'s ``rb_fused_twice``: 2). Returns the list of the programs' output
-    lines; raises ``AssertionError`` on the first failure.
+    does (``double_sweep``'s ``rb_fused_twice``: 2); ``shape_constants``: the case's shape as
+    compile-time constants too (``fused_sweep.DIRICHLET_KERNEL``). Returns the list of the
+    programs' output lines; raises ``AssertionError`` on the first failure.
     """
     source = fused_sweep.SOURCE if source is None else source
     lines = []
@@ -184,7 +186,9 @@ def emulate(cases, compiler="g++", source=None, kernel_name="rb_fused", sweeps=1
             src.write_text(
                 _EMULATION_PRELUDE + defines(dtype, bk, bj, periodic, dmode, 0, prefetch)
                 + f"#define TOLERANCE {tol!r}\n#define KERNEL_NAME {kernel_name}\n"
-                + f"#define SWEEPS {int(sweeps)}\n" + source + _EMULATION_MAIN
+                + f"#define SWEEPS {int(sweeps)}\n"
+                + (fused_sweep.shape_defines(shape) if shape_constants else "")
+                + source + _EMULATION_MAIN
             )  # fmt: skip
             exe = Path(tmp) / "pair"
             subprocess.run([compiler, "-std=c++20", "-O1", "-ffp-contract=off", "-pthread",
@@ -207,6 +211,9 @@ def main(argv=None):
     if not args.emulate:
         ap.error("nothing to do: the GPU timing is sweep_variants.py's (kernel 'pair32')")
     emulate([(*case, prefetch) for prefetch in (False, True) for case in CASES])
+    emulate([(*case, prefetch) for prefetch in (False, True) for case in CASES if not case[3]],
+            source=fused_sweep.SOURCE_DIRICHLET, kernel_name="rb_fused_dirichlet",
+            shape_constants=True)  # fmt: skip
     emulate([(*case, False) for case in DOUBLE_CASES], source=double_sweep.SOURCE,
             kernel_name="rb_fused_twice", sweeps=2)  # fmt: skip
     return 0

@@ -673,7 +673,8 @@ class CUDABackend(Backend):
         """``count`` sweeps of :mod:`~pbsolver.backends.cuda.fused_sweep`, ``x`` ↔ ``work``."""
         cp = self.dev.cp
         d, dmode = self._diagonal_of(st)
-        kernel = fused_sweep.kernel(np.dtype(x.dtype), bool(st.periodic), int(dmode))
+        shape = None if st.periodic else tuple(int(n) for n in st.shape)  # constant strides
+        kernel = fused_sweep.kernel(np.dtype(x.dtype), bool(st.periodic), int(dmode), shape=shape)
         if self._multiprocessors is None:
             self._multiprocessors = int(cp.cuda.Device().attributes["MultiProcessorCount"])
         chunk = fused_sweep.chunk_for(st.shape, self._multiprocessors)

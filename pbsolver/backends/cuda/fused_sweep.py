@@ -219,6 +219,110 @@ extern "C" __global__ void LAUNCH_BOUNDS rb_fused(
 
 SOURCE = HELPERS + KERNEL
 
+#: The one-sweep kernel on a Dirichlet grid whose shape is a compile-time constant (NX, NY, NZ:
+#: :func:`shape_defines`), after :data:`HELPERS`. The same algorithm and arithmetic as
+#: :data:`KERNEL`, but its indices are signed offsets from a node with constant strides, so the
+#: compiler folds every neighbour and face into one address and an immediate offset, where the
+#: general kernel's unsigned wrapped indices cost an address computation a load.
+DIRICHLET_KERNEL = r"""
+#define OK (2 * BK - 2)
+#define OJ (BJ - 2)
+#define WIDTH (2 * BK)
+#define PLANE (BJ * WIDTH)
+#define SY NZ
+#define SX (NY * NZ)
+
+__device__ __forceinline__ Coeffs coeffs_at(
+        const REAL *__restrict__ b, const REAL *__restrict__ cx, const REAL *__restrict__ cy,
+        const REAL *__restrict__ cz, const REAL *__restrict__ d, int p) {
+    Coeffs c;
+    c.b = b[p];
+    c.a0 = cx[p - SX]; c.a1 = cx[p]; c.a2 = cy[p - SY]; c.a3 = cy[p]; c.a4 = cz[p - 1];
+    c.a5 = cz[p];
+    if (DMODE == 2) {
+        c.diag = d[p];
+    } else {  // the two-pass kernel's order: +x, -x, +y, -y, +z, -z
+        c.diag = c.a1 + c.a0 + c.a3 + c.a2 + c.a5 + c.a4;
+        if (DMODE == 1) c.diag += d[p];
+    }
+    return c;
+}
+
+extern "C" __global__ void LAUNCH_BOUNDS rb_fused_dirichlet(
+        const REAL *__restrict__ x, REAL *__restrict__ y, const REAL *__restrict__ b,
+        const REAL *__restrict__ cx, const REAL *__restrict__ cy, const REAL *__restrict__ cz,
+        const REAL *__restrict__ d, int nx, int ny, int nz, int first, REAL omega, int chunk) {
+    __shared__ REAL ring[3 * PLANE];
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    const int c0 = 2 * tx, c1 = c0 + 1;
+    const int rb = ty * WIDTH + c0;  // this thread's first column in a ring slot
+    const int k = (int)blockIdx.x * OK + c0 - 1;  // column 0's z index (column 1's: k + 1)
+    const int j = (int)blockIdx.y * OJ + ty - 1;
+    const bool jv = j >= 0 && j < NY;
+    const bool v0 = k >= 0 && k < NZ, v1 = k + 1 < NZ;
+    const bool rows = ty >= 1 && ty <= OJ && j < NY;
+    const bool w0 = rows && c0 >= 1 && k < NZ;
+    const bool w1 = rows && c1 <= OK && k + 1 < NZ;
+    const bool jin = j >= 1 && j < NY - 1;
+    const bool in0 = jin && k >= 1 && k < NZ - 1;
+    const bool in1 = jin && k >= 0 && k + 1 < NZ - 1;
+    const int o0 = j * SY + k;  // column 0's offset in a plane
+    const int par0 = (j + k) & 1;
+    const REAL zero = (REAL)0;
+    const int i0 = (int)blockIdx.z * chunk;
+    const int i1 = min(i0 + chunk, NX);
+    REAL s0a = zero, s1a = zero, s0b = zero, s1b = zero;
+    int slot = 0, mid = 2 * PLANE;
+    for (int q = i0 - 2; q < i1; ++q) {  // the second colour's plane; the first colour's q + 1
+        const int i = q + 1;
+        const bool first0 = ((i + par0) & 1) == first;
+        REAL n0 = zero, n1 = zero;
+        if (jv && i < NX && i >= 0) {
+            const int pc = i * SX + o0;
+            if (v0) n0 = x[pc];
+            if (v1) n1 = x[pc + 1];
+            if ((first0 ? in0 : in1) && i >= 1 && i < NX - 1) {
+                const int p = pc + (first0 ? 0 : 1);
+                const REAL v = relax_with(coeffs_at(b, cx, cy, cz, d, p), x[p - SX], x[p + SX],
+                                          x[p - SY], x[p + SY], x[p - 1], x[p + 1],
+                                          first0 ? n0 : n1, omega);
+                if (first0) n0 = v; else n1 = v;
+            }
+            if (v0) ring[slot + rb] = n0;
+            if (v1) ring[slot + rb + 1] = n1;
+        }
+        const int pq = q * SX + o0 + (first0 ? 0 : 1);
+        const bool relax_q = q >= i0 && (first0 ? w0 && in0 : w1 && in1) && q >= 1 && q < NX - 1;
+        Coeffs cq;
+        if (PREFETCH && relax_q) cq = coeffs_at(b, cx, cy, cz, d, pq);
+        __syncthreads();
+        if (q >= i0) {
+            if (!PREFETCH && relax_q) cq = coeffs_at(b, cx, cy, cz, d, pq);
+            if (first0) {  // column 0 holds the second colour on plane q, column 1 the first
+                if (w1) y[pq + 1] = s1a;
+                if (w0)
+                    y[pq] = relax_q ? relax_with(cq, s0b, n0, ring[mid + rb - WIDTH],
+                                                 ring[mid + rb + WIDTH], ring[mid + rb - 1], s1a,
+                                                 s0a, omega)
+                                    : s0a;
+            } else {
+                if (w0) y[pq - 1] = s0a;
+                if (w1)
+                    y[pq] = relax_q ? relax_with(cq, s1b, n1, ring[mid + rb + 1 - WIDTH],
+                                                 ring[mid + rb + 1 + WIDTH], s0a,
+                                                 ring[mid + rb + 2], s1a, omega)
+                                    : s1a;
+            }
+        }
+        s0b = s0a; s1b = s1a; s0a = n0; s1a = n1;
+        mid = slot;
+        slot = slot == 2 * PLANE ? 0 : slot + PLANE;
+    }
+}
+"""
+
+SOURCE_DIRICHLET = HELPERS + DIRICHLET_KERNEL
+
 
 def defines(dtype, bk, bj, periodic, dmode, min_blocks=0, prefetch=False):
     """The compile-time constants of :data:`SOURCE` as ``#define`` lines.
@@ -235,17 +339,29 @@ def defines(dtype, bk, bj, periodic, dmode, min_blocks=0, prefetch=False):
     )
 
 
+def shape_defines(shape) -> str:
+    """A grid's shape as :data:`DIRICHLET_KERNEL`'s compile-time constants."""
+    nx, ny, nz = (int(n) for n in shape)
+    return f"#define NX {nx}\n#define NY {ny}\n#define NZ {nz}\n"
+
+
 @functools.cache
-def kernel(dtype, periodic, dmode, block=BLOCK, min_blocks=MIN_BLOCKS, prefetch=True):
+def kernel(dtype, periodic, dmode, block=BLOCK, min_blocks=MIN_BLOCKS, prefetch=True,
+           shape=None):  # fmt: skip
     """The sweep as a ``cupy.RawKernel`` for these constants (NVRTC compiles it on first use).
 
     Arguments ``(x, y, b, cx, cy, cz, d, nx, ny, nz, first, omega, chunk)``: ``int32`` sizes,
-    ``omega`` of ``dtype``; launch over :func:`launch_grid`.
+    ``omega`` of ``dtype``; launch over :func:`launch_grid`. ``shape`` (a Dirichlet grid's):
+    :data:`DIRICHLET_KERNEL` compiled for that shape, which then must be the sizes passed.
     """
     import cupy as cp
 
-    src = defines(dtype, *block, periodic, dmode, min_blocks, prefetch) + SOURCE
-    return cp.RawKernel(src, "rb_fused")
+    src = defines(dtype, *block, periodic, dmode, min_blocks, prefetch)
+    if shape is None:
+        return cp.RawKernel(src + SOURCE, "rb_fused")
+    if periodic:
+        raise ValueError("the shape-specialised sweep is for Dirichlet grids")
+    return cp.RawKernel(src + shape_defines(shape) + SOURCE_DIRICHLET, "rb_fused_dirichlet")
 
 
 def applies(shape, dtype) -> bool:
@@ -288,15 +404,18 @@ def launch_grid(shape, chunk, block=BLOCK, margin=1):
 
 __all__ = [
     "BLOCK",
+    "DIRICHLET_KERNEL",
     "FUSED_MIN_NODES",
     "MAX_NODES",
     "MIN_BLOCKS",
     "HELPERS",
     "KERNEL",
     "SOURCE",
+    "SOURCE_DIRICHLET",
     "applies",
     "chunk_for",
     "defines",
     "kernel",
     "launch_grid",
+    "shape_defines",
 ]
