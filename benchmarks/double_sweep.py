@@ -50,8 +50,6 @@ KERNEL = r"""
 #define MARGIN 3
 #define OK (2 * BK - 2 * MARGIN)
 #define OJ (BJ - 2 * MARGIN)
-#define WIDTH (2 * BK)
-#define PLANE (BJ * WIDTH)
 
 // the ring slot of plane step t (eight slots: a negative t wraps as two's complement does)
 __device__ __forceinline__ int slot_of(int t) { return (t & 7) * PLANE; }
@@ -65,10 +63,7 @@ __device__ __forceinline__ void relax_in_ring(REAL *ring, int below, int here, i
                                 ring[here + r], omega);
 }
 
-extern "C" __global__ void LAUNCH_BOUNDS rb_fused_twice(
-        const REAL *__restrict__ x, REAL *__restrict__ y, const REAL *__restrict__ b,
-        const REAL *__restrict__ cx, const REAL *__restrict__ cy, const REAL *__restrict__ cz,
-        const REAL *__restrict__ d, int nx, int ny, int nz, int first, REAL omega, int chunk) {
+extern "C" __global__ void LAUNCH_BOUNDS rb_fused_twice(SWEEP_ARGS) {
     __shared__ REAL ring[8 * PLANE];
     const int tx = threadIdx.x, ty = threadIdx.y;
     const int c0 = 2 * tx, c1 = c0 + 1;

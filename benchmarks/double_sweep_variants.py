@@ -4,15 +4,16 @@ For each size n³ (the package's random high-contrast problem, float32, no salt)
 CUDA events around repeated launches on the backend's stream of:
 
 * ``one``: two launches of :mod:`pbsolver.backends.cuda.fused_sweep`'s general kernel
-  (x → y → x), and ``one, shape constants``: of its Dirichlet kernel compiled for the shape;
+  (x → y → x), and ``one, shape constants``: of its Dirichlet kernel compiled for the shape
+  (``…, 4 blocks/SM``: with launch bounds of 4 blocks a multiprocessor; a variant whose plane
+  steps went two a turn was measured in s30d, at 5109d97, and was slower);
 * ``pair BKxBJ/MIN``: one launch of :mod:`benchmarks.double_sweep` (x → y, two
   sweeps) with that block and ``__launch_bounds__`` minimum of blocks (the package's first);
 * ``copy``: a float32 copy of the grid (8 B a node), from which the 16 B/node floor of one
   sweep is ``2 ×`` copy.
 
 Every row is two sweeps; ``per_sweep_us`` is half of it and ``x_floor`` that over the floor.
-Each pair variant's result is compared with the two-pass sweeps bit for bit
-(``same_bits``)::
+Each kernel's result is compared with the two-pass sweeps bit for bit (``same_bits``)::
 
     python benchmarks/double_sweep_variants.py --sizes 256 384 512 --json pairs.json
 """
@@ -32,115 +33,6 @@ from benchmarks import double_sweep  # noqa: E402
 from benchmarks.fused_threshold import gpu_ms  # noqa: E402
 from pbsolver.backends.cuda import CUDABackend, fused_sweep  # noqa: E402
 from pbsolver.bench import environment, random_problem  # noqa: E402
-
-#: The Dirichlet kernel with its plane steps taken two a turn, so that which column holds the
-#: first colour is a compile-time constant in each (measurement only).
-PARITY_KERNEL = r"""
-#define OK (2 * BK - 2)
-#define OJ (BJ - 2)
-#define WIDTH (2 * BK)
-#define PLANE (BJ * WIDTH)
-#define SY NZ
-#define SX (NY * NZ)
-
-__device__ __forceinline__ Coeffs coeffs_at(
-        const REAL *__restrict__ b, const REAL *__restrict__ cx, const REAL *__restrict__ cy,
-        const REAL *__restrict__ cz, const REAL *__restrict__ d, int p) {
-    Coeffs c;
-    c.b = b[p];
-    c.a0 = cx[p - SX]; c.a1 = cx[p]; c.a2 = cy[p - SY]; c.a3 = cy[p]; c.a4 = cz[p - 1];
-    c.a5 = cz[p];
-    if (DMODE == 2) {
-        c.diag = d[p];
-    } else {  // the two-pass kernel's order: +x, -x, +y, -y, +z, -z
-        c.diag = c.a1 + c.a0 + c.a3 + c.a2 + c.a5 + c.a4;
-        if (DMODE == 1) c.diag += d[p];
-    }
-    return c;
-}
-
-template <bool B> struct Flag { static constexpr bool value = B; };
-
-extern "C" __global__ void LAUNCH_BOUNDS rb_fused_dirichlet(
-        const REAL *__restrict__ x, REAL *__restrict__ y, const REAL *__restrict__ b,
-        const REAL *__restrict__ cx, const REAL *__restrict__ cy, const REAL *__restrict__ cz,
-        const REAL *__restrict__ d, int nx, int ny, int nz, int first, REAL omega, int chunk) {
-    __shared__ REAL ring[3 * PLANE];
-    const int tx = threadIdx.x, ty = threadIdx.y;
-    const int c0 = 2 * tx, c1 = c0 + 1;
-    const int rb = ty * WIDTH + c0;  // this thread's first column in a ring slot
-    const int k = (int)blockIdx.x * OK + c0 - 1;  // column 0's z index (column 1's: k + 1)
-    const int j = (int)blockIdx.y * OJ + ty - 1;
-    const bool jv = j >= 0 && j < NY;
-    const bool v0 = k >= 0 && k < NZ, v1 = k + 1 < NZ;
-    const bool rows = ty >= 1 && ty <= OJ && j < NY;
-    const bool w0 = rows && c0 >= 1 && k < NZ;
-    const bool w1 = rows && c1 <= OK && k + 1 < NZ;
-    const bool jin = j >= 1 && j < NY - 1;
-    const bool in0 = jin && k >= 1 && k < NZ - 1;
-    const bool in1 = jin && k >= 0 && k + 1 < NZ - 1;
-    const int o0 = j * SY + k;  // column 0's offset in a plane
-    const REAL zero = (REAL)0;
-    const int i0 = (int)blockIdx.z * chunk;
-    const int i1 = min(i0 + chunk, NX);
-    REAL s0a = zero, s1a = zero, s0b = zero, s1b = zero;
-    int slot = 0, mid = 2 * PLANE;
-    int q = i0 - 2;  // the second colour's plane; the first colour's is q + 1
-    // one plane step; A0: column 0 holds the first colour on plane q + 1 (it alternates, so the
-    // loop below takes two steps a turn with A0 known at compile time)
-    auto step = [&](auto flag) {
-        constexpr bool A0 = decltype(flag)::value;
-        const int i = q + 1;
-        REAL n0 = zero, n1 = zero;
-        if (jv && i < NX && i >= 0) {
-            const int pc = i * SX + o0;
-            if (v0) n0 = x[pc];
-            if (v1) n1 = x[pc + 1];
-            if ((A0 ? in0 : in1) && i >= 1 && i < NX - 1) {
-                const int p = pc + (A0 ? 0 : 1);
-                const REAL v = relax_with(coeffs_at(b, cx, cy, cz, d, p), x[p - SX], x[p + SX],
-                                          x[p - SY], x[p + SY], x[p - 1], x[p + 1],
-                                          A0 ? n0 : n1, omega);
-                if (A0) n0 = v; else n1 = v;
-            }
-            if (v0) ring[slot + rb] = n0;
-            if (v1) ring[slot + rb + 1] = n1;
-        }
-        const int pq = q * SX + o0 + (A0 ? 0 : 1);
-        const bool relax_q = q >= i0 && (A0 ? w0 && in0 : w1 && in1) && q >= 1 && q < NX - 1;
-        Coeffs cq;
-        if (PREFETCH && relax_q) cq = coeffs_at(b, cx, cy, cz, d, pq);
-        __syncthreads();
-        if (q >= i0) {
-            if (!PREFETCH && relax_q) cq = coeffs_at(b, cx, cy, cz, d, pq);
-            if (A0) {  // column 0 holds the second colour on plane q, column 1 the first
-                if (w1) y[pq + 1] = s1a;
-                if (w0)
-                    y[pq] = relax_q ? relax_with(cq, s0b, n0, ring[mid + rb - WIDTH],
-                                                 ring[mid + rb + WIDTH], ring[mid + rb - 1], s1a,
-                                                 s0a, omega)
-                                    : s0a;
-            } else {
-                if (w0) y[pq - 1] = s0a;
-                if (w1)
-                    y[pq] = relax_q ? relax_with(cq, s1b, n1, ring[mid + rb + 1 - WIDTH],
-                                                 ring[mid + rb + 1 + WIDTH], s0a,
-                                                 ring[mid + rb + 2], s1a, omega)
-                                    : s1a;
-            }
-        }
-        s0b = s0a; s1b = s1a; s0a = n0; s1a = n1;
-        mid = slot;
-        slot = slot == 2 * PLANE ? 0 : slot + PLANE;
-        ++q;
-    };
-    if ((((i0 - 1 + j + k) & 1) == first)) {
-        while (q < i1) { step(Flag<true>()); if (q < i1) step(Flag<false>()); }
-    } else {
-        while (q < i1) { step(Flag<false>()); if (q < i1) step(Flag<true>()); }
-    }
-}
-"""
 
 #: (block, min_blocks) of the pair kernel tried; the package's first.
 VARIANTS = [
@@ -199,14 +91,9 @@ def _rows(cp, gpu, n):
     out.append({"n": n, "kernel": "one", "two_sweeps_us": ms * 1e3, "same_bits": same})
     fixed = fused_sweep.kernel(np.float32, False, dmode, shape=st.shape)
 
-    parity = cp.RawKernel(
-        fused_sweep.defines(np.float32, *fused_sweep.BLOCK, False, dmode, fused_sweep.MIN_BLOCKS,
-                            True) + fused_sweep.shape_defines(st.shape) + fused_sweep.HELPERS
-        + PARITY_KERNEL, "rb_fused_dirichlet", options=("-std=c++17",))  # fmt: skip
     fixed4 = fused_sweep.kernel(np.float32, False, dmode, min_blocks=4, shape=st.shape)
     chunk4 = fused_sweep.chunk_for(st.shape, sms, resident=4)
     for label, kern, chunk in (("one, shape constants", fixed, chunk1),
-                               ("one, shape constants, parity unrolled", parity, chunk1),
                                ("one, shape constants, 4 blocks/SM", fixed4, chunk4)):  # fmt: skip
 
         def two(kern=kern, chunk=chunk):

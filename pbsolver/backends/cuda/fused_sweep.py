@@ -83,10 +83,11 @@ __device__ __forceinline__ unsigned plus_of(unsigned i, unsigned n, unsigned s, 
 // a node's right-hand side, six faces (-x, +x, -y, +y, -z, +z) and diagonal
 struct Coeffs { REAL b, a0, a1, a2, a3, a4, a5, diag; };
 
+// I: unsigned (the general kernels' wrapped indices) or int (offsets with constant strides)
+template <typename I>
 __device__ __forceinline__ Coeffs load_coeffs(
         const REAL *__restrict__ b, const REAL *__restrict__ cx, const REAL *__restrict__ cy,
-        const REAL *__restrict__ cz, const REAL *__restrict__ d, unsigned p, unsigned im,
-        unsigned jm, unsigned km) {
+        const REAL *__restrict__ cz, const REAL *__restrict__ d, I p, I im, I jm, I km) {
     Coeffs c;
     c.b = b[p];
     c.a0 = cx[im]; c.a1 = cx[p]; c.a2 = cy[jm]; c.a3 = cy[p]; c.a4 = cz[km]; c.a5 = cz[p];
@@ -114,19 +115,48 @@ __device__ __forceinline__ REAL relax_node(
     return relax_with(load_coeffs(b, cx, cy, cz, d, p, im, jm, km), xim, xip, xjm, xjp, xkm,
                       xkp, old, omega);
 }
+
+#define WIDTH (2 * BK)
+#define PLANE (BJ * WIDTH)
+
+// every sweep kernel's arguments: x in, y out, b, the three faces, d, the grid's sizes, the
+// first colour, omega and the planes a block (so that a backend launches any of them alike)
+#define SWEEP_ARGS                                                                           \
+    const REAL *__restrict__ x, REAL *__restrict__ y, const REAL *__restrict__ b,            \
+        const REAL *__restrict__ cx, const REAL *__restrict__ cy, const REAL *__restrict__ cz, \
+        const REAL *__restrict__ d, int nx, int ny, int nz, int first, REAL omega, int chunk
+
+// a one-sweep kernel's plane q into y: the first colour from the registers, the second relaxed
+// from its first-colour neighbours (x and its pair-mate: registers; the rest: the ring slot of
+// plane q, `at` = the slot + the thread's first column). first0: column 1 holds the first colour
+// on plane q; y0, y1: the two columns' indices in y
+template <typename I>
+__device__ __forceinline__ void store_plane(
+        REAL *__restrict__ y, const REAL *ring, int at, bool first0, bool w0, bool w1,
+        bool relax_q, const Coeffs &cq, I y0, I y1, REAL s0a, REAL s1a, REAL s0b, REAL s1b,
+        REAL n0, REAL n1, REAL omega) {
+    if (first0) {  // column 0 holds the second colour on plane q, column 1 the first
+        if (w1) y[y1] = s1a;
+        if (w0)
+            y[y0] = relax_q ? relax_with(cq, s0b, n0, ring[at - WIDTH], ring[at + WIDTH],
+                                         ring[at - 1], s1a, s0a, omega)
+                            : s0a;
+    } else {
+        if (w0) y[y0] = s0a;
+        if (w1)
+            y[y1] = relax_q ? relax_with(cq, s1b, n1, ring[at + 1 - WIDTH], ring[at + 1 + WIDTH],
+                                         s0a, ring[at + 2], s1a, omega)
+                            : s1a;
+    }
+}
 """
 
 #: The one-sweep kernel (after :data:`HELPERS`).
 KERNEL = r"""
 #define OK (2 * BK - 2)
 #define OJ (BJ - 2)
-#define WIDTH (2 * BK)
-#define PLANE (BJ * WIDTH)
 
-extern "C" __global__ void LAUNCH_BOUNDS rb_fused(
-        const REAL *__restrict__ x, REAL *__restrict__ y, const REAL *__restrict__ b,
-        const REAL *__restrict__ cx, const REAL *__restrict__ cy, const REAL *__restrict__ cz,
-        const REAL *__restrict__ d, int nx, int ny, int nz, int first, REAL omega, int chunk) {
+extern "C" __global__ void LAUNCH_BOUNDS rb_fused(SWEEP_ARGS) {
     __shared__ REAL ring[3 * PLANE];
     const int tx = threadIdx.x, ty = threadIdx.y;
     const int c0 = 2 * tx, c1 = c0 + 1;
@@ -193,21 +223,8 @@ extern "C" __global__ void LAUNCH_BOUNDS rb_fused(
             if (!PREFETCH && relax_q)
                 cq = load_coeffs(b, cx, cy, cz, d, pq, minus_of(iq, unx, sx, pq),
                                  minus_of(j, uny, unz, pq), minus_of(kq, unz, 1u, pq));
-            if (first0) {  // column 0 holds the second colour on plane q, column 1 the first
-                if (w1) y[iq * sx + o1] = s1a;
-                if (w0)
-                    y[pq] = relax_q ? relax_with(cq, s0b, n0, ring[mid + rb - WIDTH],
-                                                 ring[mid + rb + WIDTH], ring[mid + rb - 1], s1a,
-                                                 s0a, omega)
-                                    : s0a;
-            } else {
-                if (w0) y[iq * sx + o0] = s0a;
-                if (w1)
-                    y[pq] = relax_q ? relax_with(cq, s1b, n1, ring[mid + rb + 1 - WIDTH],
-                                                 ring[mid + rb + 1 + WIDTH], s0a,
-                                                 ring[mid + rb + 2], s1a, omega)
-                                    : s1a;
-            }
+            store_plane(y, ring, mid + rb, first0, w0, w1, relax_q, cq, iq * sx + o0,
+                        iq * sx + o1, s0a, s1a, s0b, s1b, n0, n1, omega);
         }
         s0b = s0a; s1b = s1a; s0a = n0; s1a = n1;
         mid = slot;
@@ -227,31 +244,17 @@ SOURCE = HELPERS + KERNEL
 DIRICHLET_KERNEL = r"""
 #define OK (2 * BK - 2)
 #define OJ (BJ - 2)
-#define WIDTH (2 * BK)
-#define PLANE (BJ * WIDTH)
 #define SY NZ
 #define SX (NY * NZ)
 
+// a node's coefficients at offset p: the faces below it one stride back
 __device__ __forceinline__ Coeffs coeffs_at(
         const REAL *__restrict__ b, const REAL *__restrict__ cx, const REAL *__restrict__ cy,
         const REAL *__restrict__ cz, const REAL *__restrict__ d, int p) {
-    Coeffs c;
-    c.b = b[p];
-    c.a0 = cx[p - SX]; c.a1 = cx[p]; c.a2 = cy[p - SY]; c.a3 = cy[p]; c.a4 = cz[p - 1];
-    c.a5 = cz[p];
-    if (DMODE == 2) {
-        c.diag = d[p];
-    } else {  // the two-pass kernel's order: +x, -x, +y, -y, +z, -z
-        c.diag = c.a1 + c.a0 + c.a3 + c.a2 + c.a5 + c.a4;
-        if (DMODE == 1) c.diag += d[p];
-    }
-    return c;
+    return load_coeffs(b, cx, cy, cz, d, p, p - SX, p - SY, p - 1);
 }
 
-extern "C" __global__ void LAUNCH_BOUNDS rb_fused_dirichlet(
-        const REAL *__restrict__ x, REAL *__restrict__ y, const REAL *__restrict__ b,
-        const REAL *__restrict__ cx, const REAL *__restrict__ cy, const REAL *__restrict__ cz,
-        const REAL *__restrict__ d, int nx, int ny, int nz, int first, REAL omega, int chunk) {
+extern "C" __global__ void LAUNCH_BOUNDS rb_fused_dirichlet(SWEEP_ARGS) {
     __shared__ REAL ring[3 * PLANE];
     const int tx = threadIdx.x, ty = threadIdx.y;
     const int c0 = 2 * tx, c1 = c0 + 1;
@@ -298,21 +301,9 @@ extern "C" __global__ void LAUNCH_BOUNDS rb_fused_dirichlet(
         __syncthreads();
         if (q >= i0) {
             if (!PREFETCH && relax_q) cq = coeffs_at(b, cx, cy, cz, d, pq);
-            if (first0) {  // column 0 holds the second colour on plane q, column 1 the first
-                if (w1) y[pq + 1] = s1a;
-                if (w0)
-                    y[pq] = relax_q ? relax_with(cq, s0b, n0, ring[mid + rb - WIDTH],
-                                                 ring[mid + rb + WIDTH], ring[mid + rb - 1], s1a,
-                                                 s0a, omega)
-                                    : s0a;
-            } else {
-                if (w0) y[pq - 1] = s0a;
-                if (w1)
-                    y[pq] = relax_q ? relax_with(cq, s1b, n1, ring[mid + rb + 1 - WIDTH],
-                                                 ring[mid + rb + 1 + WIDTH], s0a,
-                                                 ring[mid + rb + 2], s1a, omega)
-                                    : s1a;
-            }
+            const int y0 = q * SX + o0;
+            store_plane(y, ring, mid + rb, first0, w0, w1, relax_q, cq, y0, y0 + 1, s0a, s1a,
+                        s0b, s1b, n0, n1, omega);
         }
         s0b = s0a; s1b = s1a; s0a = n0; s1a = n1;
         mid = slot;
