@@ -230,6 +230,23 @@ def test_fill_zero_and_other_values(cp):
                 assert np.array_equal(np.signbit(got), np.full(x.shape, np.signbit(value)))
 
 
+def test_vector_updates_tell_negative_zero_from_zero(cp):
+    """``axpy`` and ``axpby`` with a = +0.0 and −0.0 in turn, eager and replayed: each call's
+    graph is its own (a key of ``float(a)`` would replay +0.0's graph for −0.0, and the sign of
+    a zero result would be wrong)."""
+    gpu = backend()
+    x = cp.ones((23, 17, 9), dtype=cp.float32)
+    y = cp.empty_like(x)
+    for a in (0.0, -0.0, 0.0, -0.0):
+        for _ in range(3):  # eager, captured, replayed
+            y[...] = -0.0
+            gpu.axpy(y, x, a)  # −0 + a·1
+            assert np.array_equal(np.signbit(gpu.dev.to_numpy(y)), np.full(x.shape, np.signbit(a)))
+            y[...] = 0.0
+            gpu.axpby(y, x, a, -0.0)  # a·1 + (−0)·(+0)
+            assert np.array_equal(np.signbit(gpu.dev.to_numpy(y)), np.full(x.shape, np.signbit(a)))
+
+
 @pytest.mark.parametrize("kernel", ["tile", "point"])
 def test_bitwise_identical_reruns(stencils, kernel):
     _, sc, _, _ = stencils["dirichlet"]

@@ -645,7 +645,7 @@ class CUDABackend(Backend):
             self.dev.run(key, lambda: self._subtract_mean(x))
 
     def axpy(self, y, x, a):
-        key = self._key("axpy", y, x, float(a))
+        key = self._key("axpy", y, x, float(a).hex())  # hex: −0.0 is not +0.0
         with self.dev.io():
             self.dev.run(key, lambda: self._flat(K.axpy, y, x, np.float64(a)))
 
@@ -750,7 +750,7 @@ class CUDABackend(Backend):
             self.dev.run(key, lambda: self._flat(K.dense_matvec, x, inverse, b))
 
     def axpby(self, y, x, a, b):
-        key = self._key("axpby", y, x, float(a), float(b))
+        key = self._key("axpby", y, x, float(a).hex(), float(b).hex())
         with self.dev.io():
             t = y.dtype.type
             self.dev.run(key, lambda: self._flat(K.axpby, y, x, t(a), t(b)))
