@@ -239,7 +239,7 @@ def test_vector_updates_tell_negative_zero_from_zero(cp):
     y = cp.empty_like(x)
     for a in (0.0, -0.0, 0.0, -0.0):
         for _ in range(3):  # eager, captured, replayed
-            y[...] = -0.0
+            gpu.fill(y, -0.0)  # (CuPy's own fill writes +0.0 for −0.0: a memset)
             gpu.axpy(y, x, a)  # −0 + a·1
             assert np.array_equal(np.signbit(gpu.dev.to_numpy(y)), np.full(x.shape, np.signbit(a)))
             y[...] = 0.0

@@ -42,7 +42,7 @@ BLOCK = (32, 8)
 #: registers, so that five blocks of 256 threads fit).
 MIN_BLOCKS = 5
 #: Levels with fewer nodes keep the two-pass sweep.
-FUSED_MIN_NODES = 192**3
+FUSED_MIN_NODES = 160**3
 #: 32-bit flat indices.
 MAX_NODES = 2**31 - 1
 
