@@ -23,6 +23,10 @@ again as many instructions and is slower. Indices here are 32-bit, so grids of a
 :data:`MAX_NODES` nodes. ``benchmarks/sweep_pair_c.py --emulate`` compiles the same source as
 C++ on a CPU and checks it against a two-pass sweep (numba's simulator cannot run it).
 
+On a Dirichlet grid the backend launches :data:`DIRICHLET_KERNEL` instead: the same algorithm
+and arithmetic compiled for the grid's shape, whose constant strides let every neighbour and face
+be read at an immediate offset from one address (fewer instructions a node; the same bits).
+
 The multigrid smoother uses it where a level has at least :data:`FUSED_MIN_NODES` nodes (on
 small grids the plane-by-plane march has too few blocks to hide its latency, and the two-pass
 sweep is faster), sweeping between the level's iterate and its residual buffer, which is free
