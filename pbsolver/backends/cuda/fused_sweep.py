@@ -347,7 +347,9 @@ def kernel(dtype, periodic, dmode, block=BLOCK, min_blocks=MIN_BLOCKS, prefetch=
 
     Arguments ``(x, y, b, cx, cy, cz, d, nx, ny, nz, first, omega, chunk)``: ``int32`` sizes,
     ``omega`` of ``dtype``; launch over :func:`launch_grid`. ``shape`` (a Dirichlet grid's):
-    :data:`DIRICHLET_KERNEL` compiled for that shape, which then must be the sizes passed.
+    :data:`DIRICHLET_KERNEL` compiled for that shape, which then must be the sizes passed. So a
+    level of a new shape costs one NVRTC compilation at its first sweep (CuPy keeps the binary
+    on disk for later processes); problems of a shape already swept cost nothing more.
     """
     import cupy as cp
 
