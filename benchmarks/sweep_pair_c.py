@@ -40,6 +40,7 @@ _EMULATION_PRELUDE = r"""
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <random>
 #include <thread>
 #include <vector>
@@ -54,6 +55,21 @@ static std::barrier<> *block_barrier;
 #define LAUNCH_BOUNDS
 #define __shared__ static
 #define __syncthreads() block_barrier->arrive_and_wait()
+// a warp as one row of the block (x-threads): shuffles through an exchange row and the row's own
+// barrier; a source lane outside the row gives the caller's own value, as CUDA's do
+static std::barrier<> *row_barriers[256];
+static double shuffle_rows[256][64];
+static int row_lanes;
+template <typename T> static T emulated_shuffle(T v, int delta) {
+    const int tx = threadIdx.x, ty = threadIdx.y, src = tx + delta;
+    shuffle_rows[ty][tx] = (double)v;
+    row_barriers[ty]->arrive_and_wait();
+    const T r = (src >= 0 && src < row_lanes) ? (T)shuffle_rows[ty][src] : v;
+    row_barriers[ty]->arrive_and_wait();
+    return r;
+}
+#define SHFL_UP(v) emulated_shuffle(v, -1)
+#define SHFL_DOWN(v) emulated_shuffle(v, 1)
 """
 
 _EMULATION_MAIN = r"""
@@ -106,6 +122,12 @@ int main(int argc, char **argv) {
                 blockIdx = {bx, by, bz};
                 std::barrier<> bar(BK * BJ);
                 block_barrier = &bar;
+                std::vector<std::unique_ptr<std::barrier<>>> rows;
+                row_lanes = BK;
+                for (int ty = 0; ty < BJ; ++ty) {
+                    rows.emplace_back(new std::barrier<>(BK));
+                    row_barriers[ty] = rows.back().get();
+                }
                 std::vector<std::thread> threads;
                 for (int ty = 0; ty < BJ; ++ty)
                     for (int tx = 0; tx < BK; ++tx)

@@ -45,7 +45,7 @@ def emulation(tmp_path_factory):
 def kernels(emulation):
     """Each kernel checked: its source, its function's name, the sweeps a launch does, whether
     the case's shape is compiled in, and its cases (prefetch flag included)."""
-    from benchmarks import double_sweep
+    from benchmarks import double_sweep, double_sweep_variants
     from pbsolver.backends.cuda import fused_sweep
 
     both = (False, True)
@@ -54,6 +54,9 @@ def kernels(emulation):
                       [(*c, pf) for pf in both for c in emulation.CASES]),
         "one sweep, Dirichlet, shape constants": (
             fused_sweep.SOURCE_DIRICHLET, "rb_fused_dirichlet", 1, True,
+            [(*c, pf) for pf in both for c in emulation.CASES if not c[3]]),
+        "one sweep, Dirichlet, registers and shuffles (benchmarks)": (
+            double_sweep_variants.reuse_source(), "rb_fused_reuse", 1, True,
             [(*c, pf) for pf in both for c in emulation.CASES if not c[3]]),
         "two sweeps (benchmarks.double_sweep)": (double_sweep.SOURCE, "rb_fused_twice", 2, False,
                                                  [(*c, False) for c in emulation.DOUBLE_CASES]),
@@ -69,6 +72,7 @@ def run(emulation, name, source=None, cases=None):
 
 
 @pytest.mark.parametrize("name", ["one sweep", "one sweep, Dirichlet, shape constants",
+                                  "one sweep, Dirichlet, registers and shuffles (benchmarks)",
                                   "two sweeps (benchmarks.double_sweep)"])  # fmt: skip
 def test_kernel_equals_the_reference_sweeps(emulation, name):
     """Every checked case of each kernel (float32/float64, Dirichlet/periodic where it applies,
@@ -90,6 +94,12 @@ def test_kernel_equals_the_reference_sweeps(emulation, name):
         # a face read from the wrong side
         ("one sweep, Dirichlet, shape constants", "p - SX, p - SY, p - 1",
          "p - SX, p + SY, p - 1"),
+        # the plane above taken from the registers of the plane itself
+        ("one sweep, Dirichlet, registers and shuffles (benchmarks)", "first0 ? f0 : f1, x[p - SY]",
+         "first0 ? p0 : p1, x[p - SY]"),
+        # the next thread's column shuffled the wrong way
+        ("one sweep, Dirichlet, registers and shuffles (benchmarks)", "first0 ? SHFL_UP(p1)",
+         "first0 ? SHFL_DOWN(p1)"),
         # a stage reads its x-neighbour from its own plane's slot
         ("two sweeps (benchmarks.double_sweep)", "slot_of(ts), slot_of(ts + 1)",
          "slot_of(ts), slot_of(ts)"),
