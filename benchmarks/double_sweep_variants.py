@@ -48,76 +48,44 @@ REUSE_KERNEL = r"""
 
 extern "C" __global__ void LAUNCH_BOUNDS rb_fused_reuse(SWEEP_ARGS) {
     __shared__ REAL ring[3 * PLANE];
-    const int tx = threadIdx.x, ty = threadIdx.y;
-    const int c0 = 2 * tx, c1 = c0 + 1;
-    const int rb = ty * WIDTH + c0;  // this thread's first column in a ring slot
-    const int k = (int)blockIdx.x * OK + c0 - 1;  // column 0's z index (column 1's: k + 1)
-    const int j = (int)blockIdx.y * OJ + ty - 1;
-    const bool jv = j >= 0 && j < NY;
-    const bool v0 = k >= 0 && k < NZ, v1 = k + 1 < NZ;
-    const bool rows = ty >= 1 && ty <= OJ && j < NY;
-    const bool w0 = rows && c0 >= 1 && k < NZ;
-    const bool w1 = rows && c1 <= OK && k + 1 < NZ;
-    const bool jin = j >= 1 && j < NY - 1;
-    const bool in0 = jin && k >= 1 && k < NZ - 1;
-    const bool in1 = jin && k >= 0 && k + 1 < NZ - 1;
-    const int o0 = j * SY + k;  // column 0's offset in a plane
-    const int par0 = (j + k) & 1;
+    const Tile t = tile_of(chunk);
     const REAL zero = (REAL)0;
-    const int i0 = (int)blockIdx.z * chunk;
-    const int i1 = min(i0 + chunk, NX);
     // x of this thread's two columns on plane i (zero off the grid)
     auto plane_x = [&](int i, REAL &u0, REAL &u1) {
         u0 = zero; u1 = zero;
-        if (jv && i >= 0 && i < NX) {
-            if (v0) u0 = x[i * SX + o0];
-            if (v1) u1 = x[i * SX + o0 + 1];
+        if (t.jv && i >= 0 && i < NX) {
+            if (t.v0) u0 = x[i * SX + t.o0];
+            if (t.v1) u1 = x[i * SX + t.o0 + 1];
         }
     };
     // the columns' x on planes q (s·a: the first colour's x-neighbour below), q + 1 (p·: the
     // plane it relaxes) and q + 2 (f·: above it), each loaded a plane step or two ahead
     REAL s0a, s1a, p0, p1, f0, f1;
-    plane_x(i0 - 2, s0a, s1a);
-    plane_x(i0 - 1, p0, p1);
-    plane_x(i0, f0, f1);
+    plane_x(t.i0 - 2, s0a, s1a);
+    plane_x(t.i0 - 1, p0, p1);
+    plane_x(t.i0, f0, f1);
     REAL s0b = zero, s1b = zero;
     int slot = 0, mid = 2 * PLANE;
-    for (int q = i0 - 2; q < i1; ++q) {  // the second colour's plane; the first colour's q + 1
+    for (int q = t.i0 - 2; q < t.i1; ++q) {  // the second colour's plane; the first colour's q + 1
         const int i = q + 1;
-        const bool first0 = ((i + par0) & 1) == first;
+        const bool first0 = ((i + t.par0) & 1) == first;
         REAL g0, g1;
         plane_x(q + 3, g0, g1);  // the next step's f·
         // the first colour's z-neighbour in the next thread's columns (old x: the other colour)
         const REAL across = first0 ? SHFL_UP(p1) : SHFL_DOWN(p0);
         REAL n0 = p0, n1 = p1;
-        if (jv && i < NX && i >= 0) {
-            if ((first0 ? in0 : in1) && i >= 1 && i < NX - 1) {
-                const int p = i * SX + o0 + (first0 ? 0 : 1);
-                const REAL xkm = first0 ? (tx == 0 ? x[p - 1] : across) : p0;
-                const REAL xkp = first0 ? p1 : (tx == BK - 1 ? x[p + 1] : across);
-                const REAL v = relax_with(coeffs_at(b, cx, cy, cz, d, p), first0 ? s0a : s1a,
-                                          first0 ? f0 : f1, x[p - SY], x[p + SY], xkm, xkp,
-                                          first0 ? p0 : p1, omega);
-                if (first0) n0 = v; else n1 = v;
-            }
-            if (v0) ring[slot + rb] = n0;
-            if (v1) ring[slot + rb + 1] = n1;
+        if (t.jv && i < NX && i >= 0 && (first0 ? t.in0 : t.in1) && i >= 1 && i < NX - 1) {
+            const int p = i * SX + t.o0 + (first0 ? 0 : 1);
+            const REAL xkm = first0 ? (t.tx == 0 ? x[p - 1] : across) : p0;
+            const REAL xkp = first0 ? p1 : (t.tx == BK - 1 ? x[p + 1] : across);
+            const REAL v = relax_with(coeffs_at(b, cx, cy, cz, d, p), first0 ? s0a : s1a,
+                                      first0 ? f0 : f1, x[p - SY], x[p + SY], xkm, xkp,
+                                      first0 ? p0 : p1, omega);
+            if (first0) n0 = v; else n1 = v;
         }
-        const int pq = q * SX + o0 + (first0 ? 0 : 1);
-        const bool relax_q = q >= i0 && (first0 ? w0 && in0 : w1 && in1) && q >= 1 && q < NX - 1;
-        Coeffs cq;
-        if (PREFETCH && relax_q) cq = coeffs_at(b, cx, cy, cz, d, pq);
-        __syncthreads();
-        if (q >= i0) {
-            if (!PREFETCH && relax_q) cq = coeffs_at(b, cx, cy, cz, d, pq);
-            const int y0 = q * SX + o0;
-            store_plane(y, ring, mid + rb, first0, w0, w1, relax_q, cq, y0, y0 + 1, s0a, s1a,
-                        s0b, s1b, n0, n1, omega);
-        }
-        s0b = s0a; s1b = s1a; s0a = n0; s1a = n1;
+        finish_step(y, ring, b, cx, cy, cz, d, t, q, first0, n0, n1, omega, s0a, s1a, s0b, s1b,
+                    slot, mid);
         p0 = f0; p1 = f1; f0 = g0; f1 = g1;
-        mid = slot;
-        slot = slot == 2 * PLANE ? 0 : slot + PLANE;
     }
 }
 """

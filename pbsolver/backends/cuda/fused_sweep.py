@@ -258,60 +258,89 @@ __device__ __forceinline__ Coeffs coeffs_at(
     return load_coeffs(b, cx, cy, cz, d, p, p - SX, p - SY, p - 1);
 }
 
+// a thread's place in its block's tile: its two columns (z = k, k + 1) of row j, whether they
+// lie on the grid (jv, v0, v1), are written (w0, w1) and relaxed (in0, in1), and its planes
+struct Tile {
+    int tx, rb, k, j, o0, par0, i0, i1;
+    bool jv, v0, v1, w0, w1, in0, in1;
+};
+
+__device__ __forceinline__ Tile tile_of(int chunk) {
+    Tile t;
+    t.tx = threadIdx.x;
+    const int ty = threadIdx.y, c0 = 2 * t.tx, c1 = c0 + 1;
+    t.rb = ty * WIDTH + c0;  // the thread's first column in a ring slot
+    t.k = (int)blockIdx.x * OK + c0 - 1;
+    t.j = (int)blockIdx.y * OJ + ty - 1;
+    t.jv = t.j >= 0 && t.j < NY;
+    t.v0 = t.k >= 0 && t.k < NZ;
+    t.v1 = t.k + 1 < NZ;
+    const bool rows = ty >= 1 && ty <= OJ && t.j < NY;
+    t.w0 = rows && c0 >= 1 && t.k < NZ;
+    t.w1 = rows && c1 <= OK && t.k + 1 < NZ;
+    const bool jin = t.j >= 1 && t.j < NY - 1;
+    t.in0 = jin && t.k >= 1 && t.k < NZ - 1;
+    t.in1 = jin && t.k >= 0 && t.k + 1 < NZ - 1;
+    t.o0 = t.j * SY + t.k;  // column 0's offset in a plane
+    t.par0 = (t.j + t.k) & 1;
+    t.i0 = (int)blockIdx.z * chunk;
+    t.i1 = min(t.i0 + chunk, NX);
+    return t;
+}
+
+// the rest of a plane step once plane q + 1's first colour is in n0, n1: those into the ring,
+// the barrier, plane q into y (its second colour relaxed), the registers moved on a plane
+__device__ __forceinline__ void finish_step(
+        REAL *__restrict__ y, REAL *ring, const REAL *__restrict__ b,
+        const REAL *__restrict__ cx, const REAL *__restrict__ cy, const REAL *__restrict__ cz,
+        const REAL *__restrict__ d, const Tile &t, int q, bool first0, REAL n0, REAL n1,
+        REAL omega, REAL &s0a, REAL &s1a, REAL &s0b, REAL &s1b, int &slot, int &mid) {
+    const int i = q + 1;
+    if (t.jv && i < NX && i >= 0) {
+        if (t.v0) ring[slot + t.rb] = n0;
+        if (t.v1) ring[slot + t.rb + 1] = n1;
+    }
+    const int pq = q * SX + t.o0 + (first0 ? 0 : 1);
+    const bool relax_q = q >= t.i0 && (first0 ? t.w0 && t.in0 : t.w1 && t.in1) && q >= 1 &&
+                         q < NX - 1;
+    Coeffs cq;
+    if (PREFETCH && relax_q) cq = coeffs_at(b, cx, cy, cz, d, pq);
+    __syncthreads();
+    if (q >= t.i0) {
+        if (!PREFETCH && relax_q) cq = coeffs_at(b, cx, cy, cz, d, pq);
+        const int y0 = q * SX + t.o0;
+        store_plane(y, ring, mid + t.rb, first0, t.w0, t.w1, relax_q, cq, y0, y0 + 1, s0a, s1a,
+                    s0b, s1b, n0, n1, omega);
+    }
+    s0b = s0a; s1b = s1a; s0a = n0; s1a = n1;
+    mid = slot;
+    slot = slot == 2 * PLANE ? 0 : slot + PLANE;
+}
+
 extern "C" __global__ void LAUNCH_BOUNDS rb_fused_dirichlet(SWEEP_ARGS) {
     __shared__ REAL ring[3 * PLANE];
-    const int tx = threadIdx.x, ty = threadIdx.y;
-    const int c0 = 2 * tx, c1 = c0 + 1;
-    const int rb = ty * WIDTH + c0;  // this thread's first column in a ring slot
-    const int k = (int)blockIdx.x * OK + c0 - 1;  // column 0's z index (column 1's: k + 1)
-    const int j = (int)blockIdx.y * OJ + ty - 1;
-    const bool jv = j >= 0 && j < NY;
-    const bool v0 = k >= 0 && k < NZ, v1 = k + 1 < NZ;
-    const bool rows = ty >= 1 && ty <= OJ && j < NY;
-    const bool w0 = rows && c0 >= 1 && k < NZ;
-    const bool w1 = rows && c1 <= OK && k + 1 < NZ;
-    const bool jin = j >= 1 && j < NY - 1;
-    const bool in0 = jin && k >= 1 && k < NZ - 1;
-    const bool in1 = jin && k >= 0 && k + 1 < NZ - 1;
-    const int o0 = j * SY + k;  // column 0's offset in a plane
-    const int par0 = (j + k) & 1;
+    const Tile t = tile_of(chunk);
     const REAL zero = (REAL)0;
-    const int i0 = (int)blockIdx.z * chunk;
-    const int i1 = min(i0 + chunk, NX);
     REAL s0a = zero, s1a = zero, s0b = zero, s1b = zero;
     int slot = 0, mid = 2 * PLANE;
-    for (int q = i0 - 2; q < i1; ++q) {  // the second colour's plane; the first colour's q + 1
+    for (int q = t.i0 - 2; q < t.i1; ++q) {  // the second colour's plane; the first colour's q + 1
         const int i = q + 1;
-        const bool first0 = ((i + par0) & 1) == first;
+        const bool first0 = ((i + t.par0) & 1) == first;
         REAL n0 = zero, n1 = zero;
-        if (jv && i < NX && i >= 0) {
-            const int pc = i * SX + o0;
-            if (v0) n0 = x[pc];
-            if (v1) n1 = x[pc + 1];
-            if ((first0 ? in0 : in1) && i >= 1 && i < NX - 1) {
+        if (t.jv && i < NX && i >= 0) {
+            const int pc = i * SX + t.o0;
+            if (t.v0) n0 = x[pc];
+            if (t.v1) n1 = x[pc + 1];
+            if ((first0 ? t.in0 : t.in1) && i >= 1 && i < NX - 1) {
                 const int p = pc + (first0 ? 0 : 1);
                 const REAL v = relax_with(coeffs_at(b, cx, cy, cz, d, p), x[p - SX], x[p + SX],
                                           x[p - SY], x[p + SY], x[p - 1], x[p + 1],
                                           first0 ? n0 : n1, omega);
                 if (first0) n0 = v; else n1 = v;
             }
-            if (v0) ring[slot + rb] = n0;
-            if (v1) ring[slot + rb + 1] = n1;
         }
-        const int pq = q * SX + o0 + (first0 ? 0 : 1);
-        const bool relax_q = q >= i0 && (first0 ? w0 && in0 : w1 && in1) && q >= 1 && q < NX - 1;
-        Coeffs cq;
-        if (PREFETCH && relax_q) cq = coeffs_at(b, cx, cy, cz, d, pq);
-        __syncthreads();
-        if (q >= i0) {
-            if (!PREFETCH && relax_q) cq = coeffs_at(b, cx, cy, cz, d, pq);
-            const int y0 = q * SX + o0;
-            store_plane(y, ring, mid + rb, first0, w0, w1, relax_q, cq, y0, y0 + 1, s0a, s1a,
-                        s0b, s1b, n0, n1, omega);
-        }
-        s0b = s0a; s1b = s1a; s0a = n0; s1a = n1;
-        mid = slot;
-        slot = slot == 2 * PLANE ? 0 : slot + PLANE;
+        finish_step(y, ring, b, cx, cy, cz, d, t, q, first0, n0, n1, omega, s0a, s1a, s0b, s1b,
+                    slot, mid);
     }
 }
 """
