@@ -1,13 +1,17 @@
 """Variants of the forces' φ_c sum on the CPU, timed side by side (measurement only).
 
 Σ_p w_p (p − c_i)/|p − c_i|³ for ``--centres`` centres over ``--points`` random nodes, as
-:func:`pbsolver.backends.cpu.forces.coulomb_sums` sums it (one parallel work item a centre,
-every node in order), against two variants tried for issue 19's CPU cost and not kept:
+:func:`pbsolver.backends.cpu.forces.coulomb_sums` sums it (float32 terms in tiles of nodes that
+stay in L1, float64 totals; since the thirty-first session), against two float64 variants tried
+for issue 19's CPU cost before it (the package's loop then was the float64 one, one work item a
+centre, at the same speed as ``tiled``):
 
 * ``tiled``: the nodes in tiles of ``--tile`` (a few hundred kB, resident in L2) with every
   centre's partial sum per tile, the partials added in tile order (the same determinism);
 * ``tiled-rsqrt``: the same with 1/r³ from a float32 reciprocal square root and two float64
   Newton steps (within 1e-15 of the float64 one).
+
+The last lines give each variant's largest difference from the package's sum.
 
     python benchmarks/radial_sum_variants.py
 """

@@ -141,3 +141,24 @@ def coulomb(grid, centers, charges, eps, box=None):
         with np.errstate(divide="ignore"):
             out = out + K * q / (eps * np.sqrt(d[0] ** 2 + d[1] ** 2 + d[2] ** 2))
     return out
+
+
+def radial_sums(points, weights, centres, box=None, radii=None, kappa=0.0, eps_out=1.0,
+                inv_c=1.0):  # fmt: skip
+    """Σ_p w_p g(|p − c_i|)(p − c_i) in float64 (the forces' φ_c and "mdh" sums): (n, 3).
+
+    g is 1/r³, or with ``radii`` the Debye–Hückel slope −T'(r)/r; ``box``: nearest image.
+    ``points`` is (3, m).
+    """
+    d = np.asarray(points, dtype=np.float64).T[None] - np.asarray(centres)[:, None]
+    if box is not None:
+        d -= np.asarray(box) * np.floor(d / np.asarray(box) + 0.5)
+    r2 = (d * d).sum(axis=-1)
+    r = np.sqrt(r2)
+    if radii is None:
+        g = 1.0 / (r2 * r)
+    else:
+        a = np.asarray(radii)[:, None]
+        screened = np.exp(-kappa * (r - a)) * (1.0 + kappa * r) / (eps_out * (1.0 + kappa * a))
+        g = (screened - inv_c) / (r2 * r)
+    return ((np.asarray(weights) * g)[..., None] * d).sum(axis=1)

@@ -315,6 +315,39 @@ def test_sensitivity_kernels_match_the_array_formulas():
     np.testing.assert_array_equal(w, field.reshape(-1)[idx])
 
 
+def test_radial_sums_match_a_float64_reference():
+    """The CPU φ_c and "mdh" sums (float32 terms, float64 totals) against float64 NumPy.
+
+    Nodes past one tile and centres past one work item (neither a multiple), some nodes 0.3 Å
+    from a centre, the grid 60 Å from the origin (the loops' float32 coordinates are relative).
+    """
+    from refgeom import radial_sums
+
+    from pbsolver.backends.cpu import forces as loops
+
+    rng = np.random.default_rng(5)
+    m, n = 2 * loops.TILE_NODES + 37, loops.CENTRES_PER_ITEM + 5
+    centres = 60.0 + rng.uniform(-4.0, 4.0, (n, 3))
+    points = 60.0 + rng.uniform(-15.0, 15.0, (3, m))
+    points[:, :n] = centres.T + 0.3 * rng.normal(size=(3, n)) / np.sqrt(3.0)
+    weights = rng.normal(size=m)
+    radii = rng.uniform(1.0, 2.0, n)
+    box = (31.0, 30.5, 32.0)
+    cases = {
+        "Coulomb": (loops.coulomb_sums(points, weights, centres), {}),
+        "nearest image": (loops.coulomb_sums(points, weights, centres, box), {"box": box}),
+        "Debye-Huckel": (
+            loops.debye_huckel_sums(points, weights, centres, radii, 0.12, 78.5, 2.0),
+            {"radii": radii, "kappa": 0.12, "eps_out": 78.5, "inv_c": 0.5},
+        ),
+    }
+    for what, (got, options) in cases.items():
+        want = radial_sums(points, weights, centres, **options)
+        err = np.abs(got - want).max(axis=1) / np.abs(want).max(axis=1)
+        assert err.max() < 2e-5, (what, err.max())
+    assert np.array_equal(loops.coulomb_sums(points[:, :0], weights[:0], centres), np.zeros((n, 3)))
+
+
 # ---------------------------------------------------------------------- forces vs differences
 @pytest.mark.parametrize("salt", [0.0, 0.15])
 def test_forces_of_a_random_molecule_match_central_differences(salt):

@@ -15,38 +15,56 @@ from __future__ import annotations
 import math
 
 
-def inverse_cube_body(r2):
-    """1/r³: the φ_c term's radial factor (∂(1/|p − c|)/∂c = (p − c)/r³)."""
-    return 1.0 / (r2 * math.sqrt(r2))
+def radial_bodies(real):
+    """The radial sums' three scalar bodies with their constants of type ``real``.
 
+    ``real`` is ``numpy.float32`` for float32 arithmetic (numba types a bare float literal as
+    float64, which would promote every operation after it) or ``float`` for float64.
 
-def debye_huckel_slope_body(r2, radius, kappa, eps_out, inv_c):
-    """−T'(r)/r of one atom's "mdh" term T(r) = e^{−κ(r−a)}/(ε_out (1 + κa) r) − 1/(ε_c r)."""
-    r = math.sqrt(r2)
-    screened = (
-        math.exp(-kappa * (r - radius)) * (1.0 + kappa * r) / (eps_out * (1.0 + kappa * radius))
-    )
-    return (screened - inv_c) / (r2 * r)
+    Returns
+    -------
+    inverse_cube_body, debye_huckel_slope_body, minimum_image_body
+    """
+    one, half = real(1.0), real(0.5)
 
+    def inverse_cube_body(r2):
+        """1/r³: the φ_c term's radial factor (∂(1/|p − c|)/∂c = (p − c)/r³)."""
+        return one / (r2 * math.sqrt(r2))
 
-def minimum_image_body(d, length):
-    """``d`` wrapped to the nearest image in a periodic box of side ``length``."""
-    return d - length * math.floor(d / length + 0.5)
+    def debye_huckel_slope_body(r2, radius, kappa, eps_out, inv_c):
+        """−T'(r)/r of one atom's "mdh" term T(r) = e^{−κ(r−a)}/(ε_out (1 + κa) r) − 1/(ε_c r)."""
+        r = math.sqrt(r2)
+        screened = (
+            math.exp(-kappa * (r - radius)) * (one + kappa * r) / (eps_out * (one + kappa * radius))
+        )
+        return (screened - inv_c) / (r2 * r)
+
+    def minimum_image_body(d, length):
+        """``d`` wrapped to the nearest image in a periodic box of side ``length``.
+
+        numba's ``math.floor`` gives an integer: the whole number of boxes goes back to ``real``
+        (exact below 2²⁴ boxes in float32).
+        """
+        return d - length * real(math.floor(d / length + half))
+
+    return inverse_cube_body, debye_huckel_slope_body, minimum_image_body
 
 
 def make_radial_term(inverse_cube, dh_slope, image):
     """One (node, centre) term of the radial sums, on the compiled bodies above."""
 
-    def radial_term_body(points, weights, p, cx, cy, cz, box, periodic, mdh, radius, kappa,
+    def radial_term_body(px, py, pz, weights, p, cx, cy, cz, box, periodic, mdh, radius, kappa,
                          eps_out, inv_c):  # fmt: skip
         """w_p g(|p − c|)(p − c): g the Coulomb or (``mdh``) the Debye–Hückel slope.
 
-        ``points`` is (3, m): one row per axis, so that consecutive nodes are adjacent in memory
-        (the CPU loop vectorises over them; CUDA threads read them coalesced).
+        ``px, py, pz``: the nodes' coordinates, one array per axis, so that consecutive nodes
+        are adjacent in memory (the CPU loop vectorises over them; CUDA threads read them
+        coalesced). The arithmetic is in the arrays' type (float32 on the CPU, float64 in the
+        CUDA kernels) when the scalars and the bodies' ``real`` are of that type too.
         """
-        dx = points[0, p] - cx
-        dy = points[1, p] - cy
-        dz = points[2, p] - cz
+        dx = px[p] - cx
+        dy = py[p] - cy
+        dz = pz[p] - cz
         if periodic:
             dx = image(dx, box[0])
             dy = image(dy, box[1])

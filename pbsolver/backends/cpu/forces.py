@@ -1,7 +1,11 @@
 """Numba CPU loops of the force sums (bodies in :mod:`pbsolver.backends.bodies.forces`).
 
-Each atom (centre) is one parallel work item summing over every weighted grid node in order, so
-the result does not depend on the thread count. Also μ = ∂G/∂φ_c at every node and the
+The radial sums (:func:`coulomb_sums`, :func:`debye_huckel_sums`) form each (node, atom) term
+in float32 and add them up in float64 (partial sums of at most :data:`TILE_NODES` terms in
+float32): a quarter of the float64 loop's time, within about 1e-5 of the float64 sum relative to
+each atom's largest component (the tests hold them to a float64 reference), far below the
+forces' 1e-3 against finite differences. The CUDA twins sum in float64. Every atom sums its
+nodes in the same order whatever the thread count. Also μ = ∂G/∂φ_c at every node and the
 weighted nodes' coordinates (:func:`grid_nodes`), which those sums read.
 """
 
@@ -13,15 +17,21 @@ from numba import njit, prange
 from pbsolver.backends.bodies import forces as B
 
 _JIT = {"cache": True, "nogil": True, "boundscheck": False, "error_model": "numpy"}
-#: Reassociation lets the inner sums vectorise (the φ_c map's kernel does the same).
-_FM = {"reassoc", "contract", "nsz", "arcp"}
-_inverse_cube = njit(**_JIT, fastmath=_FM, inline="always")(B.inverse_cube_body)
-_dh_slope = njit(**_JIT, fastmath=_FM, inline="always")(B.debye_huckel_slope_body)
-_image = njit(**_JIT, fastmath=_FM, inline="always")(B.minimum_image_body)
+#: Reassociation lets the inner sums vectorise (the φ_c map's kernel does the same); "afn" lets
+#: 1/√r² be a vector reciprocal square root with a Newton step in float32.
+_FM = {"reassoc", "contract", "nsz", "arcp", "afn"}
+_inverse_cube, _dh_slope, _image = (njit(**_JIT, fastmath=_FM, inline="always")(body)
+                                    for body in B.radial_bodies(np.float32))  # fmt: skip
 _term = njit(**_JIT, fastmath=_FM, inline="always")(B.make_radial_term(_inverse_cube, _dh_slope,
                                                                         _image))  # fmt: skip
 _sensitivity = njit(**_JIT, inline="always")(B.coulomb_sensitivity_body)
 _fraction = njit(**_JIT, inline="always")(B.fraction_sensitivity_body)
+
+#: Nodes of a tile of the radial sums: four float32 rows of it (32 kB) stay in L1 while every
+#: centre of a work item reads them.
+TILE_NODES = 2048
+#: Centres of one work item of the radial sums (one tile of nodes serves them all).
+CENTRES_PER_ITEM = 8
 
 
 @njit(**_JIT, parallel=True)
@@ -104,38 +114,61 @@ def grid_nodes(field, origin, spacing):
 
 
 @njit(**_JIT, parallel=True, fastmath=_FM)
-def _radial_sums(points, weights, centres, box, periodic, mdh, radii, kappa, eps_out, inv_c, out):
-    """Σ_p w_p g(|p − c_i|)(p − c_i) per centre; g the Coulomb or (``mdh``) the Debye–Hückel slope.
+def _radial_sums(px, py, pz, weights, centres, box, periodic, mdh, radii, kappa, eps_out, inv_c,
+                 out):  # fmt: skip
+    """``out[i]`` += Σ_p w_p g(|p − c_i|)(p − c_i); g the Coulomb or (``mdh``) the DH slope.
 
-    One loop for both sums: ``periodic`` and ``mdh`` are loop-invariant, so the branches cost
-    nothing in the inner loop.
+    Float32 in (coordinates relative to a point near the centres, the scalars too), float64
+    out. A work item is :data:`CENTRES_PER_ITEM` centres; the nodes go by in tiles of
+    :data:`TILE_NODES`, each tile's float32 partial sum added to the float64 total, so every
+    centre sums in the same order whatever the thread count. ``periodic`` and ``mdh`` are
+    loop-invariant: the branches cost nothing in the inner loop.
     """
-    for i in prange(centres.shape[0]):
-        gx = 0.0
-        gy = 0.0
-        gz = 0.0
-        cx, cy, cz, radius = centres[i, 0], centres[i, 1], centres[i, 2], radii[i]
-        for p in range(points.shape[1]):
-            fx, fy, fz = _term(points, weights, p, cx, cy, cz, box, periodic, mdh, radius, kappa,
-                               eps_out, inv_c)  # fmt: skip
-            gx += fx
-            gy += fy
-            gz += fz
-        out[i, 0] = gx
-        out[i, 1] = gy
-        out[i, 2] = gz
+    n = centres.shape[0]
+    m = px.shape[0]
+    for item in prange((n + CENTRES_PER_ITEM - 1) // CENTRES_PER_ITEM):
+        first = item * CENTRES_PER_ITEM
+        last = min(n, first + CENTRES_PER_ITEM)
+        for lo in range(0, m, TILE_NODES):
+            hi = min(m, lo + TILE_NODES)
+            # slices from 0: the loop's indices are then known non-negative, so its loads are
+            # contiguous vector loads (indices from ``lo`` would compile to gathers)
+            tx, ty, tz, tw = px[lo:hi], py[lo:hi], pz[lo:hi], weights[lo:hi]
+            for i in range(first, last):
+                cx, cy, cz, radius = centres[i, 0], centres[i, 1], centres[i, 2], radii[i]
+                gx = np.float32(0.0)
+                gy = np.float32(0.0)
+                gz = np.float32(0.0)
+                for p in range(hi - lo):
+                    fx, fy, fz = _term(tx, ty, tz, tw, p, cx, cy, cz, box, periodic, mdh, radius,
+                                       kappa, eps_out, inv_c)  # fmt: skip
+                    gx += fx
+                    gy += fy
+                    gz += fz
+                out[i, 0] += gx
+                out[i, 1] += gy
+                out[i, 2] += gz
 
 
 def _sums(points, weights, centres, box=None, radii=None, kappa=0.0, eps_out=1.0, inv_c=1.0):
+    centres = np.asarray(centres, dtype=np.float64).reshape(-1, 3)
     out = np.zeros((len(centres), 3))
+    points = np.asarray(points, dtype=np.float64)
+    if len(centres) == 0 or points.shape[1] == 0:
+        return out
     periodic = box is not None
     mdh = radii is not None
-    _radial_sums(np.ascontiguousarray(points, dtype=np.float64),
-                 np.ascontiguousarray(weights, dtype=np.float64),
-                 np.ascontiguousarray(centres, dtype=np.float64),
-                 np.asarray(box if periodic else (1.0, 1.0, 1.0), dtype=np.float64), periodic, mdh,
-                 np.ascontiguousarray(radii if mdh else np.zeros(len(centres)), dtype=np.float64),
-                 float(kappa), float(eps_out), float(inv_c), out)  # fmt: skip
+    # float32 keeps ~7 digits of a coordinate: relative to the centres' middle the differences
+    # p − c are good to about 1e-6 Å on grids of tens of Å
+    ref = 0.5 * (centres.min(axis=0) + centres.max(axis=0))
+    rows = [np.ascontiguousarray(points[a] - ref[a], dtype=np.float32) for a in range(3)]
+
+    def f32(a):
+        return np.ascontiguousarray(a, dtype=np.float32)
+
+    _radial_sums(*rows, f32(weights), f32(centres - ref), f32(box if periodic else (1.0,) * 3),
+                 periodic, mdh, f32(radii if mdh else np.zeros(len(centres))),
+                 np.float32(kappa), np.float32(eps_out), np.float32(inv_c), out)  # fmt: skip
     return out
 
 

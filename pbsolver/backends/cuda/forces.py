@@ -20,8 +20,7 @@ from pbsolver.backends.cuda.device import launch_on_legacy_stream as launch
 from pbsolver.backends.launch_sizes import FINISH_THREADS, THREADS
 
 _dev = cuda.jit(device=True)
-_term = _dev(B.make_radial_term(_dev(B.inverse_cube_body), _dev(B.debye_huckel_slope_body),
-                                _dev(B.minimum_image_body)))  # fmt: skip
+_term = _dev(B.make_radial_term(*(_dev(body) for body in B.radial_bodies(float))))
 _sensitivity = _dev(B.coulomb_sensitivity_body)
 _fraction = _dev(B.fraction_sensitivity_body)
 
@@ -107,8 +106,9 @@ def _k_radial_sums(points, weights, centres, box, periodic, mdh, radii, kappa, e
     gy = 0.0
     gz = 0.0
     radius = radii[i]
+    px, py, pz = points[0], points[1], points[2]
     for p in range(t, points.shape[1], FINISH_THREADS):
-        fx, fy, fz = _term(points, weights, p, cx, cy, cz, box, periodic, mdh, radius, kappa,
+        fx, fy, fz = _term(px, py, pz, weights, p, cx, cy, cz, box, periodic, mdh, radius, kappa,
                            eps_out, inv_c)  # fmt: skip
         gx += fx
         gy += fy
