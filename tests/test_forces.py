@@ -23,7 +23,7 @@ from pbsolver.forces.ses import ses_gradient
 from pbsolver.forces.smooth import smooth_gradient
 from pbsolver.molecule import maps as M
 from pbsolver.molecule.energy import interpolate, reaction_field_energy, sample_field, solvate
-from pbsolver.operator import rhs
+from pbsolver.operator import coefficients, interior_mask, residual, rhs
 
 #: Float64 multigrid well below the finite differences' resolution.
 SOLVER = {"method": "multigrid", "backend": "cpu", "rtol": 1e-10, "dtype": np.float64}
@@ -259,6 +259,52 @@ def test_adjoint_pieces_are_transposes():
     lhs = sum(float((x * y).sum()) for x, y in zip(M.smooth_fractions(*f), g, strict=True))
     rhs_ = sum(float((x * y).sum()) for x, y in zip(f, smoothing_transpose(*g), strict=True))
     assert lhs == pytest.approx(rhs_, rel=1e-12)
+
+
+@pytest.mark.parametrize(("dtype", "boundary"), [(np.float32, "dirichlet"),
+                                                  (np.float64, "periodic")])  # fmt: skip
+def test_adjoint_solve_reuses_the_forward_system(dtype, boundary, monkeypatch):
+    """λ from the forward solve's stencils and hierarchy equals λ from a system of its own."""
+    from pbsolver.forces.adjoint import adjoint_solve
+    from pbsolver.solving import system as system_module
+
+    atoms = _molecule(8, n=12, spread=1.4)
+    options = {"ionic_strength": 0.0 if boundary == "periodic" else 0.1}  # periodic: singular
+    if boundary == "periodic":
+        box = (13.0, 13.0, 13.0)
+        grid = M.grid_for_box(box, 0.65, origin=(-6.3, -6.6, -6.1))
+        options.update(boundary="periodic", box=box)
+    else:
+        grid = M.grid_for_atoms(atoms, 0.5, 3.0)
+    built = M.build_maps(atoms, grid, surface="svdw", **options)
+    problem = pb.Problem.from_maps(built)
+    solver = pb.Solver(method="multigrid", backend="cpu", rtol=1e-8, dtype=dtype)
+    assert solver.solve(problem).system is None  # kept only when asked
+    forward = solver.solve(problem, keep_system=True)
+    source = np.random.default_rng(3).normal(size=grid.shape)
+    want, _ = adjoint_solve(problem, source, solver, x0=forward.phi_rf)
+    builds = []
+    real = system_module.grid_hierarchy
+    monkeypatch.setattr(
+        system_module, "grid_hierarchy", lambda *a, **k: builds.append(1) or real(*a, **k)
+    )
+    got, result = adjoint_solve(problem, source, solver, x0=forward.phi_rf, system=forward.system)
+    assert result.converged and not builds
+    np.testing.assert_array_equal(got, want)
+    b = source.copy()  # the adjoint's right-hand side: on the unknowns, of zero mean if singular
+    if boundary == "dirichlet":
+        b[~interior_mask(grid.shape, False)] = 0.0
+    else:
+        b -= b.mean()
+    r = residual(coefficients(problem), b, got)[interior_mask(grid.shape, boundary == "periodic")]
+    assert np.linalg.norm(r) <= 1e-7 * np.linalg.norm(b)
+    phi_again = solver.solve(problem).phi_rf  # the forward solution was not overwritten
+    np.testing.assert_allclose(
+        forward.phi_rf, phi_again, rtol=0, atol=1e-6 * np.abs(phi_again).max()
+    )
+    other = pb.Problem.from_maps(M.build_maps(atoms, grid, surface="vdw", **options))
+    with pytest.raises(pb.InputError, match="not this problem's"):
+        adjoint_solve(other, source, solver, system=forward.system)
 
 
 def test_sensitivity_kernels_match_the_array_formulas():

@@ -14,11 +14,8 @@ the forward solve) with zero boundary values and its right-hand side replaced by
 from __future__ import annotations
 
 import copy
-import dataclasses
 
-import numpy as np
-
-from pbsolver.exceptions import ConvergenceError
+from pbsolver.exceptions import ConvergenceError, InputError
 
 
 def adjoint_problem(problem):
@@ -28,7 +25,7 @@ def adjoint_problem(problem):
     return out
 
 
-def adjoint_solve(problem, source, solver, x0=None):
+def adjoint_solve(problem, source, solver, x0=None, system=None):
     """Solve A λ = ``source`` with the operator of ``problem`` and the settings of ``solver``.
 
     Parameters
@@ -42,6 +39,10 @@ def adjoint_solve(problem, source, solver, x0=None):
         Method, backend, tolerances and precision (those of the forward solve).
     x0 : array, optional
         Initial guess (e.g. the previous frame's λ).
+    system : LinearSystem, optional
+        The forward solve of ``problem`` (:attr:`SolveResult.system`, from
+        ``solver.solve(problem, keep_system=True)`` with the same ``solver``): its stencils and
+        hierarchy serve the adjoint, which then builds neither.
 
     Returns
     -------
@@ -54,6 +55,8 @@ def adjoint_solve(problem, source, solver, x0=None):
     ------
     ConvergenceError
         With ``solver.strict``, when the adjoint solve does not converge.
+    InputError
+        A ``system`` of another problem.
     """
     from pbsolver.backends import get_backend
     from pbsolver.solving.solver import SolveResult
@@ -62,7 +65,6 @@ def adjoint_solve(problem, source, solver, x0=None):
     adj = adjoint_problem(problem)
     backend = get_backend(solver.backend_name, like=problem.phi_coulomb)
     method = solver.make_method(solver.method_for(backend, adj))
-    system = LinearSystem.for_problem(backend, adj, solver.dtype, solver.refine, x0, keep=True)
     xp = problem.xp
     b = xp.asarray(source, dtype=xp.float64).copy()
     if problem.boundary == "dirichlet":
@@ -71,13 +73,11 @@ def adjoint_solve(problem, source, solver, x0=None):
         b[:, :, 0], b[:, :, -1] = 0.0, 0.0
     elif problem.is_singular:
         b -= b.mean()
-    sweep = dataclasses.replace(system.st, b=backend.asarray(b, system.st.dtype))
-    checked = sweep
-    if system.checked is not system.st:
-        checked = dataclasses.replace(system.checked, b=backend.asarray(b, np.float64))
-    system.st, system.checked = sweep, checked
-    zero = backend.zeros(problem.grid.shape, checked.dtype)
-    system.bnorms = np.array([backend.residual_norm(checked, zero)])
+    if system is None:
+        system = LinearSystem.for_problem(backend, adj, solver.dtype, solver.refine, keep=True)
+    elif system.problem is not problem:
+        raise InputError("the system given to the adjoint solve is not this problem's")
+    system = system.with_rhs(b, x0)
     out = system.solve(method, rtol=solver.rtol, atol=solver.atol, maxiter=solver.maxiter,
                        check_every=solver.check_every, callback=solver.callback)  # fmt: skip
     backend.synchronize()

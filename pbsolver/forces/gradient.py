@@ -100,6 +100,7 @@ def solvation_forces(
     nbisect=14,
     interpolation="linear",
     fixed_boundary=False,
+    system=None,
     **physics_fields,
 ) -> Forces:
     """F_i = −∂G/∂r_i of G = ½ Σ q_i φ_rf(r_i), the exact gradient of the discrete energy.
@@ -139,6 +140,9 @@ def solvation_forces(
         do not come from ``physics.boundary_kind`` (focusing's values from a coarser grid), this
         gives the gradient at fixed boundary values, which is how APBS takes forces on its
         finest grid.
+    system : LinearSystem, optional
+        The forward solve's system (``solver.solve(problem, keep_system=True).system``, the
+        same ``solver``): the adjoint solve reuses its stencils and hierarchy.
     **physics_fields
         Fields of :class:`~pbsolver.PhysicsOptions`.
 
@@ -166,7 +170,7 @@ def solvation_forces(
     half_q = 0.5 * np.asarray(atoms.charges, dtype=np.float64)
     sampling = {"periodic": periodic, "interpolation": interpolation}
     spread = interpolation_transpose(grid, half_q, atoms.positions, xp=xp, **sampling)
-    lam, result = adjoint_solve(problem, spread, solver, adjoint_guess)
+    lam, result = adjoint_solve(problem, spread, solver, adjoint_guess, system)
     lam = xp.asarray(lam, dtype=xp.float64)
 
     hq = xp.asarray(half_q)[:, None]

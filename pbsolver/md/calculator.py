@@ -343,7 +343,8 @@ class ReactionFieldCalculator:
         grid, regridded, x0 = self._prepare(atoms, box)
         problem = self._problem(atoms, grid)
         t_maps = time.perf_counter() - start
-        result = self.solver.solve(problem, x0=x0)
+        # exact forces: the adjoint solve reuses this solve's stencils and hierarchy
+        result = self.solver.solve(problem, x0=x0, keep_system=self.force_kind == "exact")
         t_solve = time.perf_counter() - start - t_maps
         return self._finish(atoms, xp, grid, problem, result, x0, regridded, t_maps, t_solve)
 
@@ -489,8 +490,11 @@ class ReactionFieldCalculator:
         )
         return "field"
 
-    def _exact_forces(self, atoms, grid, problem, phi_rf):
-        """The exact −∂G/∂r of this frame (:func:`pbsolver.forces.solvation_forces`)."""
+    def _exact_forces(self, atoms, grid, problem, phi_rf, system=None):
+        """The exact −∂G/∂r of this frame (:func:`pbsolver.forces.solvation_forces`).
+
+        ``system``: the forward solve's (``keep_system=True``), for the adjoint solve.
+        """
         from pbsolver.forces import solvation_forces
 
         guess = None
@@ -500,7 +504,7 @@ class ReactionFieldCalculator:
             atoms, problem, phi_rf, physics=self.physics, box=self.box, solver=self.solver,
             kappa_subsamples=self.map_options.get("kappa_subsamples", 4), units=self.units,
             adjoint_guess=guess, ses_step=self.map_options.get("ses_step"),
-            interpolation=self.interpolation,
+            interpolation=self.interpolation, system=system,
         )  # fmt: skip
         self._adjoint, self._adjoint_grid = out.adjoint, grid
         return out
@@ -771,7 +775,8 @@ class ReactionFieldCalculator:
         converged = result.converged
         if self.force_kind == "exact":
             t_forces0 = time.perf_counter()
-            exact = self._exact_forces(atoms, grid, problem, result.phi_rf)
+            exact = self._exact_forces(atoms, grid, problem, result.phi_rf, result.system)
+            result.system = None  # the frame's result does not hold the solve's arrays
             forces = exact.forces
             converged = converged and exact.result.converged
             timings["forces"] = time.perf_counter() - t_forces0

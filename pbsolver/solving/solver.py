@@ -57,6 +57,11 @@ class SolveResult:
         search step ``alpha`` and wall times (``linear_seconds``, ``seconds``);
         ``extra["newton_start_seconds"]`` the start's (see
         :class:`~pbsolver.nonlinear.newton.NewtonOutcome`).
+    system : LinearSystem or None
+        The solved linear system (stencils, hierarchy), with ``keep_system=True`` only: a
+        solve of the same operator with another right-hand side
+        (:meth:`~pbsolver.solving.system.LinearSystem.with_rhs`, the forces' adjoint) reuses it.
+        It holds the solve's arrays while it is kept.
     """
 
     phi_rf: object
@@ -70,6 +75,7 @@ class SolveResult:
     omega: float | None = None
     extra: dict = field(default_factory=dict)
     newton_steps: int | None = None
+    system: object = field(default=None, repr=False)
 
     @property
     def residual(self) -> float:
@@ -240,7 +246,8 @@ class Solver:
             **self.method_options,
         }
 
-    def solve(self, problem: Problem, x0=None, *, nonlinear=None) -> SolveResult:
+    def solve(self, problem: Problem, x0=None, *, nonlinear=None,
+              keep_system=False) -> SolveResult:  # fmt: skip
         """Solve ``problem`` for φ_rf.
 
         Parameters
@@ -252,6 +259,9 @@ class Solver:
         nonlinear : bool, optional
             Solve the nonlinear equation (True; with the problem's ``ion_valence`` and
             ``temperature``) or the linearised one (False); default: ``problem.nonlinear``.
+        keep_system : bool
+            Return the linear system in :attr:`SolveResult.system` (a linear solve; None for a
+            nonlinear one), for a solve of the same operator after this one.
 
         Returns
         -------
@@ -273,6 +283,7 @@ class Solver:
         if not isinstance(problem, Problem):
             raise InputError(f"solve() needs a pbsolver.Problem, got {type(problem).__name__}")
         nonlinear = problem.nonlinear if nonlinear is None else flag(nonlinear, "nonlinear")
+        keep_system = flag(keep_system, "keep_system")
         backend = get_backend(self.backend_name, like=problem.phi_coulomb)
         name = self.method_for(backend, problem)
         # refuse what cannot fit before any array is allocated
@@ -293,7 +304,8 @@ class Solver:
                            check_every=self.check_every, callback=self.callback)  # fmt: skip
         backend.synchronize()
         return self._result(backend, system.solution(problem.phi_coulomb),
-                            bool(out.converged[0]), out)  # fmt: skip
+                            bool(out.converged[0]), out,
+                            system=system if keep_system else None)  # fmt: skip
 
     def _solve_nonlinear(self, backend, problem, name, x0) -> SolveResult:
         out = solve_newton(self, backend, problem, name, x0)

@@ -31,6 +31,8 @@ problems by up to √B). Each block's own final residual is computed and reporte
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import time
 from dataclasses import dataclass, field
 
@@ -185,6 +187,46 @@ class LinearSystem:
         system._zero_inside = zero_inside
         return system
 
+    def with_rhs(self, b, x0=None):
+        """A system of the same operator with right-hand side ``b`` and zero boundary values.
+
+        One problem's system only. The new system shares this one's stencils, multigrid
+        hierarchy, refinement buffers and work arrays (so the two are solved one after the
+        other, never at once) and has its own iterate: zero, or a copy of ``x0`` with a zero
+        outer layer on a Dirichlet grid. The forces' adjoint solve (same operator, another
+        right-hand side) uses it instead of building the stencils and hierarchy again.
+
+        Parameters
+        ----------
+        b : array (nx, ny, nz)
+            Float64 right-hand side on the unknowns (its outer layer is not read on a
+            Dirichlet grid: those nodes are fixed).
+        x0 : array, optional
+            Initial guess (never modified).
+        """
+        if self.problem is None:
+            raise InputError("with_rhs() takes one problem's system, not a stack")
+        be = self.backend
+        problem = copy.copy(self.problem)
+        problem.boundary_values = None
+        if self.checked is self.st:
+            st = checked = dataclasses.replace(self.st, b=be.asarray(b, self.st.dtype))
+        else:  # refined: the float32 stencil's b is the phases' residual buffer, never b
+            st, checked = self.st, dataclasses.replace(self.checked, b=be.asarray(b, np.float64))
+        fixed = fixed_values(problem, checked.dtype)  # zero
+        zero_inside = be.take(fixed, checked.dtype)
+        x = zero_inside if x0 is None else _guess(be, problem, x0, fixed, checked.dtype)
+        out = LinearSystem(be, st, checked, x, block_shape=self.block_shape,
+                           spacing=self.spacing, n_blocks=1, stride=self.stride,
+                           kept=self.kept)  # fmt: skip
+        out.problem = problem
+        out.work, out._workspace, out._scratch = self.work, self._workspace, self._scratch
+        out._hierarchy = self._hierarchy
+        out.bnorms = np.array([be.residual_norm(checked, zero_inside)])
+        out.guessed = [x0 is not None]
+        out._zero_inside = zero_inside
+        return out
+
     @classmethod
     def stack(cls, backend, block_shape, spacing, n_blocks, dtype=np.float32, refine=True,
               unlifted=False):  # fmt: skip
@@ -243,11 +285,15 @@ class LinearSystem:
             options = {**defaults, **given}
             kept = self._workspace
             key = tuple(sorted(options.items()))
+            if kept is None and self._hierarchy is not None and self._hierarchy[0] == key:
+                return self._hierarchy[1]  # this operator's, built by an earlier solve
             if kept is None or key not in kept.hierarchies:
                 h = grid_hierarchy(self.backend, self.st, self.spacing, self.problem.kappa2,
                                    **options)  # fmt: skip
                 if kept is not None:
                     kept.hierarchies[key] = h
+                else:  # kept for a system of the same operator (with_rhs)
+                    self._hierarchy = (key, h)
                 return h
             # a kept hierarchy: its levels and transfers are this grid's; the coarse operators
             # are rebuilt in place from this problem's faces (the kept stencil's) and κ̄²
