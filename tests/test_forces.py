@@ -511,6 +511,43 @@ def test_ses_fraction_derivatives_match_the_map_kernels(surface, periodic, caplo
     )  # fmt: skip
 
 
+@pytest.mark.parametrize(
+    ("surface", "periodic", "capacity"),
+    [("mol", False, None), ("smol", True, None), ("mol", False, 1)],
+)
+def test_recorded_ses_lines_give_the_same_fractions_and_slopes(surface, periodic, capacity,
+                                                               monkeypatch):  # fmt: skip
+    """Maps built under ``recording_lines``: the same fractions, and the forces' slopes from
+    their records (no SES line run again) the same as from the line kernel, bit for bit.
+
+    ``capacity`` 1: every line overflows the first record buffers and is redone.
+    """
+    import pbsolver.backends.cpu.line_ends as line_ends
+
+    if capacity is not None:
+        monkeypatch.setattr(line_ends, "FIRST_CAPACITY", capacity)
+    probe = 1.4
+    box = (17.0, 16.0, 18.0) if periodic else None
+    atoms, grid, sens, spheres = _fraction_case(surface, probe, box, (-8.6, -7.9, -8.8), 3.0)
+    M.clear_kept_maps()
+    want = M.face_fractions(atoms, grid, surface, probe, box=box)
+    want_grad = ses_gradient(*spheres, probe, grid, sens, len(atoms))
+    with M.recording_lines():
+        got = M.face_fractions(atoms, grid, surface, probe, box=box)
+    for f, g in zip(want, got, strict=True):
+        np.testing.assert_array_equal(g, f)
+    runs = []
+    real = line_ends._recorded_intervals
+    monkeypatch.setattr(line_ends, "_recorded_intervals",
+                        lambda *a, **k: runs.append(a[0]) or real(*a, **k))  # fmt: skip
+    got_grad = ses_gradient(*spheres, probe, grid, sens, len(atoms))
+    assert line_ends.ses_lines_kernel not in runs  # the records served every axis
+    np.testing.assert_array_equal(got_grad, want_grad)
+    M.clear_kept_maps()  # nothing kept: the kernel runs again
+    ses_gradient(*spheres, probe, grid, sens, len(atoms))
+    assert runs.count(line_ends.ses_lines_kernel) == 3
+
+
 def test_line_ends_are_the_same_when_lines_overflow_the_first_buffers(monkeypatch):
     """A line with more intervals than the first buffers hold is redone with room for all."""
     import pbsolver.backends.cpu.line_ends as line_ends

@@ -13,7 +13,8 @@ run) moves nothing. The others move with their atoms
   of a free arc, the torus; three: an arc end, the probe touching three atoms).
 
 The ends are the map's own: :func:`pbsolver.backends.cpu.line_ends.interval_end_slopes` runs
-the map's SES line body with a recorder in place of the bins. The map finds each crossing by
+the map's SES line body with a recorder in place of the bins, or takes the intervals the CPU
+map build recorded (:func:`pbsolver.molecule.maps.recording_lines`). The map finds each crossing by
 ``nbisect`` bisections of a sample interval (to ``ses_step·2⁻ⁿᵇⁱˢᵉᶜᵗ``, about 8e-6 Å by
 default), so the computed energy is a staircase at that scale around the smooth energy of the
 exact surface; these are the slopes of the exact surface's energy. Where it is not
@@ -57,9 +58,16 @@ def ses_gradient(positions, radii, owners, probe, grid, sensitivity, n_atoms, *,
     array (n_atoms, 3)
         In the sensitivities' array library.
     """
-    from pbsolver.backends.cpu import maps as cpu_maps
+    from pbsolver.backends.cpu import line_ends
     from pbsolver.forces.lines import end_gradient, end_slopes
-    from pbsolver.molecule.maps import line_bins, ses_bisections, ses_sampling_step
+    from pbsolver.molecule.maps import (
+        line_bins,
+        map_backend,
+        recorded_ses_lines,
+        ses_bisections,
+        ses_geometry,
+        ses_sampling_step,
+    )
 
     if not probe > 0:
         raise InputError(f"the SES slopes need a probe radius > 0, got {probe}")
@@ -69,21 +77,26 @@ def ses_gradient(positions, radii, owners, probe, grid, sensitivity, n_atoms, *,
     vdw = np.ascontiguousarray(radii, dtype=np.float64)
     owners = np.asarray(owners, dtype=np.int64)
     acc = vdw + probe
-    nb = cpu_maps.neighbour_lists(pos, acc)
-    features = cpu_maps.ses_features(pos, acc, *nb)
-    exposed = np.flatnonzero(features[0])
+    # the CPU maps' geometry of these atoms (kept by the map build: the same arrays)
+    nb, features, exposed = ses_geometry(map_backend("cpu"), pos, vdw, probe)
     axes = grid.axes()
     grad = xp.zeros((n_atoms, 3))
     for axis in range(3):
         a1, a2 = [a for a in range(3) if a != axis]
         h = grid.spacing[axis]
+        step = ses_sampling_step(h, ses_step)
         bins = line_bins(pos, acc, axis, axes[a1], axes[a2])
         ebins = line_bins(pos, acc + probe, axis, axes[a1], axes[a2], subset=exposed)
-        *ends, unmatched = end_slopes(
-            xp, "interval_end_slopes", axis, axes[a1], axes[a2], grid.origin[axis], h,
-            grid.shape[axis], pos, vdw, acc, probe, ses_sampling_step(h, ses_step), nbisect,
-            bins, ebins, features, nb,
-        )  # fmt: skip
+        args = (axis, axes[a1], axes[a2], grid.origin[axis], h, grid.shape[axis], pos, vdw, acc,
+                probe, step, nbisect, bins, ebins, features, nb)  # fmt: skip
+        recorded = None
+        if xp is np:  # the intervals the CPU maps recorded (maps.recording_lines), if kept
+            lines = (axis, axes[a1], axes[a2], grid.origin[axis], h, grid.shape[axis])
+            recorded = recorded_ses_lines(*lines, pos, vdw, probe, step, nbisect)
+        if recorded is not None:
+            *ends, unmatched = line_ends.interval_end_slopes(*args, recorded=recorded)
+        else:
+            *ends, unmatched = end_slopes(xp, "interval_end_slopes", *args)
         if unmatched:
             logging.getLogger("pbsolver").warning(
                 "SES forces: %d interval ends along axis %d are neither a vdW chord end nor a "

@@ -61,6 +61,7 @@ smooth union) is differentiable, the surface for dynamics.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass, field
 
@@ -744,15 +745,21 @@ class ReactionFieldCalculator:
         return x0, (uncovered if uncovered.size else None)
 
     def _problem(self, atoms, grid) -> Problem:
-        """All maps of this frame on ``grid`` (on the device when solving with CUDA)."""
-        problem = build_problem(
-            atoms,
-            grid,
-            physics=self.physics,
-            boundary="periodic" if self.box is not None else "dirichlet",
-            box=self.box,
-            **self.map_options,
-        )
+        """All maps of this frame on ``grid`` (on the device when solving with CUDA).
+
+        With exact forces the CPU's SES maps keep their line intervals for the forces
+        (:func:`pbsolver.molecule.maps.recording_lines`), which then do not redo those lines.
+        """
+        record = maps.recording_lines() if self.force_kind == "exact" else contextlib.nullcontext()
+        with record:
+            problem = build_problem(
+                atoms,
+                grid,
+                physics=self.physics,
+                boundary="periodic" if self.box is not None else "dirichlet",
+                box=self.box,
+                **self.map_options,
+            )
         return problem.to(self.backend.array_library)
 
     def _finish(self, atoms, xp, grid, problem, result, x0, regridded, t_maps, t_solve):

@@ -36,6 +36,8 @@ and array code only for what is elementwise).
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
 import functools
 import math
@@ -275,18 +277,57 @@ MAPS_KEPT, MAP_BYTES_KEPT = 2, 1 << 25
 #: each part on the grids (one to three focusing levels) that its complex then takes, and the
 #: complex's φ_c is the sum of its parts' (see :func:`coulomb_potential`).
 COULOMB_MAPS_KEPT, COULOMB_BYTES_KEPT = 6, 3 << 25
+#: How many axes' recorded SES line intervals are kept (:func:`recording_lines`: one frame's
+#: three), and how many bytes all of them at most.
+LINE_RECORDS_KEPT, LINE_RECORD_BYTES_KEPT = 3, 1 << 27
 _geometry = KeptResults(GEOMETRY_KEPT)
 _coulomb_maps = KeptResults(COULOMB_MAPS_KEPT, MAP_BYTES_KEPT, COULOMB_BYTES_KEPT)
 _access_maps = KeptResults(MAPS_KEPT, MAP_BYTES_KEPT)
+_line_records = KeptResults(LINE_RECORDS_KEPT, LINE_RECORD_BYTES_KEPT, LINE_RECORD_BYTES_KEPT)
+_recording = contextvars.ContextVar("pbsolver_recording_lines", default=False)
 
 
 def clear_kept_maps() -> None:
     """Forget the SES geometry and the maps kept for reuse, e.g. to free their memory.
 
-    Those of :func:`ses_geometry`, :func:`coulomb_potential` and :func:`ion_accessibility`.
+    Those of :func:`ses_geometry`, :func:`coulomb_potential` and :func:`ion_accessibility`, and
+    the line intervals kept by :func:`recording_lines`.
     """
-    for kept in (_geometry, _coulomb_maps, _access_maps):
+    for kept in (_geometry, _coulomb_maps, _access_maps, _line_records):
         kept.clear()
+
+
+@contextlib.contextmanager
+def recording_lines():
+    """Within it, the CPU's SES maps keep every line's solute intervals for the exact forces.
+
+    The SES line kernel then records each line's intervals and adds them to the edges
+    afterwards (the same fractions, bit for bit), and the last frame's records are kept by the
+    contents of their inputs; :func:`pbsolver.forces.ses.ses_gradient` finds them
+    (:func:`recorded_ses_lines`) instead of running the kernel a second time. Maps built on a
+    GPU, and lines past what is kept, are recomputed there as before.
+    """
+    token = _recording.set(True)
+    try:
+        yield
+    finally:
+        _recording.reset(token)
+
+
+def _line_record_key(axis, us, vs, t0, h, nbins, pos, rad, probe, step, nbisect):
+    return ("ses", int(axis), float(t0), float(h), int(nbins), float(probe), float(step),
+            int(nbisect), *content_key(us, vs, pos, rad))  # fmt: skip
+
+
+def recorded_ses_lines(axis, us, vs, t0, h, nbins, pos, rad, probe, step, nbisect):
+    """The kept intervals of the SES lines along ``axis`` (:func:`recording_lines`), or None.
+
+    The arguments are the lines' and the atoms' as :func:`ses_line_fractions` mapped them
+    (``pos``, ``rad``: centres and vdW radii, periodic images included; ``step`` and
+    ``nbisect`` resolved by :func:`ses_sampling_step` and :func:`ses_bisections`).
+    """
+    return _line_records.get(_line_record_key(axis, us, vs, t0, h, nbins, pos, rad, probe, step,
+                                              nbisect))  # fmt: skip
 
 
 def ses_geometry(backend, pos, rad, probe):
@@ -332,11 +373,21 @@ def ses_line_fractions(backend, grid, axis, us, vs, pos, rad, probe, geometry, s
     h = grid.spacing[axis]
     bins = line_bins(pos, acc, axis, us, vs)
     ebins = line_bins(pos, acc + probe, axis, us, vs, subset=exposed)
+    step, nbisect = ses_sampling_step(h, ses_step), ses_bisections(nbisect)
+    if _recording.get() and backend.name == "cpu" and only is None and device is None:
+        from pbsolver.backends.cpu.line_ends import ses_lines_recorded
+
+        out, recorded = ses_lines_recorded(tuple(shape), axis, us, vs, grid.origin[axis], h,
+                                           grid.shape[axis], pos, rad, acc, probe, step,
+                                           nbisect, bins, ebins, features, nb)  # fmt: skip
+        key = _line_record_key(axis, us, vs, grid.origin[axis], h, grid.shape[axis], pos, rad,
+                               probe, step, nbisect)  # fmt: skip
+        _line_records.put(key, recorded, recorded[0].nbytes + recorded[1].nbytes)
+        return out
     return _run(
         backend, f"SES faces along axis {axis}", "ses_lines", tuple(shape), axis, us, vs,
-        grid.origin[axis], h, grid.shape[axis], pos, rad, acc, probe,
-        ses_sampling_step(h, ses_step), ses_bisections(nbisect), bins, ebins, features, nb,
-        only=only, device=device,
+        grid.origin[axis], h, grid.shape[axis], pos, rad, acc, probe, step, nbisect, bins,
+        ebins, features, nb, only=only, device=device,
     )  # fmt: skip
 
 

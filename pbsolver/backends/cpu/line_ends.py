@@ -23,6 +23,7 @@ from pbsolver.backends.bodies.line_ends import compile_line_ends
 from pbsolver.backends.bodies.maps import ARC_COLUMNS
 from pbsolver.backends.cpu.maps import (
     RECORDING_BODIES,
+    bin_intervals,
     every_line,
     ses_lines_kernel,
     union_lines_kernel,
@@ -80,13 +81,36 @@ def _slopes(
         )  # fmt: skip
 
 
+def ses_lines_recorded(out_shape, axis, us, vs, t0, h, nbins, pos, vdw, acc, probe, step,
+                       nbisect, bins, ebins, features, nb):  # fmt: skip
+    """:func:`pbsolver.backends.cpu.maps.ses_lines`' fractions, and the intervals they add up.
+
+    The line kernel records each line's solute intervals, and :func:`bin_intervals` adds them
+    to the bins: the same fractions bit for bit. Returns ``(fractions, recorded)``;
+    :func:`interval_end_slopes` takes ``recorded`` instead of running the kernel again.
+    """
+    _exposed, circ_start, _cj, geom, arc_start, arcs = features
+    maxacc = float(acc.max())
+    recorded = _recorded_intervals(
+        ses_lines_kernel, (len(us), len(vs), FIRST_CAPACITY), axis, us, vs, float(t0), float(h),
+        int(nbins), pos, vdw, acc, float(probe), float(step), int(nbisect), maxacc,
+        maxacc + float(probe), *bins, *ebins, *nb, circ_start,
+        geom if len(geom) else np.zeros((1, 13)), arc_start,
+        arcs if len(arcs) else np.zeros((1, ARC_COLUMNS)), every_line(),
+    )  # fmt: skip
+    out = np.zeros(out_shape)
+    bin_intervals(out, recorded[0], axis, float(t0), float(h), int(nbins))
+    return out, recorded
+
+
 def interval_end_slopes(axis, us, vs, t0, h, nbins, pos, vdw, acc, probe, step, nbisect,
-                        bins, ebins, features, nb):  # fmt: skip
+                        bins, ebins, features, nb, recorded=None):  # fmt: skip
     """How the solute interval ends of every line along ``axis`` move with the atoms.
 
     Arguments are those of :func:`pbsolver.backends.cpu.maps.ses_lines` but the first
     (``features`` from
-    ``ses_features``, ``nb`` the neighbour lists of the accessible spheres).
+    ``ses_features``, ``nb`` the neighbour lists of the accessible spheres); ``recorded``:
+    :func:`ses_lines_recorded`'s intervals of these lines, where the maps kept them.
 
     Returns
     -------
@@ -108,10 +132,14 @@ def interval_end_slopes(axis, us, vs, t0, h, nbins, pos, vdw, acc, probe, step, 
     maxacc = float(acc.max())
     maxreach = maxacc + float(probe)
     args = (axis, us, vs, float(t0), float(h), int(nbins), pos, vdw, acc, float(probe))
-    rec, offsets, out = _recorded(
-        ses_lines_kernel, (len(us), len(vs), FIRST_CAPACITY), *args, float(step), int(nbisect),
-        maxacc, maxreach, *bins, *ebins, *nb, circ_start, geom, arc_start, arcs, every_line(),
-    )  # fmt: skip
+    if recorded is None:
+        recorded = _recorded_intervals(
+            ses_lines_kernel, (len(us), len(vs), FIRST_CAPACITY), *args, float(step),
+            int(nbisect), maxacc, maxreach, *bins, *ebins, *nb, circ_start, geom, arc_start,
+            arcs, every_line(),
+        )  # fmt: skip
+    rec, offsets = recorded
+    out = _slots(offsets)
     unmatched = np.zeros(len(us) * len(vs), dtype=np.int64)
     tol = float(step) * 2.0 ** (-int(nbisect)) + 1e-9
     _slopes(rec, offsets, *args, tol, maxacc, maxreach, *bins, *ebins, *nb, circ_start,
@@ -128,14 +156,15 @@ def sphere_end_slopes(axis, us, vs, t0, h, nbins, pos, radius, bins):
     """
     args = (axis, us, vs, float(t0), float(h), int(nbins), pos, radius)
     size = (len(us), len(vs), FIRST_UNION_CAPACITY)
-    rec, offsets, out = _recorded(union_lines_kernel, size, *args, *bins)
+    rec, offsets = _recorded_intervals(union_lines_kernel, size, *args, *bins)
+    out = _slots(offsets)
     maxr = float(radius.max()) if radius.size else 0.0
     _union_slopes(rec, offsets, *args, maxr, *bins, *out)
     return kept_ends(offsets, len(vs), *out)
 
 
-def _recorded(kernel, size, *args):
-    """Run a recording line ``kernel``: (intervals, slot offsets per line, output buffers).
+def _recorded_intervals(kernel, size, *args):
+    """Run a recording line ``kernel``: (intervals, slot offsets per line).
 
     ``size`` is (lines along u, lines along v, intervals a line has room for at first).
     """
@@ -148,11 +177,14 @@ def _recorded(kernel, size, *args):
         if counts.max(initial=0) <= capacity:
             break
         capacity = int(counts.max())  # redo the lines with room for all
-    offsets = slot_offsets(counts)
+    return rec, slot_offsets(counts)
+
+
+def _slots(offsets):
+    """The slope kernels' output buffers for the slots of ``offsets`` (bin −1: unwritten)."""
     total = int(offsets[-1])
-    out = (np.full(total, -1, dtype=np.int64), np.full((total, 3), -1, dtype=np.int64),
-           np.zeros((total, 3, 3)))  # fmt: skip
-    return rec, offsets, out
+    return (np.full(total, -1, dtype=np.int64), np.full((total, 3), -1, dtype=np.int64),
+            np.zeros((total, 3, 3)))  # fmt: skip
 
 
 def slot_offsets(counts):

@@ -41,7 +41,8 @@ _JIT = {"cache": True, "nogil": True, "boundscheck": False, "error_model": "nump
 _FM = {"reassoc", "contract", "nsz"}
 
 _jit = njit(**_JIT)
-_S = B.make_ses(_jit, *compile_lines(_jit))
+_LINES = compile_lines(_jit)
+_S = B.make_ses(_jit, *_LINES)
 #: The same bodies with a recorder in place of the bins (the forces' interval ends; the line
 #: slope bodies of :mod:`pbsolver.backends.cpu.line_ends` compile on these too).
 RECORDING_BODIES = B.make_ses(_jit, *compile_lines(_jit, record_range_body),
@@ -93,6 +94,24 @@ def union_lines_kernel(
         else:
             _union_line(out, axis, iu, iv, u, v, t0, h, nbins, pos, radius, maxr,
                         u0, v0, bsize, nbu, nbv, bstart, border, starts, ends)  # fmt: skip
+
+
+_accumulate = _LINES[1]
+
+
+@njit(**_JIT, parallel=True)
+def bin_intervals(out, rec, axis, t0, h, nbins):
+    """Add each line's recorded intervals (``rec`` as the line kernels record them) to its bins.
+
+    In the recorded order, with the maps' own accumulation body: the same additions to each
+    bin as the line kernel's direct run makes, so the same values bit for bit.
+    """
+    nu, nv = rec.shape[0], rec.shape[1]
+    for line in prange(nu * nv):
+        iu = line // nv
+        iv = line - iu * nv
+        for n in range(1, int(rec[iu, iv, 0, 0]) + 1):
+            _accumulate(out, axis, 0, iu, iv, rec[iu, iv, n, 0], rec[iu, iv, n, 1], t0, h, nbins)
 
 
 def sphere_union_lines(out_shape, axis, us, vs, t0, h, nbins, pos, radius, bins):
