@@ -548,6 +548,38 @@ def test_recorded_ses_lines_give_the_same_fractions_and_slopes(surface, periodic
     assert runs.count(line_ends.ses_lines_kernel) == 3
 
 
+@pytest.mark.parametrize(("periodic", "capacity"), [(False, None), (True, None), (False, 1)])
+def test_recorded_ion_lines_give_the_same_map_and_slopes(periodic, capacity, monkeypatch):
+    """The ion-accessible map under ``recording_lines``: the same map, and the ionic term from
+    its records (no line run again) the same as from the line kernel, bit for bit."""
+    import pbsolver.backends.cpu.line_ends as line_ends
+
+    if capacity is not None:
+        monkeypatch.setattr(line_ends, "FIRST_UNION_CAPACITY", capacity)
+    atoms = _molecule(4, n=14, spread=1.6)
+    box = (17.0, 16.0, 18.0) if periodic else None
+    if periodic:
+        grid = M.grid_for_box(box, 0.5, origin=(-8.6, -7.9, -8.8))
+    else:
+        grid = M.grid_for_atoms(atoms, 0.5, 4.0)
+    sens = np.random.default_rng(6).normal(size=grid.shape)
+    M.clear_kept_maps()
+    want = M.ion_accessibility(atoms, grid, 2.0, subsamples=3, box=box)
+    want_grad = ionic_gradient(atoms, grid, sens, 0.6, 2.0, subsamples=3, box=box)
+    M.clear_kept_maps()
+    with M.recording_lines():
+        got = M.ion_accessibility(atoms, grid, 2.0, subsamples=3, box=box)
+    np.testing.assert_array_equal(got, want)
+    runs = []
+    real = line_ends._recorded_intervals
+    monkeypatch.setattr(line_ends, "_recorded_intervals",
+                        lambda *a, **k: runs.append(a[0]) or real(*a, **k))  # fmt: skip
+    got_grad = ionic_gradient(atoms, grid, sens, 0.6, 2.0, subsamples=3, box=box)
+    assert not runs  # the records served the lines
+    np.testing.assert_array_equal(got_grad, want_grad)
+    assert np.abs(want_grad).max() > 0
+
+
 def test_line_ends_are_the_same_when_lines_overflow_the_first_buffers(monkeypatch):
     """A line with more intervals than the first buffers hold is redone with room for all."""
     import pbsolver.backends.cpu.line_ends as line_ends

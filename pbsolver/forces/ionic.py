@@ -48,25 +48,29 @@ def ionic_gradient(atoms, grid, sensitivity, kappa2_bulk, ion_radius, *, subsamp
     box : 3 floats, optional
         Periodic box (the map's periodic images).
     """
-    from pbsolver.molecule.maps import line_bins
+    from pbsolver.backends.cpu import line_ends
+    from pbsolver.molecule.maps import ion_lines, line_bins, recorded_ion_lines
 
     s = int(subsamples)
     pos, rad = atoms.positions, atoms.radii + float(ion_radius)
     owners = np.arange(len(atoms))
     if box is not None:
         pos, rad, owners = periodic_owners(pos, rad, box, grid.origin, rad.max() + 1.0)
-    x, y, _ = grid.axes()
-    hx, hy, hz = grid.spacing
+    hz = grid.spacing[2]
     per_line = sensitivity * (-kappa2_bulk / (s * s))
     # the S × S line sets together are one uniform plane of lines, S times finer: line
     # (iu, iv) of it is line (iu mod S, iv mod S) of cell column (iu // S, iv // S)
-    us = x[0] + ((np.arange(len(x) * s) + 0.5) / s - 0.5) * hx
-    vs = y[0] + ((np.arange(len(y) * s) + 0.5) / s - 0.5) * hy
-    t0 = grid.origin[2] - 0.5 * hz
+    us, vs, t0 = ion_lines(grid, s)
     bins = line_bins(pos, rad, 2, us, vs)
     xp = array_module(sensitivity)
-    lines, k, owner, slopes = end_slopes(xp, "sphere_end_slopes", 2, us, vs, t0, hz, grid.shape[2],
-                                         pos, rad, bins)  # fmt: skip
+    args = (2, us, vs, t0, hz, grid.shape[2], pos, rad, bins)
+    recorded = None
+    if xp is np:  # the intervals the CPU map recorded (maps.recording_lines), if kept
+        recorded = recorded_ion_lines(us, vs, t0, hz, grid.shape[2], pos, rad)
+    if recorded is not None:
+        lines, k, owner, slopes = line_ends.sphere_end_slopes(*args, recorded=recorded)
+    else:
+        lines, k, owner, slopes = end_slopes(xp, "sphere_end_slopes", *args)
     return end_gradient(per_line, 2, hz, lines // s, k, owner, slopes, owners, len(atoms))
 
 

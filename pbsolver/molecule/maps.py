@@ -277,9 +277,9 @@ MAPS_KEPT, MAP_BYTES_KEPT = 2, 1 << 25
 #: each part on the grids (one to three focusing levels) that its complex then takes, and the
 #: complex's φ_c is the sum of its parts' (see :func:`coulomb_potential`).
 COULOMB_MAPS_KEPT, COULOMB_BYTES_KEPT = 6, 3 << 25
-#: How many axes' recorded SES line intervals are kept (:func:`recording_lines`: one frame's
-#: three), and how many bytes all of them at most.
-LINE_RECORDS_KEPT, LINE_RECORD_BYTES_KEPT = 3, 1 << 27
+#: How many line sets' recorded intervals are kept (:func:`recording_lines`: one frame's three
+#: SES axes and its ion-accessible lines), and how many bytes all of them at most.
+LINE_RECORDS_KEPT, LINE_RECORD_BYTES_KEPT = 4, 1 << 27
 _geometry = KeptResults(GEOMETRY_KEPT)
 _coulomb_maps = KeptResults(COULOMB_MAPS_KEPT, MAP_BYTES_KEPT, COULOMB_BYTES_KEPT)
 _access_maps = KeptResults(MAPS_KEPT, MAP_BYTES_KEPT)
@@ -513,16 +513,53 @@ def ion_accessibility(atoms, grid, ion_radius=2.0, *, subsamples=4, box=None, ba
     return out
 
 
+def ion_lines(grid, s):
+    """The ion-accessible map's lines along z: ``(us, vs, t0)``, one plane s times finer.
+
+    Line i·s + a of ``us`` is the a-th of the s lines across cell column i (at x_i + ((a + ½)/s
+    − ½) h_x; ``vs`` alike); a cell k along z spans [t0 + k h_z, t0 + (k + 1) h_z). The map
+    and its forces (:func:`pbsolver.forces.ionic.ionic_gradient`) take the same coordinates.
+    """
+    x, y, _ = grid.axes()
+    hx, hy, hz = grid.spacing
+    offsets = np.array([(a + 0.5) / s - 0.5 for a in range(s)])
+    us = (x[:, None] + offsets[None, :] * hx).ravel()
+    vs = (y[:, None] + offsets[None, :] * hy).ravel()
+    return us, vs, grid.origin[2] - 0.5 * hz
+
+
+def _ion_record_key(us, vs, t0, h, nbins, pos, rad):
+    return ("ions", float(t0), float(h), int(nbins), *content_key(us, vs, pos, rad))
+
+
+def recorded_ion_lines(us, vs, t0, h, nbins, pos, rad):
+    """The kept intervals of the ion-accessible map's lines (:func:`recording_lines`), or None.
+
+    ``us``, ``vs``, ``t0`` from :func:`ion_lines`; ``pos``, ``rad``: the ion-inflated spheres
+    as the map took them (periodic images included).
+    """
+    return _line_records.get(_ion_record_key(us, vs, t0, h, nbins, pos, rad))
+
+
 def _accessible_fraction(atoms, grid, ion_radius, s, box, backend, device):
     """:func:`ion_accessibility`'s map, computed."""
     pos, rad = atoms.positions, atoms.radii + ion_radius
     if box is not None:
         pos, rad = periodic_images(pos, rad, box, grid.origin, rad.max() + 1.0)
-    x, y, _ = grid.axes()
-    hx, hy, hz = grid.spacing
-    offsets = [(a + 0.5) / s - 0.5 for a in range(s)]
-    us = [x + o * hx for o in offsets]
-    vs = [y + o * hy for o in offsets]
+    fine_us, fine_vs, t0 = ion_lines(grid, s)
+    hz = grid.spacing[2]
+    if _recording.get() and backend.name == "cpu" and device is None:
+        from pbsolver.backends.cpu.line_ends import union_cells_recorded
+
+        fine_bins = line_bins(pos, rad, 2, fine_us, fine_vs)
+        covered, recorded = union_cells_recorded(grid.shape, s, fine_us, fine_vs, t0, hz,
+                                                 grid.shape[2], pos, rad, fine_bins)  # fmt: skip
+        key = _ion_record_key(fine_us, fine_vs, t0, hz, grid.shape[2], pos, rad)
+        _line_records.put(key, recorded, recorded[0].nbytes + recorded[1].nbytes)
+        covered /= s * s
+        return snap_fractions(1.0 - covered)
+    us = [fine_us[a::s] for a in range(s)]
+    vs = [fine_vs[b::s] for b in range(s)]
     # one set of atom bins serves the s² sets of lines: it spans all of them (a line looks up the
     # bins within its reach, so the candidates are those of bins made for its own set)
     bins = line_bins(pos, rad, 2, np.array([us[0][0], us[-1][-1]]),
@@ -531,7 +568,7 @@ def _accessible_fraction(atoms, grid, ion_radius, s, box, backend, device):
     # the s² sets summed by the kernels into one array (on the device where they run)
     covered = _run(
         backend, "the ion-accessible map's sphere-union lines", "sphere_union_sets", grid.shape,
-        2, line_sets, grid.origin[2] - 0.5 * hz, hz, grid.shape[2], pos, rad, device=device,
+        2, line_sets, t0, hz, grid.shape[2], pos, rad, device=device,
     )  # fmt: skip
     covered /= s * s
     # a covered cell sums its pieces to 1 ± a rounding error: snapped, its κ̄² is exactly zero

@@ -24,6 +24,7 @@ from pbsolver.backends.bodies.maps import ARC_COLUMNS
 from pbsolver.backends.cpu.maps import (
     RECORDING_BODIES,
     bin_intervals,
+    bin_subsampled_intervals,
     every_line,
     ses_lines_kernel,
     union_lines_kernel,
@@ -147,16 +148,35 @@ def interval_end_slopes(axis, us, vs, t0, h, nbins, pos, vdw, acc, probe, step, 
     return (*kept_ends(offsets, len(vs), *out), int(unmatched.sum()))
 
 
-def sphere_end_slopes(axis, us, vs, t0, h, nbins, pos, radius, bins):
+def union_cells_recorded(out_shape, s, us, vs, t0, h, nbins, pos, radius, bins):
+    """Covered cells of the ion-accessible map's s² line sets along z, and their intervals.
+
+    ``us``, ``vs`` are the s-times-finer plane of lines (line i·s + a of it is set a's line i);
+    the fractions are those of :func:`pbsolver.backends.cpu.maps.sphere_union_sets` over the s²
+    sets, bit for bit (not divided by s²). Returns ``(covered, recorded)``;
+    :func:`sphere_end_slopes` takes ``recorded``.
+    """
+    recorded = _recorded_intervals(union_lines_kernel, (len(us), len(vs), FIRST_UNION_CAPACITY),
+                                   2, us, vs, float(t0), float(h), int(nbins), pos, radius,
+                                   *bins)  # fmt: skip
+    out = np.zeros(out_shape)
+    bin_subsampled_intervals(out, recorded[0], int(s), float(t0), float(h), int(nbins))
+    return out, recorded
+
+
+def sphere_end_slopes(axis, us, vs, t0, h, nbins, pos, radius, bins, recorded=None):
     """How the ends of the merged chords of every line along ``axis`` move with the spheres.
 
     Arguments are those of :func:`pbsolver.backends.cpu.maps.sphere_union_lines` but the first;
-    returns ``(lines, bins, atoms, slopes)`` as :func:`interval_end_slopes` does (one atom per
-    end: ``atoms[:, 0]``, ``slopes[:, 0, :]``).
+    ``recorded``: :func:`union_cells_recorded`'s intervals of these lines, where the maps kept
+    them. Returns ``(lines, bins, atoms, slopes)`` as :func:`interval_end_slopes` does (one atom
+    per end: ``atoms[:, 0]``, ``slopes[:, 0, :]``).
     """
     args = (axis, us, vs, float(t0), float(h), int(nbins), pos, radius)
     size = (len(us), len(vs), FIRST_UNION_CAPACITY)
-    rec, offsets = _recorded_intervals(union_lines_kernel, size, *args, *bins)
+    if recorded is None:
+        recorded = _recorded_intervals(union_lines_kernel, size, *args, *bins)
+    rec, offsets = recorded
     out = _slots(offsets)
     maxr = float(radius.max()) if radius.size else 0.0
     _union_slopes(rec, offsets, *args, maxr, *bins, *out)

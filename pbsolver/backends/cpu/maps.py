@@ -114,6 +114,26 @@ def bin_intervals(out, rec, axis, t0, h, nbins):
             _accumulate(out, axis, 0, iu, iv, rec[iu, iv, n, 0], rec[iu, iv, n, 1], t0, h, nbins)
 
 
+@njit(**_JIT, parallel=True)
+def bin_subsampled_intervals(out, rec, s, t0, h, nbins):
+    """Add the recorded intervals of an s-times-finer plane of lines along z to its cells.
+
+    Line (i·s + a, j·s + b) of ``rec`` is line (a, b) of the cell column (i, j); each column
+    adds its lines set by set (a, then b) as :func:`sphere_union_sets` adds the s² sets, then
+    each line's intervals in order: the same additions to each bin, bit for bit.
+    """
+    nu, nv = out.shape[0], out.shape[1]
+    for column in prange(nu * nv):
+        i = column // nv
+        j = column - i * nv
+        for a in range(s):
+            for b in range(s):
+                iu, iv = i * s + a, j * s + b
+                for n in range(1, int(rec[iu, iv, 0, 0]) + 1):
+                    _accumulate(out, 2, 0, i, j, rec[iu, iv, n, 0], rec[iu, iv, n, 1], t0, h,
+                                nbins)  # fmt: skip
+
+
 def sphere_union_lines(out_shape, axis, us, vs, t0, h, nbins, pos, radius, bins):
     """Covered fraction of each bin of each line by the union of spheres (radius > 0).
 
