@@ -23,6 +23,7 @@ from pbsolver.forces.ses import ses_gradient
 from pbsolver.forces.smooth import smooth_gradient
 from pbsolver.molecule import maps as M
 from pbsolver.molecule.energy import interpolate, reaction_field_energy, sample_field, solvate
+from pbsolver.molecule.kept import recording_lines
 from pbsolver.operator import coefficients, interior_mask, residual, rhs
 
 #: Float64 multigrid well below the finite differences' resolution.
@@ -532,7 +533,7 @@ def test_recorded_ses_lines_give_the_same_fractions_and_slopes(surface, periodic
     M.clear_kept_maps()
     want = M.face_fractions(atoms, grid, surface, probe, box=box)
     want_grad = ses_gradient(*spheres, probe, grid, sens, len(atoms))
-    with M.recording_lines():
+    with recording_lines():
         got = M.face_fractions(atoms, grid, surface, probe, box=box)
     for f, g in zip(want, got, strict=True):
         np.testing.assert_array_equal(g, f)
@@ -567,7 +568,7 @@ def test_recorded_ion_lines_give_the_same_map_and_slopes(periodic, capacity, mon
     want = M.ion_accessibility(atoms, grid, 2.0, subsamples=3, box=box)
     want_grad = ionic_gradient(atoms, grid, sens, 0.6, 2.0, subsamples=3, box=box)
     M.clear_kept_maps()
-    with M.recording_lines():
+    with recording_lines():
         got = M.ion_accessibility(atoms, grid, 2.0, subsamples=3, box=box)
     np.testing.assert_array_equal(got, want)
     runs = []
@@ -578,6 +579,32 @@ def test_recorded_ion_lines_give_the_same_map_and_slopes(periodic, capacity, mon
     assert not runs  # the records served the lines
     np.testing.assert_array_equal(got_grad, want_grad)
     assert np.abs(want_grad).max() > 0
+
+
+@pytest.mark.parametrize("periodic", [False, True])
+def test_recorded_smooth_surface_pairs_give_the_same_fractions_and_slopes(periodic, monkeypatch):
+    """ "svdw" maps under ``recording_lines``: the same fractions, and the dielectric slopes
+    from the kept sample pairs (none sampled again) the same as from new ones, bit for bit."""
+    import pbsolver.forces.smooth as smooth_module
+
+    box = (14.0, 13.0, 15.0) if periodic else None
+    atoms, grid, sens, spheres = _fraction_case("svdw", 0.0, box, (-7.1, -6.4, -7.3), 1.5)
+    M.clear_kept_maps()
+    want = M.face_fractions(atoms, grid, "svdw", box=box)
+    want_grad = smooth_gradient(*spheres, grid, sens, len(atoms))
+    with recording_lines():
+        got = M.face_fractions(atoms, grid, "svdw", box=box)
+    for f, g in zip(want, got, strict=True):
+        np.testing.assert_array_equal(g, f)
+    sampled = []
+    real = smooth_module.sample_pairs
+    monkeypatch.setattr(smooth_module, "sample_pairs",
+                        lambda *a, **k: sampled.append(1) or real(*a, **k))  # fmt: skip
+    np.testing.assert_array_equal(smooth_gradient(*spheres, grid, sens, len(atoms)), want_grad)
+    assert not sampled
+    M.clear_kept_maps()
+    smooth_gradient(*spheres, grid, sens, len(atoms))
+    assert len(sampled) == 3
 
 
 def test_line_ends_are_the_same_when_lines_overflow_the_first_buffers(monkeypatch):

@@ -65,7 +65,7 @@ def ionic_gradient(atoms, grid, sensitivity, kappa2_bulk, ion_radius, *, subsamp
     xp = array_module(sensitivity)
     args = (2, us, vs, t0, hz, grid.shape[2], pos, rad, bins)
     recorded = None
-    if xp is np:  # the intervals the CPU map recorded (maps.recording_lines), if kept
+    if xp is np:  # the intervals the CPU map recorded (kept.recording_lines), if kept
         recorded = recorded_ion_lines(us, vs, t0, hz, grid.shape[2], pos, rad)
     if recorded is not None:
         lines, k, owner, slopes = line_ends.sphere_end_slopes(*args, recorded=recorded)

@@ -14,7 +14,7 @@ run) moves nothing. The others move with their atoms
 
 The ends are the map's own: :func:`pbsolver.backends.cpu.line_ends.interval_end_slopes` runs
 the map's SES line body with a recorder in place of the bins, or takes the intervals the CPU
-map build recorded (:func:`pbsolver.molecule.maps.recording_lines`). The map finds each crossing by
+map build recorded (:func:`pbsolver.molecule.kept.recording_lines`). The map finds each crossing by
 ``nbisect`` bisections of a sample interval (to ``ses_step·2⁻ⁿᵇⁱˢᵉᶜᵗ``, about 8e-6 Å by
 default), so the computed energy is a staircase at that scale around the smooth energy of the
 exact surface; these are the slopes of the exact surface's energy. Where it is not
@@ -90,7 +90,7 @@ def ses_gradient(positions, radii, owners, probe, grid, sensitivity, n_atoms, *,
         args = (axis, axes[a1], axes[a2], grid.origin[axis], h, grid.shape[axis], pos, vdw, acc,
                 probe, step, nbisect, bins, ebins, features, nb)  # fmt: skip
         recorded = None
-        if xp is np:  # the intervals the CPU maps recorded (maps.recording_lines), if kept
+        if xp is np:  # the intervals the CPU maps recorded (kept.recording_lines), if kept
             lines = (axis, axes[a1], axes[a2], grid.origin[axis], h, grid.shape[axis])
             recorded = recorded_ses_lines(*lines, pos, vdw, probe, step, nbisect)
         if recorded is not None:

@@ -20,6 +20,7 @@ from pbsolver.molecule.smooth_surface import (
     edge_points,
     point_products,
     points_per_edge,
+    recorded_pairs,
     sample_pairs,
 )
 
@@ -49,11 +50,18 @@ def smooth_gradient(positions, radii, owners, grid, sensitivity, n_atoms, width=
     n_nodes = int(np.prod(grid.shape))
     grad = xp.zeros((n_atoms, 3))
     for axis in range(3):
-        pairs = sample_pairs(positions, radii, grid, axis, width, xp)
-        if pairs.point.shape[0] == 0:
-            continue
+        # the pairs the CPU map kept (kept.recording_lines), or computed again
+        kept = recorded_pairs(positions, radii, grid, axis, width) if xp is np else None
+        if kept is None:
+            pairs = sample_pairs(positions, radii, grid, axis, width, xp)
+            if pairs.point.shape[0] == 0:
+                continue
+            _, product, slot = point_products(pairs, xp)
+        else:
+            pairs, product, slot = kept
+            if pairs.point.shape[0] == 0:
+                continue
         weights = xp.asarray(edge_points(points_per_edge(grid.spacing[axis], width))[1])
-        _, product, slot = point_products(pairs, xp)
         moving = (pairs.s > 0) & (pairs.ds > 0) & (pairs.r > 0)
         safe_s = xp.where(moving, pairs.s, 1.0)
         safe_r = xp.where(moving, pairs.r, 1.0)

@@ -74,6 +74,7 @@ from pbsolver.molecule import maps
 from pbsolver.molecule.atoms import Atoms
 from pbsolver.molecule.build import build_problem
 from pbsolver.molecule.energy import sample_field
+from pbsolver.molecule.kept import recording_lines
 from pbsolver.nonlinear.energy import SolvationTerms, ion_terms
 from pbsolver.options import (
     INTERPOLATIONS,
@@ -747,10 +748,10 @@ class ReactionFieldCalculator:
     def _problem(self, atoms, grid) -> Problem:
         """All maps of this frame on ``grid`` (on the device when solving with CUDA).
 
-        With exact forces the CPU's SES maps keep their line intervals for the forces
-        (:func:`pbsolver.molecule.maps.recording_lines`), which then do not redo those lines.
+        With exact forces the CPU maps keep the geometry the forces differentiate
+        (:func:`pbsolver.molecule.kept.recording_lines`), which then do not compute it again.
         """
-        record = maps.recording_lines() if self.force_kind == "exact" else contextlib.nullcontext()
+        record = recording_lines() if self.force_kind == "exact" else contextlib.nullcontext()
         with record:
             problem = build_problem(
                 atoms,

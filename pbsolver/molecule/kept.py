@@ -4,10 +4,16 @@ APBS inputs and focusing map one molecule on several grids, and a solvated and a
 calculation on the same grid: :mod:`pbsolver.molecule.maps` keeps its last few SES geometries,
 φ_c maps and ion-accessibility maps in :class:`KeptResults`, under keys made of
 :func:`content_key` (a digest of the arrays) and :func:`grid_key`.
+
+Exact forces differentiate the maps' own geometry: within :func:`recording_lines` the CPU maps
+keep it (:data:`RECORDS`: the line intervals of the SES and ion-accessible maps, the smooth
+surface's sample pairs), and the forces take it from there instead of computing it again.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import hashlib
 import threading
 
@@ -72,3 +78,33 @@ def grid_key(grid, box) -> tuple:
     """A key of a grid (shape, spacing, origin) and its periodic box (None: none)."""
     return (tuple(grid.shape), tuple(grid.spacing), tuple(grid.origin),
             None if box is None else tuple(float(b) for b in box))  # fmt: skip
+
+
+#: How many recorded geometries are kept (one frame's: three SES axes or three smooth-surface
+#: axes, and the ion-accessible lines), and how many bytes all of them at most.
+RECORDS_KEPT, RECORD_BYTES_KEPT = 4, 1 << 27
+#: The maps' recorded geometry (:func:`recording_lines`), by the contents of its inputs.
+RECORDS = KeptResults(RECORDS_KEPT, RECORD_BYTES_KEPT, RECORD_BYTES_KEPT)
+_recording = contextvars.ContextVar("pbsolver_recording_lines", default=False)
+
+
+@contextlib.contextmanager
+def recording_lines():
+    """Within it, the CPU maps keep the geometry that the exact forces differentiate.
+
+    The SES and ion-accessible line kernels then record each line's intervals and add them to
+    the edges afterwards (the same fractions, bit for bit), the smooth surface keeps its sample
+    pairs, and the last frame's are kept in :data:`RECORDS` by the contents of their inputs;
+    :mod:`pbsolver.forces` finds them there instead of computing them a second time. Maps built
+    on a GPU, and records past what is kept, are recomputed by the forces as before.
+    """
+    token = _recording.set(True)
+    try:
+        yield
+    finally:
+        _recording.reset(token)
+
+
+def recording() -> bool:
+    """Whether the maps are being built within :func:`recording_lines`."""
+    return _recording.get()

@@ -36,8 +36,6 @@ and array code only for what is elementwise).
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import dataclasses
 import functools
 import math
@@ -54,7 +52,13 @@ from pbsolver.backends.bodies.maps import (
 from pbsolver.exceptions import InputError
 from pbsolver.grid import Grid
 from pbsolver.molecule.apbs_surface import APBS_SURFACES, apbs_fractions
-from pbsolver.molecule.kept import KeptResults, content_key, grid_key
+from pbsolver.molecule.kept import (
+    RECORDS,
+    KeptResults,
+    content_key,
+    grid_key,
+    recording,
+)
 from pbsolver.molecule.smooth_surface import union_fractions
 from pbsolver.options import (
     BOUNDARY_KINDS,
@@ -277,41 +281,19 @@ MAPS_KEPT, MAP_BYTES_KEPT = 2, 1 << 25
 #: each part on the grids (one to three focusing levels) that its complex then takes, and the
 #: complex's φ_c is the sum of its parts' (see :func:`coulomb_potential`).
 COULOMB_MAPS_KEPT, COULOMB_BYTES_KEPT = 6, 3 << 25
-#: How many line sets' recorded intervals are kept (:func:`recording_lines`: one frame's three
-#: SES axes and its ion-accessible lines), and how many bytes all of them at most.
-LINE_RECORDS_KEPT, LINE_RECORD_BYTES_KEPT = 4, 1 << 27
 _geometry = KeptResults(GEOMETRY_KEPT)
 _coulomb_maps = KeptResults(COULOMB_MAPS_KEPT, MAP_BYTES_KEPT, COULOMB_BYTES_KEPT)
 _access_maps = KeptResults(MAPS_KEPT, MAP_BYTES_KEPT)
-_line_records = KeptResults(LINE_RECORDS_KEPT, LINE_RECORD_BYTES_KEPT, LINE_RECORD_BYTES_KEPT)
-_recording = contextvars.ContextVar("pbsolver_recording_lines", default=False)
 
 
 def clear_kept_maps() -> None:
     """Forget the SES geometry and the maps kept for reuse, e.g. to free their memory.
 
     Those of :func:`ses_geometry`, :func:`coulomb_potential` and :func:`ion_accessibility`, and
-    the line intervals kept by :func:`recording_lines`.
+    the geometry kept by :func:`~pbsolver.molecule.kept.recording_lines`.
     """
-    for kept in (_geometry, _coulomb_maps, _access_maps, _line_records):
+    for kept in (_geometry, _coulomb_maps, _access_maps, RECORDS):
         kept.clear()
-
-
-@contextlib.contextmanager
-def recording_lines():
-    """Within it, the CPU's SES maps keep every line's solute intervals for the exact forces.
-
-    The SES line kernel then records each line's intervals and adds them to the edges
-    afterwards (the same fractions, bit for bit), and the last frame's records are kept by the
-    contents of their inputs; :func:`pbsolver.forces.ses.ses_gradient` finds them
-    (:func:`recorded_ses_lines`) instead of running the kernel a second time. Maps built on a
-    GPU, and lines past what is kept, are recomputed there as before.
-    """
-    token = _recording.set(True)
-    try:
-        yield
-    finally:
-        _recording.reset(token)
 
 
 def _line_record_key(axis, us, vs, t0, h, nbins, pos, rad, probe, step, nbisect):
@@ -320,13 +302,13 @@ def _line_record_key(axis, us, vs, t0, h, nbins, pos, rad, probe, step, nbisect)
 
 
 def recorded_ses_lines(axis, us, vs, t0, h, nbins, pos, rad, probe, step, nbisect):
-    """The kept intervals of the SES lines along ``axis`` (:func:`recording_lines`), or None.
+    """The kept intervals of the SES lines along ``axis`` (``kept.recording_lines``), or None.
 
     The arguments are the lines' and the atoms' as :func:`ses_line_fractions` mapped them
     (``pos``, ``rad``: centres and vdW radii, periodic images included; ``step`` and
     ``nbisect`` resolved by :func:`ses_sampling_step` and :func:`ses_bisections`).
     """
-    return _line_records.get(_line_record_key(axis, us, vs, t0, h, nbins, pos, rad, probe, step,
+    return RECORDS.get(_line_record_key(axis, us, vs, t0, h, nbins, pos, rad, probe, step,
                                               nbisect))  # fmt: skip
 
 
@@ -374,7 +356,7 @@ def ses_line_fractions(backend, grid, axis, us, vs, pos, rad, probe, geometry, s
     bins = line_bins(pos, acc, axis, us, vs)
     ebins = line_bins(pos, acc + probe, axis, us, vs, subset=exposed)
     step, nbisect = ses_sampling_step(h, ses_step), ses_bisections(nbisect)
-    if _recording.get() and backend.name == "cpu" and only is None and device is None:
+    if recording() and backend.name == "cpu" and only is None and device is None:
         from pbsolver.backends.cpu.line_ends import ses_lines_recorded
 
         out, recorded = ses_lines_recorded(tuple(shape), axis, us, vs, grid.origin[axis], h,
@@ -382,7 +364,7 @@ def ses_line_fractions(backend, grid, axis, us, vs, pos, rad, probe, geometry, s
                                            nbisect, bins, ebins, features, nb)  # fmt: skip
         key = _line_record_key(axis, us, vs, grid.origin[axis], h, grid.shape[axis], pos, rad,
                                probe, step, nbisect)  # fmt: skip
-        _line_records.put(key, recorded, recorded[0].nbytes + recorded[1].nbytes)
+        RECORDS.put(key, recorded, recorded[0].nbytes + recorded[1].nbytes)
         return out
     return _run(
         backend, f"SES faces along axis {axis}", "ses_lines", tuple(shape), axis, us, vs,
@@ -533,12 +515,12 @@ def _ion_record_key(us, vs, t0, h, nbins, pos, rad):
 
 
 def recorded_ion_lines(us, vs, t0, h, nbins, pos, rad):
-    """The kept intervals of the ion-accessible map's lines (:func:`recording_lines`), or None.
+    """The kept intervals of the ion-accessible map's lines (``kept.recording_lines``), or None.
 
     ``us``, ``vs``, ``t0`` from :func:`ion_lines`; ``pos``, ``rad``: the ion-inflated spheres
     as the map took them (periodic images included).
     """
-    return _line_records.get(_ion_record_key(us, vs, t0, h, nbins, pos, rad))
+    return RECORDS.get(_ion_record_key(us, vs, t0, h, nbins, pos, rad))
 
 
 def _accessible_fraction(atoms, grid, ion_radius, s, box, backend, device):
@@ -548,14 +530,14 @@ def _accessible_fraction(atoms, grid, ion_radius, s, box, backend, device):
         pos, rad = periodic_images(pos, rad, box, grid.origin, rad.max() + 1.0)
     fine_us, fine_vs, t0 = ion_lines(grid, s)
     hz = grid.spacing[2]
-    if _recording.get() and backend.name == "cpu" and device is None:
+    if recording() and backend.name == "cpu" and device is None:
         from pbsolver.backends.cpu.line_ends import union_cells_recorded
 
         fine_bins = line_bins(pos, rad, 2, fine_us, fine_vs)
         covered, recorded = union_cells_recorded(grid.shape, s, fine_us, fine_vs, t0, hz,
                                                  grid.shape[2], pos, rad, fine_bins)  # fmt: skip
         key = _ion_record_key(fine_us, fine_vs, t0, hz, grid.shape[2], pos, rad)
-        _line_records.put(key, recorded, recorded[0].nbytes + recorded[1].nbytes)
+        RECORDS.put(key, recorded, recorded[0].nbytes + recorded[1].nbytes)
         covered /= s * s
         return snap_fractions(1.0 - covered)
     us = [fine_us[a::s] for a in range(s)]

@@ -30,10 +30,13 @@ point, sphere) pairs within reach and their S, S' and offsets. Array code: NumPy
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
 import numpy as np
+
+from pbsolver.molecule.kept import RECORDS, content_key, grid_key, recording
 
 #: Half-width w of the smooth sphere boundary, Å (S goes from 0 at R − w to 1 at R + w).
 SMOOTH_WIDTH = 0.1
@@ -161,6 +164,21 @@ def sample_pairs(positions, radii, grid, axis, width=SMOOTH_WIDTH, xp=np):
     return SamplePairs(point, keep[sphere], s, ds, offset, r)
 
 
+def pairs_key(positions, radii, grid, axis, width):
+    """The key under which :func:`union_fractions` keeps an axis' sample pairs when recording."""
+    return ("svdw", int(axis), float(width), grid_key(grid, None), *content_key(positions, radii))
+
+
+def recorded_pairs(positions, radii, grid, axis, width):
+    """``(pairs, product, slot)`` of an axis as the recording map kept them, or None.
+
+    The map's :func:`sample_pairs` and :func:`point_products` (within
+    :func:`~pbsolver.molecule.kept.recording_lines`, NumPy), for the same spheres (periodic
+    images included), grid, axis and width.
+    """
+    return RECORDS.get(pairs_key(positions, radii, grid, axis, width))
+
+
 def point_products(pairs, xp=np):
     """Per distinct sample point: its index, P = Π S over its pairs, and each pair's point slot.
 
@@ -193,11 +211,17 @@ def union_fractions(positions, radii, grid, width=SMOOTH_WIDTH, xp=np):
         numpy or cupy.
     """
     n_nodes = int(np.prod(grid.shape))
+    record = xp is np and recording()
     out = []
     for axis in range(3):
         _, weights = edge_points(points_per_edge(grid.spacing[axis], width))
         pairs = sample_pairs(positions, radii, grid, axis, width, xp)
-        points, product, _ = point_products(pairs, xp)
+        points, product, slot = point_products(pairs, xp)
+        if record:  # the forces' smooth_gradient takes them (kept.recording_lines)
+            kept = (pairs, product, slot)
+            fields = [getattr(pairs, f.name) for f in dataclasses.fields(pairs)]
+            nbytes = sum(a.nbytes for a in (*fields, product, slot))
+            RECORDS.put(pairs_key(positions, radii, grid, axis, width), kept, nbytes)
         q = points // n_nodes
         inside = xp.asarray(weights)[q] * (1.0 - product)
         f = xp.bincount(points % n_nodes, weights=inside, minlength=n_nodes)
@@ -210,8 +234,10 @@ __all__ = [
     "SMOOTH_WIDTH",
     "SamplePairs",
     "edge_points",
+    "pairs_key",
     "points_per_edge",
     "point_products",
+    "recorded_pairs",
     "sample_pairs",
     "union_fractions",
     "smooth_step",
