@@ -370,6 +370,16 @@ class Backend:
         """
         raise NotImplementedError
 
+    def line_recorders(self):
+        """The map kernels that also keep their lines' intervals for the forces, or None.
+
+        A namespace with ``ses_lines_recorded`` and ``union_cells_recorded`` (the CPU's,
+        :mod:`pbsolver.backends.cpu.line_ends`), used by the maps within
+        :func:`pbsolver.molecule.kept.recording_lines`; None (the default) where the backend
+        has none: its forces then map those lines again.
+        """
+        return None
+
     # --- setup -------------------------------------------------------------------------
     def stencil(self, problem, dtype) -> Stencil:
         """Face coefficients, diagonal and right-hand side of ``problem`` in ``dtype``."""

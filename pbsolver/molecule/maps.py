@@ -296,6 +296,17 @@ def clear_kept_maps() -> None:
         kept.clear()
 
 
+def _line_recorders(backend, device):
+    """The backend's recording line kernels, or None.
+
+    They map the lines while :func:`~pbsolver.molecule.kept.recording_lines` is on and the maps
+    come back to the host, on a backend that has them.
+    """
+    if not recording() or device is not None:
+        return None
+    return backend.line_recorders()
+
+
 def _line_record_key(axis, us, vs, t0, h, nbins, pos, rad, probe, step, nbisect):
     return ("ses", int(axis), float(t0), float(h), int(nbins), float(probe), float(step),
             int(nbisect), *content_key(us, vs, pos, rad))  # fmt: skip
@@ -356,12 +367,12 @@ def ses_line_fractions(backend, grid, axis, us, vs, pos, rad, probe, geometry, s
     bins = line_bins(pos, acc, axis, us, vs)
     ebins = line_bins(pos, acc + probe, axis, us, vs, subset=exposed)
     step, nbisect = ses_sampling_step(h, ses_step), ses_bisections(nbisect)
-    if recording() and backend.name == "cpu" and only is None and device is None:
-        from pbsolver.backends.cpu.line_ends import ses_lines_recorded
-
-        out, recorded = ses_lines_recorded(tuple(shape), axis, us, vs, grid.origin[axis], h,
-                                           grid.shape[axis], pos, rad, acc, probe, step,
-                                           nbisect, bins, ebins, features, nb)  # fmt: skip
+    recorders = _line_recorders(backend, device) if only is None else None
+    if recorders is not None:
+        out, recorded = recorders.ses_lines_recorded(
+            tuple(shape), axis, us, vs, grid.origin[axis], h, grid.shape[axis], pos, rad, acc,
+            probe, step, nbisect, bins, ebins, features, nb,
+        )  # fmt: skip
         key = _line_record_key(axis, us, vs, grid.origin[axis], h, grid.shape[axis], pos, rad,
                                probe, step, nbisect)  # fmt: skip
         RECORDS.put(key, recorded, recorded[0].nbytes + recorded[1].nbytes)
@@ -530,12 +541,12 @@ def _accessible_fraction(atoms, grid, ion_radius, s, box, backend, device):
         pos, rad = periodic_images(pos, rad, box, grid.origin, rad.max() + 1.0)
     fine_us, fine_vs, t0 = ion_lines(grid, s)
     hz = grid.spacing[2]
-    if recording() and backend.name == "cpu" and device is None:
-        from pbsolver.backends.cpu.line_ends import union_cells_recorded
-
+    recorders = _line_recorders(backend, device)
+    if recorders is not None:
         fine_bins = line_bins(pos, rad, 2, fine_us, fine_vs)
-        covered, recorded = union_cells_recorded(grid.shape, s, fine_us, fine_vs, t0, hz,
-                                                 grid.shape[2], pos, rad, fine_bins)  # fmt: skip
+        covered, recorded = recorders.union_cells_recorded(
+            grid.shape, s, fine_us, fine_vs, t0, hz, grid.shape[2], pos, rad, fine_bins
+        )
         key = _ion_record_key(fine_us, fine_vs, t0, hz, grid.shape[2], pos, rad)
         RECORDS.put(key, recorded, recorded[0].nbytes + recorded[1].nbytes)
         covered /= s * s

@@ -64,6 +64,11 @@ class CPUBackend(Backend):
 
         return kernels(self.coulomb)
 
+    def line_recorders(self):
+        from pbsolver.backends.cpu import line_ends
+
+        return line_ends
+
     def frame_kernels(self):
         # the frame engine's φ_c is the map kernels' sum, by this backend's method
         from pbsolver.backends.frame_kernels import cpu_kernels
