@@ -84,32 +84,45 @@ def coulomb_sensitivity(lam, faces, kappa2, eps_cavity, spacing):
     return out
 
 
-@njit(**_JIT)
-def _grid_nodes(flat, shape, origin, spacing, points, weights):
-    m = 0
-    ny, nz = shape[1], shape[2]
-    for p in range(flat.size):
-        w = flat[p]
-        if w != 0.0:
-            i = p // (ny * nz)
-            rest = p - i * ny * nz
-            j = rest // nz
-            k = rest - j * nz
-            points[0, m] = origin[0] + i * spacing[0]
-            points[1, m] = origin[1] + j * spacing[1]
-            points[2, m] = origin[2] + k * spacing[2]
-            weights[m] = w
-            m += 1
+@njit(**_JIT, parallel=True)
+def _count_planes(field, counts):
+    for i in prange(field.shape[0]):
+        n = 0
+        for j in range(field.shape[1]):
+            for k in range(field.shape[2]):
+                if field[i, j, k] != 0.0:
+                    n += 1
+        counts[i] = n
+
+
+@njit(**_JIT, parallel=True)
+def _grid_nodes(field, starts, origin, spacing, points, weights):
+    # plane i writes its nodes from starts[i] on, in C order: the serial loop's order
+    for i in prange(field.shape[0]):
+        m = starts[i]
+        x = origin[0] + i * spacing[0]
+        for j in range(field.shape[1]):
+            y = origin[1] + j * spacing[1]
+            for k in range(field.shape[2]):
+                w = field[i, j, k]
+                if w != 0.0:
+                    points[0, m] = x
+                    points[1, m] = y
+                    points[2, m] = origin[2] + k * spacing[2]
+                    weights[m] = w
+                    m += 1
 
 
 def grid_nodes(field, origin, spacing):
     """Coordinates (3, m), one row per axis, and values (m,) of the nodes where ``field`` ≠ 0."""
-    flat = np.ascontiguousarray(field, dtype=np.float64).reshape(-1)
-    m = int(np.count_nonzero(flat))
+    field = np.ascontiguousarray(field, dtype=np.float64)
+    counts = np.empty(field.shape[0], dtype=np.int64)
+    _count_planes(field, counts)
+    starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    m = int(starts[-1])
     points, weights = np.empty((3, m)), np.empty(m)
-    _grid_nodes(flat, np.asarray(field.shape, dtype=np.int64),
-                np.asarray(origin, dtype=np.float64), np.asarray(spacing, dtype=np.float64),
-                points, weights)  # fmt: skip
+    _grid_nodes(field, starts, np.asarray(origin, dtype=np.float64),
+                np.asarray(spacing, dtype=np.float64), points, weights)  # fmt: skip
     return points, weights
 
 
@@ -150,6 +163,14 @@ def _radial_sums(px, py, pz, weights, centres, box, periodic, mdh, radii, kappa,
                 out[i, 2] += gz
 
 
+@njit(**_JIT, parallel=True)
+def _relative32(points, ref, out):
+    """``out`` = ``points`` − ``ref`` (one row per axis), rounded to float32."""
+    for p in prange(points.shape[1]):
+        for a in range(3):
+            out[a, p] = np.float32(points[a, p] - ref[a])
+
+
 def _sums(points, weights, centres, box=None, radii=None, kappa=0.0, eps_out=1.0, inv_c=1.0):
     centres = np.asarray(centres, dtype=np.float64).reshape(-1, 3)
     out = np.zeros((len(centres), 3))
@@ -161,7 +182,8 @@ def _sums(points, weights, centres, box=None, radii=None, kappa=0.0, eps_out=1.0
     # float32 keeps ~7 digits of a coordinate: relative to the centres' middle the differences
     # p − c are good to about 1e-6 Å on grids of tens of Å
     ref = 0.5 * (centres.min(axis=0) + centres.max(axis=0))
-    rows = [np.ascontiguousarray(points[a] - ref[a], dtype=np.float32) for a in range(3)]
+    rows = np.empty((3, points.shape[1]), dtype=np.float32)
+    _relative32(points, ref, rows)
 
     def f32(a):
         return np.ascontiguousarray(a, dtype=np.float32)
