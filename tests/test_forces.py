@@ -779,6 +779,36 @@ def test_calculator_returns_exact_forces_and_says_so(caplog):
         pb.ReactionFieldCalculator(atoms, interpolation="quadratic", **kw)
 
 
+def test_calculator_maps_each_ses_line_once_a_frame(monkeypatch):
+    """An exact-forces frame runs the SES line kernel once an axis (the map's, recording) and
+    its forces equal those computed from the lines mapped again."""
+    import pbsolver.backends.cpu.line_ends as line_ends
+    import pbsolver.backends.cpu.maps as cpu_maps
+
+    atoms = _molecule(10, n=10)
+    calls = []
+    real = cpu_maps.ses_lines_kernel
+
+    def counted(*args):
+        calls.append(args[2])  # the record flag
+        return real(*args)
+
+    monkeypatch.setattr(cpu_maps, "ses_lines_kernel", counted)
+    monkeypatch.setattr(line_ends, "ses_lines_kernel", counted)
+    calc = pb.ReactionFieldCalculator(atoms, surface="mol", forces="exact", spacing=0.5,
+                                      margin=2.0, backend="cpu", method="multigrid", rtol=1e-10,
+                                      dtype=np.float64, **HIGH_CONTRAST)  # fmt: skip
+    M.clear_kept_maps()
+    frame = calc.compute()
+    assert calls == [True, True, True]
+    M.clear_kept_maps()
+    ref = solvation_forces(atoms, calc.problem, frame.solve.phi_rf, physics=calc.physics,
+                           solver=calc.solver)  # fmt: skip
+    assert calls[3:] == [True, True, True]  # mapped again for the forces
+    np.testing.assert_allclose(frame.forces, ref.forces, rtol=0,
+                               atol=1e-9 * np.abs(ref.forces).max())  # fmt: skip
+
+
 def test_solvate_returns_exact_forces():
     atoms = _molecule(11, n=8)
     opts = {"spacing": 0.6, "margin": 2.0, "surface": "svdw", "ionic_strength": 0.1,
