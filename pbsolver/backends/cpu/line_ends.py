@@ -25,7 +25,7 @@ from pbsolver.backends.cpu.maps import (
     RECORDING_BODIES,
     bin_intervals,
     bin_subsampled_intervals,
-    every_line,
+    ses_kernel_args,
     ses_lines_kernel,
     union_lines_kernel,
 )
@@ -90,15 +90,8 @@ def ses_lines_recorded(out_shape, axis, us, vs, t0, h, nbins, pos, vdw, acc, pro
     to the bins: the same fractions bit for bit. Returns ``(fractions, recorded)``;
     :func:`interval_end_slopes` takes ``recorded`` instead of running the kernel again.
     """
-    _exposed, circ_start, _cj, geom, arc_start, arcs = features
-    maxacc = float(acc.max())
-    recorded = _recorded_intervals(
-        ses_lines_kernel, (len(us), len(vs), FIRST_CAPACITY), axis, us, vs, float(t0), float(h),
-        int(nbins), pos, vdw, acc, float(probe), float(step), int(nbisect), maxacc,
-        maxacc + float(probe), *bins, *ebins, *nb, circ_start,
-        geom if len(geom) else np.zeros((1, 13)), arc_start,
-        arcs if len(arcs) else np.zeros((1, ARC_COLUMNS)), every_line(),
-    )  # fmt: skip
+    recorded = _record_ses_lines(axis, us, vs, t0, h, nbins, pos, vdw, acc, probe, step,
+                                 nbisect, bins, ebins, features, nb)  # fmt: skip
     out = np.zeros(out_shape)
     bin_intervals(out, recorded[0], axis, float(t0), float(h), int(nbins))
     return out, recorded
@@ -134,11 +127,8 @@ def interval_end_slopes(axis, us, vs, t0, h, nbins, pos, vdw, acc, probe, step, 
     maxreach = maxacc + float(probe)
     args = (axis, us, vs, float(t0), float(h), int(nbins), pos, vdw, acc, float(probe))
     if recorded is None:
-        recorded = _recorded_intervals(
-            ses_lines_kernel, (len(us), len(vs), FIRST_CAPACITY), *args, float(step),
-            int(nbisect), maxacc, maxreach, *bins, *ebins, *nb, circ_start, geom, arc_start,
-            arcs, every_line(),
-        )  # fmt: skip
+        recorded = _record_ses_lines(axis, us, vs, t0, h, nbins, pos, vdw, acc, probe, step,
+                                     nbisect, bins, ebins, features, nb)  # fmt: skip
     rec, offsets = recorded
     out = _slots(offsets)
     unmatched = np.zeros(len(us) * len(vs), dtype=np.int64)
@@ -181,6 +171,12 @@ def sphere_end_slopes(axis, us, vs, t0, h, nbins, pos, radius, bins, recorded=No
     maxr = float(radius.max()) if radius.size else 0.0
     _union_slopes(rec, offsets, *args, maxr, *bins, *out)
     return kept_ends(offsets, len(vs), *out)
+
+
+def _record_ses_lines(axis, us, vs, *args):
+    """The SES line kernel's recorded intervals (arguments of :func:`ses_lines_recorded`)."""
+    return _recorded_intervals(ses_lines_kernel, (len(us), len(vs), FIRST_CAPACITY),
+                               *ses_kernel_args(axis, us, vs, *args))  # fmt: skip
 
 
 def _recorded_intervals(kernel, size, *args):

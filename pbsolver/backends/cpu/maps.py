@@ -338,17 +338,24 @@ def ses_lines(out_shape, axis, us, vs, t0, h, nbins, pos, vdw, acc, probe, step,
     and ``nb`` the neighbour lists. ``only`` (bool, shaped ``(len(us), len(vs))``), when given,
     names the lines to compute: the others are left 0.
     """
+    out = np.zeros(out_shape)
+    ses_lines_kernel(out, _NO_RECORD, False,
+                     *ses_kernel_args(axis, us, vs, t0, h, nbins, pos, vdw, acc, probe, step,
+                                      nbisect, bins, ebins, features, nb, only))  # fmt: skip
+    return out
+
+
+def ses_kernel_args(axis, us, vs, t0, h, nbins, pos, vdw, acc, probe, step, nbisect, bins,
+                    ebins, features, nb, only=None):  # fmt: skip
+    """:func:`ses_lines_kernel`'s arguments after the first three, from :func:`ses_lines`'."""
     _exposed, circ_start, _cj, geom, arc_start, arcs = features
     maxacc = float(acc.max())
-    out = np.zeros(out_shape)
-    ses_lines_kernel(
-        out, _NO_RECORD, False, axis, us, vs, float(t0), float(h), int(nbins), pos, vdw, acc,
-        float(probe),
-        float(step), int(nbisect), maxacc, maxacc + float(probe), *bins, *ebins, *nb,
-        circ_start, geom if len(geom) else np.zeros((1, 13)), arc_start,
+    return (
+        axis, us, vs, float(t0), float(h), int(nbins), pos, vdw, acc, float(probe), float(step),
+        int(nbisect), maxacc, maxacc + float(probe), *bins, *ebins, *nb, circ_start,
+        geom if len(geom) else np.zeros((1, 13)), arc_start,
         arcs if len(arcs) else np.zeros((1, B.ARC_COLUMNS)), every_line(only),
     )  # fmt: skip
-    return out
 
 
 def every_line(only=None):
