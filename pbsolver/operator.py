@@ -102,7 +102,7 @@ def rhs(problem) -> np.ndarray:
         if problem.is_singular:
             b -= b.mean()
     else:
-        _zero_outer_layer(b)
+        zero_outer_layer(b)
     return b
 
 
@@ -141,7 +141,7 @@ def apply(coef: Coefficients, x):
     if coef.kappa2 is not None:
         y += coef.kappa2 * x
     if not coef.periodic:
-        _zero_outer_layer(y)
+        zero_outer_layer(y)
     return y
 
 
@@ -163,7 +163,8 @@ def relative_residual(problem, phi) -> float:
     return rnorm / bnorm if bnorm > 0 else rnorm
 
 
-def _zero_outer_layer(a):
+def zero_outer_layer(a):
+    """Set the six outer planes of ``a`` (a NumPy or CuPy array) to zero, in place."""
     a[0], a[-1] = 0, 0
     a[:, 0], a[:, -1] = 0, 0
     a[:, :, 0], a[:, :, -1] = 0, 0

@@ -66,13 +66,9 @@ def adjoint_solve(problem, source, solver, x0=None, system=None):
     backend = get_backend(solver.backend_name, like=problem.phi_coulomb)
     method = solver.make_method(solver.method_for(backend, adj))
     xp = problem.xp
-    b = xp.asarray(source, dtype=xp.float64).copy()
-    if problem.boundary == "dirichlet":
-        b[0], b[-1] = 0.0, 0.0
-        b[:, 0], b[:, -1] = 0.0, 0.0
-        b[:, :, 0], b[:, :, -1] = 0.0, 0.0
-    elif problem.is_singular:
-        b -= b.mean()
+    b = xp.asarray(source, dtype=xp.float64)  # with_rhs copies it (zero outer layer)
+    if problem.is_singular:
+        b = b - b.mean()
     if system is None:
         system = LinearSystem.for_problem(backend, adj, solver.dtype, solver.refine, keep=True)
     elif system.problem is not problem:

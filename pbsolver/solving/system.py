@@ -43,7 +43,7 @@ from pbsolver.backends import Stencil
 from pbsolver.backends.stacking import stride_for
 from pbsolver.exceptions import InputError
 from pbsolver.multigrid.builders import GRID_ONLY, grid_hierarchy, stack_hierarchy
-from pbsolver.operator import fixed_values
+from pbsolver.operator import fixed_values, zero_outer_layer
 from pbsolver.solving.loop import IterationLoop
 from pbsolver.solving.methods import optimal_sor_omega
 
@@ -199,8 +199,8 @@ class LinearSystem:
         Parameters
         ----------
         b : array (nx, ny, nz)
-            Float64 right-hand side on the unknowns (its outer layer is not read on a
-            Dirichlet grid: those nodes are fixed).
+            Right-hand side on the unknowns, NumPy or CuPy (copied in float64; its outer layer
+            is not read on a Dirichlet grid: those nodes are fixed).
         x0 : array, optional
             Initial guess (never modified).
         """
@@ -209,10 +209,14 @@ class LinearSystem:
         be = self.backend
         problem = copy.copy(self.problem)
         problem.boundary_values = None
+        xp = array_module(b)
+        rhs = xp.array(b, dtype=xp.float64)  # the system's own copy, zero on the fixed nodes
+        if problem.boundary != "periodic":
+            zero_outer_layer(rhs)
         if self.checked is self.st:
-            st = checked = dataclasses.replace(self.st, b=be.asarray(b, self.st.dtype))
+            st = checked = dataclasses.replace(self.st, b=be.asarray(rhs, self.st.dtype))
         else:  # refined: the float32 stencil's b is the phases' residual buffer, never b
-            st, checked = self.st, dataclasses.replace(self.checked, b=be.asarray(b, np.float64))
+            st, checked = self.st, dataclasses.replace(self.checked, b=be.take(rhs, np.float64))
         fixed = fixed_values(problem, checked.dtype)  # zero
         zero_inside = be.take(fixed, checked.dtype)
         x = zero_inside if x0 is None else _guess(be, problem, x0, fixed, checked.dtype)
@@ -222,7 +226,9 @@ class LinearSystem:
         out.problem = problem
         out.work, out._workspace, out._scratch = self.work, self._workspace, self._scratch
         out._hierarchy = self._hierarchy
-        out.bnorms = np.array([be.residual_norm(checked, zero_inside)])
+        # ‖b‖ over the unknowns (zero elsewhere), by the backend's own dot: a BLAS call would
+        # leave its threads spinning beside the backend's on the CPU
+        out.bnorms = np.array([np.sqrt(be.dot(checked.b, checked.b))])
         out.guessed = [x0 is not None]
         out._zero_inside = zero_inside
         return out
