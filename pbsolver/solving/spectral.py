@@ -72,14 +72,18 @@ SAMPLES = 1024
 def _uniform(a, xp):
     """The single value of ``a`` (a float), or None where it holds more than one.
 
-    A strided sample is compared first: "auto" asks this of every problem it solves, and a
-    molecule's map differs within the sample, so that most problems pay no pass over the grid.
+    A strided sample and the middle plane are compared first: "auto" asks this of every
+    problem it solves, and a molecule's map differs within them (the grid is placed around the
+    molecule, whose middle plane crosses it even where the sample falls all in the solvent), so
+    that most problems pay no pass over the grid.
     """
     if a.size == 0:
         return None
     flat = a.reshape(-1)
     sample = flat[:: max(1, flat.size // SAMPLES)]
     if bool((sample != sample[0]).any()):
+        return None
+    if a.ndim == 3 and bool((a[a.shape[0] // 2] != sample[0]).any()):
         return None
     lo, hi = float(xp.min(a)), float(xp.max(a))
     return lo if lo == hi else None
