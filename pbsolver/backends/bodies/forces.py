@@ -15,11 +15,13 @@ from __future__ import annotations
 import math
 
 
-def radial_bodies(real):
+def radial_bodies(real, exp=math.exp):
     """The radial sums' three scalar bodies with their constants of type ``real``.
 
     ``real`` is ``numpy.float32`` for float32 arithmetic (numba types a bare float literal as
-    float64, which would promote every operation after it) or ``float`` for float64.
+    float64, which would promote every operation after it) or ``float`` for float64. ``exp``
+    is the exponential the Debye–Hückel slope calls (a compiled function of the target, such
+    as :func:`pbsolver.backends.cpu.fast_math.exp32`, which vectorises on the CPU).
 
     Returns
     -------
@@ -35,7 +37,7 @@ def radial_bodies(real):
         """−T'(r)/r of one atom's "mdh" term T(r) = e^{−κ(r−a)}/(ε_out (1 + κa) r) − 1/(ε_c r)."""
         r = math.sqrt(r2)
         screened = (
-            math.exp(-kappa * (r - radius)) * (one + kappa * r) / (eps_out * (one + kappa * radius))
+            exp(-kappa * (r - radius)) * (one + kappa * r) / (eps_out * (one + kappa * radius))
         )
         return (screened - inv_c) / (r2 * r)
 

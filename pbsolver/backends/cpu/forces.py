@@ -15,13 +15,14 @@ import numpy as np
 from numba import njit, prange
 
 from pbsolver.backends.bodies import forces as B
+from pbsolver.backends.cpu.fast_math import exp32
 
 _JIT = {"cache": True, "nogil": True, "boundscheck": False, "error_model": "numpy"}
 #: Reassociation lets the inner sums vectorise (the φ_c map's kernel does the same); "afn" lets
 #: 1/√r² be a vector reciprocal square root with a Newton step in float32.
 _FM = {"reassoc", "contract", "nsz", "arcp", "afn"}
 _inverse_cube, _dh_slope, _image = (njit(**_JIT, fastmath=_FM, inline="always")(body)
-                                    for body in B.radial_bodies(np.float32))  # fmt: skip
+                                    for body in B.radial_bodies(np.float32, exp32))  # fmt: skip
 _term = njit(**_JIT, fastmath=_FM, inline="always")(B.make_radial_term(_inverse_cube, _dh_slope,
                                                                         _image))  # fmt: skip
 _sensitivity = njit(**_JIT, inline="always")(B.coulomb_sensitivity_body)
