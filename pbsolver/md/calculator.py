@@ -70,6 +70,7 @@ import numpy as np
 from pbsolver.arrays import array_module, is_device_array, require_real_numbers, to_numpy
 from pbsolver.exceptions import ConvergenceError, InputError
 from pbsolver.grid import Grid
+from pbsolver.md.prediction import FieldHistory
 from pbsolver.molecule import maps
 from pbsolver.molecule.atoms import Atoms
 from pbsolver.molecule.build import build_problem
@@ -304,8 +305,10 @@ class ReactionFieldCalculator:
         self.engine = self._resolve_engine(engine, method, forces)
         #: What the frames' forces are: "exact" (−∂G/∂r) or "field" (−q ∇φ_rf).
         self.force_kind = self._resolve_forces(forces)
-        self._adjoint = None  # the previous frame's adjoint field (forces' warm start)
-        self._adjoint_grid: Grid | None = None
+        #: The last two frames' solutions and adjoint fields: compute()'s solve and the forces'
+        #: adjoint solve start from their prediction (:mod:`pbsolver.md.prediction`).
+        self._solutions = FieldHistory()
+        self._adjoints = FieldHistory()
         self._stacked = None  # StackedFrames, made for the grid shape in use
 
     # the physics fields, read as before
@@ -414,8 +417,8 @@ class ReactionFieldCalculator:
         self.problem = None
         self.phi_rf = None
         self._solution_grid = None
-        self._adjoint = None
-        self._adjoint_grid = None
+        self._solutions.clear()
+        self._adjoints.clear()
 
     def __repr__(self) -> str:
         where = "periodic box" if self.box is not None else "following grid"
@@ -501,14 +504,16 @@ class ReactionFieldCalculator:
 
         guess = None
         if self.warm_start:
-            guess, _ = self._shift(self._adjoint, self._adjoint_grid, grid)
+            guess = self._adjoints.predict(atoms.positions, grid)
+            if guess is None:
+                guess, _ = self._shift(*self._adjoints.last, grid)
         out = solvation_forces(
             atoms, problem, phi_rf, physics=self.physics, box=self.box, solver=self.solver,
             kappa_subsamples=self.map_options.get("kappa_subsamples", 4), units=self.units,
             adjoint_guess=guess, ses_step=self.map_options.get("ses_step"),
             interpolation=self.interpolation, system=system,
         )  # fmt: skip
-        self._adjoint, self._adjoint_grid = out.adjoint, grid
+        self._adjoints.record(atoms.positions, grid, out.adjoint)
         return out
 
     def _stacked_engine(self, grid):
@@ -656,7 +661,13 @@ class ReactionFieldCalculator:
         """Place the grid for this frame; return it, whether it moved, and the initial guess."""
         prev_phi, prev_grid = self.phi_rf, self._solution_grid
         grid, regridded, _ = self._place(atoms, box)
-        x0 = self._carry(prev_phi, prev_grid, grid, atoms) if self.warm_start else None
+        if not self.warm_start:
+            return grid, regridded, None
+        x0 = None
+        if self._solutions.last[0] is prev_phi:  # the history is of compute()'s own frames
+            x0 = self._solutions.predict(atoms.positions, grid)
+        if x0 is None:
+            x0 = self._carry(prev_phi, prev_grid, grid, atoms)
         return grid, regridded, x0
 
     def _place(self, atoms, box):
@@ -794,6 +805,7 @@ class ReactionFieldCalculator:
         self.problem = problem
         self.phi_rf = result.phi_rf
         self._solution_grid = grid
+        self._solutions.record(atoms.positions, grid, result.phi_rf)
         self.frames += 1
         frame = FrameResult(
             energy=energy,
