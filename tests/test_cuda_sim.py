@@ -668,6 +668,7 @@ def check_force_radial_sums():
     """
     from refgeom import radial_sums
 
+    from pbsolver.backends.cpu.forces import grid_nodes as cpu_nodes
     from pbsolver.backends.cuda import forces as gpu
 
     rng = ctx().rng
@@ -679,13 +680,17 @@ def check_force_radial_sums():
     for args, what in (((), "Coulomb"), ((box,), "Coulomb, nearest image")):
         want = radial_sums(points, weights, centres, *args)
         close(gpu.coulomb_sums(points, weights, centres, *args), want, 1e-12, what)
+    field = np.where(rng.uniform(size=(4, 5, 3)) < 0.7, rng.normal(size=(4, 5, 3)), 0.0)
+    origin, spacing = (-2.0, -2.5, -1.0), (0.9, 0.8, 1.1)
+    want = radial_sums(*cpu_nodes(field, origin, spacing), centres)
+    close(gpu.coulomb_grid_sums(field, origin, spacing, centres), want, 1e-12, "Coulomb, grid")
     want = radial_sums(points, weights, centres, None, radii, 0.12, 78.5, 0.5)
     close(gpu.debye_huckel_sums(points, weights, centres, radii, 0.12, 78.5, 2.0), want, 1e-12,
           "Debye-Huckel")  # fmt: skip
 
 
 def check_force_sensitivities():
-    """μ = ∂G/∂φ_c, ∂G/∂f of the faces and the weighted nodes against the CPU loops."""
+    """μ = ∂G/∂φ_c, ∂G/∂κ̄², ∂G/∂f of the faces and the weighted nodes against the CPU loops."""
     from pbsolver.backends.cpu import forces as cpu
     from pbsolver.backends.cuda import forces as gpu
 
@@ -699,6 +704,9 @@ def check_force_sensitivities():
     for k2, what in ((kappa2, "with salt"), (None, "without salt")):
         want = cpu.coulomb_sensitivity(lam, faces, k2, 2.0, spacing)
         close(gpu.coulomb_sensitivity(lam, faces, k2, 2.0, spacing), want, 1e-12, f"mu {what}")
+    want = cpu.kappa_sensitivity(lam, phic, phi)
+    assert want[2, 1, 1] == 0.0 and np.isfinite(want).all()
+    close(gpu.kappa_sensitivity(lam, phic, phi), want, 1e-12, "kappa sensitivity")
     want = cpu.fraction_sensitivities(lam, phic, phi, faces, spacing, 1 / 80.0 - 1 / 2.0)
     got = gpu.fraction_sensitivities(lam, phic, phi, faces, spacing, 1 / 80.0 - 1 / 2.0)
     for a in range(3):

@@ -395,6 +395,34 @@ def test_radial_sums_match_a_float64_reference():
     assert np.array_equal(loops.coulomb_sums(points[:, :0], weights[:0], centres), np.zeros((n, 3)))
 
 
+def test_grid_coulomb_sums_match_a_float64_reference():
+    """The φ_c sum over a whole grid from its axes: planes past one tile, a centre on a node
+    (weight 0: it adds nothing, as a node list leaves it out), zero weights, a nearest-image
+    box, the grid far from 0."""
+    from refgeom import radial_sums
+
+    from pbsolver.backends.cpu import forces as loops
+
+    rng = np.random.default_rng(6)
+    grid = pb.Grid((7, 50, 47), spacing=(0.5, 0.45, 0.55), origin=(57.0, 48.0, 51.0))
+    n = loops.CENTRES_PER_ITEM + 3
+    centres = np.array(grid.origin) + rng.uniform(0.5, 3.0, (n, 3)) * [1.0, 5.0, 5.0]
+    field = rng.normal(size=grid.shape)
+    field[rng.uniform(size=grid.shape) < 0.3] = 0.0
+    node = (3, 20, 11)
+    centres[0] = np.array(grid.origin) + np.array(node) * grid.spacing
+    field[node] = 0.0
+    points, weights = loops.grid_nodes(field, grid.origin, grid.spacing)
+    box = (4.0, 23.0, 26.0)
+    for options in ({}, {"box": box}):
+        got = loops.coulomb_grid_sums(field, grid.origin, grid.spacing, centres, **options)
+        want = radial_sums(points, weights, centres, **options)
+        err = np.abs(got - want).max(axis=1) / np.abs(want).max(axis=1)
+        assert err.max() < 2e-5, (options, err.max())
+    assert not loops.coulomb_grid_sums(np.zeros(grid.shape), grid.origin, grid.spacing,
+                                       centres).any()  # fmt: skip
+
+
 # ---------------------------------------------------------------------- forces vs differences
 @pytest.mark.parametrize("salt", [0.0, 0.15])
 def test_forces_of_a_random_molecule_match_central_differences(salt):

@@ -83,7 +83,8 @@ def node_points(grid, field, xp):
 def force_loops(xp):
     """The compiled force loops for arrays of ``xp``: the CPU ones, or the CUDA ones on CuPy.
 
-    Both modules have ``coulomb_sums``, ``debye_huckel_sums``, ``coulomb_sensitivity`` and
+    Both modules have ``coulomb_sums``, ``coulomb_grid_sums``, ``debye_huckel_sums``,
+    ``coulomb_sensitivity``, ``kappa_sensitivity``, ``fraction_sensitivities`` and
     ``grid_nodes`` (the formulas of :mod:`pbsolver.backends.bodies.forces`).
     """
     if xp is np:
@@ -96,12 +97,11 @@ def force_loops(xp):
 def coulomb_gradient(atoms, grid, mu, eps_cavity, *, box=None):
     """∂G/∂r_i through φ_c in b, equation (2): (n, 3) in the library of ``mu``."""
     xp = array_module(mu)
-    pts, w = node_points(grid, mu, xp)
     charged = np.flatnonzero(atoms.charges != 0)
     pos = xp.asarray(atoms.positions[charged], dtype=xp.float64)
     q = xp.asarray(atoms.charges[charged], dtype=xp.float64)
     out = xp.zeros((len(atoms), 3))
-    g = force_loops(xp).coulomb_sums(pts, w, pos, box)
+    g = force_loops(xp).coulomb_grid_sums(mu, grid.origin, grid.spacing, pos, box)
     out[xp.asarray(charged)] = (COULOMB_KJ / eps_cavity) * q[:, None] * g
     return out
 

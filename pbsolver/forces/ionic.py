@@ -19,15 +19,16 @@ from __future__ import annotations
 import numpy as np
 
 from pbsolver.arrays import array_module
+from pbsolver.forces.coulomb import force_loops
 from pbsolver.forces.lines import end_gradient, end_slopes, periodic_owners
 
 
 def kappa_sensitivity(problem, phi, lam):
     """∂G/∂κ̄² at every node, equation (1) (zero where Φ is not finite)."""
     xp = array_module(phi)
-    with np.errstate(invalid="ignore", over="ignore"):
-        s = -lam * (xp.asarray(problem.phi_coulomb, dtype=xp.float64) + phi)
-    return xp.where(xp.isfinite(s), s, 0.0)
+    return force_loops(xp).kappa_sensitivity(xp.asarray(lam, dtype=xp.float64),
+                                             problem.phi_coulomb,
+                                             xp.asarray(phi, dtype=xp.float64))  # fmt: skip
 
 
 def ionic_gradient(atoms, grid, sensitivity, kappa2_bulk, ion_radius, *, subsamples=4, box=None):
@@ -57,7 +58,6 @@ def ionic_gradient(atoms, grid, sensitivity, kappa2_bulk, ion_radius, *, subsamp
     if box is not None:
         pos, rad, owners = periodic_owners(pos, rad, box, grid.origin, rad.max() + 1.0)
     hz = grid.spacing[2]
-    per_line = sensitivity * (-kappa2_bulk / (s * s))
     # the S × S line sets together are one uniform plane of lines, S times finer: line
     # (iu, iv) of it is line (iu mod S, iv mod S) of cell column (iu // S, iv // S)
     us, vs, t0 = ion_lines(grid, s)
@@ -71,7 +71,10 @@ def ionic_gradient(atoms, grid, sensitivity, kappa2_bulk, ion_radius, *, subsamp
         lines, k, owner, slopes = line_ends.sphere_end_slopes(*args, recorded=recorded)
     else:
         lines, k, owner, slopes = end_slopes(xp, "sphere_end_slopes", *args)
-    return end_gradient(per_line, 2, hz, lines // s, k, owner, slopes, owners, len(atoms))
+    # each of the s² line sets carries 1/s² of a cell's κ̄² = κ̄²_bulk · (accessible share)
+    scale = -kappa2_bulk / (s * s)
+    return scale * end_gradient(sensitivity, 2, hz, lines // s, k, owner, slopes, owners,
+                                len(atoms))  # fmt: skip
 
 
 __all__ = ["ionic_gradient", "kappa_sensitivity"]

@@ -102,20 +102,16 @@ def end_gradient(sensitivity, axis, h, lines, bins, atoms, slopes, owners, n_ato
     (:mod:`pbsolver.backends.cpu.line_ends`) for lines along ``axis``; ``sensitivity`` (NumPy
     or CuPy) is gathered at the ends' edges; the result is in its array library.
     """
+    from pbsolver.backends.cpu.line_ends import end_forces
+
     xp = array_module(sensitivity)
     a1, a2 = [a for a in range(3) if a != axis]
-    owners = np.asarray(owners, dtype=np.int64)
     grad = np.zeros((n_atoms, 3))
     if len(bins):
         idx = [None, None, None]
         idx[axis], idx[a1], idx[a2] = bins, lines[:, 0], lines[:, 1]
         s = to_numpy(sensitivity[tuple(xp.asarray(i) for i in idx)]) / h
-        for m in range(atoms.shape[1]):
-            used = atoms[:, m] >= 0
-            who = owners[atoms[used, m]]
-            for a in range(3):
-                grad[:, a] += np.bincount(who, weights=s[used] * slopes[used, m, a],
-                                          minlength=n_atoms)[:n_atoms]  # fmt: skip
+        grad = end_forces(s, atoms, slopes, owners, n_atoms)
     return xp.asarray(grad)
 
 

@@ -81,6 +81,15 @@ def make_radial_term(inverse_cube, dh_slope, image):
     return radial_term_body
 
 
+def kappa_sensitivity_body(lam, phic, phi, i, j, k):
+    """∂G/∂κ̄² at node (i, j, k): −λ (φ_c + φ), zero where that is not finite.
+
+    Not finite where a charge sits on the node. ``phic`` of any float dtype, read as float64.
+    """
+    s = -lam[i, j, k] * (float(phic[i, j, k]) + phi[i, j, k])
+    return s if math.isfinite(s) else 0.0
+
+
 def coulomb_sensitivity_body(lam, fx, fy, fz, kappa2, salt, i, j, k, eps_c, cx, cy, cz):
     """μ at node (i, j, k): Σ_axes [w_s (λ_{s+1} − λ_s) − w_{s−1} (λ_s − λ_{s−1})] − κ̄²_s λ_s.
 

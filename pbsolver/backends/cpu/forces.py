@@ -26,6 +26,7 @@ _inverse_cube, _dh_slope, _image = (njit(**_JIT, fastmath=_FM, inline="always")(
 _term = njit(**_JIT, fastmath=_FM, inline="always")(B.make_radial_term(_inverse_cube, _dh_slope,
                                                                         _image))  # fmt: skip
 _sensitivity = njit(**_JIT, inline="always")(B.coulomb_sensitivity_body)
+_kappa = njit(**_JIT, inline="always")(B.kappa_sensitivity_body)
 _fraction = njit(**_JIT, inline="always")(B.fraction_sensitivity_body)
 
 #: Nodes of a tile of the radial sums: four float32 rows of it (32 kB) stay in L1 while every
@@ -56,6 +57,25 @@ def fraction_sensitivities(lam, phi_coulomb, phi, faces, spacing, slope):
     c = [1.0 / (h * h) for h in spacing]
     _fraction_sensitivities(*(np.ascontiguousarray(a) for a in (lam, phi_coulomb, phi, *faces)),
                             *c, float(slope), *out)  # fmt: skip
+    return out
+
+
+@njit(**_JIT, parallel=True)
+def _kappa_sensitivity(lam, phic, phi, out):
+    nx, ny, nz = lam.shape
+    for i in prange(nx):
+        for j in range(ny):
+            for k in range(nz):
+                out[i, j, k] = _kappa(lam, phic, phi, i, j, k)
+
+
+def kappa_sensitivity(lam, phi_coulomb, phi):
+    """∂G/∂κ̄² at every node (:func:`pbsolver.forces.ionic.kappa_sensitivity`).
+
+    ``lam`` and ``phi`` float64, ``phi_coulomb`` any float dtype.
+    """
+    out = np.empty(lam.shape)
+    _kappa_sensitivity(*(np.ascontiguousarray(a) for a in (lam, phi_coulomb, phi)), out)
     return out
 
 
@@ -162,6 +182,79 @@ def _radial_sums(px, py, pz, weights, centres, box, periodic, mdh, radii, kappa,
                 out[i, 0] += gx
                 out[i, 1] += gy
                 out[i, 2] += gz
+
+
+@njit(**_JIT, parallel=True, fastmath=_FM)
+def _grid_coulomb_sums(weights, xs, py, pz, centres, box, periodic, out):
+    """:func:`_radial_sums` of the Coulomb term over every node of a grid, from its axes.
+
+    ``weights`` (nx, ny·nz) float32; ``xs`` the x of each plane, ``py``, ``pz`` the y and z of
+    each node of a plane (float32, relative to a point near the centres). A plane's x is one
+    number, so each tile's Σ_p w_p/r³ · (x − c_x) is (x − c_x) Σ_p w_p/r³. A node of weight 0
+    adds nothing (as if left out of a node list: not 0·∞ where it sits on a centre). Tiles of
+    :data:`TILE_NODES` nodes of a plane, float32 partial sums, float64 totals, the same order
+    whatever the thread count.
+    """
+    n = centres.shape[0]
+    nx, m = weights.shape
+    zero = np.float32(0.0)
+    for item in prange((n + CENTRES_PER_ITEM - 1) // CENTRES_PER_ITEM):
+        first = item * CENTRES_PER_ITEM
+        last = min(n, first + CENTRES_PER_ITEM)
+        for plane in range(nx):
+            row = weights[plane]
+            for lo in range(0, m, TILE_NODES):
+                hi = min(m, lo + TILE_NODES)
+                ty, tz, tw = py[lo:hi], pz[lo:hi], row[lo:hi]  # slices from 0: vector loads
+                for i in range(first, last):
+                    cy, cz = centres[i, 1], centres[i, 2]
+                    dx = xs[plane] - centres[i, 0]
+                    if periodic:
+                        dx = _image(dx, box[0])
+                    dx2 = dx * dx
+                    g = zero
+                    gy = zero
+                    gz = zero
+                    for p in range(hi - lo):
+                        dy = ty[p] - cy
+                        dz = tz[p] - cz
+                        if periodic:
+                            dy = _image(dy, box[1])
+                            dz = _image(dz, box[2])
+                        r2 = dx2 + dy * dy + dz * dz
+                        f = tw[p] * _inverse_cube(r2) if tw[p] != zero else zero
+                        g += f
+                        gy += f * dy
+                        gz += f * dz
+                    out[i, 0] += g * dx
+                    out[i, 1] += gy
+                    out[i, 2] += gz
+
+
+def coulomb_grid_sums(field, origin, spacing, centres, box=None):
+    """:func:`coulomb_sums` over every node of a grid, weighted by ``field`` (nx, ny, nz).
+
+    Nodes where ``field`` is zero add nothing, as :func:`grid_nodes` would leave them out;
+    but no node list is made: the coordinates come from the grid's axes.
+    """
+    centres = np.asarray(centres, dtype=np.float64).reshape(-1, 3)
+    out = np.zeros((len(centres), 3))
+    field = np.asarray(field)
+    if len(centres) == 0 or field.size == 0:
+        return out
+    nx, ny, nz = field.shape
+    ref = 0.5 * (centres.min(axis=0) + centres.max(axis=0))  # as _sums, for float32
+    axes = [np.asarray(origin[a], dtype=np.float64) + np.arange(n) * float(spacing[a])
+            for a, n in enumerate(field.shape)]  # fmt: skip
+    xs, ys, zs = (np.asarray(ax - r, dtype=np.float32) for ax, r in zip(axes, ref, strict=True))
+    py = np.ascontiguousarray(np.repeat(ys, nz))
+    pz = np.ascontiguousarray(np.tile(zs, ny))
+    weights = np.ascontiguousarray(field, dtype=np.float32).reshape(nx, ny * nz)
+    periodic = box is not None
+    box32 = np.asarray(box if periodic else (1.0,) * 3, dtype=np.float32)
+    _grid_coulomb_sums(weights, xs, py, pz, np.asarray(centres - ref, dtype=np.float32), box32,
+                       periodic, out)  # fmt: skip
+    return out
 
 
 @njit(**_JIT, parallel=True)

@@ -218,3 +218,28 @@ def kept_ends(offsets, nv, out_bin, out_atoms, out_slopes):
     line = np.searchsorted(offsets, keep, side="right") - 1
     lines = np.column_stack([line // nv, line % nv])
     return lines, out_bin[keep], out_atoms[keep], out_slopes[keep]
+
+
+@njit(**_JIT)
+def _end_forces(s, atoms, slopes, owners, grad):
+    n_atoms = grad.shape[0]
+    for e in range(s.shape[0]):
+        for m in range(atoms.shape[1]):
+            j = atoms[e, m]
+            if j >= 0 and owners[j] < n_atoms:
+                o = owners[j]
+                for a in range(3):
+                    grad[o, a] += s[e] * slopes[e, m, a]
+
+
+def end_forces(s, atoms, slopes, owners, n_atoms):
+    """Σ over ends e and their atoms m of s[e]·slopes[e, m, :], added up per owner atom.
+
+    ``atoms`` (m, k) are the ends' atoms (−1: none) as :func:`kept_ends` gives them, whose
+    images ``owners`` maps to atoms; returns (``n_atoms``, 3), float64 (the ends in order).
+    """
+    grad = np.zeros((int(n_atoms), 3))
+    _end_forces(np.ascontiguousarray(s, dtype=np.float64), np.ascontiguousarray(atoms),
+                np.ascontiguousarray(slopes, dtype=np.float64),
+                np.ascontiguousarray(owners, dtype=np.int64), grad)  # fmt: skip
+    return grad

@@ -4,7 +4,8 @@ The CUDA twins of :func:`pbsolver.backends.cpu.forces.coulomb_sums` and
 :func:`~pbsolver.backends.cpu.forces.debye_huckel_sums`: one block per centre, its threads
 striding over the weighted nodes, then a fixed-order tree reduction in shared memory, so the
 result does not depend on scheduling; and of
-:func:`~pbsolver.backends.cpu.forces.coulomb_sensitivity` (one thread a node) and
+:func:`~pbsolver.backends.cpu.forces.coulomb_sensitivity` and
+:func:`~pbsolver.backends.cpu.forces.kappa_sensitivity` (one thread a node) and
 :func:`~pbsolver.backends.cpu.forces.grid_nodes` (array code). Device arrays in (CuPy, or NumPy
 under numba's simulator), an array of the same library out. Compiled lazily on first launch.
 """
@@ -22,6 +23,7 @@ from pbsolver.backends.launch_sizes import FINISH_THREADS, THREADS
 _dev = cuda.jit(device=True)
 _term = _dev(B.make_radial_term(*(_dev(body) for body in B.radial_bodies(float))))
 _sensitivity = _dev(B.coulomb_sensitivity_body)
+_kappa = _dev(B.kappa_sensitivity_body)
 _fraction = _dev(B.fraction_sensitivity_body)
 
 
@@ -55,6 +57,25 @@ def fraction_sensitivities(lam, phi_coulomb, phi, faces, spacing, slope):
         *(xp.ascontiguousarray(a) for a in (lam, phi_coulomb, phi, *faces)), *c, float(slope),
         *out,
     )  # fmt: skip
+    return out
+
+
+@cuda.jit
+def _k_kappa_sensitivity(lam, phic, phi, out):
+    p = cuda.grid(1)
+    if p >= lam.size:
+        return
+    i, j, k = _node_dev(p, lam.shape)
+    out[i, j, k] = _kappa(lam, phic, phi, i, j, k)
+
+
+def kappa_sensitivity(lam, phi_coulomb, phi):
+    """∂G/∂κ̄² at every node; see :func:`pbsolver.backends.cpu.forces.kappa_sensitivity`."""
+    xp = array_module(lam)
+    out = xp.empty(lam.shape)
+    blocks = (lam.size + THREADS - 1) // THREADS
+    launch(_k_kappa_sensitivity, blocks, THREADS,
+           *(xp.ascontiguousarray(a) for a in (lam, phi_coulomb, phi)), out)  # fmt: skip
     return out
 
 
@@ -154,15 +175,22 @@ def coulomb_sums(points, weights, centres, box=None):
     return _sums(points, weights, centres, box)
 
 
+def coulomb_grid_sums(field, origin, spacing, centres, box=None):
+    """:func:`coulomb_sums` over the nodes where ``field`` ≠ 0 (:func:`grid_nodes`'s list)."""
+    return coulomb_sums(*grid_nodes(field, origin, spacing), centres, box)
+
+
 def debye_huckel_sums(points, weights, centres, radii, kappa, eps_out, eps_cavity):
     """Σ_p w_p (−T_i'(r)/r)(p − c_i) of the "mdh" terms for every centre: (n, 3)."""
     return _sums(points, weights, centres, None, radii, kappa, eps_out, 1.0 / float(eps_cavity))
 
 
 __all__ = [
+    "coulomb_grid_sums",
     "coulomb_sensitivity",
     "coulomb_sums",
     "debye_huckel_sums",
     "fraction_sensitivities",
     "grid_nodes",
+    "kappa_sensitivity",
 ]
