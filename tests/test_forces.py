@@ -395,6 +395,32 @@ def test_radial_sums_match_a_float64_reference():
     assert np.array_equal(loops.coulomb_sums(points[:, :0], weights[:0], centres), np.zeros((n, 3)))
 
 
+def test_fraction_sensitivity_at_nodes_equals_the_whole_grids():
+    """∂G/∂f computed at given nodes only (the line ends of "mol" and "vdw") is the whole-grid
+    map's value there, bit for bit, on a charge's node (zero) and at the grid's last layers."""
+    from pbsolver.forces.coulomb import face_maps, force_loops
+
+    atoms = _molecule(12, n=10)
+    grid = M.grid_for_atoms(atoms, 0.5, 2.0)
+    problem = pb.Problem.from_maps(M.build_maps(atoms, grid, surface="mol", **HIGH_CONTRAST))
+    rng = np.random.default_rng(12)
+    lam, phi = rng.normal(size=grid.shape), rng.normal(size=grid.shape)
+    phic = np.array(problem.phi_coulomb)
+    phic[3, 4, 5] = np.inf
+    problem.phi_coulomb = phic
+    whole = fraction_sensitivities(problem, phi, lam, 2.0, 78.54)
+    index = tuple(rng.integers(0, n, 400) for n in grid.shape)
+    index = tuple(np.append(i, [c, n - 1])
+                  for i, c, n in zip(index, (3, 4, 5), grid.shape, strict=True))  # fmt: skip
+    faces = face_maps(problem, np)
+    loops = force_loops(np)
+    for axis in range(3):
+        at = loops.fraction_sensitivity_at(lam, phic, phi, faces[axis], axis, grid.spacing,
+                                           1 / 78.54 - 1 / 2.0, index)  # fmt: skip
+        np.testing.assert_array_equal(at, whole[axis][index])
+        assert at[-2] == 0.0 and np.abs(at).max() > 0
+
+
 def test_grid_coulomb_sums_match_a_float64_reference():
     """The φ_c sum over a whole grid from its axes: planes past one tile, a centre on a node
     (weight 0: it adds nothing, as a node list leaves it out), zero weights, a nearest-image

@@ -75,9 +75,14 @@ def dielectric_gradient(atoms, problem, phi, lam, physics, *, box=None, ses_step
     (:mod:`pbsolver.forces.lines`), as for "vdw". ``box``: the periodic images the maps used.
     """
     grid = problem.grid
-    sens = fraction_sensitivities(problem, phi, lam, physics.eps_in, physics.eps_out)
-    if physics.surface == "smol":
-        sens = smoothing_transpose(*sens)
+    if physics.surface in ("svdw", "smol") or array_module(phi) is not np:
+        sens = fraction_sensitivities(problem, phi, lam, physics.eps_in, physics.eps_out)
+        if physics.surface == "smol":
+            sens = smoothing_transpose(*sens)
+    else:  # read at the line ends only
+        faces = face_maps(problem, np)
+        sens = tuple(_FaceSensitivityAt(problem, phi, lam, physics, faces[axis], axis)
+                     for axis in range(3))  # fmt: skip
     pos, rad, owners = atoms.positions, atoms.radii, np.arange(len(atoms))
     probe = reentrant_probe(physics.surface, physics.probe_radius)
     if box is not None:  # the images face_fractions makes
@@ -96,6 +101,23 @@ def dielectric_gradient(atoms, problem, phi, lam, physics, *, box=None, ses_step
                                      grid.origin[axis], grid.spacing[axis], grid.shape[axis],
                                      sens[axis], len(atoms))  # fmt: skip
     return grad
+
+
+class _FaceSensitivityAt:
+    """The faces' ∂G/∂f along one axis, computed where it is read (NumPy problems).
+
+    Indexed like the grid array :func:`fraction_sensitivities` would make for that axis, by a
+    tuple of (i, j, k) index arrays, it gives the same values there (the same body); the line
+    ends of "mol" and "vdw" read a few thousand faces of the grid's millions.
+    """
+
+    def __init__(self, problem, phi, lam, physics, face, axis):
+        self.args = (np.asarray(lam, dtype=np.float64), problem.phi_coulomb,
+                     np.asarray(phi, dtype=np.float64), face, axis, problem.grid.spacing,
+                     1.0 / physics.eps_out - 1.0 / physics.eps_in)  # fmt: skip
+
+    def __getitem__(self, index):
+        return force_loops(np).fraction_sensitivity_at(*self.args, index)
 
 
 __all__ = [

@@ -61,6 +61,26 @@ def fraction_sensitivities(lam, phi_coulomb, phi, faces, spacing, slope):
 
 
 @njit(**_JIT, parallel=True)
+def _fraction_sensitivity_at(lam, phic, phi, face, axis, c, slope, ii, jj, kk, out):
+    for e in prange(ii.shape[0]):
+        out[e] = _fraction(lam, phic, phi, face, axis, ii[e], jj[e], kk[e], c, slope)
+
+
+def fraction_sensitivity_at(lam, phi_coulomb, phi, face, axis, spacing, slope, index):
+    """∂G/∂f of the faces along ``axis`` at the nodes ``index`` = (i, j, k) arrays only.
+
+    :func:`fraction_sensitivities`' values there (the same body), without the whole grids:
+    the SES and union forces read them at the line ends alone.
+    """
+    ii, jj, kk = (np.ascontiguousarray(a, dtype=np.int64) for a in index)
+    out = np.empty(ii.shape[0])
+    _fraction_sensitivity_at(*(np.ascontiguousarray(a) for a in (lam, phi_coulomb, phi, face)),
+                             int(axis), 1.0 / (spacing[axis] * spacing[axis]), float(slope),
+                             ii, jj, kk, out)  # fmt: skip
+    return out
+
+
+@njit(**_JIT, parallel=True)
 def _kappa_sensitivity(lam, phic, phi, out):
     nx, ny, nz = lam.shape
     for i in prange(nx):

@@ -214,10 +214,31 @@ def kept_ends(offsets, nv, out_bin, out_atoms, out_slopes):
     Host arrays of the slope kernels' slots (line ``l`` owns ``offsets[l] … offsets[l + 1]``;
     an unwritten slot has bin −1); the CUDA wrappers copy theirs back and call this too.
     """
-    keep = np.flatnonzero(out_bin >= 0)
-    line = np.searchsorted(offsets, keep, side="right") - 1
-    lines = np.column_stack([line // nv, line % nv])
-    return lines, out_bin[keep], out_atoms[keep], out_slopes[keep]
+    arrays = (np.ascontiguousarray(a) for a in (out_bin, out_atoms, out_slopes))
+    return _kept_ends(np.ascontiguousarray(offsets, dtype=np.int64), int(nv), *arrays)
+
+
+@njit(**_JIT)
+def _kept_ends(offsets, nv, out_bin, out_atoms, out_slopes):
+    kept = 0
+    for slot in range(offsets[-1]):
+        if out_bin[slot] >= 0:
+            kept += 1
+    lines = np.empty((kept, 2), dtype=np.int64)
+    bins = np.empty(kept, dtype=np.int64)
+    atoms = np.empty((kept, out_atoms.shape[1]), dtype=np.int64)
+    slopes = np.empty((kept,) + out_slopes.shape[1:])
+    e = 0
+    for line in range(offsets.shape[0] - 1):
+        for slot in range(offsets[line], offsets[line + 1]):
+            if out_bin[slot] >= 0:
+                lines[e, 0] = line // nv
+                lines[e, 1] = line % nv
+                bins[e] = out_bin[slot]
+                atoms[e] = out_atoms[slot]
+                slopes[e] = out_slopes[slot]
+                e += 1
+    return lines, bins, atoms, slopes
 
 
 @njit(**_JIT)
