@@ -62,16 +62,17 @@ def boundary_sensitivity(problem, lam, spread):
     xp = array_module(lam)
     faces = face_maps(problem, xp)
     nu = xp.zeros(problem.grid.shape)
-    for axis, (face, h) in enumerate(zip(faces, problem.grid.spacing, strict=True)):
-        n = lam.shape[axis]
+    sides = [((slice(None),) * axis, node, inner)
+             for axis, n in enumerate(lam.shape)
+             for node, inner in ((0, 1), (n - 1, n - 2))]  # fmt: skip
+    for at, node, _ in sides:  # ½ Iᵀq on the outer layer (edges written twice, the same value)
+        nu[(*at, node)] = spread[(*at, node)]
+    for at, node, inner in sides:
         # the low side's node 0 couples to node 1 through face 0; the high side's node n − 1 to
         # node n − 2 through face n − 2
-        for node, inner in ((0, 1), (n - 1, n - 2)):
-            at = (slice(None),) * axis
-            c = xp.asarray(face[(*at, min(node, inner))], dtype=xp.float64) / (h * h)
-            nu[(*at, node)] += c * lam[(*at, inner)]
-    nu += spread
-    nu[1:-1, 1:-1, 1:-1] = 0.0
+        h = problem.grid.spacing[len(at)]
+        c = xp.asarray(faces[len(at)][(*at, min(node, inner))], dtype=xp.float64) / (h * h)
+        nu[(*at, node)] += c * lam[(*at, inner)]
     return nu
 
 
