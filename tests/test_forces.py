@@ -414,9 +414,10 @@ def test_fraction_sensitivity_at_nodes_equals_the_whole_grids():
                   for i, c, n in zip(index, (3, 4, 5), grid.shape, strict=True))  # fmt: skip
     faces = face_maps(problem, np)
     loops = force_loops(np)
+    flat = np.ravel_multi_index(index, grid.shape)
     for axis in range(3):
         at = loops.fraction_sensitivity_at(lam, phic, phi, faces[axis], axis, grid.spacing,
-                                           1 / 78.54 - 1 / 2.0, index)  # fmt: skip
+                                           1 / 78.54 - 1 / 2.0, flat)  # fmt: skip
         np.testing.assert_array_equal(at, whole[axis][index])
         assert at[-2] == 0.0 and np.abs(at).max() > 0
 

@@ -75,11 +75,11 @@ def dielectric_gradient(atoms, problem, phi, lam, physics, *, box=None, ses_step
     (:mod:`pbsolver.forces.lines`), as for "vdw". ``box``: the periodic images the maps used.
     """
     grid = problem.grid
-    if physics.surface in ("svdw", "smol") or array_module(phi) is not np:
+    if physics.surface == "smol" or array_module(phi) is not np:
         sens = fraction_sensitivities(problem, phi, lam, physics.eps_in, physics.eps_out)
         if physics.surface == "smol":
             sens = smoothing_transpose(*sens)
-    else:  # read at the line ends only
+    else:  # read at the line ends or sample points only
         faces = face_maps(problem, np)
         sens = tuple(_FaceSensitivityAt(problem, phi, lam, physics, faces[axis], axis)
                      for axis in range(3))  # fmt: skip
@@ -106,9 +106,10 @@ def dielectric_gradient(atoms, problem, phi, lam, physics, *, box=None, ses_step
 class _FaceSensitivityAt:
     """The faces' ∂G/∂f along one axis, computed where it is read (NumPy problems).
 
-    Indexed like the grid array :func:`fraction_sensitivities` would make for that axis, by a
-    tuple of (i, j, k) index arrays, it gives the same values there (the same body); the line
-    ends of "mol" and "vdw" read a few thousand faces of the grid's millions.
+    Read like the grid array :func:`fraction_sensitivities` would make for that axis, at a
+    tuple of (i, j, k) index arrays (``s[i, j, k]``) or at flat C-order indices
+    (``s.take(flat)``), it gives the same values there (the same body): the line ends of "mol"
+    and "vdw" and the sample points of "svdw" read a small part of the grid's faces.
     """
 
     def __init__(self, problem, phi, lam, physics, face, axis):
@@ -117,7 +118,10 @@ class _FaceSensitivityAt:
                      1.0 / physics.eps_out - 1.0 / physics.eps_in)  # fmt: skip
 
     def __getitem__(self, index):
-        return force_loops(np).fraction_sensitivity_at(*self.args, index)
+        return self.take(np.ravel_multi_index(index, self.args[0].shape))
+
+    def take(self, flat):
+        return force_loops(np).fraction_sensitivity_at(*self.args, flat)
 
 
 __all__ = [

@@ -36,7 +36,8 @@ def smooth_gradient(positions, radii, owners, grid, sensitivity, n_atoms, width=
         The atom each sphere moves with.
     grid : Grid
     sensitivity : 3 arrays (nx, ny, nz)
-        ∂G/∂f of each face's fraction (NumPy or CuPy; the result follows).
+        ∂G/∂f of each face's fraction (NumPy or CuPy; the result follows), read by ``take``
+        at flat node indices.
     n_atoms : int
     width : float
         The surface's half-width, Å (that of the map).
@@ -65,7 +66,7 @@ def smooth_gradient(positions, radii, owners, grid, sensitivity, n_atoms, width=
         moving = (pairs.s > 0) & (pairs.ds > 0) & (pairs.r > 0)
         safe_s = xp.where(moving, pairs.s, 1.0)
         safe_r = xp.where(moving, pairs.r, 1.0)
-        sens = sensitivity[axis].reshape(-1)[pairs.point % n_nodes]
+        sens = sensitivity[axis].take(pairs.point % n_nodes)  # flat indices
         coef = weights[pairs.point // n_nodes] * sens * product[slot] / safe_s * pairs.ds / safe_r
         coef = xp.where(moving, coef, 0.0)
         atom = own[pairs.sphere]

@@ -61,22 +61,25 @@ def fraction_sensitivities(lam, phi_coulomb, phi, faces, spacing, slope):
 
 
 @njit(**_JIT, parallel=True)
-def _fraction_sensitivity_at(lam, phic, phi, face, axis, c, slope, ii, jj, kk, out):
-    for e in prange(ii.shape[0]):
-        out[e] = _fraction(lam, phic, phi, face, axis, ii[e], jj[e], kk[e], c, slope)
+def _fraction_sensitivity_at(lam, phic, phi, face, axis, c, slope, nodes, out):
+    ny, nz = lam.shape[1], lam.shape[2]
+    for e in prange(nodes.shape[0]):
+        n = nodes[e]
+        i, j, k = n // (ny * nz), (n // nz) % ny, n % nz
+        out[e] = _fraction(lam, phic, phi, face, axis, i, j, k, c, slope)
 
 
-def fraction_sensitivity_at(lam, phi_coulomb, phi, face, axis, spacing, slope, index):
-    """∂G/∂f of the faces along ``axis`` at the nodes ``index`` = (i, j, k) arrays only.
+def fraction_sensitivity_at(lam, phi_coulomb, phi, face, axis, spacing, slope, nodes):
+    """∂G/∂f of the faces along ``axis`` at the nodes ``nodes`` (C-order flat indices) only.
 
     :func:`fraction_sensitivities`' values there (the same body), without the whole grids:
-    the SES and union forces read them at the line ends alone.
+    the surface forces read them at line ends and sample points alone.
     """
-    ii, jj, kk = (np.ascontiguousarray(a, dtype=np.int64) for a in index)
-    out = np.empty(ii.shape[0])
+    nodes = np.ascontiguousarray(nodes, dtype=np.int64)
+    out = np.empty(nodes.shape[0])
     _fraction_sensitivity_at(*(np.ascontiguousarray(a) for a in (lam, phi_coulomb, phi, face)),
                              int(axis), 1.0 / (spacing[axis] * spacing[axis]), float(slope),
-                             ii, jj, kk, out)  # fmt: skip
+                             nodes, out)  # fmt: skip
     return out
 
 
