@@ -186,7 +186,10 @@ class ReactionFieldCalculator:
         Fixed node counts of a following grid (default: from the first frame, ``margin + skin``,
         rounded to multigrid-friendly sizes; grown when the solute outgrows it).
     warm_start : bool
-        Start each solve from the previous frame's solution.
+        Start each solve from the previous frames' solutions: the last one moved onto the
+        frame's grid, or, on an unmoved grid, the last two extrapolated along the atoms' steps
+        (:mod:`pbsolver.md.prediction`). The calculator then keeps two solutions (and, with
+        exact forces, two adjoint fields) of the grid's size.
     units : {"kJ/mol", "kcal/mol"}
         Units of energies, potentials and forces.
     dtype : {numpy.float32, numpy.float64}
