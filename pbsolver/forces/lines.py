@@ -99,8 +99,9 @@ def end_gradient(sensitivity, axis, h, lines, bins, atoms, slopes, owners, n_ato
     """Σ over moving interval ends of sensitivity[edge]/h · slope, per owner atom: (n_atoms, 3).
 
     ``lines``, ``bins``, ``atoms``, ``slopes`` are the CPU line-end kernels' output
-    (:mod:`pbsolver.backends.cpu.line_ends`) for lines along ``axis``; ``sensitivity`` (NumPy
-    or CuPy) is gathered at the ends' edges; the result is in its array library.
+    (:mod:`pbsolver.backends.cpu.line_ends`) for lines along ``axis``; ``sensitivity`` (a NumPy
+    or CuPy grid, or anything indexed like one by (i, j, k) arrays) is read at the ends' edges;
+    the result is in its array library.
     """
     from pbsolver.backends.cpu.line_ends import end_forces
 

@@ -300,16 +300,14 @@ class ReactionFieldCalculator:
         self.frames = 0
         self.grid: Grid | None = None
         self.problem: Problem | None = None
-        self.phi_rf = None  # previous solution, on the solver's device
-        self._solution_grid: Grid | None = None  # the grid phi_rf lives on
         self._batch_mode = "auto"
         #: How φ_rf is sampled at the atoms ("linear" or "cubic").
         self.interpolation = choice(interpolation, "interpolation", INTERPOLATIONS)
         self.engine = self._resolve_engine(engine, method, forces)
         #: What the frames' forces are: "exact" (−∂G/∂r) or "field" (−q ∇φ_rf).
         self.force_kind = self._resolve_forces(forces)
-        #: The last two frames' solutions and adjoint fields: compute()'s solve and the forces'
-        #: adjoint solve start from their prediction (:mod:`pbsolver.md.prediction`).
+        #: The last two frames' solutions and adjoint fields, on the solver's device: the solves
+        #: start from their prediction (:mod:`pbsolver.md.prediction`).
         self._solutions = FieldHistory()
         self._adjoints = FieldHistory()
         self._stacked = None  # StackedFrames, made for the grid shape in use
@@ -391,7 +389,7 @@ class ReactionFieldCalculator:
                 return [self._compute_stacked([f], box)[0] for f in frames]
             return self._compute_stacked(frames, box)
         prepared = []
-        prev_phi, prev_grid = self.phi_rf, self._solution_grid
+        prev_phi, prev_grid = self._solutions.last
         for positions in frames:
             t0 = time.perf_counter()
             atoms, xp = self._frame_atoms(positions)
@@ -414,12 +412,15 @@ class ReactionFieldCalculator:
         """The solute (charges, radii, names) at ``positions`` (Å, NumPy or CuPy; host copy)."""
         return self._frame_atoms(positions)[0]
 
+    @property
+    def phi_rf(self):
+        """The last frame's φ_rf on its grid (on the solver's device), or None before any."""
+        return self._solutions.last[0]
+
     def reset(self) -> None:
         """Forget the grid and the previous solution (the next frame starts cold)."""
         self.grid = None
         self.problem = None
-        self.phi_rf = None
-        self._solution_grid = None
         self._solutions.clear()
         self._adjoints.clear()
 
@@ -560,7 +561,7 @@ class ReactionFieldCalculator:
         grid, regridded, _ = self._place(_Bounds(lo, hi), None)
         x0 = fill = None
         if self.warm_start:  # the engine fills uncovered nodes with Debye–Hückel on its device
-            x0, fill = self._shift(self.phi_rf, self._solution_grid, grid)
+            x0, fill = self._shift(*self._solutions.last, grid)
         engine = self._stacked_engine(grid)
         if all(is_device_array(p) for p in frames) and engine.xp is not np:
             # device positions stay on the engine's device
@@ -610,8 +611,7 @@ class ReactionFieldCalculator:
             )
             self.frames += 1
         self.problem = None
-        self.phi_rf = res.phi[-1]
-        self._solution_grid = grid
+        self._solutions.record(host[-1], grid, res.phi[-1])
         if self.strict:
             for k, fr in enumerate(out):
                 if not fr.converged:
@@ -662,15 +662,12 @@ class ReactionFieldCalculator:
 
     def _prepare(self, atoms, box):
         """Place the grid for this frame; return it, whether it moved, and the initial guess."""
-        prev_phi, prev_grid = self.phi_rf, self._solution_grid
         grid, regridded, _ = self._place(atoms, box)
         if not self.warm_start:
             return grid, regridded, None
-        x0 = None
-        if self._solutions.last[0] is prev_phi:  # the history is of compute()'s own frames
-            x0 = self._solutions.predict(atoms.positions, grid)
+        x0 = self._solutions.predict(atoms.positions, grid)
         if x0 is None:
-            x0 = self._carry(prev_phi, prev_grid, grid, atoms)
+            x0 = self._carry(*self._solutions.last, grid, atoms)
         return grid, regridded, x0
 
     def _place(self, atoms, box):
@@ -806,8 +803,6 @@ class ReactionFieldCalculator:
         t_eval = time.perf_counter() - t_eval0 - timings.get("forces", 0.0)
         timings["evaluate"] = t_eval
         self.problem = problem
-        self.phi_rf = result.phi_rf
-        self._solution_grid = grid
         self._solutions.record(atoms.positions, grid, result.phi_rf)
         self.frames += 1
         frame = FrameResult(

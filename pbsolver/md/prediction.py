@@ -56,7 +56,7 @@ class FieldHistory:
             return None
         x1, g1, u1 = self._last
         x2, g2, u2 = self._before
-        if g1 != grid or g2 != grid or u1.shape != u2.shape:
+        if g1 != grid or g2 != grid:
             return None
         alpha = step_ratio(np.asarray(positions, dtype=np.float64), x1, x2)
         if alpha == 0.0:
