@@ -457,6 +457,21 @@ elif [ "${1:-single}" = "s21" ] || [ "${1:-single}" = "s22" ] || [ "${1:-single}
   fi
   [ -n "${TESTS:-}" ] && step gpu_tests 330 python3 -m pytest -n 4 -m gpu -q -p no:cacheprovider \
     -W ignore::Warning -rs $([ "${TESTS}" = 1 ] || echo "${TESTS}")
+elif [ "${1:-single}" = "s33" ]; then  # thirty-third session: every GPU test, exact forces in batches
+  # TESTS=1|files: the GPU tests; BATCH32="svdw mol smol": exact-forces frames against the fastest
+  # energy-only ones in batches of 32 (colipase, 0.5 Å); PROFILE="mol": cProfile of the forces
+  [ -n "${TESTS:-}" ] && step gpu_tests 340 python3 -m pytest -n 4 -m gpu -q -p no:cacheprovider \
+    -W ignore::Warning -rs $([ "${TESTS}" = 1 ] || echo "${TESTS}")
+  for s in ${BATCH32:-}; do
+    step "forces_batch_$s" 150 python3 benchmarks/forces_cost.py --backend cuda --maps-backend cuda \
+      --surface "$s" --pqr data/1lpb_chainA.pqr --spacing 0.5 --batch 32 --frames 32 --warmup 2 \
+      --energy-engine auto --json "$R/forces_batch_$s.json"
+  done
+  for s in ${PROFILE:-}; do
+    step "forces_profile_$s" 120 python3 benchmarks/forces_profile.py --backend cuda --surface "$s" \
+      --pqr data/1lpb_chainA.pqr \
+      --frames 3 --top 45
+  done
 elif [ "${1:-single}" = "multi" ]; then
   step frames_profile 100 python3 benchmarks/frames_profile.py --batches 1 32 \
     --json "$R/frames_profile.json"
