@@ -3,6 +3,8 @@
 The modules, one job each: :mod:`~pbsolver.apbs.parser` (tokens and grammar → dataclasses, with
 line numbers), :mod:`~pbsolver.apbs.files` (the files an input may name; reading molecules),
 :mod:`~pbsolver.apbs.model` (an ELEC block → physics, grids, boundary values),
+:mod:`~pbsolver.apbs.apolar` (an APOLAR block → its parameters), :mod:`~pbsolver.apbs.section`
+(what ELEC and APOLAR sections share, as written and as planned),
 :mod:`~pbsolver.apbs.energy` (APBS' energies without self terms), :mod:`~pbsolver.apbs.run`
 (running it all), :mod:`~pbsolver.apbs.report` (APBS' output lines) and
 :mod:`~pbsolver.apbs.cli` (the command).

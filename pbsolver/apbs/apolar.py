@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pbsolver.apbs.section import Section
 from pbsolver.exceptions import InputError
 
 #: Keywords APBS requires in an APOLAR section (APOLparm_check).
@@ -34,39 +35,21 @@ FORCE_NOTE = (
 )
 
 
-@dataclass
-class ApolarCalculation:
+@dataclass(kw_only=True)
+class ApolarCalculation(Section):
     """One APOLAR section, ready to run.
 
     Attributes
     ----------
-    index, name : int, str or None
-        APBS's numbering of APOLAR sections (1-based) and the section's name.
-    molecule : int
-        Molecule number (1-based) of the READ section.
-    atoms : Atoms
+    index, name, molecule, atoms, energy, force, block
+        :class:`~pbsolver.apbs.section.Section`'s (``block``: the ApolarBlock).
     epsilons : ndarray (n,)
         The atoms' Lennard-Jones well depths, kJ/mol (zeros without the dispersion term).
     params : ApolarParameters
-    energy, force : {"no", "total", "comps"}
-        APBS ``calcenergy`` and ``calcforce``.
-    block : ApolarBlock
     """
 
-    index: int
-    name: str | None
-    molecule: int
-    atoms: object
     epsilons: np.ndarray
     params: object
-    energy: str
-    force: str
-    block: object
-
-    @property
-    def label(self) -> str:
-        """``#n (name)`` as APBS numbers APOLAR sections."""
-        return f"#{self.index}" + (f" ({self.name})" if self.name else "")
 
 
 def plan_apolar(block, molecules, parm_table, source) -> ApolarCalculation:
@@ -134,17 +117,7 @@ def plan_apolar(block, molecules, parm_table, source) -> ApolarCalculation:
         water_radius=water[0],
         water_epsilon=water[1],
     )
-    return ApolarCalculation(
-        index=block.index,
-        name=block.name,
-        molecule=block.mol,
-        atoms=atoms,
-        epsilons=epsilons,
-        params=params,
-        energy=block.calcenergy,
-        force=block.calcforce,
-        block=block,
-    )
+    return ApolarCalculation.from_block(block, atoms, epsilons=epsilons, params=params)
 
 
 def run_apolar(calc):

@@ -65,6 +65,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from pbsolver.apbs.section import Section
 from pbsolver.exceptions import InputError
 from pbsolver.grid import Grid
 from pbsolver.molecule.apbs_surface import APBS_SDENS
@@ -97,17 +98,14 @@ class GridPlan:
     role: str = "manual"
 
 
-@dataclass
-class Calculation:
+@dataclass(kw_only=True)
+class Calculation(Section):
     """One ELEC block, ready to run.
 
     Attributes
     ----------
-    index, name : int, str or None
-        APBS' numbering of ELEC blocks (1-based) and the block's name.
-    molecule : int
-        Molecule number (1-based) of the READ section.
-    atoms : Atoms
+    index, name, molecule, atoms, energy, block
+        :class:`~pbsolver.apbs.section.Section`'s (``block``: the ElecBlock).
     grids : list of GridPlan
         Its levels, coarse to fine; energies come from the last (and the coarser ones for
         atoms outside it).
@@ -115,14 +113,12 @@ class Calculation:
         ``boundary_kind`` is that of the first grid of the focusing chain ("mdh" or "sdh";
         APBS' ``zero`` is applied by :func:`build_problem`).
     equation : {"lpbe", "lrpbe", "npbe"}
-    energy : {"no", "total", "comps"}
     ions : list of IonSpec
     rtol : float
         Relative residual tolerance (APBS ``etol``; default 1e-6).
     writes : list of (WriteSpec, file name)
     notes : list of str
         What pbsolver does differently from APBS for this block.
-    block : ElecBlock
     focus_from : int or None
         With ``bcfl focus``: the number of the calculation whose levels this one continues.
     root_boundary : {"mdh", "sdh", "zero"}
@@ -131,32 +127,20 @@ class Calculation:
         APBS ``calcforce``: forces on the finest grid (net, or per atom).
     """
 
-    index: int
-    name: str | None
-    molecule: int
-    atoms: object
     grids: list
     physics: PhysicsOptions
     equation: str
-    energy: str
     ions: list
     rtol: float
     writes: list
     notes: list
-    block: object
     focus_from: int | None = None
     root_boundary: str = "mdh"
-    force: str = "no"
 
     @property
     def fixed_boundary(self) -> bool:
         """Whether the forces hold the finest boundary values fixed (see boundary_values_fixed)."""
         return boundary_values_fixed(self.grids, self.focus_from, self.root_boundary)
-
-    @property
-    def label(self) -> str:
-        """``#n (name)`` as APBS numbers ELEC blocks."""
-        return f"#{self.index}" + (f" ({self.name})" if self.name else "")
 
     @property
     def grid(self) -> GridPlan:
@@ -391,23 +375,18 @@ def calculation(
         notes.append(
             f"chgm {block.chgm} is not used: charges are points with an analytic Coulomb potential"
         )
-    return Calculation(
-        index=block.index,
-        name=block.name,
-        molecule=molecule,
-        atoms=atoms,
+    return Calculation.from_block(
+        block,
+        atoms,
         grids=grids,
         physics=physics,
         equation=equation,
-        energy=block.calcenergy,
         ions=list(block.ions),
         rtol=1e-6 if block.etol is None else float(block.etol),
         writes=writes,
         notes=notes,
-        block=block,
         focus_from=focus_from,
         root_boundary=root,
-        force=block.calcforce,
     )
 
 

@@ -19,7 +19,9 @@ import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
+from pbsolver.apbs.section import SectionBlock
 from pbsolver.exceptions import InputError
 
 #: Characters APBS treats as white space between tokens.
@@ -131,85 +133,50 @@ class WriteSpec:
 
 
 @dataclass
-class ElecBlock:
-    """One ``ELEC`` section, as written (None: not given).
+class ElecBlock(SectionBlock):
+    """One ``ELEC`` section, as written (None: not given; the shared keywords: SectionBlock).
 
-    ``lines`` maps each keyword given to the line it was given on; ``ignored`` holds keywords of
-    APBS' parallel and membrane options, kept with their lines for the model to refuse.
+    ``other`` holds keywords of APBS' parallel and membrane options (and ``writemat``,
+    ``usemesh``), kept with their lines for the model to refuse.
     """
 
-    index: int
-    line: int
-    end_line: int = 0
-    name: str | None = None
+    KIND: ClassVar[str] = "ELEC"
+
     method: str | None = None
     dime: tuple | None = None
     glen: tuple | None = None
-    grid: tuple | None = None
     gcent: Center | None = None
     cglen: tuple | None = None
     fglen: tuple | None = None
     cgcent: Center | None = None
     fgcent: Center | None = None
-    mol: int | None = None
     equation: str | None = None
     bcfl: str | None = None
     pdie: float | None = None
     sdie: float | None = None
     ions: list = field(default_factory=list)
-    srfm: str | None = None
-    srad: float | None = None
-    swin: float | None = None
-    sdens: float | None = None
     chgm: str | None = None
-    temp: float | None = None
     etol: float | None = None
     nlev: int | None = None
-    calcenergy: str = "no"
-    calcforce: str = "no"
     writes: list = field(default_factory=list)
     usemaps: list = field(default_factory=list)
     other: dict = field(default_factory=dict)
-    lines: dict = field(default_factory=dict)
-
-    @property
-    def label(self) -> str:
-        """``ELEC #n (name)`` for messages."""
-        return f"ELEC #{self.index}" + (f" ({self.name})" if self.name else "")
 
 
 @dataclass
-class ApolarBlock:
-    """One ``APOLAR`` section, as written (None: not given; ``lines``: keyword → line).
+class ApolarBlock(SectionBlock):
+    """One ``APOLAR`` section, as written (None: not given; the shared keywords: SectionBlock).
 
-    ``gamma`` (kJ mol⁻¹ Å⁻²), ``press`` (kJ mol⁻¹ Å⁻³), ``bconc`` (Å⁻³), ``srad``, ``swin``,
-    ``dpos`` (Å), ``sdens`` (Å⁻²), ``grid`` (3 spacings, Å), ``temp`` (K), ``srfm`` (only
-    ``sacc``), ``calcenergy``/``calcforce`` (no, total, comps).
+    ``gamma`` (kJ mol⁻¹ Å⁻²), ``press`` (kJ mol⁻¹ Å⁻³), ``bconc`` (Å⁻³), ``dpos`` (Å); ``srfm``
+    is only ``sacc``; ``grid`` is the spacing of the volume and dispersion quadratures.
     """
 
-    index: int
-    line: int
-    end_line: int = 0
-    name: str | None = None
-    mol: int | None = None
-    grid: tuple | None = None
-    srfm: str | None = None
-    srad: float | None = None
-    swin: float | None = None
-    sdens: float | None = None
+    KIND: ClassVar[str] = "APOLAR"
+
     dpos: float | None = None
     bconc: float | None = None
     press: float | None = None
     gamma: float | None = None
-    temp: float | None = None
-    calcenergy: str = "no"
-    calcforce: str = "no"
-    lines: dict = field(default_factory=dict)
-
-    @property
-    def label(self) -> str:
-        """``APOLAR #n (name)`` for messages."""
-        return f"APOLAR #{self.index}" + (f" ({self.name})" if self.name else "")
 
 
 @dataclass
@@ -582,16 +549,27 @@ def _dime(stream: _Stream, tok: Token):
     return tuple(stream.integer(tok, "3 integers") for _ in range(3))
 
 
+#: The keywords of :class:`~pbsolver.apbs.section.SectionBlock` (``srfm``: each kind's own).
+_SECTION_KEYWORDS = {
+    "mol": _set("mol", lambda s, t: s.integer(t, "a molecule number")),
+    "grid": _set("grid", lambda s, t: s.numbers(t)),
+    "srad": _set("srad", lambda s, t: s.number(t)),
+    "swin": _set("swin", lambda s, t: s.number(t)),
+    "sdens": _set("sdens", lambda s, t: s.number(t)),
+    "temp": _set("temp", lambda s, t: s.number(t)),
+    "calcenergy": _set("calcenergy", lambda s, t: s.word(t, CALC, "no, total or comps")),
+    "calcforce": _set("calcforce", lambda s, t: s.word(t, CALC, "no, total or comps")),
+}
+
 _ELEC_KEYWORDS = {
+    **_SECTION_KEYWORDS,
     "dime": _set("dime", _dime),
     "glen": _set("glen", lambda s, t: s.numbers(t)),
-    "grid": _set("grid", lambda s, t: s.numbers(t)),
     "gcent": _set("gcent", _center),
     "cglen": _set("cglen", lambda s, t: s.numbers(t)),
     "fglen": _set("fglen", lambda s, t: s.numbers(t)),
     "cgcent": _set("cgcent", _center),
     "fgcent": _set("fgcent", _center),
-    "mol": _set("mol", lambda s, t: s.integer(t, "a molecule number")),
     "lpbe": _equation,
     "npbe": _equation,
     "lrpbe": _equation,
@@ -602,15 +580,9 @@ _ELEC_KEYWORDS = {
     "sdie": _set("sdie", lambda s, t: s.number(t)),
     "ion": _ion,
     "srfm": _set("srfm", lambda s, t: s.word(t, SRFM, "a surface method")),
-    "srad": _set("srad", lambda s, t: s.number(t)),
-    "swin": _set("swin", lambda s, t: s.number(t)),
-    "sdens": _set("sdens", lambda s, t: s.number(t)),
     "chgm": _set("chgm", lambda s, t: s.word(t, CHGM, "a charge discretisation")),
-    "temp": _set("temp", lambda s, t: s.number(t)),
     "etol": _set("etol", lambda s, t: s.number(t)),
     "nlev": _set("nlev", lambda s, t: s.integer(t)),
-    "calcenergy": _set("calcenergy", lambda s, t: s.word(t, CALC, "no, total or comps")),
-    "calcforce": _set("calcforce", lambda s, t: s.word(t, CALC, "no, total or comps")),
     "write": _write,
     "usemap": _usemap,
     "usemesh": _other(1, "int"),
@@ -627,19 +599,12 @@ _ELEC_KEYWORDS = {
 
 
 _APOLAR_KEYWORDS = {
-    "mol": _set("mol", lambda s, t: s.integer(t, "a molecule number")),
-    "grid": _set("grid", lambda s, t: s.numbers(t)),
+    **_SECTION_KEYWORDS,
     "srfm": _set("srfm", lambda s, t: s.word(t, ("sacc",), "a surface method")),
-    "srad": _set("srad", lambda s, t: s.number(t)),
-    "swin": _set("swin", lambda s, t: s.number(t)),
-    "sdens": _set("sdens", lambda s, t: s.number(t)),
     "dpos": _set("dpos", lambda s, t: s.number(t)),
     "bconc": _set("bconc", lambda s, t: s.number(t)),
     "press": _set("press", lambda s, t: s.number(t)),
     "gamma": _set("gamma", lambda s, t: s.number(t)),
-    "temp": _set("temp", lambda s, t: s.number(t)),
-    "calcenergy": _set("calcenergy", lambda s, t: s.word(t, CALC, "no, total or comps")),
-    "calcforce": _set("calcforce", lambda s, t: s.word(t, CALC, "no, total or comps")),
 }
 #: APBS' replaced APOLAR keywords, refused with its advice.
 _APOLAR_REPLACED = ("dime", "glen")

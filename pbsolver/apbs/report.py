@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from pbsolver.apbs.section import numbered
+
 #: The separator APBS prints between calculations.
 RULE = "-" * 40
 
@@ -89,7 +91,7 @@ def calculation_lines(calc, plan, number: int, first: bool = True) -> list[str]:
     ph = calc.physics
     lines = [
         RULE,
-        f"CALCULATION #{number}" + (f" ({calc.name})" if calc.name else "") + ": MULTIGRID",
+        f"CALCULATION {numbered(number, calc.name)}: MULTIGRID",
         "  Setting up problem...",
         f"  Debye length:  {ph.debye_length if ph.has_salt else 0.0:g} A",
         "  Grid dimensions: {} x {} x {}".format(*g.shape),
@@ -322,7 +324,7 @@ def apolar_lines(calc, number: int, result) -> list[str]:
     where γ = 0, as APBS skips them.
     """
     p = calc.params
-    lines = [RULE, f"CALCULATION #{number}" + (f" ({calc.name})" if calc.name else "") + ": APOLAR"]
+    lines = [RULE, f"CALCULATION {numbered(number, calc.name)}: APOLAR"]
     forces = result.forces
     if calc.force == "total":
         lines += [

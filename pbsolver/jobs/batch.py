@@ -130,9 +130,7 @@ class MoleculeOptions(GridPhysicsOptions):
         """Build the :class:`~pbsolver.Problem` of ``atoms``."""
         from pbsolver.problem import Problem
 
-        return Problem.from_atoms(
-            atoms, spacing=self.spacing, margin=self.margin, physics=self.physics
-        )
+        return Problem.from_atoms(atoms, **self.grid_kwargs())
 
 
 #: MoleculeOptions fields added after resume keys were first written (in keys only when set).

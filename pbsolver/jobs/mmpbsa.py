@@ -134,9 +134,7 @@ class MMPBSAOptions(GridPhysicsOptions):
     def binding_kwargs(self) -> dict:
         """Keywords of :func:`pbsolver.binding_energies` (besides selections and shape)."""
         return {
-            "spacing": self.spacing,
-            "margin": self.margin,
-            "physics": self.physics,
+            **self.grid_kwargs(),
             "nonpolar": self.nonpolar,
             "gamma": self.gamma,
             "offset": self.offset,

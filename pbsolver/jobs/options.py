@@ -51,5 +51,12 @@ class GridPhysicsOptions:
             **{f.name: getattr(self, f.name) for f in fields(self) if f.name in FIELDS}
         )
 
+    def grid_kwargs(self) -> dict:
+        """The grid placement and physics as keywords: ``spacing``, ``margin``, ``physics``.
+
+        As :meth:`pbsolver.Problem.from_atoms` and :func:`pbsolver.binding_energy` take them.
+        """
+        return {"spacing": self.spacing, "margin": self.margin, "physics": self.physics}
+
 
 __all__ = ["GridPhysicsOptions"]
