@@ -105,6 +105,7 @@ out["features_float"] = max(
 # the forces' sphere-union line ends (ion-inflated spheres, lines 2x finer than the grid)
 from pbsolver.backends.cpu import line_ends as LC
 from pbsolver.backends.cuda import line_ends as LG
+from pbsolver.backends.bodies import maps as B
 LG.FIRST_UNION_CAPACITY = 1  # the redo with room for every interval runs too
 pos, rad = atoms.positions, atoms.radii + 2.0
 x, y, _ = grid.axes()
@@ -125,12 +126,26 @@ bins = maps.line_bins(atoms.positions, acc, 1, axes[0], axes[2])
 ebins = maps.line_bins(atoms.positions, acc + 1.4, 1, axes[0], axes[2], subset=exposed)
 args = (1, axes[0], axes[2], grid.origin[1], h[1], grid.shape[1], atoms.positions, atoms.radii,
         acc, 1.4, maps.ses_sampling_step(h[1], None), 14, bins, ebins, fc, nb)
-sc, sg = LC.interval_end_slopes(*args), LG.interval_end_slopes(*args)
+def canonical(ends):  # the ends (lines, bins, atoms, slopes) in one order (GPU: in pieces)
+    lines, bins, atoms, slopes = ends[:4]
+    keys = [lines[:, 0], lines[:, 1], bins, *atoms.T, *slopes.reshape(len(bins), -1).T]
+    order = np.lexsort(keys[::-1])
+    return [a[order] for a in ends[:4]]
+
+
+sc = LC.interval_end_slopes(*args)
 out["ses_ends"] = int(len(sc[1]))
-out["ses_ends_same"] = bool(all(np.array_equal(a, b) for a, b in zip(sc[:3], sg[:3]))
-                            and sc[4] == sg[4])
-out["ses_ends_slopes"] = float(np.abs(sc[3] - sg[3]).max())
 out["ses_crossings"] = int((sc[2][:, 1] >= 0).sum())
+# the GPU's lines in as many pieces as their edges allow, and in pieces of two edges
+out["ses_pieces"], same, worst = [], True, 0.0
+for edges in (LG.RECORD_PIECE_EDGES, 2):
+    LG.RECORD_PIECE_EDGES = edges
+    out["ses_pieces"].append(B.line_pieces(grid.shape[1], len(axes[0]) * len(axes[2]), edges))
+    sg = LG.interval_end_slopes(*args)
+    a, b = canonical(sc), canonical(sg)
+    same = same and all(np.array_equal(x, y) for x, y in zip(a[:3], b[:3])) and sc[4] == sg[4]
+    worst = max(worst, float(np.abs(a[3] - b[3]).max()))
+out["ses_ends_same"], out["ses_ends_slopes"] = bool(same), worst
 # the kernels that keep the general maps on the device: snapping, faces, smoothing (the CPU's
 # bodies), on fractions with values just off 0 and 1 and out of [0, 1]
 raw = [rng.uniform(-0.1, 1.1, grid.shape) for _ in range(3)]
@@ -246,6 +261,7 @@ def test_cuda_sphere_union_line_ends_match_cpu(results):
 def test_cuda_ses_line_ends_match_cpu(results):
     """The forces' SES ends (chord ends and reentrant crossings): same ends, atoms and slopes."""
     assert results["ses_ends"] > 20 and results["ses_crossings"] > 3
+    assert results["ses_pieces"][1] >= 4  # the pieces' records joined, their ends cancelled
     assert results["ses_ends_same"]
     assert results["ses_ends_slopes"] < 1e-12
 

@@ -77,8 +77,10 @@ def ses_gradient(positions, radii, owners, probe, grid, sensitivity, n_atoms, *,
     vdw = np.ascontiguousarray(radii, dtype=np.float64)
     owners = np.asarray(owners, dtype=np.int64)
     acc = vdw + probe
-    # the CPU maps' geometry of these atoms (kept by the map build: the same arrays)
-    nb, features, exposed = ses_geometry(map_backend("cpu"), pos, vdw, probe)
+    # the geometry of these atoms that the maps of the sensitivities' device used (kept by the
+    # map build: the same arrays; on the GPU its own kernels' geometry, not the CPU's again)
+    maps_on = map_backend("cpu" if xp is np else "cuda")
+    nb, features, exposed = ses_geometry(maps_on, pos, vdw, probe)
     axes = grid.axes()
     grad = xp.zeros((n_atoms, 3))
     for axis in range(3):

@@ -25,11 +25,14 @@ ON_SPHERE = 1e-6
 def recorded_end_body(rec, iu, iv, q, t0, h, nbins):
     """End q of line (iu, iv)'s recorded intervals: (t, side 0 start / 1 end, edge k).
 
-    k = −1 outside the grid's edges (and at t0 itself, where an interval is cut by the grid).
+    k = −1 outside the grid's edges, and at its two ends t0 and t0 + nbins·h themselves, where
+    the recorder clips an interval the grid cuts
+    (:func:`pbsolver.backends.bodies.lines.record_range_body`: the same sums, so the clipped
+    value equals the bound exactly).
     """
     t = rec[iu, iv, 1 + q // 2, q % 2]
     k = int(math.floor((t - t0) / h))
-    if t <= t0 or k >= nbins:
+    if t <= t0 or t >= t0 + nbins * h or k >= nbins:
         k = -1
     return t, q % 2, k
 

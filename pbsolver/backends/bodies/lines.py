@@ -95,19 +95,48 @@ def accumulate_range_body(out, axis, row, iu, iv, s, e, t0, h, k_lo, k_hi):
 
 
 def record_range_body(out, axis, row, iu, iv, s, e, t0, h, k_lo, k_hi):
-    """Record the interval [s, e] of line (iu, iv) instead of adding it to bins.
+    """Record the part of [s, e] over the edges ``k_lo ≤ k < k_hi`` instead of adding it to bins.
 
     ``out[iu, iv, 0, 0]`` counts the line's intervals (all of them, also those past the
     capacity ``out.shape[2] − 1``, so a caller can tell an overflow and redo the line);
-    ``out[iu, iv, n, :]`` (n ≥ 1) holds (s, e). Empty intervals are skipped, as
-    :func:`accumulate_range_body` skips them. The other arguments are that body's.
+    ``out[iu, iv, n, :]`` (n ≥ 1) holds (s, e) clipped to [t0 + k_lo h, t0 + k_hi h]. Empty
+    intervals are skipped, as :func:`accumulate_range_body` skips them. The other arguments
+    are that body's. A line recorded in pieces (each piece its own ``iv`` slot) thus records
+    an interval across a piece's end as two that meet exactly there, at ``t0 + k h`` for the
+    same k on both sides; the forces' end bodies treat such an end as moving nothing
+    (:func:`pbsolver.backends.bodies.line_ends.cancelled_body`), and an end clipped to the
+    line's ends as outside the grid (:func:`~pbsolver.backends.bodies.line_ends.recorded_end_body`).
     """
+    t_lo = t0 + k_lo * h
+    t_hi = t0 + k_hi * h
+    s = s if s > t_lo else t_lo
+    e = e if e < t_hi else t_hi
     if e <= s:
         return
     n = int(out[iu, iv, 0, 0]) + 1
     if n < out.shape[2]:
         out[iu, iv, n, 0] = s
         out[iu, iv, n, 1] = e
+    out[iu, iv, 0, 0] = n
+
+
+def join_pieces_body(line, rec, pieces, out):
+    """Line ``line``'s intervals recorded in ``pieces`` pieces, in piece order, into ``out``.
+
+    ``rec`` holds piece p of line (iu, iv) in slot ``iv·pieces + p`` (as
+    :func:`record_range_body` leaves it, every count within the capacity); ``out[iu, iv]``
+    gets their intervals one after another and their count, as one whole-line record.
+    """
+    nv = out.shape[1]
+    iu = line // nv
+    iv = line - iu * nv
+    n = 0
+    for p in range(pieces):
+        slot = iv * pieces + p
+        for m in range(1, int(rec[iu, slot, 0, 0]) + 1):
+            n += 1
+            out[iu, iv, n, 0] = rec[iu, slot, m, 0]
+            out[iu, iv, n, 1] = rec[iu, slot, m, 1]
     out[iu, iv, 0, 0] = n
 
 

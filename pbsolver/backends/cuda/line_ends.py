@@ -3,8 +3,9 @@
 The CUDA twins of :func:`pbsolver.backends.cpu.line_ends.sphere_end_slopes` (the ion-accessible
 map's term and the "vdw" surface's) and :func:`~pbsolver.backends.cpu.line_ends.interval_end_slopes`
 (the SES's, for "mol" and "smol"). The maps' line bodies run with a recorder in place of the
-bins, one thread a line, then a second kernel says how each end moves (bodies
-:mod:`pbsolver.backends.bodies.line_ends`, the CPU loops' own). The ends are the CUDA map
+bins (one thread a line; for the SES a piece of a line, as the map kernel cuts them), then a
+second kernel says how each end moves (bodies :mod:`pbsolver.backends.bodies.line_ends`, the
+CPU loops' own). The ends are the CUDA map
 kernels' ends; the results are the CPU functions', in NumPy arrays. A line that meets more than
 :data:`pbsolver.backends.cuda.maps.MAX_SPHERES` spheres or
 :data:`~pbsolver.backends.cuda.maps.MAX_CANDIDATES` probe candidates raises
@@ -18,7 +19,7 @@ from numba import cuda
 
 from pbsolver.backends.bodies import maps as B
 from pbsolver.backends.bodies.line_ends import compile_line_ends
-from pbsolver.backends.bodies.lines import compile_lines, record_range_body
+from pbsolver.backends.bodies.lines import compile_lines, join_pieces_body, record_range_body
 
 # the first room a line gets, as on the CPU (module globals here, so a test can shrink them)
 from pbsolver.backends.cpu.line_ends import (
@@ -46,7 +47,18 @@ _S = B.make_ses(_dev, *compile_lines(_dev, record_range_body), range_body=record
 _union_line_slopes, _ses_line_slopes = compile_line_ends(_dev, _S)
 
 _k_union_record = make_union_lines_kernel(_S["union_line"])
-_k_ses_record = make_ses_lines_kernel(_S["ses_line"])
+_k_ses_record = make_ses_lines_kernel(_S["ses_line"], record_pieces=True)
+_join_pieces = _dev(join_pieces_body)
+#: The SES lines are recorded in pieces of at least this many edges (one thread a piece, as
+#: the map kernel cuts them; a module global, so a test can shrink it).
+RECORD_PIECE_EDGES = B.SES_PIECE_EDGES
+
+
+@cuda.jit
+def _k_join_pieces(rec, pieces, out):
+    line = cuda.grid(1)
+    if line < out.shape[0] * out.shape[1]:
+        _join_pieces(line, rec, pieces, out)
 
 
 @cuda.jit
@@ -108,24 +120,32 @@ def _bins_args(bins):
             device_copy(border))  # fmt: skip
 
 
-def _recorded(kernel, size, *args, as_set=False):
+def _recorded(kernel, size, *args, as_set=False, pieces=1):
     """Run a recording line kernel: the records (on the device) and the slots' offsets (host).
 
-    ``size`` is (lines along u, lines along v, intervals a line has room for at first);
-    ``kernel(rec, *args, overflow)``, with ``as_set`` a set kernel given ``rec`` as its one
-    set. Lines are redone with room for all their intervals when one had more.
+    ``size`` is (lines along u, lines along v, intervals a line, or a piece, has room for at
+    first); ``kernel(rec, *args, overflow)``, with ``as_set`` a set kernel given ``rec`` as its
+    one set. Lines are redone with room for all their intervals when one had more. With
+    ``pieces`` > 1 the kernel records each piece of a line in a slot of its own
+    (:func:`~pbsolver.backends.cuda.maps.make_ses_lines_kernel`), joined here into one record a
+    line.
     """
     nu, nv, capacity = size
     while True:
-        rec = device_zeros((nu, nv, capacity + 1, 2))  # the counts start at 0
+        rec = device_zeros((nu, nv * pieces, capacity + 1, 2))  # the counts start at 0
         overflow = device_zeros(1, np.int64)
         out = one_set(rec) if as_set else rec
-        launch(kernel, blocks(nu * nv), THREADS, out, *args, overflow)
+        launch(kernel, blocks(nu * nv * pieces), THREADS, out, *args, overflow)
         check_overflow(overflow, "a grid line meets more spheres")
         counts = host_copy(rec[:, :, 0, 0]).astype(np.int64)
         if counts.max(initial=0) <= capacity:
             break
         capacity = int(counts.max())
+    if pieces > 1:
+        counts = counts.reshape(nu, nv, pieces).sum(axis=2)
+        joined = device_zeros((nu, nv, int(counts.max(initial=0)) + 1, 2))
+        launch(_k_join_pieces, blocks(nu * nv), THREADS, rec, pieces, joined)
+        rec = joined
     return rec, slot_offsets(counts)
 
 
@@ -167,8 +187,10 @@ def interval_end_slopes(axis, us, vs, t0, h, nbins, pos, vdw, acc, probe, step, 
                         bins, ebins, features, nb):  # fmt: skip
     """CUDA :func:`pbsolver.backends.cpu.line_ends.interval_end_slopes`, in NumPy arrays.
 
-    Same arguments and results; one thread records a line's intervals (the map kernel cuts a
-    line into pieces, but a line's intervals are recorded in order).
+    Same arguments and results, but each line's ends in another order: the lines are recorded
+    in pieces, as the map kernel cuts them (:data:`RECORD_PIECE_EDGES`), and an interval across
+    two pieces is recorded as two that meet at the pieces' common node, an end that moves
+    nothing.
     """
     _exposed, circ_start, circ_j, geom, arc_start, arcs = features
     geom = geom if len(geom) else np.zeros((1, 13))
@@ -181,9 +203,11 @@ def interval_end_slopes(axis, us, vs, t0, h, nbins, pos, vdw, acc, probe, step, 
     atoms = (d(pos), d(vdw), d(acc), float(probe))
     reach = (maxacc, maxreach, *_bins_args(bins), *_bins_args(ebins), d(nb[0]), d(nb[1]))
     circ_start, geom, arc_start, arcs = d(circ_start), d(geom), d(arc_start), d(arcs)
+    pieces = B.line_pieces(int(nbins), nu * nv, RECORD_PIECE_EDGES)
     rec, offsets = _recorded(
-        _k_ses_record, (nu, nv, FIRST_CAPACITY), *line, 1,  # one piece a line
+        _k_ses_record, (nu, nv, -(-FIRST_CAPACITY // pieces) + 4), *line, pieces,
         *atoms, float(step), int(nbisect), *reach, circ_start, geom, arc_start, arcs,
+        pieces=pieces,
     )  # fmt: skip
     out = _slots(int(offsets[-1]), 3)
     unmatched = device_zeros(nu * nv, np.int64)

@@ -100,12 +100,13 @@ def _k_add_slots(out, slots):
         out[n] = acc
 
 
-def make_ses_lines_kernel(ses_line):
+def make_ses_lines_kernel(ses_line, record_pieces=False):
     """The CUDA kernel of a compiled SES line body, one thread a piece of a line.
 
-    The maps add each piece's solute share to its bins; the forces
-    (:mod:`pbsolver.backends.cuda.line_ends`) run the body compiled with a recorder, one piece
-    a line (a line's intervals are recorded in order by one thread).
+    The maps add each piece's solute share to its bins. The forces
+    (:mod:`pbsolver.backends.cuda.line_ends`) run the body compiled with a recorder and
+    ``record_pieces``: piece p of line (iu, iv) then records into ``out[iu, iv·pieces + p]``,
+    a slot of its own (``out`` is ``(nu, nv·pieces, capacity + 1, 2)``).
     """
 
     @cuda.jit
@@ -131,8 +132,9 @@ def make_ses_lines_kernel(ses_line):
         ckey = cuda.local.array(MAX_CANDIDATES, dtype=np.float64)
         hit = cuda.local.array(4, dtype=np.float64)
         iu, iv, u, v = _line(line, us, vs)
+        slot = iv * pieces + piece if record_pieces else iv
         if ses_line(
-            out, axis, 0, iu, iv, u, v, t0, h, nbins, k_lo, k_hi, pos, vdw, acc, probe, step,
+            out, axis, 0, iu, slot, u, v, t0, h, nbins, k_lo, k_hi, pos, vdw, acc, probe, step,
             nbisect, maxacc, maxreach, u0, v0, bsize, nbu, nbv, bstart, border,
             e_u0, e_v0, e_bsize, e_nbu, e_nbv, e_bstart, e_border,
             nb_start, nb_index, circ_start, geom, arc_start, arcs, vs_, ve_, ss_, se_, cand, ckey,
