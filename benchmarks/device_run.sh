@@ -459,14 +459,18 @@ elif [ "${1:-single}" = "s21" ] || [ "${1:-single}" = "s22" ] || [ "${1:-single}
     -W ignore::Warning -rs $([ "${TESTS}" = 1 ] || echo "${TESTS}")
 elif [ "${1:-single}" = "s33" ]; then  # thirty-third session: every GPU test, exact forces in batches
   # TESTS=1|files: the GPU tests; BATCH32="svdw mol smol": exact-forces frames against the fastest
-  # energy-only ones in batches of 32 (colipase, 0.5 Å); PROFILE="mol": cProfile of the forces
+  # energy-only ones in batches of 32 (BATCH=0: one frame a call; colipase, 0.5 Å); PROFILE="mol":
+  # cProfile of the forces
   [ -n "${TESTS:-}" ] && step gpu_tests 340 python3 -m pytest -n 4 -m gpu -q -p no:cacheprovider \
     -W ignore::Warning -rs $([ "${TESTS}" = 1 ] || echo "${TESTS}")
-  for s in ${BATCH32:-}; do
-    step "forces_batch_$s" 150 python3 benchmarks/forces_cost.py --backend cuda --maps-backend cuda \
-      --surface "$s" --pqr data/1lpb_chainA.pqr --spacing 0.5 --batch 32 --frames 32 --warmup 2 \
-      --energy-engine auto --json "$R/forces_batch_$s.json"
-  done
+  # with BASE=1 the library in .gpu/base first (the commit before), then this one, ROUNDS rounds
+  for r in $(seq 1 "${ROUNDS:-1}"); do for s in ${BATCH32:-}; do for v in ${BASE:+base} new; do
+    P=/tmp/site:$PWD; [ "$v" = base ] && P=/tmp/site:$PWD/.gpu/base
+    PYTHONPATH=$P step "forces_batch_${s}_${v}_$r" 150 python3 benchmarks/forces_cost.py \
+      --backend cuda --maps-backend cuda --surface "$s" --pqr data/1lpb_chainA.pqr --spacing 0.5 \
+      --batch "${BATCH:-32}" --frames "${FRAMES:-32}" --warmup 2 --energy-engine auto \
+      --json "$R/forces_batch_${s}_${v}_$r.json"
+  done; done; done
   for s in ${PROFILE:-}; do
     step "forces_profile_$s" 120 python3 benchmarks/forces_profile.py --backend cuda --surface "$s" \
       --pqr data/1lpb_chainA.pqr \
