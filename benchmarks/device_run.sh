@@ -475,6 +475,8 @@ elif [ "${1:-single}" = "s33" ]; then  # thirty-third session: every GPU test, e
     step "forces_profile_$s" 120 python3 benchmarks/forces_profile.py --backend cuda --surface "$s" \
       --pqr data/1lpb_chainA.pqr \
       --frames 3 --top 45
+    [ -n "${WHOLE:-}" ] && step "frame_profile_$s" 120 python3 benchmarks/forces_profile.py \
+      --backend cuda --surface "$s" --pqr data/1lpb_chainA.pqr --frames 3 --top 60 --whole
   done
 elif [ "${1:-single}" = "multi" ]; then
   step frames_profile 100 python3 benchmarks/frames_profile.py --batches 1 32 \

@@ -3,8 +3,9 @@
 A :class:`pbsolver.ReactionFieldCalculator` with ``forces="exact"`` (general engine, warm
 starts) runs ``--warmup`` frames, then ``--frames`` more with only
 :func:`pbsolver.forces.solvation_forces` profiled (the maps and the forward solve are not); the
-functions are listed by cumulative time per frame. The same set-up as
-``benchmarks/forces_cost.py`` (peptide, h 0.5 Å, 0.15 M, margin 8 Å).
+functions are listed by cumulative time per frame (``--whole``: the whole ``compute`` of each
+frame, maps and forward solve included). The same set-up as ``benchmarks/forces_cost.py``
+(peptide, h 0.5 Å, 0.15 M, margin 8 Å).
 
     python benchmarks/forces_profile.py --surface mol --top 30
 """
@@ -36,6 +37,7 @@ def main(argv=None):
     p.add_argument("--frames", type=int, default=5)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--top", type=int, default=30)
+    p.add_argument("--whole", action="store_true", help="profile the whole frame, not the forces")
     args = p.parse_args(argv)
 
     atoms = pb.read_pqr(args.pqr)
@@ -57,14 +59,19 @@ def main(argv=None):
         finally:
             profile.disable()
 
-    forces_module.solvation_forces = profiled
+    if args.whole:
+        profile.enable()
+    else:
+        forces_module.solvation_forces = profiled
     try:
         for pos in frames[args.warmup :]:
             calc.compute(pos)
     finally:
+        profile.disable()
         forces_module.solvation_forces = forces
+    part = "whole frames" if args.whole else "forces"
     print(f"{Path(args.pqr).name}: {len(atoms)} atoms, surface {args.surface}, backend "
-          f"{args.backend}; cumulative seconds over {args.frames} frames")  # fmt: skip
+          f"{args.backend}; cumulative seconds of the {part}, {args.frames} frames")  # fmt: skip
     pstats.Stats(profile).sort_stats("cumulative").print_stats(args.top)
 
 
