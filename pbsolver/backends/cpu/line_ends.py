@@ -235,8 +235,11 @@ def _kept_ends(offsets, nv, out_bin, out_atoms, out_slopes):
                 lines[e, 0] = line // nv
                 lines[e, 1] = line % nv
                 bins[e] = out_bin[slot]
-                atoms[e] = out_atoms[slot]
-                slopes[e] = out_slopes[slot]
+                # element by element: numba's row assignments cost a view each
+                for m in range(atoms.shape[1]):
+                    atoms[e, m] = out_atoms[slot, m]
+                    for a in range(3):
+                        slopes[e, m, a] = out_slopes[slot, m, a]
                 e += 1
     return lines, bins, atoms, slopes
 
