@@ -5,8 +5,8 @@ map's term and the "vdw" surface's) and :func:`~pbsolver.backends.cpu.line_ends.
 (the SES's, for "mol" and "smol"). The maps' line bodies run with a recorder in place of the
 bins (one thread a line; for the SES a piece of a line, as the map kernel cuts them), then a
 second kernel says how each end moves (bodies :mod:`pbsolver.backends.bodies.line_ends`, the
-CPU loops' own). The ends are the CUDA map
-kernels' ends; the results are the CPU functions', in NumPy arrays. A line that meets more than
+CPU loops' own). The ends are the CUDA map kernels' ends; the results are the CPU functions',
+in NumPy arrays. A line that meets more than
 :data:`pbsolver.backends.cuda.maps.MAX_SPHERES` spheres or
 :data:`~pbsolver.backends.cuda.maps.MAX_CANDIDATES` probe candidates raises
 :class:`~pbsolver.backends.bodies.maps.LineCapacityError`, as the map kernels do.
