@@ -20,8 +20,9 @@ default), so the computed energy is a staircase at that scale around the smooth 
 exact surface; these are the slopes of the exact surface's energy. Where it is not
 differentiable: as for "vdw" (ends crossing nodes, grazing lines), and where the nearest probe
 centre switches from one feature to another (a kink), or the reentrant surface meets itself (a
-cusp). The ends' classification runs on the CPU; the sensitivities are gathered where they are
-(NumPy or CuPy).
+cusp). The ends are recorded and classified where the sensitivities are: by the CPU loops for
+NumPy, by the CUDA kernels of :mod:`pbsolver.backends.cuda.line_ends` for CuPy (with the CUDA
+maps' SES geometry).
 """
 
 from __future__ import annotations
