@@ -81,6 +81,12 @@ def make_radial_term(inverse_cube, dh_slope, image):
     return radial_term_body
 
 
+def node_body(p, shape):
+    """Node (i, j, k) of flat index ``p`` of a C-ordered grid of ``shape``."""
+    ny, nz = shape[1], shape[2]
+    return p // (ny * nz), (p // nz) % ny, p % nz
+
+
 def kappa_sensitivity_body(lam, phic, phi, i, j, k):
     """∂G/∂κ̄² at node (i, j, k): −λ (φ_c + φ), zero where that is not finite.
 

@@ -28,6 +28,7 @@ _term = njit(**_JIT, fastmath=_FM, inline="always")(B.make_radial_term(_inverse_
 _sensitivity = njit(**_JIT, inline="always")(B.coulomb_sensitivity_body)
 _kappa = njit(**_JIT, inline="always")(B.kappa_sensitivity_body)
 _fraction = njit(**_JIT, inline="always")(B.fraction_sensitivity_body)
+_node = njit(**_JIT, inline="always")(B.node_body)
 
 #: Nodes of a tile of the radial sums: four float32 rows of it (32 kB) stay in L1 while every
 #: centre of a work item reads them.
@@ -62,10 +63,8 @@ def fraction_sensitivities(lam, phi_coulomb, phi, faces, spacing, slope):
 
 @njit(**_JIT, parallel=True)
 def _fraction_sensitivity_at(lam, phic, phi, face, axis, c, slope, nodes, out):
-    ny, nz = lam.shape[1], lam.shape[2]
     for e in prange(nodes.shape[0]):
-        n = nodes[e]
-        i, j, k = n // (ny * nz), (n // nz) % ny, n % nz
+        i, j, k = _node(nodes[e], lam.shape)
         out[e] = _fraction(lam, phic, phi, face, axis, i, j, k, c, slope)
 
 

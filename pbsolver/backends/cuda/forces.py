@@ -27,13 +27,7 @@ _kappa = _dev(B.kappa_sensitivity_body)
 _fraction = _dev(B.fraction_sensitivity_body)
 
 
-def _node(p, shape):
-    """Node (i, j, k) of flat index ``p`` in C order."""
-    ny, nz = shape[1], shape[2]
-    return p // (ny * nz), (p // nz) % ny, p % nz
-
-
-_node_dev = _dev(_node)
+_node_dev = _dev(B.node_body)
 
 
 @cuda.jit
