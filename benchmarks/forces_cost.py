@@ -2,9 +2,10 @@
 
 Two :class:`pbsolver.ReactionFieldCalculator` run the same trajectory (``trajectory.frames_of``:
 a slow drift plus a per-atom wiggle) on ``--surface`` (default the smooth vdW surface "svdw";
-general engine, warm starts): one with ``forces="exact"`` (maps, solve, adjoint solve, the
-force terms), one with ``forces="field"`` (maps, solve, −q ∇φ_rf: what an energy-only frame
-costs). The first ``--warmup`` frames (compilation, cold starts) are left out of the medians.
+general engine unless ``--energy-engine``/``--exact-engine`` say otherwise, warm starts): one
+with ``forces="exact"`` (maps, solve, adjoint solve, the force terms), one with
+``forces="field"`` (maps, solve, −q ∇φ_rf: what an energy-only frame costs). The first
+``--warmup`` frames (compilation, cold starts) are left out of the medians.
 Also times each force term once on the last frame (:func:`pbsolver.forces.solvation_forces`
 parts), and checks that the two calculators report the same energies.
 
@@ -12,6 +13,8 @@ parts), and checks that the two calculators report the same energies.
     python benchmarks/forces_cost.py --backend cuda --pqr data/1lpb_chainA.pqr --spacing 0.5 \
         --json benchmarks/forces_cost_h200.json
     python benchmarks/forces_cost.py --backend cuda --batch 32 --frames 64   # compute_batch
+    python benchmarks/forces_cost.py --backend cuda --surface mol --batch 32 --frames 32 \
+        --energy-engine auto --exact-engine auto   # both through the stacked engine
 """
 
 from __future__ import annotations
@@ -119,6 +122,14 @@ def main(argv=None):
         help="engine of the energy-only calculator (auto: the stacked engine where "
         "it applies, e.g. mol/smol/vdw on CUDA)",
     )
+    p.add_argument(
+        "--exact-engine",
+        choices=["general", "auto", "stacked"],
+        default="general",
+        help="engine of the exact-forces calculator (auto: the stacked engine where it "
+        "applies, e.g. mol/smol/vdw on CUDA; its force terms are then timed on a general "
+        "calculator's problem of the last frame)",
+    )
     p.add_argument("--rtol", type=float, default=1e-6)
     p.add_argument("--json", default=None)
     args = p.parse_args(argv)
@@ -132,7 +143,7 @@ def main(argv=None):
     }  # fmt: skip
     results = {}
     for kind in ("field", "exact"):
-        engine = args.energy_engine if kind == "field" else "general"
+        engine = args.energy_engine if kind == "field" else args.exact_engine
         calc = pb.ReactionFieldCalculator(atoms, forces=kind, engine=engine, **common)
         rows = run(calc, frames, args.warmup, args.batch)
         results[kind] = {
@@ -140,12 +151,16 @@ def main(argv=None):
             "solve": float(np.median([fr.timings["solve"] for _, fr in rows])),
             "maps": float(np.median([fr.timings["maps"] for _, fr in rows])),
             "forces": float(np.median([fr.timings.get("forces", 0.0) for _, fr in rows])),
+            "adjoint": float(np.median([fr.timings.get("adjoint", 0.0) for _, fr in rows])),
             "iterations": float(np.median([fr.iterations for _, fr in rows])),
             "energies": [fr.energy for _, fr in rows],
             "grid": list(rows[-1][1].grid.shape),
             "engine": calc.engine,
         }
         if kind == "exact":
+            if calc.problem is None:  # the stacked engine keeps no problem: a general one's
+                calc = pb.ReactionFieldCalculator(atoms, forces=kind, engine="general", **common)
+                calc.compute(frames[-1])
             results["terms"], results["adjoint_cold_iterations"] = term_times(calc, frames[-1])
     e_field, e_exact = (np.array(results[k]["energies"]) for k in ("field", "exact"))
     ratio = results["exact"]["seconds"] / results["field"]["seconds"]
@@ -153,12 +168,12 @@ def main(argv=None):
              f"{args.backend} (maps {args.maps_backend}), rtol {args.rtol:g}, "
              f"{f'batches of {args.batch}' if args.batch else 'one frame a call'}")  # fmt: skip
     print(f"{Path(args.pqr).name}: {len(atoms)} atoms, grid {results['exact']['grid']}, {where}")
-    print("| frame | seconds | maps | solve | forces |")
-    print("|---|---|---|---|---|")
+    print("| frame | engine | seconds | maps | solve | forces | of which adjoint |")
+    print("|---|---|---|---|---|---|---|")
     for kind in ("field", "exact"):
         r = results[kind]
-        print(f"| {kind} | {r['seconds']:.3f} | {r['maps']:.3f} | {r['solve']:.3f} | "
-              f"{r['forces']:.3f} |")  # fmt: skip
+        print(f"| {kind} | {r['engine']} | {r['seconds']:.4f} | {r['maps']:.4f} | "
+              f"{r['solve']:.4f} | {r['forces']:.4f} | {r['adjoint']:.4f} |")  # fmt: skip
     print(f"exact / energy-only: {ratio:.2f}x; energies agree to "
           f"{np.abs(e_exact / e_field - 1).max():.1e}")  # fmt: skip
     print("force terms on one frame (s):",

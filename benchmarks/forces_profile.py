@@ -8,6 +8,8 @@ frame, maps and forward solve included). The same set-up as ``benchmarks/forces_
 (peptide, h 0.5 Å, 0.15 M, margin 8 Å).
 
     python benchmarks/forces_profile.py --surface mol --top 30
+    python benchmarks/forces_profile.py --backend cuda --surface mol --batch 32 --frames 1 \
+        --warmup 1   # compute_batch on the stacked engine
 """
 
 from __future__ import annotations
@@ -38,7 +40,12 @@ def main(argv=None):
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--top", type=int, default=30)
     p.add_argument("--whole", action="store_true", help="profile the whole frame, not the forces")
+    p.add_argument("--batch", type=int, default=0,
+                   help="profile whole compute_batch calls of this many frames on the stacked "
+                   "engine (--frames of them after --warmup)")  # fmt: skip
     args = p.parse_args(argv)
+    if args.batch:
+        return profile_batches(args)
 
     atoms = pb.read_pqr(args.pqr)
     frames = frames_of(atoms, args.frames + args.warmup, drift=0.005, wiggle=0.01)
@@ -72,6 +79,31 @@ def main(argv=None):
     part = "whole frames" if args.whole else "forces"
     print(f"{Path(args.pqr).name}: {len(atoms)} atoms, surface {args.surface}, backend "
           f"{args.backend}; cumulative seconds of the {part}, {args.frames} frames")  # fmt: skip
+    pstats.Stats(profile).sort_stats("cumulative").print_stats(args.top)
+
+
+def profile_batches(args):
+    """cProfile of whole ``compute_batch`` calls with exact forces on the stacked engine."""
+    atoms = pb.read_pqr(args.pqr)
+    n = args.batch
+    frames = frames_of(atoms, n * (args.frames + args.warmup), drift=0.005, wiggle=0.01)
+    calc = pb.ReactionFieldCalculator(
+        atoms, forces="exact", engine="stacked", spacing=args.spacing, surface=args.surface,
+        ionic_strength=args.salt, backend=args.backend, rtol=1e-6, margin=8.0, skin=2.0,
+    )  # fmt: skip
+    batches = [frames[k : k + n] for k in range(0, len(frames), n)]
+    for b in batches[: args.warmup]:
+        calc.compute_batch(b)
+    profile = cProfile.Profile()
+    profile.enable()
+    try:
+        for b in batches[args.warmup :]:
+            calc.compute_batch(b)
+    finally:
+        profile.disable()
+    print(f"{Path(args.pqr).name}: {len(atoms)} atoms, surface {args.surface}, backend "
+          f"{args.backend}; cumulative seconds of {args.frames} compute_batch calls of {n} "
+          "frames (stacked engine, exact forces)")  # fmt: skip
     pstats.Stats(profile).sort_stats("cumulative").print_stats(args.top)
 
 

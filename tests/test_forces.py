@@ -737,6 +737,38 @@ def test_ses_forces_on_the_gpu_match_the_cpu(surface):
     np.testing.assert_allclose(cp.asnumpy(gpu.forces), cpu.forces, atol=1e-6 * scale)
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize(("surface", "salt"), [("mol", 0.15), ("smol", 0.0)])
+def test_stacked_engine_forces_on_the_gpu_match_the_general_engines(surface, salt):
+    """A batch's exact forces through the CUDA stacked engine against the CUDA general engine.
+
+    The stacked engine sums φ_c in float32 (the general engine in float64), so the two agree
+    to that precision, not bit for bit.
+    """
+    import cupy as cp
+
+    atoms = _molecule(7, n=14)
+    kw = {"spacing": 0.5, "margin": 3.0, "skin": 0.5, "method": "multigrid", "rtol": 1e-10,
+          "surface": surface, "ionic_strength": salt, "forces": "exact", "backend": "cuda",
+          "map_options": {"maps_backend": "cuda"}, **HIGH_CONTRAST}  # fmt: skip
+    stacked = pb.ReactionFieldCalculator(atoms, engine="stacked", **kw)
+    frames = [
+        atoms.positions,
+        atoms.positions + np.random.default_rng(3).normal(0, 0.05, (len(atoms), 3)),
+    ]
+    batch = stacked.compute_batch([cp.asarray(f) for f in frames])
+    for fr, pos in zip(batch, frames, strict=True):
+        assert fr.forces_kind == "exact" and fr.converged and isinstance(fr.forces, cp.ndarray)
+        general = pb.ReactionFieldCalculator(atoms, engine="general", shape=fr.grid.shape, **kw)
+        general.grid = fr.grid
+        ref = general.compute(pos)
+        assert ref.grid == fr.grid
+        assert fr.energy == pytest.approx(ref.energy, rel=1e-5)
+        got, want = cp.asnumpy(fr.forces), np.asarray(ref.forces)
+        err = np.abs(got - want).max() / np.abs(want).max()
+        assert err < 1e-4, err
+
+
 # ---------------------------------------------------------------------- the smooth surface
 def test_smooth_surface_is_as_accurate_as_the_exact_fractions():
     solver = pb.Solver(**SOLVER)
@@ -794,7 +826,7 @@ def test_calculator_returns_exact_forces_and_says_so(caplog):
     assert [fr.forces_kind for fr in batch] == ["exact", "exact"]
     np.testing.assert_allclose(batch[0].forces, ses.forces, atol=1e-6 * np.abs(ref.forces).max())
     with pytest.raises(pb.InputError, match="forces='exact'"):
-        pb.ReactionFieldCalculator(atoms, surface="vdw", engine="stacked", forces="exact", **kw)
+        pb.ReactionFieldCalculator(atoms, surface="apbs-mol", forces="exact", **kw)
     vdw = pb.ReactionFieldCalculator(atoms, surface="vdw", **kw)
     assert vdw.force_kind == "field"  # exact but unbounded where lines graze spheres: asked for
     assert pb.ReactionFieldCalculator(atoms, surface="vdw", forces="exact", **kw).force_kind == (
@@ -832,6 +864,58 @@ def test_calculator_returns_exact_forces_and_says_so(caplog):
     assert linear.compute().energy != a.energy
     with pytest.raises(pb.InputError, match="interpolation"):
         pb.ReactionFieldCalculator(atoms, interpolation="quadratic", **kw)
+
+
+@pytest.mark.parametrize(("surface", "salt"), [("mol", 0.15), ("smol", 0.0), ("vdw", 0.15)])
+def test_stacked_engine_forces_equal_the_general_engines(surface, salt):
+    """Exact forces through the stacked engine (one stacked adjoint solve for the batch, each
+    frame's terms from the engine's own maps) equal the general engine's, frame by frame."""
+    atoms = _molecule(7, n=14)
+    kw = {"spacing": 0.5, "margin": 3.0, "skin": 0.5, "method": "multigrid", "rtol": 1e-10,
+          "dtype": np.float64, "surface": surface, "ionic_strength": salt, "forces": "exact",
+          "backend": "cpu", "map_options": {"kappa_subsamples": 2}, **HIGH_CONTRAST}  # fmt: skip
+    stacked = pb.ReactionFieldCalculator(atoms, engine="stacked", **kw)
+    assert stacked.engine == "stacked" and stacked.force_kind == "exact"
+    frames = [
+        atoms.positions,
+        atoms.positions + np.random.default_rng(3).normal(0, 0.05, (len(atoms), 3)),
+    ]
+    batch = stacked.compute_batch(frames)
+    assert [fr.forces_kind for fr in batch] == ["exact", "exact"]
+    assert all(fr.converged and "forces" in fr.timings for fr in batch)
+    for fr, pos in zip(batch, frames, strict=True):
+        general = pb.ReactionFieldCalculator(atoms, engine="general", shape=fr.grid.shape, **kw)
+        general.grid = fr.grid  # the batch's grid, held
+        ref = general.compute(pos)
+        assert ref.grid == fr.grid and not ref.regridded
+        assert fr.energy == pytest.approx(ref.energy, rel=1e-9)
+        scale = np.abs(ref.forces).max()
+        np.testing.assert_allclose(fr.forces, ref.forces, atol=1e-7 * scale)
+    # the next batch starts its adjoint solve from the last λ: the same forces, fewer sweeps
+    again = stacked.compute_batch(frames)
+    np.testing.assert_allclose(again[1].forces, batch[1].forces,
+                               atol=1e-7 * np.abs(batch[1].forces).max())  # fmt: skip
+
+
+def test_stacked_engine_forces_match_central_differences():
+    """The stacked engine's exact forces against central differences of its own energy."""
+    atoms = _molecule(7, n=20)
+    kw = {"spacing": 0.5, "margin": 2.5, "skin": 1.0, "method": "multigrid", "rtol": 1e-12,
+          "dtype": np.float64, "surface": "vdw", "ionic_strength": 0.15, "forces": "exact",
+          "backend": "cpu", "map_options": {"kappa_subsamples": 2}, "engine": "stacked",
+          **HIGH_CONTRAST}  # fmt: skip
+    calc = pb.ReactionFieldCalculator(atoms, **kw)
+    first = calc.compute()
+    idx = _outermost(atoms, 2)
+
+    def energy(pos):
+        fr = calc.compute(pos)
+        assert not fr.regridded
+        return fr.energy
+
+    fd = central_difference_forces(energy, atoms.positions, idx, SES_DELTA)
+    rel = np.linalg.norm(first.forces[idx] - fd) / np.linalg.norm(fd)
+    assert rel <= 1e-3, (rel, first.forces[idx], fd)
 
 
 def test_calculator_maps_each_ses_line_once_a_frame(monkeypatch):

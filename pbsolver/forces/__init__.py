@@ -56,6 +56,8 @@ from pbsolver.forces.gradient import (
     EXACT_SURFACES,
     SMOOTH_SURFACES,
     Forces,
+    adjoint_source,
+    forces_from_adjoint,
     solvation_forces,
     supports,
 )
@@ -64,7 +66,9 @@ __all__ = [
     "EXACT_SURFACES",
     "SMOOTH_SURFACES",
     "Forces",
+    "adjoint_source",
     "central_difference_forces",
+    "forces_from_adjoint",
     "solvation_forces",
     "supports",
 ]

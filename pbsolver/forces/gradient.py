@@ -159,19 +159,53 @@ def solvation_forces(
     from pbsolver.solving.solver import Solver
 
     ph = PhysicsOptions.build(physics, **physics_fields)
-    factor = unit_factor(units)
+    unit_factor(units)  # unknown units are refused before any solve
     periodic = problem.boundary == "periodic"
     _check(atoms, problem, ph, box, periodic)
     if solver is None:
         solver = Solver(rtol=1e-8, dtype=np.float64, backend="cpu" if problem.xp is np else "cuda")
+    source = adjoint_source(atoms, problem.grid, periodic=periodic, interpolation=interpolation,
+                            xp=problem.xp)  # fmt: skip
+    lam, result = adjoint_solve(problem, source, solver, adjoint_guess, system)
+    return forces_from_adjoint(atoms, problem, phi_rf, lam, source, physics=ph, box=box,
+                               kappa_subsamples=kappa_subsamples, units=units, ses_step=ses_step,
+                               nbisect=nbisect, interpolation=interpolation,
+                               fixed_boundary=fixed_boundary, result=result)  # fmt: skip
+
+
+def adjoint_source(atoms, grid, *, periodic=False, interpolation="linear", xp=np):
+    """½ Iᵀq: the adjoint equation's right-hand side on ``grid`` (float64, in ``xp``).
+
+    The charges spread onto the nodes with the weights the energy samples φ_rf with
+    (:func:`pbsolver.forces.interpolation.interpolation_transpose`).
+    """
+    half_q = 0.5 * np.asarray(atoms.charges, dtype=np.float64)
+    return interpolation_transpose(grid, half_q, atoms.positions, xp=xp, periodic=periodic,
+                                   interpolation=interpolation)  # fmt: skip
+
+
+def forces_from_adjoint(atoms, problem, phi_rf, lam, source, *, physics, box=None,
+                        kappa_subsamples=4, units="kJ/mol", ses_step=None, nbisect=14,
+                        interpolation="linear", fixed_boundary=False,
+                        result=None) -> Forces:  # fmt: skip
+    """Every term of F = −∂G/∂r from the solution φ_rf and the adjoint field λ.
+
+    What :func:`solvation_forces` does after its adjoint solve, for a caller that solved the
+    adjoint equation A λ = ``source`` itself (the stacked engine solves B frames' at once).
+    The arguments are :func:`solvation_forces`' (``physics`` a :class:`PhysicsOptions`), plus
+    ``lam`` (λ, on the unknowns), ``source`` (:func:`adjoint_source` of the same atoms and
+    grid) and ``result`` (the adjoint solve's report, kept in :attr:`Forces.result`). Nothing
+    is checked here that :func:`solvation_forces` checks.
+    """
+    factor = unit_factor(units)
+    ph = physics
+    periodic = problem.boundary == "periodic"
     grid = problem.grid
     xp = problem.xp
     phi = xp.asarray(phi_rf, dtype=xp.float64)
+    lam = xp.asarray(lam, dtype=xp.float64)
     half_q = 0.5 * np.asarray(atoms.charges, dtype=np.float64)
     sampling = {"periodic": periodic, "interpolation": interpolation}
-    spread = interpolation_transpose(grid, half_q, atoms.positions, xp=xp, **sampling)
-    lam, result = adjoint_solve(problem, spread, solver, adjoint_guess, system)
-    lam = xp.asarray(lam, dtype=xp.float64)
 
     hq = xp.asarray(half_q)[:, None]
     grads = {"charge": hq * interpolation_gradient(grid, phi, atoms.positions, **sampling)}
@@ -186,7 +220,7 @@ def solvation_forces(
     grads["coulomb"] = coulomb_gradient(atoms, grid, mu, problem.eps_cavity, box=box)
     grads["boundary"] = xp.zeros((len(atoms), 3))
     if not periodic and not fixed_boundary:
-        nu = boundary_sensitivity(problem, lam, spread)
+        nu = boundary_sensitivity(problem, lam, source)
         grads["boundary"] = boundary_gradient(atoms, grid, nu, ph, ph.boundary_kind)
     parts = {k: -factor * v for k, v in grads.items()}
     total = sum(parts.values())
@@ -217,4 +251,12 @@ def _check(atoms, problem, ph, box, periodic):
         raise InputError("atoms must hold host (NumPy) positions")
 
 
-__all__ = ["EXACT_SURFACES", "SMOOTH_SURFACES", "Forces", "solvation_forces", "supports"]
+__all__ = [
+    "EXACT_SURFACES",
+    "SMOOTH_SURFACES",
+    "Forces",
+    "adjoint_source",
+    "forces_from_adjoint",
+    "solvation_forces",
+    "supports",
+]

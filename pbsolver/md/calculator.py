@@ -439,8 +439,6 @@ class ReactionFieldCalculator:
 
         if engine not in ("auto", "general", "stacked"):
             raise InputError(f"engine must be 'auto', 'general' or 'stacked', got {engine!r}")
-        if forces == "exact" and engine == "auto":
-            return "general"  # the stacked engine returns field forces only
         kind = self.physics.boundary_kind
         ok = supports(self.surface, self.box is not None, kind)
         nonlinear = self.physics.nonlinear and self.physics.has_salt
@@ -478,15 +476,12 @@ class ReactionFieldCalculator:
             return "field"
         # "auto" takes exact forces only where the energy is smooth ("svdw"): on "vdw" they are
         # exact but unbounded where grid lines graze spheres
-        covered = self.engine == "general" and supports(self.physics, smooth=forces == "auto")
-        if covered:
+        if supports(self.physics, smooth=forces == "auto"):
             return "exact"
         surfaces = SMOOTH_SURFACES if forces == "auto" else EXACT_SURFACES
         why = (
             f"surface={self.surface!r}, nonlinear={self.physics.nonlinear} (exact forces: "
             f"{surfaces}, linearised equation)"
-            if self.engine == "general"
-            else "the stacked engine (use engine='general')"
         )
         if forces == "exact":
             raise InputError(f"forces='exact' is not available for {why}")
@@ -575,7 +570,14 @@ class ReactionFieldCalculator:
         nf = len(frames)
         # the whole batch at once (one array operation each, one transfer to CuPy if asked)
         energies = 0.5 * f * (res.values @ q)
-        forces = _to_library(res.gradients * (-f * q)[None, :, None], xp)
+        adjoint_converged = np.ones(nf, dtype=bool)
+        if self.force_kind == "exact":
+            t_forces0 = time.perf_counter()
+            exact, adjoint_converged = self._stacked_exact_forces(engine, host, grid, res)
+            forces = _to_library(engine.xp.stack(exact), xp)
+            res.timings["forces"] = time.perf_counter() - t_forces0
+        else:
+            forces = _to_library(res.gradients * (-f * q)[None, :, None], xp)
         potentials = _to_library(f * res.values, xp)
         seconds = time.perf_counter() - start
         timings = {k: v / nf for k, v in res.timings.items()}
@@ -599,7 +601,7 @@ class ReactionFieldCalculator:
                     forces=forces[k],
                     potentials=potentials[k],
                     iterations=res.iterations,
-                    converged=bool(res.converged[k]),
+                    converged=bool(res.converged[k] and adjoint_converged[k]),
                     seconds=seconds / nf,
                     timings=timings,
                     warm_start=x0 is not None,
@@ -607,6 +609,7 @@ class ReactionFieldCalculator:
                     grid=grid,
                     solve=solve,
                     units=self.units,
+                    forces_kind=self.force_kind,
                 )
             )
             self.frames += 1
@@ -614,6 +617,12 @@ class ReactionFieldCalculator:
         self._solutions.record(host[-1], grid, res.phi[-1])
         if self.strict:
             for k, fr in enumerate(out):
+                if not adjoint_converged[k]:
+                    raise ConvergenceError(
+                        f"frame {self.frames - nf + k}: the adjoint solve of the forces did not "
+                        "converge",
+                        fr.solve,
+                    )
                 if not fr.converged:
                     raise ConvergenceError(
                         f"frame {self.frames - nf + k}: the solve did not converge "
@@ -622,6 +631,38 @@ class ReactionFieldCalculator:
                         fr.solve,
                     )
         return out
+
+    def _stacked_exact_forces(self, engine, host, grid, res):
+        """The exact −∂G/∂r of the engine's last call: (B arrays (n, 3), adjoint converged).
+
+        One stacked adjoint solve for all B frames (:meth:`StackedFrames.solve_adjoint`), then
+        every frame's terms from its own maps (:meth:`StackedFrames.frame_problem`,
+        :func:`pbsolver.forces.forces_from_adjoint`).
+        """
+        from pbsolver.forces import adjoint_source, forces_from_adjoint
+
+        frames = [self.atoms.with_positions(p) for p in host]
+        sources = [adjoint_source(a, grid, interpolation=self.interpolation, xp=engine.xp)
+                   for a in frames]  # fmt: skip
+        guess = None
+        if self.warm_start:  # every frame starts from the last λ, predicted for the first
+            guess = self._adjoints.predict(host[0], grid)
+            if guess is None:
+                guess, _ = self._shift(*self._adjoints.last, grid)
+        t0 = time.perf_counter()
+        lam, outcome = engine.solve_adjoint(sources, guess)
+        res.timings["adjoint"] = time.perf_counter() - t0
+        forces = []
+        for k, atoms in enumerate(frames):
+            problem = engine.frame_problem(len(frames), k, grid)
+            out = forces_from_adjoint(
+                atoms, problem, res.phi[k], lam[k], sources[k], physics=self.physics,
+                kappa_subsamples=self.map_options.get("kappa_subsamples", 4), units=self.units,
+                ses_step=self.map_options.get("ses_step"), interpolation=self.interpolation,
+            )  # fmt: skip
+            forces.append(out.forces)
+        self._adjoints.record(host[-1], grid, lam[-1].copy())
+        return forces, np.asarray(outcome.converged, dtype=bool)
 
     # ------------------------------------------------------------------ frames
     def _batch_positions(self, frames):

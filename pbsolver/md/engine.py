@@ -322,6 +322,94 @@ class StackedFrames:
             timings={"maps": t_maps, "solve": t_solve, "evaluate": t_eval},
         )
 
+    def solve_adjoint(self, sources, x0=None):
+        """λ of the last call's frames: A_k λ_k = ``sources[k]``, one stacked solve.
+
+        The exact forces' adjoint equation (:mod:`pbsolver.forces.adjoint`) on the stack of the
+        last :meth:`run` of ``len(sources)`` frames: the same stencils, hierarchy, method and
+        stopping rule as its forward solve, with zero boundary values. The forward right-hand
+        side is overwritten (the next :meth:`run` assembles its own).
+
+        Parameters
+        ----------
+        sources : sequence of B arrays (nx, ny, nz)
+            Each frame's right-hand side, ½ Iᵀq (:func:`pbsolver.forces.adjoint_source`), on
+            the engine's device or the host; their outer layers are not read.
+        x0 : array (nx, ny, nz), optional
+            Every frame's initial guess (e.g. the last frame's λ).
+
+        Returns
+        -------
+        lam : list of B arrays (nx, ny, nz)
+            λ of each frame (float64 where the solver refines or runs in float64; zero on the
+            outer layer), views into one copy made for this call, in the engine's library.
+        outcome : SystemOutcome
+            The stacked solve's report (per-frame residuals and convergence).
+
+        Raises
+        ------
+        InputError
+            When no call of B frames has been made, or a source of another shape.
+        """
+        nf = len(sources)
+        buf = self._buffers.get(nf)
+        if buf is None:
+            raise InputError(f"this engine has not mapped {nf} frame(s) in one call yet")
+        xp, be, system = self.xp, self.backend, buf.system
+        nx = self.grid.shape[0]
+        inner = (slice(1, -1),) * 3
+        with be.stream_context():
+            b = self._frames(system.checked.b, nf)
+            b.fill(0.0)
+            for k, source in enumerate(sources):
+                source = xp.asarray(source, dtype=np.float64)
+                if tuple(source.shape) != self.grid.shape:
+                    raise InputError(
+                        f"source {k} has shape {tuple(source.shape)}, the grid needs "
+                        f"{self.grid.shape}"
+                    )
+                b[k, 1 : nx - 1, 1:-1, 1:-1] = source[inner]
+            if system.st is not system.checked:
+                system.st.b[...] = system.checked.b
+            warm = self._initial_guess(buf, nf, x0)
+        system.bnorms = be.block_norms(system.checked.b, nf)
+        system.guessed = [warm] * nf
+        sv = self.solver
+        out = system.solve(self._method(nf), rtol=sv.rtol, atol=sv.atol, maxiter=sv.maxiter,
+                           check_every=sv.check_every)  # fmt: skip
+        with be.stream_context():
+            lam = system.x.copy()
+        return [lam[k * self.stride : k * self.stride + nx] for k in range(nf)], out
+
+    def frame_problem(self, frames: int, k: int, grid: Grid):
+        """Frame ``k`` of the last call of ``frames`` frames as a :class:`~pbsolver.Problem`.
+
+        Its maps are the ones that call solved (views of the engine's buffers, overwritten by
+        the next call of as many frames): faces from the edge fractions, φ_c, κ̄² and the
+        boundary values, on ``grid`` (the frame's grid: this engine's shape and spacing, the
+        frame's origin). What the exact forces differentiate
+        (:func:`pbsolver.forces.forces_from_adjoint`).
+        """
+        from pbsolver.molecule.maps import faces_from_fractions
+        from pbsolver.problem import Problem
+
+        buf = self._buffers.get(int(frames))
+        if buf is None:
+            raise InputError(f"this engine has not mapped {frames} frame(s) in one call yet")
+        if grid.shape != self.grid.shape or grid.spacing != self.grid.spacing:
+            raise InputError(f"{grid} is not a grid of this engine's shape and spacing")
+        xp = self.xp
+        rows = slice(k * self.stride, k * self.stride + self.grid.shape[0])
+        fractions = [xp.clip(f[rows], 0.0, 1.0) for f in (buf.fx, buf.fy, buf.fz)]
+        faces = faces_from_fractions(fractions, self.eps_in, self.eps_out)
+        kappa2 = None
+        if self.kappa > 0:  # the assembly's rule (bodies/frame_maps.unlifted_node)
+            access = xp.clip(1.0 - buf.cov[rows] * (1.0 / self.subsamples**2), 0.0, 1.0)
+            kappa2 = (self.eps_out * self.kappa**2) * access
+        return Problem(grid, phi_coulomb=buf.phic[rows], eps_cavity=self.eps_in,
+                       epsilon_faces=faces, kappa2=kappa2, boundary="dirichlet",
+                       boundary_values=buf.g[rows])  # fmt: skip
+
     # ------------------------------------------------------------------ steps
     def _maps(self, buf, nf):
         """Launch the map and assembly kernels.
