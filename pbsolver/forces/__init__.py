@@ -48,7 +48,9 @@ Where the energy is not differentiable
   computed energy is a staircase on that scale around the exact surface's energy, whose
   gradient these forces are (checked against the maps at ``nbisect=45``).
 
-Not covered: the stacked frame engine; there the calculator keeps −q ∇φ_rf, saying so.
+The stacked frame engine (:mod:`pbsolver.md.engine`) solves the adjoint equations of a batch as
+one stacked solve and hands each frame's maps to :func:`forces_from_adjoint`, the terms of
+:func:`solvation_forces` after its adjoint solve.
 """
 
 from pbsolver.forces.differences import central_difference_forces

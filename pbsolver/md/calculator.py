@@ -39,13 +39,14 @@ of the grid field exactly as in :mod:`pbsolver.molecule.energy` (``interpolation
 by default; "cubic", Keys' cubic convolution, for molecular dynamics: the energy is then C¹
 as an atom crosses a plane of nodes, where the trilinear one has a kink).
 
-**What the forces are.** A frame of the general engine on the smooth vdW surface "svdw"
-(``forces="auto"``, the default, or ``"exact"``), or on "vdw", "mol" or "smol" with
-``forces="exact"``, returns
+**What the forces are.** A frame on the smooth vdW surface "svdw" (``forces="auto"``, the
+default, or ``"exact"``), or on "vdw", "mol" or "smol" with ``forces="exact"``, returns
 F_i = −∂G/∂r_i, the exact gradient of the discrete energy it reports at a fixed grid (charge,
 dielectric-boundary, ionic-boundary, φ_c and boundary-value terms; :mod:`pbsolver.forces`), at
-the cost of one more (adjoint) solve, warm-started like the forward one. Everywhere else
-(``forces="field"``, "vdw", "mol" and "smol" under "auto", the stacked engine) ``forces`` is
+the cost of one more (adjoint) solve, warm-started like the forward one. On the stacked engine
+that is one more stacked solve for the whole batch, and each frame's terms are taken from the
+maps the engine solved (:meth:`~pbsolver.md.engine.StackedFrames.frame_problem`). Everywhere
+else (``forces="field"``; "vdw", "mol" and "smol" under "auto") ``forces`` is
 −q_i ∇φ_rf(r_i), the force of the reaction field on each charge: −∂G/∂r_i only for charges
 inside a rigid cavity, missing the dielectric and ionic boundary forces (measured 5–75 % off on a
 protein). :attr:`ReactionFieldCalculator.force_kind` and :attr:`FrameResult.forces_kind` say
@@ -209,7 +210,7 @@ class ReactionFieldCalculator:
         salt) runs on the general engine ("stacked" is refused): one Newton solve per frame,
         warm-started from the previous frame's φ_rf like a linear solve.
     forces : {"auto", "exact", "field"}
-        "exact": the exact gradient of the energy (:mod:`pbsolver.forces`; general engine,
+        "exact": the exact gradient of the energy (:mod:`pbsolver.forces`; either engine,
         surfaces "vdw", "svdw", "mol" and "smol"; anything else is refused). "field":
         −q ∇φ_rf. "auto": exact where the energy is also smooth ("svdw"), else field with a
         logged warning.

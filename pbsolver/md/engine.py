@@ -23,7 +23,11 @@ grid of one shape, this module keeps everything in place:
    separately (:func:`pbsolver.multigrid.builders.stack_hierarchy`, rebuilt from the
    assembly's unlifted faces each call); on CUDA its captured graphs are found again on the
    next call, since the buffers' addresses do not change;
-5. a last kernel samples φ and ∇φ at every atom of every frame.
+5. a last kernel samples φ and ∇φ at every atom of every frame;
+6. for exact forces (the calculator's ``forces="exact"``), :meth:`StackedFrames.solve_adjoint`
+   solves the B adjoint equations as one more stacked solve on the same system, and
+   :meth:`StackedFrames.frame_problem` gives each frame's maps as a
+   :class:`~pbsolver.Problem` for :func:`pbsolver.forces.forces_from_adjoint`.
 
 On CUDA steps 2–3 are one replayed CUDA graph, except the SES part of step 2: its array sizes
 (neighbour pairs, circles, arcs) change from call to call, so it runs before the graph, as
