@@ -13,7 +13,12 @@ from analytic import born, kirkwood
 import pbsolver as pb
 import pbsolver.forces
 from pbsolver.forces import solvation_forces
-from pbsolver.forces.coulomb import boundary_sensitivity, coulomb_sensitivity, node_points
+from pbsolver.forces.coulomb import (
+    boundary_sensitivity,
+    coulomb_sensitivity,
+    node_points,
+    outer_layer_points,
+)
 from pbsolver.forces.dielectric import fraction_sensitivities, smoothing_transpose
 from pbsolver.forces.differences import central_difference_forces
 from pbsolver.forces.interpolation import interpolation_gradient, interpolation_transpose
@@ -360,6 +365,11 @@ def test_sensitivity_kernels_match_the_array_formulas():
     np.testing.assert_array_equal(pts, np.asarray(grid.origin)[:, None]
                                   + ijk * np.asarray(spacing)[:, None])  # fmt: skip
     np.testing.assert_array_equal(w, field.reshape(-1)[idx])
+    # ν lives on the outer layer: searched there only, the same points in the same order
+    field[1:-1, 1:-1, 1:-1] = 0.0
+    for got, want in zip(outer_layer_points(grid, field, np), node_points(grid, field, np),
+                         strict=True):  # fmt: skip
+        np.testing.assert_array_equal(got, want)
 
 
 def test_radial_sums_match_a_float64_reference():

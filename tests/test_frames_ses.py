@@ -321,6 +321,68 @@ def test_cuda_ses_kernels_equal_the_cpu_ones_under_the_simulator():
                 got = out["cuda"][k + axis][f * stride : f * stride + nx]
                 np.testing.assert_allclose(got, ref[axis], rtol=0, atol=1e-6)
                 assert got.max() == 1.0
+    # the forces' interval ends of both frames, recorded by the frame kernels in one launch an
+    # axis (whole lines, and lines in four pieces joined), against each frame's own CPU ends
+    cpu_ses = FrameSES(get_backend("cpu"), radii, 1.4, grid.shape, grid.spacing)
+    assert cpu_ses.interval_ends() is None  # no recorder: the forces record each frame
+    for pieces in (None, 4):
+        ses = FrameSES(_SimBackend(), radii, 1.4, grid.shape, grid.spacing, ses_step=0.3,
+                       nbisect=10)  # fmt: skip
+        if pieces:
+            ses.kernels = SimpleNamespace(**{**vars(ses.kernels),
+                                             "pieces": lambda n, lines, p=pieces: p})  # fmt: skip
+        ses.run([np.zeros(big) for _ in range(3)], pos, origin, stride)
+        ends = ses.interval_ends()
+        crossings = 0
+        for f in range(2):
+            for axis in range(3):
+                ref = _cpu_interval_ends(pos[f], radii, 1.4, grid, axis, 0.3, 10)
+                got = ends[f][axis]
+                assert got[4] == ref[4]  # unmatched
+                a, b = _canonical(ref), _canonical(got)
+                for x, y in zip(a[:3], b[:3], strict=True):
+                    np.testing.assert_array_equal(y, x)
+                np.testing.assert_allclose(b[3], a[3], rtol=0, atol=1e-12)
+                crossings += int((got[2][:, 1] >= 0).sum())
+        assert crossings > 3  # reentrant crossings among the ends, not only vdW chord ends
+        # the SES force term from these ends is each frame's own
+        from pbsolver.forces.ses import ses_gradient
+
+        for f in range(2):
+            sens = [rng.normal(size=grid.shape) for _ in range(3)]
+            args = (pos[f], radii, np.arange(5), 1.4, grid, sens, 5)
+            want = ses_gradient(*args, ses_step=0.3, nbisect=10)
+            got = ses_gradient(*args, ses_step=0.3, nbisect=10, ends=ends[f])
+            np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12 * np.abs(want).max())
+            assert np.abs(want).max() > 0
+
+
+def _canonical(ends):
+    """(lines, bins, atoms, slopes) in one order (the GPU records lines in pieces)."""
+    lines, bins, atoms, slopes = ends[:4]
+    keys = [lines[:, 0], lines[:, 1], bins, *atoms.T, *slopes.reshape(len(bins), -1).T]
+    order = np.lexsort(keys[::-1])
+    return [a[order] for a in ends[:4]]
+
+
+def _cpu_interval_ends(positions, radii, probe, grid, axis, ses_step, nbisect):
+    """One frame's SES interval ends along ``axis`` from the CPU kernels (as the forces take
+    them, :func:`pbsolver.forces.ses.ses_gradient`)."""
+    from pbsolver.backends.cpu import line_ends
+
+    pos = np.ascontiguousarray(positions, dtype=np.float64)
+    acc = radii + probe
+    nb, features, exposed = maps.ses_geometry(maps.map_backend("cpu"), pos, radii, probe)
+    axes = grid.axes()
+    a1, a2 = [a for a in range(3) if a != axis]
+    h = grid.spacing[axis]
+    bins = maps.line_bins(pos, acc, axis, axes[a1], axes[a2])
+    ebins = maps.line_bins(pos, acc + probe, axis, axes[a1], axes[a2], subset=exposed)
+    return line_ends.interval_end_slopes(
+        axis, axes[a1], axes[a2], grid.origin[axis], h, grid.shape[axis], pos, radii, acc, probe,
+        maps.ses_sampling_step(h, ses_step), maps.ses_bisections(nbisect), bins, ebins,
+        features, nb,
+    )  # fmt: skip
 
 
 # ---------------------------------------------------------------------- on a GPU

@@ -335,11 +335,17 @@ def cuda_kernels():
         if i < nx:
             smooth_node(fx, fy, fz, ox, oy, oz, f * stride, i, j, k, nx, ny, nz)
 
+    # the forces' recording of the same lines (record, join the pieces, slopes)
+    from pbsolver.backends.cuda import line_ends
+
+    record_ends = SimpleNamespace(record=line_ends.frame_ses_record_kernel,
+                                  join=line_ends.frame_join_pieces_kernel,
+                                  slopes=line_ends.frame_ses_slopes_kernel)  # fmt: skip
     ses = SimpleNamespace(edges=ses_edges, line_costs=line_costs,
                           neighbour_counts=neighbour_counts,
                           neighbour_fills=neighbour_fills, count_arcs=count_arcs_kernel,
                           fill_circles=fill_circles_kernel, smooth=smooth,
-                          pieces=maps_bodies.line_pieces)  # fmt: skip
+                          pieces=maps_bodies.line_pieces, record_ends=record_ends)  # fmt: skip
     _CUDA = _kernel_set(
         edges, ion, coulomb, boundary, assemble, sample, flags=True, on_nodes=on_nodes, ses=ses,
         coulomb_for=lambda nf: (coulomb_kernel(coulomb_nodes(nf)), coulomb_nodes(nf)),

@@ -81,6 +81,37 @@ def node_points(grid, field, xp):
     return force_loops(xp).grid_nodes(field, grid.origin, grid.spacing)
 
 
+def outer_layer_points(grid, field, xp):
+    """:func:`node_points` of a field that is zero off the outer layer (ν), in the same order.
+
+    Searches the outer layer's nodes only (a whole-grid search dominated the boundary term on
+    the GPU).
+    """
+    idx = _outer_layer_indices(grid.shape, xp)
+    values = field.reshape(-1)[idx]
+    keep = xp.flatnonzero(values)
+    ijk = xp.unravel_index(idx[keep], grid.shape)
+    points = xp.stack([grid.origin[a] + ijk[a] * grid.spacing[a] for a in range(3)])
+    return points, values[keep].astype(xp.float64)
+
+
+_OUTER_LAYERS = {}
+
+
+def _outer_layer_indices(shape, xp):
+    """Sorted flat C-order indices of the outer layer of ``shape``, kept per shape and library."""
+    key = (tuple(shape), xp.__name__)
+    idx = _OUTER_LAYERS.get(key)
+    if idx is None:
+        inner = np.zeros(shape, dtype=bool)
+        inner[1:-1, 1:-1, 1:-1] = True
+        idx = xp.asarray(np.flatnonzero(~inner))
+        if len(_OUTER_LAYERS) > 8:  # a few shapes at a time (a calculator keeps one)
+            _OUTER_LAYERS.clear()
+        _OUTER_LAYERS[key] = idx
+    return idx
+
+
 def force_loops(xp):
     """The compiled force loops for arrays of ``xp``: the CPU ones, or the CUDA ones on CuPy.
 
@@ -121,7 +152,7 @@ def boundary_gradient(atoms, grid, nu, physics, kind):
         return grad
     if kind not in ("mdh", "sdh"):
         raise InputError(f"boundary kind must be 'mdh', 'sdh' or 'zero', got {kind!r}")
-    pts, w = node_points(grid, nu, xp)
+    pts, w = outer_layer_points(grid, nu, xp)
     kappa, eps_out, eps_c = physics.kappa, physics.eps_out, physics.eps_in
     sums = force_loops(xp)
     if kind == "mdh":
@@ -167,4 +198,5 @@ __all__ = [
     "face_maps",
     "force_loops",
     "node_points",
+    "outer_layer_points",
 ]

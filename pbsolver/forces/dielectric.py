@@ -66,13 +66,15 @@ def smoothing_transpose(gx, gy, gz):
 
 
 def dielectric_gradient(atoms, problem, phi, lam, physics, *, box=None, ses_step=None,
-                        nbisect=14):  # fmt: skip
+                        nbisect=14, ses_ends=None):  # fmt: skip
     """∂G/∂r_i through the face fractions of ``physics.surface``: (n, 3).
 
     "svdw": the smooth union (:mod:`pbsolver.forces.smooth`); "mol" and "smol" (after
     :func:`smoothing_transpose`): the SES interval ends (:mod:`pbsolver.forces.ses`, with the
     maps' ``ses_step`` and ``nbisect``), with a zero probe the chord ends of the sphere union
     (:mod:`pbsolver.forces.lines`), as for "vdw". ``box``: the periodic images the maps used.
+    ``ses_ends``: the SES interval ends, already recorded
+    (:func:`~pbsolver.forces.ses.ses_gradient`'s ``ends``).
     """
     grid = problem.grid
     if physics.surface == "smol" or array_module(phi) is not np:
@@ -92,7 +94,7 @@ def dielectric_gradient(atoms, problem, phi, lam, physics, *, box=None, ses_step
         return smooth_gradient(pos, rad, owners, grid, sens, len(atoms))
     if probe > 0:
         return ses_gradient(pos, rad, owners, probe, grid, sens, len(atoms), ses_step=ses_step,
-                            nbisect=nbisect)  # fmt: skip
+                            nbisect=nbisect, ends=ses_ends)  # fmt: skip
     axes = grid.axes()
     grad = 0.0
     for axis in range(3):

@@ -186,16 +186,18 @@ def adjoint_source(atoms, grid, *, periodic=False, interpolation="linear", xp=np
 
 def forces_from_adjoint(atoms, problem, phi_rf, lam, source, *, physics, box=None,
                         kappa_subsamples=4, units="kJ/mol", ses_step=None, nbisect=14,
-                        interpolation="linear", fixed_boundary=False,
-                        result=None) -> Forces:  # fmt: skip
+                        interpolation="linear", fixed_boundary=False, result=None,
+                        ses_ends=None) -> Forces:  # fmt: skip
     """Every term of F = −∂G/∂r from the solution φ_rf and the adjoint field λ.
 
     What :func:`solvation_forces` does after its adjoint solve, for a caller that solved the
     adjoint equation A λ = ``source`` itself (the stacked engine solves B frames' at once).
     The arguments are :func:`solvation_forces`' (``physics`` a :class:`PhysicsOptions`), plus
     ``lam`` (λ, on the unknowns), ``source`` (:func:`adjoint_source` of the same atoms and
-    grid) and ``result`` (the adjoint solve's report, kept in :attr:`Forces.result`). Nothing
-    is checked here that :func:`solvation_forces` checks.
+    grid), ``result`` (the adjoint solve's report, kept in :attr:`Forces.result`) and
+    ``ses_ends`` ("mol", "smol": the SES interval ends, if the caller recorded them; see
+    :func:`pbsolver.forces.ses.ses_gradient`). Nothing is checked here that
+    :func:`solvation_forces` checks.
     """
     factor = unit_factor(units)
     ph = physics
@@ -210,7 +212,8 @@ def forces_from_adjoint(atoms, problem, phi_rf, lam, source, *, physics, box=Non
     hq = xp.asarray(half_q)[:, None]
     grads = {"charge": hq * interpolation_gradient(grid, phi, atoms.positions, **sampling)}
     grads["dielectric"] = dielectric_gradient(atoms, problem, phi, lam, ph, box=box,
-                                              ses_step=ses_step, nbisect=nbisect)  # fmt: skip
+                                              ses_step=ses_step, nbisect=nbisect,
+                                              ses_ends=ses_ends)  # fmt: skip
     grads["ionic"] = xp.zeros((len(atoms), 3))
     if problem.kappa2 is not None:
         sens = kappa_sensitivity(problem, phi, lam)

@@ -33,10 +33,11 @@ import numpy as np
 
 from pbsolver.arrays import array_module
 from pbsolver.exceptions import InputError
+from pbsolver.forces.lines import end_gradient, end_slopes
 
 
 def ses_gradient(positions, radii, owners, probe, grid, sensitivity, n_atoms, *, ses_step=None,
-                 nbisect=14):  # fmt: skip
+                 nbisect=14, ends=None):  # fmt: skip
     """∂/∂c of Σ_axes Σ sensitivity · (SES edge fraction), accumulated per owner atom.
 
     Parameters
@@ -53,6 +54,11 @@ def ses_gradient(positions, radii, owners, probe, grid, sensitivity, n_atoms, *,
         Length of the result.
     ses_step, nbisect
         The map's sampling of the reentrant zone (:func:`pbsolver.molecule.maps.face_fractions`).
+    ends : 3 tuples, optional
+        The interval ends of each axis, ``(lines, bins, atoms, slopes, unmatched)`` as
+        :func:`pbsolver.backends.cpu.line_ends.interval_end_slopes` gives them for these
+        spheres and this grid, recorded by the caller (the stacked engine records all its
+        frames' at once, :meth:`pbsolver.md.ses.FrameSES.interval_ends`); None: recorded here.
 
     Returns
     -------
@@ -60,7 +66,6 @@ def ses_gradient(positions, radii, owners, probe, grid, sensitivity, n_atoms, *,
         In the sensitivities' array library.
     """
     from pbsolver.backends.cpu import line_ends
-    from pbsolver.forces.lines import end_gradient, end_slopes
     from pbsolver.molecule.maps import (
         line_bins,
         map_backend,
@@ -74,6 +79,13 @@ def ses_gradient(positions, radii, owners, probe, grid, sensitivity, n_atoms, *,
         raise InputError(f"the SES slopes need a probe radius > 0, got {probe}")
     nbisect = ses_bisections(nbisect)
     xp = array_module(sensitivity[0])
+    if ends is not None:
+        grad = xp.zeros((n_atoms, 3))
+        for axis, (*kept, unmatched) in enumerate(ends):
+            _warn_unmatched(unmatched, axis)
+            grad = grad + end_gradient(sensitivity[axis], axis, grid.spacing[axis], *kept,
+                                       owners, n_atoms)  # fmt: skip
+        return grad
     pos = np.ascontiguousarray(positions, dtype=np.float64)
     vdw = np.ascontiguousarray(radii, dtype=np.float64)
     owners = np.asarray(owners, dtype=np.int64)
@@ -100,14 +112,18 @@ def ses_gradient(positions, radii, owners, probe, grid, sensitivity, n_atoms, *,
             *ends, unmatched = line_ends.interval_end_slopes(*args, recorded=recorded)
         else:
             *ends, unmatched = end_slopes(xp, "interval_end_slopes", *args)
-        if unmatched:
-            logging.getLogger("pbsolver").warning(
-                "SES forces: %d interval ends along axis %d are neither a vdW chord end nor a "
-                "crossing at the probe radius; their share of the forces is left out",
-                unmatched, axis,
-            )  # fmt: skip
+        _warn_unmatched(unmatched, axis)
         grad = grad + end_gradient(sensitivity[axis], axis, h, *ends, owners, n_atoms)
     return grad
+
+
+def _warn_unmatched(unmatched, axis):
+    if unmatched:
+        logging.getLogger("pbsolver").warning(
+            "SES forces: %d interval ends along axis %d are neither a vdW chord end nor a "
+            "crossing at the probe radius; their share of the forces is left out",
+            unmatched, axis,
+        )  # fmt: skip
 
 
 __all__ = ["ses_gradient"]

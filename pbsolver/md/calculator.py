@@ -653,6 +653,7 @@ class ReactionFieldCalculator:
         t0 = time.perf_counter()
         lam, outcome = engine.solve_adjoint(sources, guess)
         res.timings["adjoint"] = time.perf_counter() - t0
+        ends = engine.ses_interval_ends()  # every frame's SES line ends, where it records them
         forces = []
         for k, atoms in enumerate(frames):
             problem = engine.frame_problem(len(frames), k, grid)
@@ -660,6 +661,7 @@ class ReactionFieldCalculator:
                 atoms, problem, res.phi[k], lam[k], sources[k], physics=self.physics,
                 kappa_subsamples=self.map_options.get("kappa_subsamples", 4), units=self.units,
                 ses_step=self.map_options.get("ses_step"), interpolation=self.interpolation,
+                ses_ends=None if ends is None else ends[k],
             )  # fmt: skip
             forces.append(out.forces)
         self._adjoints.record(host[-1], grid, lam[-1].copy())

@@ -385,6 +385,15 @@ class StackedFrames:
             lam = system.x.copy()
         return [lam[k * self.stride : k * self.stride + nx] for k in range(nf)], out
 
+    def ses_interval_ends(self):
+        """The SES interval ends of the last call's frames, for the exact forces.
+
+        :meth:`pbsolver.md.ses.FrameSES.interval_ends` (per frame, per axis), or None: no
+        probe-swept surface, or kernels without a recorder (the forces then record each
+        frame's lines themselves).
+        """
+        return None if self._ses is None else self._ses.interval_ends()
+
     def frame_problem(self, frames: int, k: int, grid: Grid):
         """Frame ``k`` of the last call of ``frames`` frames as a :class:`~pbsolver.Problem`.
 

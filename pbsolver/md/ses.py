@@ -31,6 +31,8 @@ call to call, this step is not part of the engine's captured CUDA graph.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 
 from pbsolver.backends.bodies.maps import ARC_COLUMNS, compact_circles
@@ -38,6 +40,10 @@ from pbsolver.backends.frame_kernels import LINE_THREADS, SES_CANDIDATES, SES_NE
 from pbsolver.exceptions import InputError
 from pbsolver.molecule.maps import ses_bisections, ses_sampling_step
 from pbsolver.molecule.part_surface import LINE_SLACK, changed_lines
+
+#: Intervals a line's record has room for at first (more: the lines are recorded again with
+#: room for the most any line had).
+FIRST_RECORDS = 16
 
 
 class FrameSES:
@@ -147,6 +153,12 @@ class FrameSES:
         # 3.–4. bins and lines, axis by axis
         h = xp.asarray(np.asarray(self.spacing))
         lines = (ny * nz, nx * nz, nx * ny)
+        # what the forces' recording of the same lines needs (interval_ends)
+        self._last = SimpleNamespace(
+            nf=nf, na=na, pos=pos2, origin=origin, h=h, vdw=vdw, acc=acc, nb_start=nb_start,
+            nb_index=nb_index, circ_start=circ_start, circ_j=circ_j, geom=geom,
+            arc_start=arc_start, arcs=arcs, axes=[],
+        )  # fmt: skip
         for axis in range(3):
             bins, bstart, border = self._bins(pos2, origin, nf, na, axis, self.maxacc, None)
             ebins, ebstart, eborder = self._bins(pos2, origin, nf, na, axis, self.maxreach,
@@ -158,6 +170,7 @@ class FrameSES:
                              self.maxacc, self.maxreach, bins, bstart, ebins, ebstart,
                              only[axis])  # fmt: skip
                 order = xp.argsort(-cost)
+            self._last.axes.append((bins, bstart, border, ebins, ebstart, eborder, order))
             # work items a line (pieces of its edges)
             pieces = K.pieces(self.shape[axis], nf * lines[axis])
             self._launch(
@@ -173,6 +186,91 @@ class FrameSES:
                 f"more than {SES_CANDIDATES} spheres near it: the stacked SES kernels cannot map "
                 "this solute (use engine='general')"
             )
+
+    def interval_ends(self):
+        """The SES interval ends of the last :meth:`run`'s frames and how each moves.
+
+        The lines of that call recorded again, with its geometry, bins and line order, by the
+        kernels' recorder (all B frames in one launch an axis; the frames' ends are those the
+        maps cut), then each end matched to its vdW chord or reentrant crossing
+        (:mod:`pbsolver.backends.bodies.line_ends`). What :func:`pbsolver.forces.ses.ses_gradient`
+        computes for one frame, here for all of them at once.
+
+        Returns
+        -------
+        list or None
+            Per frame, per axis, ``(lines, bins, atoms, slopes, unmatched)`` as
+            :func:`pbsolver.backends.cpu.line_ends.interval_end_slopes` gives them (host
+            arrays; ``atoms`` index the frame's own atoms). None where the kernel set has no
+            recorder (the CPU's: the forces then record each frame's lines themselves) or
+            where a line holds more spheres or probe candidates than the CUDA kernels do (the
+            same fallback).
+        """
+        from pbsolver.backends.cpu.line_ends import kept_ends, slot_offsets
+
+        R = self.kernels.record_ends
+        last = getattr(self, "_last", None)
+        if R is None or last is None:
+            return None
+        xp, be = self.xp, self.backend
+        nf, na = last.nf, last.na
+        shape = self.shape
+        ends = [[None] * 3 for _ in range(nf)]
+        for axis in range(3):
+            a1, a2 = [a for a in range(3) if a != axis]
+            nu, nv, nbins = shape[a1], shape[a2], shape[axis]
+            nl = nu * nv
+            bins, bstart, border, ebins, ebstart, eborder, order = last.axes[axis]
+            step, nbisect = self.steps[axis], self.nbisect
+            geometry = (last.pos, last.vdw, last.acc, self.probe)
+            reach = (self.maxacc, self.maxreach, bins, bstart, border, ebins, ebstart, eborder,
+                     last.nb_start, last.nb_index, last.circ_start)  # fmt: skip
+            pieces = self.kernels.pieces(nbins, nf * nl)
+            capacity = -(-FIRST_RECORDS // pieces) + 4
+            while True:
+                rec = xp.zeros((nf, nu, nv * pieces, capacity + 1, 2))
+                bad = xp.zeros(1, dtype=np.int64)
+                self._launch(R.record, nf * nl * pieces, rec, pieces, axis, *shape, last.origin,
+                             last.h, *geometry, step, nbisect, *reach, last.geom,
+                             last.arc_start, last.arcs, order, self._every_line, bad,
+                             threads=LINE_THREADS)  # fmt: skip
+                counts = be.to_host(rec[:, :, :, 0, 0]).astype(np.int64)
+                if int(be.to_host(bad)[0]):
+                    return None
+                if counts.max(initial=0) <= capacity:
+                    break
+                capacity = int(counts.max())
+            if pieces > 1:
+                counts = counts.reshape(nf, nu, nv, pieces).sum(axis=3)
+                joined = xp.zeros((nf, nu, nv, int(counts.max(initial=0)) + 1, 2))
+                self._launch(R.join, nf * nl, rec, pieces, joined)
+                rec = joined
+            offsets = slot_offsets(counts)
+            n = max(1, int(offsets[-1]))
+            out = (xp.full(n, -1, dtype=np.int64), xp.full((n, 3), -1, dtype=np.int64),
+                   xp.zeros((n, 3, 3)))  # fmt: skip
+            unmatched = xp.zeros(nf * nl, dtype=np.int64)
+            origin = last.origin
+            us = origin[:, a1, None] + xp.arange(nu) * self.spacing[a1]
+            vs = origin[:, a2, None] + xp.arange(nv) * self.spacing[a2]
+            tol = step * 2.0 ** (-nbisect) + 1e-9
+            self._launch(R.slopes, nf * nl, rec, xp.asarray(offsets), axis, us, vs, origin,
+                         self.spacing[axis], nbins, *geometry, tol, *reach[:2], bins, bstart,
+                         border, ebins, ebstart, eborder, last.nb_start, last.nb_index,
+                         last.circ_start, last.circ_j, last.geom, last.arc_start, last.arcs,
+                         *out, unmatched, bad, threads=LINE_THREADS)  # fmt: skip
+            if int(be.to_host(bad)[0]):
+                return None
+            host = [np.asarray(be.to_host(a)) for a in out]
+            misses = np.asarray(be.to_host(unmatched)).reshape(nf, nl).sum(axis=1)
+            for f in range(nf):
+                lo, hi = int(offsets[f * nl]), int(offsets[(f + 1) * nl])
+                lines, kbins, atoms, slopes = kept_ends(
+                    offsets[f * nl : (f + 1) * nl + 1] - lo, nv, *(a[lo:hi] for a in host)
+                )
+                atoms = np.where(atoms >= 0, atoms - f * na, -1)
+                ends[f][axis] = (lines, kbins, atoms, slopes, int(misses[f]))
+        return ends
 
     # ------------------------------------------------------------------ helpers
     def _changed_lines(self, pos, origin, removed, removed_radii):

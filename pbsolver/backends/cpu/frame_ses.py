@@ -109,7 +109,9 @@ def smooth(fx, fy, fz, ox, oy, oz, nf, nx, ny, nz, stride):
 #: lines).
 #: ``line_costs`` None: no reordering of the lines (prange splits the items evenly between
 #: the threads in their order, so a sort by cost would give one thread all the costly lines)
+#: ``record_ends`` None: the forces record each frame's SES lines themselves
+#: (:mod:`pbsolver.backends.cpu.line_ends`, one frame at a time)
 KERNELS = SimpleNamespace(edges=ses_edges, line_costs=None, neighbour_counts=neighbour_counts,
                           neighbour_fills=neighbour_fills, count_arcs=count_arcs,
                           fill_circles=fill_circles, smooth=smooth,
-                          pieces=lambda nbins, lines: 1)  # fmt: skip
+                          pieces=lambda nbins, lines: 1, record_ends=None)  # fmt: skip

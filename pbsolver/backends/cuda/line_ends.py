@@ -18,6 +18,7 @@ import numpy as np
 from numba import cuda
 
 from pbsolver.backends.bodies import maps as B
+from pbsolver.backends.bodies.frames import make_frame_ses
 from pbsolver.backends.bodies.line_ends import compile_line_ends
 from pbsolver.backends.bodies.lines import compile_lines, join_pieces_body, record_range_body
 
@@ -31,6 +32,7 @@ from pbsolver.backends.cpu.line_ends import (
 from pbsolver.backends.cuda.device import launch_on_legacy_stream as launch
 from pbsolver.backends.cuda.maps import (
     MAX_CANDIDATES,
+    MAX_SPHERES,
     blocks,
     check_overflow,
     device_copy,
@@ -52,6 +54,11 @@ _join_pieces = _dev(join_pieces_body)
 #: The SES lines are recorded in pieces of at least this many edges (one thread a piece, as
 #: the map kernel cuts them; a module global, so a test can shrink it).
 RECORD_PIECE_EDGES = B.SES_PIECE_EDGES
+
+
+# the stacked engine's (frame, line) work items: its frame bodies' indexing, compiled here
+_F = make_frame_ses(_dev, *compile_lines(_dev, record_range_body))
+_line_place, _work_line, _lines_of = _F.line_place, _F.work_line, _F.lines_of
 
 
 @cuda.jit
@@ -111,6 +118,101 @@ def _k_ses_slopes(
         overflow[0] = 1
     else:
         unmatched[line] = misses
+
+
+@cuda.jit
+def frame_ses_record_kernel(
+    rec, pieces, axis, nx, ny, nz, origin, h, pos, vdw, acc, probe, step, nbisect, maxacc,
+    maxreach, bins, bstart, border, ebins, ebstart, eborder, nb_start, nb_index, circ_start,
+    geom, arc_start, arcs, order, only, overflow,
+):  # fmt: skip
+    """The stacked engine's SES lines recorded: one thread a piece of a (frame, line).
+
+    The frame edge kernel's work items (:func:`pbsolver.backends.frame_kernels.cuda_kernels`,
+    ``ses.edges``: ``order`` names the (frame, line) of each group of ``pieces`` items, ``only``
+    is empty: every line) and
+    geometry (:class:`pbsolver.md.ses.FrameSES`), with the recorder in place of the bins:
+    piece p of frame f's line (iu, iv) records into ``rec[f, iu, iv·pieces + p]``.
+    """
+    item = cuda.grid(1)
+    if item >= origin.shape[0] * _lines_of(axis, nx, ny, nz) * pieces:
+        return
+    line, piece = _work_line(item, pieces, order, only)
+    f, iu, iv, u, v, nbins = _line_place(line, axis, nx, ny, nz, origin, h)
+    k_lo = piece * nbins // pieces
+    k_hi = (piece + 1) * nbins // pieces
+    vs_ = cuda.local.array(MAX_SPHERES, dtype=np.float64)
+    ve_ = cuda.local.array(MAX_SPHERES, dtype=np.float64)
+    ss_ = cuda.local.array(MAX_SPHERES, dtype=np.float64)
+    se_ = cuda.local.array(MAX_SPHERES, dtype=np.float64)
+    cand = cuda.local.array(MAX_CANDIDATES, dtype=np.int64)
+    ckey = cuda.local.array(MAX_CANDIDATES, dtype=np.float64)
+    hit = cuda.local.array(4, dtype=np.float64)
+    if _S["ses_line"](
+        rec[f], axis, 0, iu, iv * pieces + piece, u, v, origin[f, axis], h[axis], nbins, k_lo,
+        k_hi, pos, vdw, acc, probe, step, nbisect, maxacc, maxreach, bins[f, 0], bins[f, 1],
+        bins[f, 2], int(bins[f, 3]), int(bins[f, 4]), bstart[f], border, ebins[f, 0],
+        ebins[f, 1], ebins[f, 2], int(ebins[f, 3]), int(ebins[f, 4]), ebstart[f], eborder,
+        nb_start, nb_index, circ_start, geom, arc_start, arcs, vs_, ve_, ss_, se_, cand, ckey,
+        hit,
+    ):  # fmt: skip
+        overflow[0] = 1
+
+
+@cuda.jit
+def frame_join_pieces_kernel(rec, pieces, out):
+    """:func:`~pbsolver.backends.bodies.lines.join_pieces_body` of every (frame, line)."""
+    item = cuda.grid(1)
+    nl = out.shape[1] * out.shape[2]
+    if item < out.shape[0] * nl:
+        f = item // nl
+        _join_pieces(item - f * nl, rec[f], pieces, out[f])
+
+
+@cuda.jit
+def frame_ses_slopes_kernel(
+    rec, offsets, axis, us, vs, origin, h, nbins, pos, vdw, acc, probe, tol, maxacc, maxreach,
+    bins, bstart, border, ebins, ebstart, eborder, nb_start, nb_index, circ_start, circ_j, geom,
+    arc_start, arcs, out_bin, out_atoms, out_slopes, unmatched, overflow,
+):  # fmt: skip
+    """How each recorded end of every (frame, line) moves: :func:`_k_ses_slopes` per frame.
+
+    ``rec`` (B, nu, nv, ·, 2) holds whole lines; ``us``, ``vs`` (B, ·) the frames' line
+    coordinates; ``offsets`` the slots of the B·nu·nv lines in that order; atoms are rows of
+    the B frames' ``pos``.
+    """
+    item = cuda.grid(1)
+    nl = us.shape[1] * vs.shape[1]
+    if item >= rec.shape[0] * nl:
+        return
+    f = item // nl
+    cand = cuda.local.array(MAX_CANDIDATES, dtype=np.int64)
+    ckey = cuda.local.array(MAX_CANDIDATES, dtype=np.float64)
+    feat = cuda.local.array(4, dtype=np.float64)
+    atoms = cuda.local.array(3, dtype=np.int64)
+    slopes = cuda.local.array((3, 3), dtype=np.float64)
+    g = cuda.local.array((3, 3), dtype=np.float64)
+    b = cuda.local.array(3, dtype=np.float64)
+    for a in range(3):  # the CPU loop's fresh scratch
+        atoms[a] = -1
+        b[a] = 0.0
+        for c in range(3):
+            slopes[a, c] = 0.0
+            g[a, c] = 0.0
+    for a in range(4):
+        feat[a] = 0.0
+    misses = _ses_line_slopes(
+        item - f * nl, rec[f], offsets[f * nl :], axis, us[f], vs[f], origin[f, axis], h, nbins,
+        pos, vdw, acc, probe, tol, maxacc, maxreach, bins[f, 0], bins[f, 1], bins[f, 2],
+        int(bins[f, 3]), int(bins[f, 4]), bstart[f], border, ebins[f, 0], ebins[f, 1],
+        ebins[f, 2], int(ebins[f, 3]), int(ebins[f, 4]), ebstart[f], eborder, nb_start,
+        nb_index, circ_start, circ_j, geom, arc_start, arcs, out_bin, out_atoms, out_slopes,
+        cand, ckey, feat, atoms, slopes, g, b,
+    )  # fmt: skip
+    if misses < 0:
+        overflow[0] = 1
+    else:
+        unmatched[item] = misses
 
 
 def _bins_args(bins):
