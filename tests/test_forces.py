@@ -21,7 +21,11 @@ from pbsolver.forces.coulomb import (
 )
 from pbsolver.forces.dielectric import fraction_sensitivities, smoothing_transpose
 from pbsolver.forces.differences import central_difference_forces
-from pbsolver.forces.interpolation import interpolation_gradient, interpolation_transpose
+from pbsolver.forces.interpolation import (
+    interpolation_gradient,
+    interpolation_transpose,
+    stack_offsets,
+)
 from pbsolver.forces.ionic import ionic_gradient
 from pbsolver.forces.lines import periodic_owners, union_gradient
 from pbsolver.forces.ses import ses_gradient
@@ -196,6 +200,28 @@ def test_interpolation_transpose_and_slope(interpolation, periodic):
     if interpolation == "cubic":  # the sampling body's gradient is the interpolant's slope
         _, body_slope = sample_field(grid, smooth, atoms.positions, **opts)
         np.testing.assert_allclose(body_slope, slope, rtol=1e-12, atol=1e-12)
+    if periodic:
+        return
+    # three frames in a stack (a padding plane a frame where nx is odd): each frame's Iᵀ and
+    # slopes in one pass, bit for bit those of the frame alone; one frame's atom on a node plane
+    frames = np.stack([atoms.positions + rng.normal(0.0, 0.3, atoms.positions.shape)
+                       for _ in range(3)])  # fmt: skip
+    frames[1, 0, 0] = grid.origin[0] + 4 * grid.spacing[0]
+    nx, ny, nz = grid.shape
+    stride = nx + nx % 2
+    fields = rng.normal(size=(3 * stride, ny, nz))
+    offsets = stack_offsets(grid, 3, len(atoms), stride, np)
+    flat = frames.reshape(-1, 3)
+    stacked = interpolation_transpose(grid, np.tile(c, 3), flat, offsets=offsets,
+                                      size=fields.size, **opts).reshape(fields.shape)  # fmt: skip
+    slopes = interpolation_gradient(grid, fields, flat, offsets=offsets, **opts).reshape(3, -1, 3)
+    for f in range(3):
+        rows = slice(f * stride, f * stride + nx)
+        alone = interpolation_transpose(grid, c, frames[f], **opts)
+        np.testing.assert_array_equal(stacked[rows], alone)
+        alone = interpolation_gradient(grid, fields[rows], frames[f], **opts)
+        np.testing.assert_array_equal(slopes[f], alone)
+    assert not stacked[nx:stride].any()  # nothing on a padding plane
 
 
 def test_an_atom_on_a_node_plane_gets_the_central_slope():

@@ -187,7 +187,7 @@ def adjoint_source(atoms, grid, *, periodic=False, interpolation="linear", xp=np
 def forces_from_adjoint(atoms, problem, phi_rf, lam, source, *, physics, box=None,
                         kappa_subsamples=4, units="kJ/mol", ses_step=None, nbisect=14,
                         interpolation="linear", fixed_boundary=False, result=None,
-                        ses_ends=None) -> Forces:  # fmt: skip
+                        ses_ends=None, field_gradient=None) -> Forces:  # fmt: skip
     """Every term of F = −∂G/∂r from the solution φ_rf and the adjoint field λ.
 
     What :func:`solvation_forces` does after its adjoint solve, for a caller that solved the
@@ -196,8 +196,10 @@ def forces_from_adjoint(atoms, problem, phi_rf, lam, source, *, physics, box=Non
     ``lam`` (λ, on the unknowns), ``source`` (:func:`adjoint_source` of the same atoms and
     grid), ``result`` (the adjoint solve's report, kept in :attr:`Forces.result`) and
     ``ses_ends`` ("mol", "smol": the SES interval ends, if the caller recorded them; see
-    :func:`pbsolver.forces.ses.ses_gradient`). Nothing is checked here that
-    :func:`solvation_forces` checks.
+    :func:`pbsolver.forces.ses.ses_gradient`) and ``field_gradient`` (the slope of the
+    interpolant of φ_rf at the atoms, (n, 3), if the caller computed it:
+    :func:`pbsolver.forces.interpolation.interpolation_gradient`, e.g. of a batch at once).
+    Nothing is checked here that :func:`solvation_forces` checks.
     """
     factor = unit_factor(units)
     ph = physics
@@ -210,7 +212,9 @@ def forces_from_adjoint(atoms, problem, phi_rf, lam, source, *, physics, box=Non
     sampling = {"periodic": periodic, "interpolation": interpolation}
 
     hq = xp.asarray(half_q)[:, None]
-    grads = {"charge": hq * interpolation_gradient(grid, phi, atoms.positions, **sampling)}
+    if field_gradient is None:
+        field_gradient = interpolation_gradient(grid, phi, atoms.positions, **sampling)
+    grads = {"charge": hq * xp.asarray(field_gradient, dtype=xp.float64)}
     grads["dielectric"] = dielectric_gradient(atoms, problem, phi, lam, ph, box=box,
                                               ses_step=ses_step, nbisect=nbisect,
                                               ses_ends=ses_ends)  # fmt: skip

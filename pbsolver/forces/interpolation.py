@@ -65,8 +65,11 @@ def _axis_stencils(grid, positions, periodic, cubic, xp, lower=False):
     return out
 
 
-def _stencil(grid, positions, periodic, cubic, xp, lower=False):
-    """Flat node indices (m³, n), weights (m³, n) and their gradients (3, m³, n) per Å."""
+def _stencil(grid, positions, periodic, cubic, xp, lower=False, offsets=None):
+    """Flat node indices (m³, n), weights (m³, n) and their gradients (3, m³, n) per Å.
+
+    ``offsets`` (n,): added to each position's flat indices (its frame's block in a stack).
+    """
     axes = _axis_stencils(grid, positions, periodic, cubic, xp, lower)
     m = axes[0][0].shape[0]
     flat, vals, grads = [], [], []
@@ -77,10 +80,24 @@ def _stencil(grid, positions, periodic, cubic, xp, lower=False):
         grads.append(
             xp.stack([dx[a] * wy[b] * wz[c], wx[a] * dy[b] * wz[c], wx[a] * wy[b] * dz[c]])
         )
-    return xp.stack(flat), xp.stack(vals), xp.stack(grads, axis=1)
+    flat = xp.stack(flat)
+    if offsets is not None:
+        flat = flat + offsets[None]
+    return flat, xp.stack(vals), xp.stack(grads, axis=1)
 
 
-def interpolation_gradient(grid, field, positions, *, periodic=False, interpolation="linear"):
+def stack_offsets(grid, frames, atoms, stride, xp):
+    """Flat offset of each of ``frames`` × ``atoms`` positions' frame block in a stack.
+
+    Frame f's node (i, j, k) is node (f·stride + i, j, k) of the stack
+    (:mod:`pbsolver.backends.stacking`); the positions are frame-major.
+    """
+    block = int(stride) * grid.shape[1] * grid.shape[2]
+    return xp.repeat(xp.arange(int(frames), dtype=xp.int64) * block, int(atoms))
+
+
+def interpolation_gradient(grid, field, positions, *, periodic=False, interpolation="linear",
+                           offsets=None):  # fmt: skip
     """∂I(field)(r)/∂r at each position: the slope of the interpolant, (n, 3).
 
     Parameters
@@ -93,6 +110,10 @@ def interpolation_gradient(grid, field, positions, *, periodic=False, interpolat
         Å, inside the grid (Dirichlet) or anywhere (periodic: wrapped).
     periodic : bool
     interpolation : {"linear", "cubic"}
+    offsets : array (n,), optional
+        Dirichlet only: ``field`` is a stack of frames on ``grid`` (e.g. ``(B·stride, ny,
+        nz)``) and each position is sampled in its frame's block, at this flat offset
+        (:func:`stack_offsets`): B frames' slopes in one pass.
 
     Returns
     -------
@@ -106,7 +127,7 @@ def interpolation_gradient(grid, field, positions, *, periodic=False, interpolat
 
     xp = array_module(field)
     cubic = choice(interpolation, "interpolation", INTERPOLATIONS) == "cubic"
-    flat, _, grads = _stencil(grid, positions, periodic, cubic, xp)
+    flat, _, grads = _stencil(grid, positions, periodic, cubic, xp, offsets=offsets)
     values = field.reshape(-1)[flat]  # (m³, n)
     slopes = (grads * values[None]).sum(axis=1).T
     s = _grid_units(grid, positions, xp)
@@ -114,13 +135,13 @@ def interpolation_gradient(grid, field, positions, *, periodic=False, interpolat
         return slopes
     # the other one-sided slope where an atom sits on a node plane: the weights are the same
     # in both cells (1 on the plane's node), so only the component across the plane changes
-    flat, _, grads = _stencil(grid, positions, periodic, cubic, xp, lower=True)
+    flat, _, grads = _stencil(grid, positions, periodic, cubic, xp, lower=True, offsets=offsets)
     lower = (grads * field.reshape(-1)[flat][None]).sum(axis=1).T
     return 0.5 * (slopes + lower)
 
 
 def interpolation_transpose(grid, values, positions, *, periodic=False, xp=np,
-                            interpolation="linear"):  # fmt: skip
+                            interpolation="linear", offsets=None, size=None):  # fmt: skip
     """Iᵀc: each value c_i spread on its stencil's nodes with the interpolation weights.
 
     Parameters
@@ -134,17 +155,23 @@ def interpolation_transpose(grid, values, positions, *, periodic=False, xp=np,
     xp : module
         numpy or cupy: the library of the result.
     interpolation : {"linear", "cubic"}
+    offsets : array (n,), optional
+        Dirichlet only: spread each value into its frame's block of a stack, at this flat
+        offset (:func:`stack_offsets`); ``size`` is then the stack's node count.
+    size : int, optional
+        Nodes of the result (default: the grid's).
 
     Returns
     -------
-    array (nx, ny, nz), float64
+    array, float64
+        (nx, ny, nz); with ``offsets``, flat (``size``,).
     """
     cubic = choice(interpolation, "interpolation", INTERPOLATIONS) == "cubic"
-    flat, weights, _ = _stencil(grid, positions, periodic, cubic, xp)
+    flat, weights, _ = _stencil(grid, positions, periodic, cubic, xp, offsets=offsets)
     c = xp.asarray(values, dtype=xp.float64)
     spread = xp.bincount(
         flat.reshape(-1),
         weights=(weights * c[None]).reshape(-1),
-        minlength=int(np.prod(grid.shape)),
+        minlength=int(np.prod(grid.shape)) if size is None else int(size),
     )
-    return spread.reshape(grid.shape)
+    return spread if offsets is not None else spread.reshape(grid.shape)

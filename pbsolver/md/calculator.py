@@ -640,11 +640,24 @@ class ReactionFieldCalculator:
         every frame's terms from its own maps (:meth:`StackedFrames.frame_problem`,
         :func:`pbsolver.forces.forces_from_adjoint`).
         """
-        from pbsolver.forces import adjoint_source, forces_from_adjoint
+        from pbsolver.forces import forces_from_adjoint
+        from pbsolver.forces.interpolation import (
+            interpolation_gradient,
+            interpolation_transpose,
+            stack_offsets,
+        )
 
-        frames = [self.atoms.with_positions(p) for p in host]
-        sources = [adjoint_source(a, grid, interpolation=self.interpolation, xp=engine.xp)
-                   for a in frames]  # fmt: skip
+        nf, n = host.shape[:2]
+        xp, stride = engine.xp, engine.stride
+        # every frame's ½ Iᵀq and charge-term slopes at once, in the engine's stack
+        offsets = stack_offsets(grid, nf, n, stride, xp)
+        positions = host.reshape(-1, 3)
+        sampling = {"interpolation": self.interpolation, "offsets": offsets}
+        sources = interpolation_transpose(
+            grid, np.tile(0.5 * self.atoms.charges, nf), positions, xp=xp,
+            size=res.stack.size, **sampling,
+        ).reshape(res.stack.shape)  # fmt: skip
+        slopes = interpolation_gradient(grid, res.stack, positions, **sampling).reshape(nf, n, 3)
         guess = None
         if self.warm_start:  # every frame starts from the last λ, predicted for the first
             guess = self._adjoints.predict(host[0], grid)
@@ -654,14 +667,17 @@ class ReactionFieldCalculator:
         lam, outcome = engine.solve_adjoint(sources, guess)
         res.timings["adjoint"] = time.perf_counter() - t0
         ends = engine.ses_interval_ends()  # every frame's SES line ends, where it records them
+        nx = grid.shape[0]
         forces = []
-        for k, atoms in enumerate(frames):
-            problem = engine.frame_problem(len(frames), k, grid)
+        for k in range(nf):
+            atoms = self.atoms.with_positions(host[k])
+            problem = engine.frame_problem(nf, k, grid)
             out = forces_from_adjoint(
-                atoms, problem, res.phi[k], lam[k], sources[k], physics=self.physics,
+                atoms, problem, res.phi[k], lam[k], sources[k * stride : k * stride + nx],
+                physics=self.physics,
                 kappa_subsamples=self.map_options.get("kappa_subsamples", 4), units=self.units,
                 ses_step=self.map_options.get("ses_step"), interpolation=self.interpolation,
-                ses_ends=None if ends is None else ends[k],
+                ses_ends=None if ends is None else ends[k], field_gradient=slopes[k],
             )  # fmt: skip
             forces.append(out.forces)
         self._adjoints.record(host[-1], grid, lam[-1].copy())

@@ -90,6 +90,8 @@ class StackedSolve:
     timings : dict
         Seconds of the call: ``maps`` (up to the right-hand-side norms), ``solve``,
         ``evaluate``.
+    stack : array (B·stride, ny, nz)
+        The copy ``phi`` views: every frame's φ_rf in the stack's layout.
     """
 
     phi: list
@@ -103,6 +105,7 @@ class StackedSolve:
     omega: float | None
     method: str
     timings: dict
+    stack: object = None
 
 
 class StackedFrames:
@@ -324,21 +327,23 @@ class StackedFrames:
             omega=out.omega if out.method == "sor" else None,
             method=out.method,
             timings={"maps": t_maps, "solve": t_solve, "evaluate": t_eval},
+            stack=phi,
         )
 
     def solve_adjoint(self, sources, x0=None):
-        """λ of the last call's frames: A_k λ_k = ``sources[k]``, one stacked solve.
+        """λ of the last call's frames: A_k λ_k = source_k, one stacked solve.
 
         The exact forces' adjoint equation (:mod:`pbsolver.forces.adjoint`) on the stack of the
-        last :meth:`run` of ``len(sources)`` frames: the same stencils, hierarchy, method and
-        stopping rule as its forward solve, with zero boundary values. The forward right-hand
-        side is overwritten (the next :meth:`run` assembles its own).
+        last :meth:`run` of B frames: the same stencils, hierarchy, method and stopping rule as
+        its forward solve, with zero boundary values. The forward right-hand side is
+        overwritten (the next :meth:`run` assembles its own).
 
         Parameters
         ----------
-        sources : sequence of B arrays (nx, ny, nz)
-            Each frame's right-hand side, ½ Iᵀq (:func:`pbsolver.forces.adjoint_source`), on
-            the engine's device or the host; their outer layers are not read.
+        sources : array (B·stride, ny, nz)
+            Every frame's right-hand side, ½ Iᵀq, in the stack's layout (frame k at rows
+            k·stride … k·stride + nx − 1; :func:`pbsolver.forces.interpolation.stack_offsets`),
+            on the engine's device or the host; outer layers and padding planes are not read.
         x0 : array (nx, ny, nz), optional
             Every frame's initial guess (e.g. the last frame's λ).
 
@@ -353,26 +358,26 @@ class StackedFrames:
         Raises
         ------
         InputError
-            When no call of B frames has been made, or a source of another shape.
+            When no call of B frames has been made, or ``sources`` is not a stack of them.
         """
-        nf = len(sources)
+        xp, be = self.xp, self.backend
+        sources = xp.asarray(sources, dtype=np.float64)
+        nf = int(sources.shape[0]) // self.stride
         buf = self._buffers.get(nf)
         if buf is None:
             raise InputError(f"this engine has not mapped {nf} frame(s) in one call yet")
-        xp, be, system = self.xp, self.backend, buf.system
+        if tuple(sources.shape) != (nf * self.stride, *self.grid.shape[1:]):
+            raise InputError(
+                f"sources of shape {tuple(sources.shape)} are not a stack of frames of "
+                f"{self.grid.shape} ({self.stride} planes a frame)"
+            )
+        system = buf.system
         nx = self.grid.shape[0]
-        inner = (slice(1, -1),) * 3
         with be.stream_context():
             b = self._frames(system.checked.b, nf)
             b.fill(0.0)
-            for k, source in enumerate(sources):
-                source = xp.asarray(source, dtype=np.float64)
-                if tuple(source.shape) != self.grid.shape:
-                    raise InputError(
-                        f"source {k} has shape {tuple(source.shape)}, the grid needs "
-                        f"{self.grid.shape}"
-                    )
-                b[k, 1 : nx - 1, 1:-1, 1:-1] = source[inner]
+            inner = (slice(None), slice(1, nx - 1), slice(1, -1), slice(1, -1))
+            b[inner] = self._frames(sources, nf)[inner]
             if system.st is not system.checked:
                 system.st.b[...] = system.checked.b
             warm = self._initial_guess(buf, nf, x0)
