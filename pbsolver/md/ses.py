@@ -206,71 +206,53 @@ class FrameSES:
             where a line holds more spheres or probe candidates than the CUDA kernels do (the
             same fallback).
         """
-        from pbsolver.backends.cpu.line_ends import kept_ends, slot_offsets
-
-        R = self.kernels.record_ends
         last = getattr(self, "_last", None)
-        if R is None or last is None:
+        if self.kernels.record_ends is None or last is None:
             return None
-        xp, be = self.xp, self.backend
-        nf, na = last.nf, last.na
-        shape = self.shape
-        ends = [[None] * 3 for _ in range(nf)]
+        ends = [[None] * 3 for _ in range(last.nf)]
         for axis in range(3):
-            a1, a2 = [a for a in range(3) if a != axis]
-            nu, nv, nbins = shape[a1], shape[a2], shape[axis]
-            nl = nu * nv
-            bins, bstart, border, ebins, ebstart, eborder, order = last.axes[axis]
-            step, nbisect = self.steps[axis], self.nbisect
-            geometry = (last.pos, last.vdw, last.acc, self.probe)
-            reach = (self.maxacc, self.maxreach, bins, bstart, border, ebins, ebstart, eborder,
-                     last.nb_start, last.nb_index, last.circ_start)  # fmt: skip
-            pieces = self.kernels.pieces(nbins, nf * nl)
-            capacity = -(-FIRST_RECORDS // pieces) + 4
-            while True:
-                rec = xp.zeros((nf, nu, nv * pieces, capacity + 1, 2))
-                bad = xp.zeros(1, dtype=np.int64)
-                self._launch(R.record, nf * nl * pieces, rec, pieces, axis, *shape, last.origin,
-                             last.h, *geometry, step, nbisect, *reach, last.geom,
-                             last.arc_start, last.arcs, order, self._every_line, bad,
-                             threads=LINE_THREADS)  # fmt: skip
-                counts = be.to_host(rec[:, :, :, 0, 0]).astype(np.int64)
-                if int(be.to_host(bad)[0]):
-                    return None
-                if counts.max(initial=0) <= capacity:
-                    break
-                capacity = int(counts.max())
-            if pieces > 1:
-                counts = counts.reshape(nf, nu, nv, pieces).sum(axis=3)
-                joined = xp.zeros((nf, nu, nv, int(counts.max(initial=0)) + 1, 2))
-                self._launch(R.join, nf * nl, rec, pieces, joined)
-                rec = joined
-            offsets = slot_offsets(counts)
-            n = max(1, int(offsets[-1]))
-            out = (xp.full(n, -1, dtype=np.int64), xp.full((n, 3), -1, dtype=np.int64),
-                   xp.zeros((n, 3, 3)))  # fmt: skip
-            unmatched = xp.zeros(nf * nl, dtype=np.int64)
-            origin = last.origin
-            us = origin[:, a1, None] + xp.arange(nu) * self.spacing[a1]
-            vs = origin[:, a2, None] + xp.arange(nv) * self.spacing[a2]
-            tol = step * 2.0 ** (-nbisect) + 1e-9
-            self._launch(R.slopes, nf * nl, rec, xp.asarray(offsets), axis, us, vs, origin,
-                         self.spacing[axis], nbins, *geometry, tol, *reach[:2], bins, bstart,
-                         border, ebins, ebstart, eborder, last.nb_start, last.nb_index,
-                         last.circ_start, last.circ_j, last.geom, last.arc_start, last.arcs,
-                         *out, unmatched, bad, threads=LINE_THREADS)  # fmt: skip
-            if int(be.to_host(bad)[0]):
+            got = self._axis_ends(last, axis)
+            if got is None:
                 return None
-            host = [np.asarray(be.to_host(a)) for a in out]
-            misses = np.asarray(be.to_host(unmatched)).reshape(nf, nl).sum(axis=1)
-            for f in range(nf):
-                lo, hi = int(offsets[f * nl]), int(offsets[(f + 1) * nl])
-                lines, kbins, atoms, slopes = kept_ends(
-                    offsets[f * nl : (f + 1) * nl + 1] - lo, nv, *(a[lo:hi] for a in host)
-                )
-                atoms = np.where(atoms >= 0, atoms - f * na, -1)
-                ends[f][axis] = (lines, kbins, atoms, slopes, int(misses[f]))
+            for f in range(last.nf):
+                ends[f][axis] = got[f]
         return ends
+
+    def _axis_ends(self, last, axis):
+        """:meth:`interval_ends` of the lines along ``axis`` (per frame), or None."""
+        R, xp, shape = self.kernels.record_ends, self.xp, self.shape
+        a1, a2 = [a for a in range(3) if a != axis]
+        nu, nv, nbins = shape[a1], shape[a2], shape[axis]
+        bins, bstart, border, ebins, ebstart, eborder, order = last.axes[axis]
+        geometry = (last.pos, last.vdw, last.acc, self.probe)
+        reach = (self.maxacc, self.maxreach, bins, bstart, border, ebins, ebstart, eborder,
+                 last.nb_start, last.nb_index, last.circ_start)  # fmt: skip
+        step = self.steps[axis]
+        pieces = self.kernels.pieces(nbins, last.nf * nu * nv)
+        us = last.origin[:, a1, None] + xp.arange(nu) * self.spacing[a1]
+        vs = last.origin[:, a2, None] + xp.arange(nv) * self.spacing[a2]
+
+        def items(a):  # work items of a (frame, u, v…) array: its first three axes
+            return a.shape[0] * a.shape[1] * a.shape[2]
+
+        def record(rec, bad):
+            self._launch(R.record, items(rec), rec, pieces, axis, *shape, last.origin, last.h,
+                         *geometry, step, self.nbisect, *reach, last.geom, last.arc_start,
+                         last.arcs, order, self._every_line, bad,
+                         threads=LINE_THREADS)  # fmt: skip
+
+        def join(rec, p, out):
+            self._launch(R.join, items(out), rec, p, out)
+
+        def slopes(rec, offsets, *out):
+            tol = step * 2.0 ** (-self.nbisect) + 1e-9
+            self._launch(R.slopes, items(rec), rec, offsets, axis, us, vs, last.origin,
+                         self.spacing[axis], nbins, *geometry, tol, *reach, last.circ_j,
+                         last.geom, last.arc_start, last.arcs, *out,
+                         threads=LINE_THREADS)  # fmt: skip
+
+        return frame_line_ends(self.backend, last.nf, last.na, nu, nv, record, slopes, width=3,
+                               first=FIRST_RECORDS, pieces=pieces, join=join)  # fmt: skip
 
     # ------------------------------------------------------------------ helpers
     def _changed_lines(self, pos, origin, removed, removed_radii):
@@ -321,39 +303,104 @@ class FrameSES:
         return got
 
     def _bins(self, pos2, origin, nf, na, axis, reach, subset):
-        """2D bins of the rows across ``axis``, per frame: (bins (B, 5), starts (B, nb+1), order).
-
-        The bins of :func:`pbsolver.molecule.maps` (side max(reach/2, 0.25) Å, from
-        ``reach + side`` before the frame's first grid line); ``bins[f]`` = (u0, v0, side, nbu,
-        nbv), ``starts[f]`` the CSR starts of frame f's bins into ``order`` (row indices).
-        ``subset`` (a boolean per row, or None) keeps only those rows.
-        """
-        xp = self.xp
-        a1, a2 = [a for a in range(3) if a != axis]
-        size = max(0.5 * reach, 0.25)
-        span = [(self.shape[a] - 1) * self.spacing[a] + 2.0 * reach + size for a in (a1, a2)]
-        nbu, nbv = (int(s / size) + 2 for s in span)
-        nb = nbu * nbv
-        u0 = origin[:, a1] - reach - size
-        v0 = origin[:, a2] - reach - size
-        frame = xp.arange(nf * na) // na
-        bu = xp.clip(xp.floor((pos2[:, a1] - u0[frame]) / size).astype(np.int64), 0, nbu - 1)
-        bv = xp.clip(xp.floor((pos2[:, a2] - v0[frame]) / size).astype(np.int64), 0, nbv - 1)
-        key = frame * nb + bu * nbv + bv
-        if subset is not None:  # the others sort after every frame's bins
-            key = xp.where(subset, key, nf * nb)
-        order = xp.argsort(key, kind="stable") if xp is np else xp.argsort(key)
-        counts = xp.bincount(key, minlength=nf * nb + 1)[: nf * nb]
-        ends = xp.cumsum(counts).reshape(nf, nb)
-        starts = xp.zeros((nf, nb + 1), dtype=np.int64)
-        starts[:, 1:] = ends
-        starts[1:, 0] = ends[:-1, -1]
-        bins = xp.stack([u0, v0, xp.full(nf, size), xp.full(nf, float(nbu)),
-                         xp.full(nf, float(nbv))], axis=1)  # fmt: skip
-        return bins, starts, order.astype(np.int64)
+        return frame_bins(self.xp, pos2, origin, nf, na, axis, reach, subset, self.shape,
+                          self.spacing)  # fmt: skip
 
     def _launch(self, kernel, items, *args, threads=None):
         return self.backend.launch_items(kernel, items, *args, threads=threads)
 
 
-__all__ = ["FrameSES"]
+def frame_bins(xp, pos2, origin, nf, na, axis, reach, subset, shape, spacing):
+    """2D bins of the rows across ``axis``, per frame: (bins (B, 5), starts (B, nb+1), order).
+
+    The bins of :func:`pbsolver.molecule.maps` (side max(reach/2, 0.25) Å, from ``reach +
+    side`` before the frame's first grid line of the grid ``shape``, ``spacing`` at
+    ``origin[f]``); ``bins[f]`` = (u0, v0, side, nbu, nbv), ``starts[f]`` the CSR starts of
+    frame f's bins into ``order`` (row indices of ``pos2``, the B frames' ``na`` atoms each).
+    ``subset`` (a boolean per row, or None) keeps only those rows.
+    """
+    a1, a2 = [a for a in range(3) if a != axis]
+    size = max(0.5 * reach, 0.25)
+    span = [(shape[a] - 1) * spacing[a] + 2.0 * reach + size for a in (a1, a2)]
+    nbu, nbv = (int(s / size) + 2 for s in span)
+    nb = nbu * nbv
+    u0 = origin[:, a1] - reach - size
+    v0 = origin[:, a2] - reach - size
+    frame = xp.arange(nf * na) // na
+    bu = xp.clip(xp.floor((pos2[:, a1] - u0[frame]) / size).astype(np.int64), 0, nbu - 1)
+    bv = xp.clip(xp.floor((pos2[:, a2] - v0[frame]) / size).astype(np.int64), 0, nbv - 1)
+    key = frame * nb + bu * nbv + bv
+    if subset is not None:  # the others sort after every frame's bins
+        key = xp.where(subset, key, nf * nb)
+    order = xp.argsort(key, kind="stable") if xp is np else xp.argsort(key)
+    counts = xp.bincount(key, minlength=nf * nb + 1)[: nf * nb]
+    ends = xp.cumsum(counts).reshape(nf, nb)
+    starts = xp.zeros((nf, nb + 1), dtype=np.int64)
+    starts[:, 1:] = ends
+    starts[1:, 0] = ends[:-1, -1]
+    bins = xp.stack([u0, v0, xp.full(nf, size), xp.full(nf, float(nbu)),
+                     xp.full(nf, float(nbv))], axis=1)  # fmt: skip
+    return bins, starts, order.astype(np.int64)
+
+
+def frame_line_ends(backend, nf, na, nu, nv, record, slopes, *, width, first, pieces=1,
+                    join=None):  # fmt: skip
+    """Record the (frame, line) pairs of B frames, say how each end moves, split by frame.
+
+    ``record(rec, bad)`` launches a recorder into ``rec`` (B, nu, nv·pieces, capacity + 1, 2)
+    (:func:`pbsolver.backends.bodies.lines.record_range_body`'s layout, piece p of line
+    (iu, iv) in slot iv·pieces + p), raising ``bad`` on a line its local buffers cannot hold;
+    a line with more intervals than the capacity (at first ``first``) is recorded again with
+    room for them. ``join(rec, pieces, out)`` joins the pieces into whole lines.
+    ``slopes(rec, offsets, out_bin, out_atoms, out_slopes, unmatched, bad)`` launches the end
+    bodies (:mod:`pbsolver.backends.bodies.line_ends`), ``width`` atoms an end.
+
+    Returns
+    -------
+    list or None
+        Per frame ``(lines, bins, atoms, slopes, unmatched)``: the kept ends of
+        :func:`pbsolver.backends.cpu.line_ends.kept_ends` (host arrays, ``atoms`` the frame's
+        own indices, −1 in unused columns) and the frame's unmatched ends; None when ``bad``
+        was raised (the caller then records each frame itself).
+    """
+    from pbsolver.backends.cpu.line_ends import kept_ends, slot_offsets
+
+    xp = backend.array_module()
+    nl = nu * nv
+    capacity = -(-int(first) // pieces) + 4
+    bad = xp.zeros(1, dtype=np.int64)
+    while True:
+        rec = xp.zeros((nf, nu, nv * pieces, capacity + 1, 2))
+        record(rec, bad)
+        counts = np.asarray(backend.to_host(rec[:, :, :, 0, 0])).astype(np.int64)
+        if int(backend.to_host(bad)[0]):
+            return None
+        if counts.max(initial=0) <= capacity:
+            break
+        capacity = int(counts.max())
+    if pieces > 1:
+        counts = counts.reshape(nf, nu, nv, pieces).sum(axis=3)
+        joined = xp.zeros((nf, nu, nv, int(counts.max(initial=0)) + 1, 2))
+        join(rec, pieces, joined)
+        rec = joined
+    offsets = slot_offsets(counts)
+    n = max(1, int(offsets[-1]))
+    out = (xp.full(n, -1, dtype=np.int64), xp.full((n, width), -1, dtype=np.int64),
+           xp.zeros((n, width, 3)))  # fmt: skip
+    unmatched = xp.zeros(nf * nl, dtype=np.int64)
+    slopes(rec, xp.asarray(offsets), *out, unmatched, bad)
+    if int(backend.to_host(bad)[0]):
+        return None
+    host = [np.asarray(backend.to_host(a)) for a in out]
+    misses = np.asarray(backend.to_host(unmatched)).reshape(nf, nl).sum(axis=1)
+    frames = []
+    for f in range(nf):
+        lo, hi = int(offsets[f * nl]), int(offsets[(f + 1) * nl])
+        lines, kbins, atoms, kslopes = kept_ends(offsets[f * nl : (f + 1) * nl + 1] - lo, nv,
+                                                 *(a[lo:hi] for a in host))  # fmt: skip
+        atoms = np.where(atoms >= 0, atoms - f * na, -1)
+        frames.append((lines, kbins, atoms, kslopes, int(misses[f])))
+    return frames
+
+
+__all__ = ["FrameSES", "frame_bins", "frame_line_ends"]

@@ -215,6 +215,45 @@ def frame_ses_slopes_kernel(
         unmatched[item] = misses
 
 
+@cuda.jit
+def frame_union_record_kernel(rec, axis, us, vs, t0, h, nbins, pos, radius, maxr, bins, bstart,
+                              border, overflow):  # fmt: skip
+    """The union-of-spheres lines of B frames recorded: one thread a (frame, line).
+
+    Frame f's lines are ``us[f]`` × ``vs[f]`` from ``t0[f]``; its spheres are the rows of
+    ``pos`` in its 2D bins (``bins[f]`` = (u0, v0, size, nbu, nbv), CSR starts ``bstart[f]``
+    into ``border``, :func:`pbsolver.md.ses.frame_bins`); line (iu, iv) records into
+    ``rec[f, iu, iv]``.
+    """
+    item = cuda.grid(1)
+    lines = us.shape[1] * vs.shape[1]
+    if item >= rec.shape[0] * lines:
+        return
+    f = item // lines
+    starts = cuda.local.array(MAX_SPHERES, dtype=np.float64)
+    ends = cuda.local.array(MAX_SPHERES, dtype=np.float64)
+    iu, iv, u, v = _S["line"](item - f * lines, us[f], vs[f])
+    if _S["union_line"](rec[f], axis, iu, iv, u, v, t0[f], h, nbins, pos, radius, maxr,
+                        bins[f, 0], bins[f, 1], bins[f, 2], int(bins[f, 3]), int(bins[f, 4]),
+                        bstart[f], border, starts, ends):  # fmt: skip
+        overflow[0] = 1
+
+
+@cuda.jit
+def frame_union_slopes_kernel(rec, offsets, axis, us, vs, t0, h, nbins, pos, radius, maxr, bins,
+                              bstart, border, out_bin, out_atoms, out_slopes):  # fmt: skip
+    """:func:`_k_union_slopes` of every (frame, line) of :func:`frame_union_record_kernel`."""
+    item = cuda.grid(1)
+    lines = us.shape[1] * vs.shape[1]
+    if item >= rec.shape[0] * lines:
+        return
+    f = item // lines
+    _union_line_slopes(item - f * lines, rec[f], offsets[f * lines :], axis, us[f], vs[f],
+                       t0[f], h, nbins, pos, radius, maxr, bins[f, 0], bins[f, 1], bins[f, 2],
+                       int(bins[f, 3]), int(bins[f, 4]), bstart[f], border, out_bin, out_atoms,
+                       out_slopes)  # fmt: skip
+
+
 def _bins_args(bins):
     """A plane's 2D bins (:func:`pbsolver.molecule.maps.line_bins`) as kernel arguments."""
     u0, v0, bsize, nbu, nbv, bstart, border = bins
