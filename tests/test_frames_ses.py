@@ -355,6 +355,32 @@ def test_cuda_ses_kernels_equal_the_cpu_ones_under_the_simulator():
             got = ses_gradient(*args, ses_step=0.3, nbisect=10, ends=ends[f])
             np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12 * np.abs(want).max())
             assert np.abs(want).max() > 0
+    # the ion-accessible lines' chord ends of both frames (κ̄²'s force term), likewise
+    from pbsolver.backends.cpu import line_ends
+    from pbsolver.forces.ionic import ionic_gradient
+    from pbsolver.md.line_ends import ion_line_ends
+
+    ion = radii + 2.0
+    got = ion_line_ends(_SimBackend(), _SimBackend().frame_kernels().ion_ends, pos, origin,
+                        np.tile(ion, 2), grid.shape, grid.spacing, 2)  # fmt: skip
+    for f in range(2):
+        us, vs, t0 = maps.ion_lines(grid, 2)
+        bins = maps.line_bins(pos[f], ion, 2, us, vs)
+        lines, kbins, owner, slopes = line_ends.sphere_end_slopes(
+            2, us, vs, t0, grid.spacing[2], grid.shape[2], pos[f], ion, bins
+        )  # one sphere an end: the used columns of the CPU's
+        a = _canonical((lines, kbins, owner[:, :1], slopes[:, :1]))
+        b = _canonical(got[f])
+        for x, y in zip(a[:3], b[:3], strict=True):
+            np.testing.assert_array_equal(y, x)
+        np.testing.assert_allclose(b[3], a[3], rtol=0, atol=1e-12)
+        assert len(a[1]) > 20
+        atoms = pb.Atoms(pos[f], np.zeros(5), radii)
+        sens = rng.normal(size=grid.shape)
+        want = ionic_gradient(atoms, grid, sens, 0.8, 2.0, subsamples=2)
+        np.testing.assert_allclose(ionic_gradient(atoms, grid, sens, 0.8, 2.0, subsamples=2,
+                                                  ends=got[f]), want, rtol=1e-12,
+                                   atol=1e-12 * np.abs(want).max())  # fmt: skip
 
 
 def _canonical(ends):

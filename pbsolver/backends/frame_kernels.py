@@ -74,7 +74,8 @@ LINE_MIN_BLOCKS = 24
 
 
 def _kernel_set(edges, ion, coulomb, boundary, assemble, sample, flags, coulomb_for,
-                on_nodes=None, coulomb_map=None, boundary_map=None, **extra):  # fmt: skip
+                on_nodes=None, coulomb_map=None, boundary_map=None, ion_ends=None,
+                **extra):  # fmt: skip
     """One device's kernels, as the engine launches them.
 
     ``flags``: the line kernels raise an overflow flag (an extra argument) instead of returning
@@ -86,12 +87,14 @@ def _kernel_set(edges, ion, coulomb, boundary, assemble, sample, flags, coulomb_
     (:func:`pbsolver.backends.cpu.frame_coulomb.coulomb_frames`' arguments, the method bound);
     ``boundary_map``: None, or the "mdh" kernel that reads that φ_c
     (:func:`pbsolver.backends.cpu.frame_coulomb.boundary_from_coulomb`) instead of
-    ``boundary``'s full sum.
+    ``boundary``'s full sum. ``ion_ends``: None, or the recorder and slope kernels of the
+    ion-accessible lines' chord ends of B frames (the exact forces' ionic term; without them
+    the forces record each frame's lines themselves).
     """
     return SimpleNamespace(
         edges=edges, ion=ion, coulomb=coulomb, boundary=boundary, assemble=assemble,
         sample=sample, flags=flags, coulomb_for=coulomb_for, on_nodes=on_nodes,
-        coulomb_map=coulomb_map, boundary_map=boundary_map, **extra,
+        coulomb_map=coulomb_map, boundary_map=boundary_map, ion_ends=ion_ends, **extra,
     )  # fmt: skip
 
 
@@ -346,8 +349,11 @@ def cuda_kernels():
                           neighbour_fills=neighbour_fills, count_arcs=count_arcs_kernel,
                           fill_circles=fill_circles_kernel, smooth=smooth,
                           pieces=maps_bodies.line_pieces, record_ends=record_ends)  # fmt: skip
+    ion_ends = SimpleNamespace(record=line_ends.frame_union_record_kernel,
+                               slopes=line_ends.frame_union_slopes_kernel)  # fmt: skip
     _CUDA = _kernel_set(
         edges, ion, coulomb, boundary, assemble, sample, flags=True, on_nodes=on_nodes, ses=ses,
+        ion_ends=ion_ends,
         coulomb_for=lambda nf: (coulomb_kernel(coulomb_nodes(nf)), coulomb_nodes(nf)),
         coulomb_kernel=coulomb_kernel,
     )  # fmt: skip

@@ -187,7 +187,7 @@ def adjoint_source(atoms, grid, *, periodic=False, interpolation="linear", xp=np
 def forces_from_adjoint(atoms, problem, phi_rf, lam, source, *, physics, box=None,
                         kappa_subsamples=4, units="kJ/mol", ses_step=None, nbisect=14,
                         interpolation="linear", fixed_boundary=False, result=None,
-                        ses_ends=None, field_gradient=None) -> Forces:  # fmt: skip
+                        ses_ends=None, ion_ends=None, field_gradient=None) -> Forces:  # fmt: skip
     """Every term of F = −∂G/∂r from the solution φ_rf and the adjoint field λ.
 
     What :func:`solvation_forces` does after its adjoint solve, for a caller that solved the
@@ -196,7 +196,9 @@ def forces_from_adjoint(atoms, problem, phi_rf, lam, source, *, physics, box=Non
     ``lam`` (λ, on the unknowns), ``source`` (:func:`adjoint_source` of the same atoms and
     grid), ``result`` (the adjoint solve's report, kept in :attr:`Forces.result`) and
     ``ses_ends`` ("mol", "smol": the SES interval ends, if the caller recorded them; see
-    :func:`pbsolver.forces.ses.ses_gradient`) and ``field_gradient`` (the slope of the
+    :func:`pbsolver.forces.ses.ses_gradient`), ``ion_ends`` (the ion-accessible lines' chord
+    ends, likewise: :func:`pbsolver.forces.ionic.ionic_gradient`) and ``field_gradient`` (the
+    slope of the
     interpolant of φ_rf at the atoms, (n, 3), if the caller computed it:
     :func:`pbsolver.forces.interpolation.interpolation_gradient`, e.g. of a batch at once).
     Nothing is checked here that :func:`solvation_forces` checks.
@@ -222,7 +224,8 @@ def forces_from_adjoint(atoms, problem, phi_rf, lam, source, *, physics, box=Non
     if problem.kappa2 is not None:
         sens = kappa_sensitivity(problem, phi, lam)
         grads["ionic"] = ionic_gradient(atoms, grid, sens, ph.kappa2, ph.ion_radius,
-                                        subsamples=kappa_subsamples, box=box)  # fmt: skip
+                                        subsamples=kappa_subsamples, box=box,
+                                        ends=ion_ends)  # fmt: skip
     mu = coulomb_sensitivity(problem, lam)
     grads["coulomb"] = coulomb_gradient(atoms, grid, mu, problem.eps_cavity, box=box)
     grads["boundary"] = xp.zeros((len(atoms), 3))

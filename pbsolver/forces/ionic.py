@@ -31,7 +31,8 @@ def kappa_sensitivity(problem, phi, lam):
                                              xp.asarray(phi, dtype=xp.float64))  # fmt: skip
 
 
-def ionic_gradient(atoms, grid, sensitivity, kappa2_bulk, ion_radius, *, subsamples=4, box=None):
+def ionic_gradient(atoms, grid, sensitivity, kappa2_bulk, ion_radius, *, subsamples=4, box=None,
+                   ends=None):  # fmt: skip
     """∂G/∂r_i through the ion-accessible map, (n, 3) in the library of ``sensitivity``.
 
     Parameters
@@ -48,6 +49,11 @@ def ionic_gradient(atoms, grid, sensitivity, kappa2_bulk, ion_radius, *, subsamp
         Lines per cell side (the map's ``kappa_subsamples``).
     box : 3 floats, optional
         Periodic box (the map's periodic images).
+    ends : tuple, optional
+        The lines' chord ends, ``(lines, bins, atoms, slopes, …)`` as
+        :func:`pbsolver.backends.cpu.line_ends.sphere_end_slopes` gives them, recorded by the
+        caller (the stacked engine records all its frames' at once,
+        :meth:`pbsolver.md.engine.StackedFrames.ion_interval_ends`); None: recorded here.
     """
     from pbsolver.backends.cpu import line_ends
     from pbsolver.molecule.maps import ion_lines, line_bins, recorded_ion_lines
@@ -60,17 +66,20 @@ def ionic_gradient(atoms, grid, sensitivity, kappa2_bulk, ion_radius, *, subsamp
     hz = grid.spacing[2]
     # the S × S line sets together are one uniform plane of lines, S times finer: line
     # (iu, iv) of it is line (iu mod S, iv mod S) of cell column (iu // S, iv // S)
-    us, vs, t0 = ion_lines(grid, s)
-    bins = line_bins(pos, rad, 2, us, vs)
     xp = array_module(sensitivity)
-    args = (2, us, vs, t0, hz, grid.shape[2], pos, rad, bins)
-    recorded = None
-    if xp is np:  # the intervals the CPU map recorded (kept.recording_lines), if kept
-        recorded = recorded_ion_lines(us, vs, t0, hz, grid.shape[2], pos, rad)
-    if recorded is not None:
-        lines, k, owner, slopes = line_ends.sphere_end_slopes(*args, recorded=recorded)
+    if ends is not None:
+        lines, k, owner, slopes = ends[:4]
     else:
-        lines, k, owner, slopes = end_slopes(xp, "sphere_end_slopes", *args)
+        us, vs, t0 = ion_lines(grid, s)
+        bins = line_bins(pos, rad, 2, us, vs)
+        args = (2, us, vs, t0, hz, grid.shape[2], pos, rad, bins)
+        recorded = None
+        if xp is np:  # the intervals the CPU map recorded (kept.recording_lines), if kept
+            recorded = recorded_ion_lines(us, vs, t0, hz, grid.shape[2], pos, rad)
+        if recorded is not None:
+            lines, k, owner, slopes = line_ends.sphere_end_slopes(*args, recorded=recorded)
+        else:
+            lines, k, owner, slopes = end_slopes(xp, "sphere_end_slopes", *args)
     # each of the s² line sets carries 1/s² of a cell's κ̄² = κ̄²_bulk · (accessible share)
     scale = -kappa2_bulk / (s * s)
     return scale * end_gradient(sensitivity, 2, hz, lines // s, k, owner, slopes, owners,

@@ -666,7 +666,9 @@ class ReactionFieldCalculator:
         t0 = time.perf_counter()
         lam, outcome = engine.solve_adjoint(sources, guess)
         res.timings["adjoint"] = time.perf_counter() - t0
-        ends = engine.ses_interval_ends()  # every frame's SES line ends, where it records them
+        # every frame's SES and ion-accessible line ends, where the engine records them
+        ends = engine.ses_interval_ends()
+        ion_ends = engine.ion_interval_ends(nf) if self.physics.has_salt else None
         nx = grid.shape[0]
         forces = []
         for k in range(nf):
@@ -677,7 +679,8 @@ class ReactionFieldCalculator:
                 physics=self.physics,
                 kappa_subsamples=self.map_options.get("kappa_subsamples", 4), units=self.units,
                 ses_step=self.map_options.get("ses_step"), interpolation=self.interpolation,
-                ses_ends=None if ends is None else ends[k], field_gradient=slopes[k],
+                ses_ends=None if ends is None else ends[k],
+                ion_ends=None if ion_ends is None else ion_ends[k], field_gradient=slopes[k],
             )  # fmt: skip
             forces.append(out.forces)
         self._adjoints.record(host[-1], grid, lam[-1].copy())

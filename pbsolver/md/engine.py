@@ -225,6 +225,7 @@ class StackedFrames:
             self._ses = FrameSES(self.backend, radii, self.probe, self.grid.shape,
                                  self.grid.spacing, ses_step=ses_step, nbisect=nbisect)  # fmt: skip
         self._buffers = {}  # frames in a call → persistent buffers
+        self._ion_radii = {}  # frames in a call → the ion-inflated radii of their rows
 
     # ------------------------------------------------------------------ public
     @property
@@ -398,6 +399,34 @@ class StackedFrames:
         frame's lines themselves).
         """
         return None if self._ses is None else self._ses.interval_ends()
+
+    def ion_interval_ends(self, frames: int):
+        """The chord ends of the ion-accessible lines of the last call of ``frames`` frames.
+
+        The lines of :func:`pbsolver.forces.ionic.ionic_gradient` (``kappa_subsamples`` a cell
+        side along z, spheres of radius R + ion radius) on each frame's grid, recorded for all
+        frames at once and each end matched to its sphere. Per frame
+        ``(lines, bins, atoms, slopes, unmatched)``
+        (:func:`pbsolver.md.line_ends.ion_line_ends`), or None: no salt, or kernels without a
+        recorder (the forces then record each frame's lines themselves).
+        """
+        from pbsolver.md.line_ends import ion_line_ends
+
+        K = self.kernels.ion_ends
+        buf = self._buffers.get(int(frames))
+        if K is None or not self.kappa > 0 or buf is None:
+            return None
+        nf = int(frames)
+        return ion_line_ends(self.backend, K, buf.pos, buf.origin, self._tiled_ion_radii(nf),
+                             self.grid.shape, self.grid.spacing, self.subsamples)  # fmt: skip
+
+    def _tiled_ion_radii(self, nf):
+        """The ion-inflated radii of B frames' rows (made once per frame count)."""
+        got = self._ion_radii.get(nf)
+        if got is None:
+            got = self.xp.tile(self._rad_ion, nf)
+            self._ion_radii[nf] = got
+        return got
 
     def frame_problem(self, frames: int, k: int, grid: Grid):
         """Frame ``k`` of the last call of ``frames`` frames as a :class:`~pbsolver.Problem`.

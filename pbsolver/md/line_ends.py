@@ -1,0 +1,152 @@
+"""Line ends of B frames for the exact forces: per-frame bins, recording, slopes, per frame.
+
+The stacked engine's frames (:mod:`pbsolver.md.engine`) are rows of one ``(B·N, 3)`` array on
+one device. Their covered intervals along grid lines, and how each end moves with its atoms,
+are what the forces' surface and ionic terms sum (:mod:`pbsolver.forces.lines`,
+:mod:`pbsolver.forces.ses`, :mod:`pbsolver.forces.ionic`); here they are recorded for all B
+frames in one launch a line set, by the recorder kernels of the engine's kernel set
+(:mod:`pbsolver.backends.cuda.line_ends`), then split into each frame's ends. The SES's lines
+are :meth:`pbsolver.md.ses.FrameSES.interval_ends`; the ion-accessible lines are
+:func:`ion_line_ends`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def frame_bins(xp, pos2, origin, nf, na, axis, reach, subset, shape, spacing):
+    """2D bins of the rows across ``axis``, per frame: (bins (B, 5), starts (B, nb+1), order).
+
+    The bins of :func:`pbsolver.molecule.maps` (side max(reach/2, 0.25) Å, from ``reach +
+    side`` before the frame's first grid line of the grid ``shape``, ``spacing`` at
+    ``origin[f]``); ``bins[f]`` = (u0, v0, side, nbu, nbv), ``starts[f]`` the CSR starts of
+    frame f's bins into ``order`` (row indices of ``pos2``, the B frames' ``na`` atoms each).
+    ``subset`` (a boolean per row, or None) keeps only those rows.
+    """
+    a1, a2 = [a for a in range(3) if a != axis]
+    size = max(0.5 * reach, 0.25)
+    span = [(shape[a] - 1) * spacing[a] + 2.0 * reach + size for a in (a1, a2)]
+    nbu, nbv = (int(s / size) + 2 for s in span)
+    nb = nbu * nbv
+    u0 = origin[:, a1] - reach - size
+    v0 = origin[:, a2] - reach - size
+    frame = xp.arange(nf * na) // na
+    bu = xp.clip(xp.floor((pos2[:, a1] - u0[frame]) / size).astype(np.int64), 0, nbu - 1)
+    bv = xp.clip(xp.floor((pos2[:, a2] - v0[frame]) / size).astype(np.int64), 0, nbv - 1)
+    key = frame * nb + bu * nbv + bv
+    if subset is not None:  # the others sort after every frame's bins
+        key = xp.where(subset, key, nf * nb)
+    order = xp.argsort(key, kind="stable") if xp is np else xp.argsort(key)
+    counts = xp.bincount(key, minlength=nf * nb + 1)[: nf * nb]
+    ends = xp.cumsum(counts).reshape(nf, nb)
+    starts = xp.zeros((nf, nb + 1), dtype=np.int64)
+    starts[:, 1:] = ends
+    starts[1:, 0] = ends[:-1, -1]
+    bins = xp.stack([u0, v0, xp.full(nf, size), xp.full(nf, float(nbu)),
+                     xp.full(nf, float(nbv))], axis=1)  # fmt: skip
+    return bins, starts, order.astype(np.int64)
+
+
+def frame_line_ends(backend, nf, na, nu, nv, record, slopes, *, width, first, pieces=1,
+                    join=None):  # fmt: skip
+    """Record the (frame, line) pairs of B frames, say how each end moves, split by frame.
+
+    ``record(rec, bad)`` launches a recorder into ``rec`` (B, nu, nv·pieces, capacity + 1, 2)
+    (:func:`pbsolver.backends.bodies.lines.record_range_body`'s layout, piece p of line
+    (iu, iv) in slot iv·pieces + p), raising ``bad`` on a line its local buffers cannot hold;
+    a line with more intervals than the capacity (at first ``first``) is recorded again with
+    room for them. ``join(rec, pieces, out)`` joins the pieces into whole lines.
+    ``slopes(rec, offsets, out_bin, out_atoms, out_slopes, unmatched, bad)`` launches the end
+    bodies (:mod:`pbsolver.backends.bodies.line_ends`), ``width`` atoms an end.
+
+    Returns
+    -------
+    list or None
+        Per frame ``(lines, bins, atoms, slopes, unmatched)``: the kept ends of
+        :func:`pbsolver.backends.cpu.line_ends.kept_ends` (host arrays, ``atoms`` the frame's
+        own indices, −1 in unused columns) and the frame's unmatched ends; None when ``bad``
+        was raised (the caller then records each frame itself).
+    """
+    from pbsolver.backends.cpu.line_ends import kept_ends, slot_offsets
+
+    xp = backend.array_module()
+    nl = nu * nv
+    capacity = -(-int(first) // pieces) + 4
+    bad = xp.zeros(1, dtype=np.int64)
+    while True:
+        rec = xp.zeros((nf, nu, nv * pieces, capacity + 1, 2))
+        record(rec, bad)
+        counts = np.asarray(backend.to_host(rec[:, :, :, 0, 0])).astype(np.int64)
+        if int(backend.to_host(bad)[0]):
+            return None
+        if counts.max(initial=0) <= capacity:
+            break
+        capacity = int(counts.max())
+    if pieces > 1:
+        counts = counts.reshape(nf, nu, nv, pieces).sum(axis=3)
+        joined = xp.zeros((nf, nu, nv, int(counts.max(initial=0)) + 1, 2))
+        join(rec, pieces, joined)
+        rec = joined
+    offsets = slot_offsets(counts)
+    n = max(1, int(offsets[-1]))
+    out = (xp.full(n, -1, dtype=np.int64), xp.full((n, width), -1, dtype=np.int64),
+           xp.zeros((n, width, 3)))  # fmt: skip
+    unmatched = xp.zeros(nf * nl, dtype=np.int64)
+    slopes(rec, xp.asarray(offsets), *out, unmatched, bad)
+    if int(backend.to_host(bad)[0]):
+        return None
+    host = [np.asarray(backend.to_host(a)) for a in out]
+    misses = np.asarray(backend.to_host(unmatched)).reshape(nf, nl).sum(axis=1)
+    frames = []
+    for f in range(nf):
+        lo, hi = int(offsets[f * nl]), int(offsets[(f + 1) * nl])
+        lines, kbins, atoms, kslopes = kept_ends(offsets[f * nl : (f + 1) * nl + 1] - lo, nv,
+                                                 *(a[lo:hi] for a in host))  # fmt: skip
+        atoms = np.where(atoms >= 0, atoms - f * na, -1)
+        frames.append((lines, kbins, atoms, kslopes, int(misses[f])))
+    return frames
+
+
+def ion_line_ends(backend, kernels, pos, origin, radius, shape, spacing, subsamples):
+    """The chord ends of the ion-accessible lines of B frames, and their slopes.
+
+    The lines of :func:`pbsolver.molecule.maps.ion_lines` (``subsamples`` a cell side, along z)
+    on each frame's grid (``shape``, ``spacing`` at ``origin[f]``), covered by the spheres
+    ``radius`` (one per row of ``pos`` (B, N, 3): the ion-inflated radii); ``kernels`` has the
+    recorder and slope kernels (the engine's ``ion_ends``). Per frame ``(lines, bins, atoms,
+    slopes, unmatched)`` (:func:`frame_line_ends`), what
+    :func:`pbsolver.forces.ionic.ionic_gradient` takes as ``ends``; None where a line meets
+    more spheres than the kernels hold.
+    """
+    from pbsolver.backends.cpu.line_ends import FIRST_UNION_CAPACITY
+    from pbsolver.backends.frame_kernels import LINE_THREADS
+
+    xp = backend.array_module()
+    nf, na = int(pos.shape[0]), int(pos.shape[1])
+    s = int(subsamples)
+    (nx, ny, nz), (hx, hy, hz) = shape, spacing
+    rows = pos.reshape(-1, 3)
+    maxr = float(radius.max())
+    across = xp.asarray([(a + 0.5) / s - 0.5 for a in range(s)])
+    xs = origin[:, 0, None] + xp.arange(nx) * hx
+    ys = origin[:, 1, None] + xp.arange(ny) * hy
+    us = (xs[:, :, None] + across * hx).reshape(nf, nx * s)
+    vs = (ys[:, :, None] + across * hy).reshape(nf, ny * s)
+    t0 = origin[:, 2] - 0.5 * hz
+    bins, bstart, border = frame_bins(xp, rows, origin, nf, na, 2, maxr, None, shape, spacing)
+    where = (2, us, vs, t0, hz, nz, rows, radius, maxr, bins, bstart, border)
+    items = nf * nx * s * ny * s
+
+    def record(rec, bad):
+        backend.launch_items(kernels.record, items, rec, *where, bad, threads=LINE_THREADS)
+
+    def slopes(rec, offsets, out_bin, out_atoms, out_slopes, _unmatched, _bad):
+        backend.launch_items(kernels.slopes, items, rec, offsets, *where, out_bin, out_atoms,
+                             out_slopes, threads=LINE_THREADS)  # fmt: skip
+
+    return frame_line_ends(backend, nf, na, nx * s, ny * s, record, slopes, width=1,
+                           first=FIRST_UNION_CAPACITY)  # fmt: skip
+
+
+__all__ = ["frame_bins", "frame_line_ends", "ion_line_ends"]
