@@ -7,6 +7,7 @@ grid, its CUDA kernels against its CPU ones under the simulator, and on a GPU.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -254,6 +255,9 @@ class _SimBackend:
 
     def to_host(self, a):
         return a
+
+    def stream_context(self):
+        return contextlib.nullcontext()
 
 
 @pytest.mark.cudasim

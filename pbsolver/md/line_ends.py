@@ -58,7 +58,8 @@ def frame_line_ends(backend, nf, na, nu, nv, record, slopes, *, width, first, pi
     a line with more intervals than the capacity (at first ``first``) is recorded again with
     room for them. ``join(rec, pieces, out)`` joins the pieces into whole lines.
     ``slopes(rec, offsets, out_bin, out_atoms, out_slopes, unmatched, bad)`` launches the end
-    bodies (:mod:`pbsolver.backends.bodies.line_ends`), ``width`` atoms an end.
+    bodies (:mod:`pbsolver.backends.bodies.line_ends`), ``width`` atoms an end. Called inside
+    the backend's ``stream_context()`` (its arrays are made on the kernels' stream).
 
     Returns
     -------
@@ -119,6 +120,11 @@ def ion_line_ends(backend, kernels, pos, origin, radius, shape, spacing, subsamp
     :func:`pbsolver.forces.ionic.ionic_gradient` takes as ``ends``; None where a line meets
     more spheres than the kernels hold.
     """
+    with backend.stream_context():  # the kernels' stream: the arrays made here must be on it
+        return _ion_line_ends(backend, kernels, pos, origin, radius, shape, spacing, subsamples)
+
+
+def _ion_line_ends(backend, kernels, pos, origin, radius, shape, spacing, subsamples):
     from pbsolver.backends.cpu.line_ends import FIRST_UNION_CAPACITY
     from pbsolver.backends.frame_kernels import LINE_THREADS
 

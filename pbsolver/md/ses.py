@@ -211,12 +211,14 @@ class FrameSES:
         if self.kernels.record_ends is None or last is None:
             return None
         ends = [[None] * 3 for _ in range(last.nf)]
-        for axis in range(3):
-            got = self._axis_ends(last, axis)
-            if got is None:
-                return None
-            for f in range(last.nf):
-                ends[f][axis] = got[f]
+        # the kernels run on the backend's stream: the arrays made here must be too
+        with self.backend.stream_context():
+            for axis in range(3):
+                got = self._axis_ends(last, axis)
+                if got is None:
+                    return None
+                for f in range(last.nf):
+                    ends[f][axis] = got[f]
         return ends
 
     def _axis_ends(self, last, axis):
