@@ -339,18 +339,23 @@ def cuda_kernels():
             smooth_node(fx, fy, fz, ox, oy, oz, f * stride, i, j, k, nx, ny, nz)
 
     # the forces' recording of the same lines (record, join the pieces, slopes)
-    from pbsolver.backends.cuda import line_ends
+    from pbsolver.backends.cuda.line_ends import (
+        frame_join_pieces_kernel,
+        frame_ses_record_kernel,
+        frame_ses_slopes_kernel,
+        frame_union_record_kernel,
+        frame_union_slopes_kernel,
+    )
 
-    record_ends = SimpleNamespace(record=line_ends.frame_ses_record_kernel,
-                                  join=line_ends.frame_join_pieces_kernel,
-                                  slopes=line_ends.frame_ses_slopes_kernel)  # fmt: skip
+    record_ends = SimpleNamespace(record=frame_ses_record_kernel, join=frame_join_pieces_kernel,
+                                  slopes=frame_ses_slopes_kernel)  # fmt: skip
     ses = SimpleNamespace(edges=ses_edges, line_costs=line_costs,
                           neighbour_counts=neighbour_counts,
                           neighbour_fills=neighbour_fills, count_arcs=count_arcs_kernel,
                           fill_circles=fill_circles_kernel, smooth=smooth,
                           pieces=maps_bodies.line_pieces, record_ends=record_ends)  # fmt: skip
-    ion_ends = SimpleNamespace(record=line_ends.frame_union_record_kernel,
-                               slopes=line_ends.frame_union_slopes_kernel)  # fmt: skip
+    ion_ends = SimpleNamespace(record=frame_union_record_kernel,
+                               slopes=frame_union_slopes_kernel)  # fmt: skip
     _CUDA = _kernel_set(
         edges, ion, coulomb, boundary, assemble, sample, flags=True, on_nodes=on_nodes, ses=ses,
         ion_ends=ion_ends,

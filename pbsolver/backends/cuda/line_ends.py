@@ -81,17 +81,19 @@ def _k_union_slopes(
                        out_slopes)  # fmt: skip
 
 
-@cuda.jit
-def _k_ses_slopes(
-    rec, offsets, axis, us, vs, t0, h, nbins, pos, vdw, acc, probe, tol, maxacc, maxreach,
+@cuda.jit(device=True)
+def _ses_slopes_with_scratch(
+    line, rec, offsets, axis, us, vs, t0, h, nbins, pos, vdw, acc, probe, tol, maxacc, maxreach,
     u0, v0, bsize, nbu, nbv, bstart, border,
     e_u0, e_v0, e_bsize, e_nbu, e_nbv, e_bstart, e_border,
     nb_start, nb_index, circ_start, circ_j, geom, arc_start, arcs,
-    out_bin, out_atoms, out_slopes, unmatched, overflow,
+    out_bin, out_atoms, out_slopes, unmatched, overflow, item,
 ):  # fmt: skip
-    line = cuda.grid(1)
-    if line >= us.shape[0] * vs.shape[0]:
-        return
+    """The SES line-end body of one line with fresh local scratch (as the CPU loop's).
+
+    Its unmatched ends go to ``unmatched[item]``; a line with more exposed candidates than the
+    scratch holds raises ``overflow``.
+    """
     cand = cuda.local.array(MAX_CANDIDATES, dtype=np.int64)
     ckey = cuda.local.array(MAX_CANDIDATES, dtype=np.float64)
     feat = cuda.local.array(4, dtype=np.float64)
@@ -99,7 +101,7 @@ def _k_ses_slopes(
     slopes = cuda.local.array((3, 3), dtype=np.float64)
     g = cuda.local.array((3, 3), dtype=np.float64)
     b = cuda.local.array(3, dtype=np.float64)
-    for a in range(3):  # the CPU loop's fresh scratch
+    for a in range(3):
         atoms[a] = -1
         b[a] = 0.0
         for c in range(3):
@@ -117,7 +119,27 @@ def _k_ses_slopes(
     if misses < 0:
         overflow[0] = 1
     else:
-        unmatched[line] = misses
+        unmatched[item] = misses
+
+
+@cuda.jit
+def _k_ses_slopes(
+    rec, offsets, axis, us, vs, t0, h, nbins, pos, vdw, acc, probe, tol, maxacc, maxreach,
+    u0, v0, bsize, nbu, nbv, bstart, border,
+    e_u0, e_v0, e_bsize, e_nbu, e_nbv, e_bstart, e_border,
+    nb_start, nb_index, circ_start, circ_j, geom, arc_start, arcs,
+    out_bin, out_atoms, out_slopes, unmatched, overflow,
+):  # fmt: skip
+    line = cuda.grid(1)
+    if line >= us.shape[0] * vs.shape[0]:
+        return
+    _ses_slopes_with_scratch(
+        line, rec, offsets, axis, us, vs, t0, h, nbins, pos, vdw, acc, probe, tol, maxacc,
+        maxreach, u0, v0, bsize, nbu, nbv, bstart, border,
+        e_u0, e_v0, e_bsize, e_nbu, e_nbv, e_bstart, e_border,
+        nb_start, nb_index, circ_start, circ_j, geom, arc_start, arcs,
+        out_bin, out_atoms, out_slopes, unmatched, overflow, line,
+    )  # fmt: skip
 
 
 @cuda.jit
@@ -186,33 +208,14 @@ def frame_ses_slopes_kernel(
     if item >= rec.shape[0] * nl:
         return
     f = item // nl
-    cand = cuda.local.array(MAX_CANDIDATES, dtype=np.int64)
-    ckey = cuda.local.array(MAX_CANDIDATES, dtype=np.float64)
-    feat = cuda.local.array(4, dtype=np.float64)
-    atoms = cuda.local.array(3, dtype=np.int64)
-    slopes = cuda.local.array((3, 3), dtype=np.float64)
-    g = cuda.local.array((3, 3), dtype=np.float64)
-    b = cuda.local.array(3, dtype=np.float64)
-    for a in range(3):  # the CPU loop's fresh scratch
-        atoms[a] = -1
-        b[a] = 0.0
-        for c in range(3):
-            slopes[a, c] = 0.0
-            g[a, c] = 0.0
-    for a in range(4):
-        feat[a] = 0.0
-    misses = _ses_line_slopes(
+    _ses_slopes_with_scratch(
         item - f * nl, rec[f], offsets[f * nl :], axis, us[f], vs[f], origin[f, axis], h, nbins,
         pos, vdw, acc, probe, tol, maxacc, maxreach, bins[f, 0], bins[f, 1], bins[f, 2],
         int(bins[f, 3]), int(bins[f, 4]), bstart[f], border, ebins[f, 0], ebins[f, 1],
         ebins[f, 2], int(ebins[f, 3]), int(ebins[f, 4]), ebstart[f], eborder, nb_start,
         nb_index, circ_start, circ_j, geom, arc_start, arcs, out_bin, out_atoms, out_slopes,
-        cand, ckey, feat, atoms, slopes, g, b,
+        unmatched, overflow, item,
     )  # fmt: skip
-    if misses < 0:
-        overflow[0] = 1
-    else:
-        unmatched[item] = misses
 
 
 @cuda.jit
