@@ -933,6 +933,66 @@ def test_stacked_engine_forces_equal_the_general_engines(surface, salt):
                                atol=1e-7 * np.abs(batch[1].forces).max())  # fmt: skip
 
 
+def test_stacked_engine_forces_take_each_frames_recorded_ends(monkeypatch):
+    """The calculator hands each frame its own line ends where the engine records them (CUDA:
+    all frames at once); here each frame's CPU ends stand in, and the forces are the same as
+    those of the lines recorded frame by frame."""
+    from pbsolver.backends.cpu import line_ends
+    from pbsolver.md.engine import StackedFrames
+
+    atoms = _molecule(7, n=14)
+    kw = {"spacing": 0.5, "margin": 3.0, "skin": 0.5, "method": "multigrid", "rtol": 1e-10,
+          "dtype": np.float64, "surface": "mol", "ionic_strength": 0.15, "forces": "exact",
+          "backend": "cpu", "engine": "stacked", "map_options": {"kappa_subsamples": 2},
+          **HIGH_CONTRAST}  # fmt: skip
+    rng = np.random.default_rng(4)
+    frames = [atoms.positions + rng.normal(0, 0.05, (len(atoms), 3)) for _ in range(3)]
+    ref = pb.ReactionFieldCalculator(atoms, **kw).compute_batch(frames)
+    grid = ref[0].grid
+    probe, ion = 1.4, atoms.radii + 2.0
+
+    def bins_for(pos, radii, axis, us, vs, **kwargs):
+        return M.line_bins(pos, radii, axis, us, vs, **kwargs)
+
+    def ses_ends(pos):
+        nb, features, exposed = M.ses_geometry(M.map_backend("cpu"), pos, atoms.radii, probe)
+        axes, acc, out = grid.axes(), atoms.radii + probe, []
+        for axis in range(3):
+            a1, a2 = [a for a in range(3) if a != axis]
+            h = grid.spacing[axis]
+            out.append(line_ends.interval_end_slopes(
+                axis, axes[a1], axes[a2], grid.origin[axis], h, grid.shape[axis], pos,
+                atoms.radii, acc, probe, M.ses_sampling_step(h, None), 14,
+                bins_for(pos, acc, axis, axes[a1], axes[a2]),
+                bins_for(pos, acc + probe, axis, axes[a1], axes[a2], subset=exposed), features,
+                nb,
+            ))  # fmt: skip
+        return out
+
+    def ion_ends(pos):
+        us, vs, t0 = M.ion_lines(grid, 2)
+        return line_ends.sphere_end_slopes(2, us, vs, t0, grid.spacing[2], grid.shape[2], pos,
+                                           ion, bins_for(pos, ion, 2, us, vs))  # fmt: skip
+
+    calls = []
+    monkeypatch.setattr(
+        StackedFrames,
+        "ses_interval_ends",
+        lambda self: calls.append("ses") or [ses_ends(p) for p in frames],
+    )
+    monkeypatch.setattr(
+        StackedFrames,
+        "ion_interval_ends",
+        lambda self, nf: calls.append("ion") or [ion_ends(p) for p in frames],
+    )
+    got = pb.ReactionFieldCalculator(atoms, **kw).compute_batch(frames)
+    assert calls == ["ses", "ion"]
+    for a, b in zip(got, ref, strict=True):
+        assert a.grid == b.grid
+        np.testing.assert_allclose(a.forces, b.forces, rtol=0,
+                                   atol=1e-12 * np.abs(b.forces).max())  # fmt: skip
+
+
 def test_stacked_engine_forces_match_central_differences():
     """The stacked engine's exact forces against central differences of its own energy."""
     atoms = _molecule(7, n=20)
