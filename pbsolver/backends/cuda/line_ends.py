@@ -56,9 +56,11 @@ _join_pieces = _dev(join_pieces_body)
 RECORD_PIECE_EDGES = B.SES_PIECE_EDGES
 
 
-# the stacked engine's (frame, line) work items: its frame bodies' indexing, compiled here
+# the stacked engine's (frame, line) work items: its frame bodies' indexing, compiled here;
+# kernels call module-level names (numba types no dict lookup inside a kernel)
 _F = make_frame_ses(_dev, *compile_lines(_dev, record_range_body))
 _line_place, _work_line, _lines_of = _F.line_place, _F.work_line, _F.lines_of
+_line_of, _record_ses_line, _record_union_line = _S["line"], _S["ses_line"], _S["union_line"]
 
 
 @cuda.jit
@@ -170,7 +172,7 @@ def frame_ses_record_kernel(
     cand = cuda.local.array(MAX_CANDIDATES, dtype=np.int64)
     ckey = cuda.local.array(MAX_CANDIDATES, dtype=np.float64)
     hit = cuda.local.array(4, dtype=np.float64)
-    if _S["ses_line"](
+    if _record_ses_line(
         rec[f], axis, 0, iu, iv * pieces + piece, u, v, origin[f, axis], h[axis], nbins, k_lo,
         k_hi, pos, vdw, acc, probe, step, nbisect, maxacc, maxreach, bins[f, 0], bins[f, 1],
         bins[f, 2], int(bins[f, 3]), int(bins[f, 4]), bstart[f], border, ebins[f, 0],
@@ -235,10 +237,10 @@ def frame_union_record_kernel(rec, axis, us, vs, t0, h, nbins, pos, radius, maxr
     f = item // lines
     starts = cuda.local.array(MAX_SPHERES, dtype=np.float64)
     ends = cuda.local.array(MAX_SPHERES, dtype=np.float64)
-    iu, iv, u, v = _S["line"](item - f * lines, us[f], vs[f])
-    if _S["union_line"](rec[f], axis, iu, iv, u, v, t0[f], h, nbins, pos, radius, maxr,
-                        bins[f, 0], bins[f, 1], bins[f, 2], int(bins[f, 3]), int(bins[f, 4]),
-                        bstart[f], border, starts, ends):  # fmt: skip
+    iu, iv, u, v = _line_of(item - f * lines, us[f], vs[f])
+    if _record_union_line(rec[f], axis, iu, iv, u, v, t0[f], h, nbins, pos, radius, maxr,
+                          bins[f, 0], bins[f, 1], bins[f, 2], int(bins[f, 3]), int(bins[f, 4]),
+                          bstart[f], border, starts, ends):  # fmt: skip
         overflow[0] = 1
 
 

@@ -1,0 +1,86 @@
+"""The stacked engine's line-end kernels compiled to PTX (sm_90), where no GPU is needed.
+
+numba's simulator runs kernels as Python, so it cannot see what numba-cuda refuses to type
+(a dict looked up inside a kernel passed it and failed to compile). ``cuda.compile_ptx`` types
+and compiles a kernel without a device, given NVRTC and libNVVM (e.g. the wheels
+``nvidia-cuda-nvrtc-cu12`` and ``nvidia-cuda-nvcc-cu12``); where they do not load, the test is
+skipped and says why. The argument types are those of the engine's calls
+(:meth:`pbsolver.md.ses.FrameSES.interval_ends`, :func:`pbsolver.md.line_ends.ion_line_ends`).
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+
+def _compiler():
+    """numba.cuda with device functions compiled for sm_90 without a driver, or a skip."""
+    cuda = pytest.importorskip("numba.cuda")
+    try:
+        cuda.compile_ptx(lambda a: None, "void(float64[:])", cc=(9, 0))
+    except Exception as exc:  # NVRTC or libNVVM missing
+        pytest.skip(f"numba-cuda cannot compile PTX here: {type(exc).__name__}: {exc}"[:300])
+    return cuda
+
+
+def _types(args):
+    import numba
+
+    def one(a):
+        if isinstance(a, np.ndarray):
+            return numba.typeof(a)
+        if isinstance(a, bool):
+            return numba.boolean
+        return numba.int64 if isinstance(a, int) else numba.float64
+
+    return tuple(one(a) for a in args)
+
+
+def test_frame_line_end_kernels_compile(monkeypatch):
+    cuda = _compiler()
+    import numba.cuda.dispatcher as dispatcher
+
+    # device functions compile for the current device's capability: give them sm_90's
+    monkeypatch.setattr(dispatcher, "get_current_device",
+                        lambda: SimpleNamespace(compute_capability=(9, 0)))  # fmt: skip
+    from pbsolver.backends.cuda import line_ends as L
+
+    def z(*shape, dtype=np.float64):
+        return np.zeros(shape, dtype=dtype)
+
+    i8, b1 = np.int64, np.bool_
+    nf, na = 2, 5
+    origin, h = z(nf, 3), z(3)
+    pos, vdw, acc = z(nf * na, 3), z(nf * na), z(nf * na)
+    bins, bstart, border = z(nf, 5), z(nf, 10, dtype=i8), z(nf * na, dtype=i8)
+    per_line = (bins, bstart, border, bins, bstart, border)
+    nb = (z(nf * na + 1, dtype=i8), z(4, dtype=i8), z(nf * na + 1, dtype=i8))
+    arcs = (z(3, 13), z(4, dtype=i8), z(3, 6))
+    bad = z(1, dtype=i8)
+    us, vs, t0 = z(nf, 4), z(nf, 3), z(nf)
+    whole = z(nf, 4, 3, 9, 2)
+    ends = (z(10, dtype=i8), z(10, 3, dtype=i8), z(10, 3, 3))
+    cases = {
+        "frame_ses_record_kernel": (
+            z(nf, 4, 6, 9, 2), 2, 0, 4, 3, 3, origin, h, pos, vdw, acc, 1.4, 0.25, 14, 3.0,
+            4.4, *per_line, *nb, *arcs, z(8, dtype=i8), z(0, dtype=b1), bad,
+        ),
+        "frame_join_pieces_kernel": (z(nf, 4, 6, 9, 2), 2, whole),
+        "frame_ses_slopes_kernel": (
+            whole, z(25, dtype=i8), 0, us, vs, origin, 0.5, 4, pos, vdw, acc, 1.4, 1e-6, 3.0,
+            4.4, *per_line, *nb, z(3, dtype=i8), *arcs, *ends, z(24, dtype=i8), bad,
+        ),
+        "frame_union_record_kernel": (
+            whole, 2, us, vs, t0, 0.5, 4, pos, acc, 3.0, bins, bstart, border, bad,
+        ),
+        "frame_union_slopes_kernel": (
+            whole, z(25, dtype=i8), 2, us, vs, t0, 0.5, 4, pos, acc, 3.0, bins, bstart, border,
+            z(10, dtype=i8), z(10, 1, dtype=i8), z(10, 1, 3),
+        ),
+    }  # fmt: skip
+    for name, args in cases.items():
+        ptx, _ = cuda.compile_ptx(getattr(L, name).py_func, _types(args), cc=(9, 0))
+        assert ".entry" in ptx, name
