@@ -1,4 +1,4 @@
-"""The stacked engine's line-end kernels compiled to PTX (sm_90), where no GPU is needed.
+"""The forces' new line-end kernels compiled to PTX (sm_90), where no GPU is needed.
 
 numba's simulator runs kernels as Python, so it cannot see what numba-cuda refuses to type
 (a dict looked up inside a kernel passed it and failed to compile). ``cuda.compile_ptx`` types
@@ -79,6 +79,15 @@ def test_frame_line_end_kernels_compile(monkeypatch):
         "frame_union_slopes_kernel": (
             whole, z(25, dtype=i8), 2, us, vs, t0, 0.5, 4, pos, acc, 3.0, bins, bstart, border,
             z(10, dtype=i8), z(10, 1, dtype=i8), z(10, 1, 3),
+        ),
+        # one frame's SES slopes, whose scratch moved into a device function the frame kernel
+        # shares
+        "_k_ses_slopes": (
+            z(4, 3, 9, 2), z(13, dtype=i8), 0, z(4), z(3), 0.0, 0.5, 4, z(na, 3), z(na), z(na),
+            1.4, 1e-6, 3.0, 4.4, 0.0, 0.0, 1.0, 3, 3, z(10, dtype=i8), z(na, dtype=i8), 0.0,
+            0.0, 1.0, 3, 3, z(10, dtype=i8), z(na, dtype=i8), z(na + 1, dtype=i8),
+            z(4, dtype=i8), z(na + 1, dtype=i8), z(3, dtype=i8), *arcs, *ends, z(12, dtype=i8),
+            bad,
         ),
     }  # fmt: skip
     for name, args in cases.items():
