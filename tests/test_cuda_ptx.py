@@ -6,6 +6,13 @@ and compiles a kernel without a device, given NVRTC and libNVVM (e.g. the wheels
 ``nvidia-cuda-nvrtc-cu12`` and ``nvidia-cuda-nvcc-cu12``); where they do not load, the test is
 skipped and says why. The argument types are those of the engine's calls
 (:meth:`pbsolver.md.ses.FrameSES.interval_ends`, :func:`pbsolver.md.line_ends.ion_line_ends`).
+
+The compilers are not in the ``test`` extra: beside the ``cuda13`` extra's own they would put
+two CUDA versions' compilers in one environment. To run it on a machine without a GPU::
+
+    python -m venv /tmp/ptx && /tmp/ptx/bin/pip install "numpy<2.5" numba-cuda==0.30.4 scipy \
+        h5py pytest nvidia-cuda-nvrtc-cu12 nvidia-cuda-nvcc-cu12
+    PYTHONPATH=. /tmp/ptx/bin/python -m pytest -o addopts="" tests/test_cuda_ptx.py
 """
 
 from __future__ import annotations
