@@ -481,15 +481,20 @@ elif [ "${1:-single}" = "s33" ]; then  # thirty-third session: every GPU test, e
 elif [ "${1:-single}" = "s34" ]; then  # thirty-fourth session: exact forces on the stacked engine
   # TESTS=1|files: the GPU tests; BATCH32="mol smol": exact-forces frames in batches of 32 with the
   # exact calculator on each engine of EXACT (default "general auto": before and after in one
-  # call; the energy-only frames on the stacked engine); PROFILE="mol": cProfile of one batch
+  # call; the energy-only frames on the stacked engine); with BASE=1 also the stacked engine with
+  # the library in .gpu/base (e.g. git archive 812d496 pbsolver); PROFILE="mol": cProfile of
+  # one batch
   [ -n "${TESTS:-}" ] && step gpu_tests 340 python3 -m pytest -n 4 -m gpu -q -p no:cacheprovider \
     -W ignore::Warning -rs $([ "${TESTS}" = 1 ] || echo "${TESTS}")
-  for r in $(seq 1 "${ROUNDS:-1}"); do for s in ${BATCH32:-}; do for e in ${EXACT:-general auto}; do
-    step "forces_batch_${s}_${e}_$r" 150 python3 benchmarks/forces_cost.py --backend cuda \
-      --maps-backend cuda --surface "$s" --pqr data/1lpb_chainA.pqr --spacing 0.5 \
-      --batch "${BATCH:-32}" --frames "${FRAMES:-32}" --warmup 2 --energy-engine auto \
-      --exact-engine "$e" --json "$R/forces_batch_${s}_${e}_$r.json"
-  done; done; done
+  for r in $(seq 1 "${ROUNDS:-1}"); do for s in ${BATCH32:-}; do
+    for e in ${EXACT:-general auto} ${BASE:+base}; do
+      P=/tmp/site:$PWD; x=$e; [ "$e" = base ] && P=/tmp/site:$PWD/.gpu/base && x=auto
+      PYTHONPATH=$P step "forces_batch_${s}_${e}_$r" 150 python3 benchmarks/forces_cost.py \
+        --backend cuda --maps-backend cuda --surface "$s" --pqr data/1lpb_chainA.pqr \
+        --spacing 0.5 --batch "${BATCH:-32}" --frames "${FRAMES:-32}" --warmup 2 \
+        --energy-engine auto --exact-engine "$x" --json "$R/forces_batch_${s}_${e}_$r.json"
+    done
+  done; done
   for s in ${PROFILE:-}; do
     step "batch_profile_$s" 150 python3 benchmarks/forces_profile.py --backend cuda --surface "$s" \
       --pqr data/1lpb_chainA.pqr --batch 32 --frames 1 --warmup 1 --top 70
