@@ -64,38 +64,48 @@ def run(calc, frames, warmup, batch=0):
 
 
 def term_times(calc, positions):
-    """Seconds of each force term on one frame (the calculator's last problem and solution)."""
+    """Seconds of each force term on one frame (the calculator's last problem and solution).
+
+    On the GPU each term's time ends with a device synchronisation: its kernels run
+    asynchronously, and without it a term's kernel time shows up in the next term's first wait.
+    """
     from pbsolver.forces import adjoint, coulomb, dielectric, interpolation, ionic
 
     atoms = calc.atoms_at(positions)
     problem, phi = calc.problem, calc.phi_rf
     xp = problem.xp
+
+    def now():
+        if xp is not np:
+            xp.cuda.Device().synchronize()
+        return time.perf_counter()
+
     phi = xp.asarray(phi, dtype=xp.float64)
     times = {}
-    t = time.perf_counter()
+    t = now()
     spread = interpolation.interpolation_transpose(
         problem.grid, 0.5 * atoms.charges, atoms.positions, xp=xp
     )
     lam, res = adjoint.adjoint_solve(problem, spread, calc.solver)
     lam = xp.asarray(lam, dtype=xp.float64)
-    times["adjoint solve (cold)"] = time.perf_counter() - t
-    t = time.perf_counter()
+    times["adjoint solve (cold)"] = now() - t
+    t = now()
     dielectric.dielectric_gradient(atoms, problem, phi, lam, calc.physics, box=calc.box)
-    times["dielectric"] = time.perf_counter() - t
+    times["dielectric"] = now() - t
     if problem.kappa2 is not None:
-        t = time.perf_counter()
+        t = now()
         sens = ionic.kappa_sensitivity(problem, phi, lam)
         ionic.ionic_gradient(atoms, problem.grid, sens, calc.physics.kappa2,
                              calc.physics.ion_radius)  # fmt: skip
-        times["ionic"] = time.perf_counter() - t
-    t = time.perf_counter()
+        times["ionic"] = now() - t
+    t = now()
     mu = coulomb.coulomb_sensitivity(problem, lam)
     coulomb.coulomb_gradient(atoms, problem.grid, mu, problem.eps_cavity)
-    times["coulomb"] = time.perf_counter() - t
-    t = time.perf_counter()
+    times["coulomb"] = now() - t
+    t = now()
     nu = coulomb.boundary_sensitivity(problem, lam, spread)
     coulomb.boundary_gradient(atoms, problem.grid, nu, calc.physics, calc.physics.boundary_kind)
-    times["boundary"] = time.perf_counter() - t
+    times["boundary"] = now() - t
     return times, res.iterations
 
 

@@ -1,4 +1,4 @@
-"""The forces' new line-end kernels compiled to PTX (sm_90), where no GPU is needed.
+"""The forces' new CUDA kernels compiled to PTX (sm_90), where no GPU is needed.
 
 numba's simulator runs kernels as Python, so it cannot see what numba-cuda refuses to type
 (a dict looked up inside a kernel passed it and failed to compile). ``cuda.compile_ptx`` types
@@ -100,3 +100,10 @@ def test_frame_line_end_kernels_compile(monkeypatch):
     for name, args in cases.items():
         ptx, _ = cuda.compile_ptx(getattr(L, name).py_func, _types(args), cc=(9, 0))
         assert ".entry" in ptx, name
+    # the forces' radial sums, a block for SUM_CENTRES centres (Coulomb and "mdh" alike)
+    from pbsolver.backends.cuda import forces as F
+
+    for mdh in (False, True):
+        args = (z(3, 70), z(70), z(11, 3), z(3), False, mdh, z(11), 0.1, 78.5, 0.5, z(11, 3))
+        ptx, _ = cuda.compile_ptx(F._k_radial_sums.py_func, _types(args), cc=(9, 0))
+        assert ".entry" in ptx

@@ -662,9 +662,10 @@ def check_block_residual_norm():
 
 
 def check_force_radial_sums():
-    """The forces' φ_c and "mdh" sums (one block a centre) against float64 NumPy.
+    """The forces' φ_c and "mdh" sums against float64 NumPy.
 
-    The CPU loops form their terms in float32; the CUDA kernels sum in float64.
+    The CPU loops form their terms in float32; the CUDA kernels sum in float64, a block for
+    ``SUM_CENTRES`` centres (11 here: full blocks and a part-full one).
     """
     from refgeom import radial_sums
 
@@ -674,8 +675,9 @@ def check_force_radial_sums():
     rng = ctx().rng
     points = rng.uniform(-4.0, 4.0, (3, 70))
     weights = rng.normal(size=70)
-    centres = rng.uniform(-3.0, 3.0, (3, 3))
-    radii = rng.uniform(1.0, 2.0, 3)
+    centres = rng.uniform(-3.0, 3.0, (11, 3))
+    radii = rng.uniform(1.0, 2.0, 11)
+    assert 1 < gpu.SUM_CENTRES < 11 and 11 % gpu.SUM_CENTRES  # several blocks, the last part-full
     box = (9.0, 8.5, 10.0)
     for args, what in (((), "Coulomb"), ((box,), "Coulomb, nearest image")):
         want = radial_sums(points, weights, centres, *args)

@@ -107,41 +107,61 @@ def grid_nodes(field, origin, spacing):
     return points, flat[idx].astype(xp.float64)
 
 
+#: Centres a block of the radial sums: each node is read once for this many centres (a block a
+#: centre read the whole node list once per atom). 4 keeps a thread at 120 registers on sm_90
+#: (ptxas), two blocks of 256 a multiprocessor; 8 took 186, one block.
+SUM_CENTRES = 4
+
+
 @cuda.jit
 def _k_radial_sums(points, weights, centres, box, periodic, mdh, radii, kappa, eps_out, inv_c,
                    out):  # fmt: skip
-    """Block i: Σ_p w_p g(|p − c_i|)(p − c_i) (g: the Coulomb or, ``mdh``, the DH slope)."""
-    i = cuda.blockIdx.x
+    """Block b: Σ_p w_p g(|p − c_i|)(p − c_i) of the centres i = b·SUM_CENTRES + k.
+
+    g is the Coulomb or (``mdh``) the Debye–Hückel slope. Each centre's sum is formed as by a
+    block of its own: thread t adds the nodes t, t + FINISH_THREADS, … in order, then a tree
+    over the threads, so the results do not depend on SUM_CENTRES.
+    """
+    first = cuda.blockIdx.x * SUM_CENTRES
     t = cuda.threadIdx.x
     acc = cuda.shared.array((3, FINISH_THREADS), dtype=np.float64)
-    cx = centres[i, 0]
-    cy = centres[i, 1]
-    cz = centres[i, 2]
-    gx = 0.0
-    gy = 0.0
-    gz = 0.0
-    radius = radii[i]
+    # the centres in shared memory (every thread reads them all), the sums in registers
+    c = cuda.shared.array((SUM_CENTRES, 4), dtype=np.float64)  # x, y, z, radius
+    g = cuda.local.array((SUM_CENTRES, 3), dtype=np.float64)
+    n = centres.shape[0]
+    if t < SUM_CENTRES:
+        i = min(first + t, n - 1)  # past the last centre: the last again, not written
+        c[t, 0] = centres[i, 0]
+        c[t, 1] = centres[i, 1]
+        c[t, 2] = centres[i, 2]
+        c[t, 3] = radii[i]
+    for k in range(SUM_CENTRES):
+        for a in range(3):
+            g[k, a] = 0.0
+    cuda.syncthreads()
     px, py, pz = points[0], points[1], points[2]
     for p in range(t, points.shape[1], FINISH_THREADS):
-        fx, fy, fz = _term(px, py, pz, weights, p, cx, cy, cz, box, periodic, mdh, radius, kappa,
-                           eps_out, inv_c)  # fmt: skip
-        gx += fx
-        gy += fy
-        gz += fz
-    acc[0, t] = gx
-    acc[1, t] = gy
-    acc[2, t] = gz
-    cuda.syncthreads()
-    s = FINISH_THREADS // 2
-    while s > 0:
-        if t < s:
-            for a in range(3):
-                acc[a, t] += acc[a, t + s]
-        cuda.syncthreads()
-        s //= 2
-    if t == 0:
+        for k in range(SUM_CENTRES):
+            fx, fy, fz = _term(px, py, pz, weights, p, c[k, 0], c[k, 1], c[k, 2], box, periodic,
+                               mdh, c[k, 3], kappa, eps_out, inv_c)  # fmt: skip
+            g[k, 0] += fx
+            g[k, 1] += fy
+            g[k, 2] += fz
+    for k in range(SUM_CENTRES):
         for a in range(3):
-            out[i, a] = acc[a, 0]
+            acc[a, t] = g[k, a]
+        cuda.syncthreads()
+        s = FINISH_THREADS // 2
+        while s > 0:
+            if t < s:
+                for a in range(3):
+                    acc[a, t] += acc[a, t + s]
+            cuda.syncthreads()
+            s //= 2
+        if t == 0 and first + k < n:
+            for a in range(3):
+                out[first + k, a] = acc[a, 0]
+        cuda.syncthreads()
 
 
 def _sums(points, weights, centres, box=None, radii=None, kappa=0.0, eps_out=1.0, inv_c=1.0):
@@ -156,7 +176,7 @@ def _sums(points, weights, centres, box=None, radii=None, kappa=0.0, eps_out=1.0
     def dev(a):
         return xp.ascontiguousarray(xp.asarray(a, dtype=xp.float64))
 
-    launch(_k_radial_sums, n, FINISH_THREADS,
+    launch(_k_radial_sums, -(-n // SUM_CENTRES), FINISH_THREADS,
         dev(points), dev(weights), dev(centres),
         dev(box if periodic else (1.0, 1.0, 1.0)), periodic, mdh,
         dev(radii if mdh else np.zeros(n)), float(kappa), float(eps_out), float(inv_c), out,
