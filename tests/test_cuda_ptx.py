@@ -100,6 +100,13 @@ def test_frame_line_end_kernels_compile(monkeypatch):
     for name, args in cases.items():
         ptx, _ = cuda.compile_ptx(getattr(L, name).py_func, _types(args), cc=(9, 0))
         assert ".entry" in ptx, name
+    # the recorder as the engine compiles it: its SES map kernel's launch bounds
+    from pbsolver.backends.frame_kernels import LINE_MIN_BLOCKS, LINE_THREADS
+
+    args = cases["frame_ses_record_kernel"]
+    ptx, _ = cuda.compile_ptx(L.frame_ses_record_kernel.py_func, _types(args), cc=(9, 0),
+                              launch_bounds=(LINE_THREADS, LINE_MIN_BLOCKS))  # fmt: skip
+    assert ".maxntid" in ptx
     # the forces' radial sums, a block for SUM_CENTRES centres (Coulomb and "mdh" alike)
     from pbsolver.backends.cuda import forces as F
 

@@ -341,13 +341,15 @@ def cuda_kernels():
     # the forces' recording of the same lines (record, join the pieces, slopes)
     from pbsolver.backends.cuda.line_ends import (
         frame_join_pieces_kernel,
-        frame_ses_record_kernel,
         frame_ses_slopes_kernel,
         frame_union_record_kernel,
         frame_union_slopes_kernel,
+        make_frame_ses_record_kernel,
     )
 
-    record_ends = SimpleNamespace(record=frame_ses_record_kernel, join=frame_join_pieces_kernel,
+    # the recorder runs the edge kernel's line body: its launch bounds too
+    record_ends = SimpleNamespace(record=make_frame_ses_record_kernel(**bounds),
+                                  join=frame_join_pieces_kernel,
                                   slopes=frame_ses_slopes_kernel)  # fmt: skip
     ses = SimpleNamespace(edges=ses_edges, line_costs=line_costs,
                           neighbour_counts=neighbour_counts,

@@ -144,8 +144,7 @@ def _k_ses_slopes(
     )  # fmt: skip
 
 
-@cuda.jit
-def frame_ses_record_kernel(
+def _frame_ses_record(
     rec, pieces, axis, nx, ny, nz, origin, h, pos, vdw, acc, probe, step, nbisect, maxacc,
     maxreach, bins, bstart, border, ebins, ebstart, eborder, nb_start, nb_index, circ_start,
     geom, arc_start, arcs, order, only, overflow,
@@ -181,6 +180,20 @@ def frame_ses_record_kernel(
         hit,
     ):  # fmt: skip
         overflow[0] = 1
+
+
+def make_frame_ses_record_kernel(**options):
+    """The frame SES recorder compiled with ``cuda.jit`` ``options``.
+
+    The engine compiles it with its SES map kernel's launch bounds
+    (:data:`pbsolver.backends.frame_kernels.LINE_MIN_BLOCKS`): the same line body, the same
+    register budget.
+    """
+    return cuda.jit(**options)(_frame_ses_record)
+
+
+#: :func:`make_frame_ses_record_kernel` without launch bounds (numba's simulator takes none).
+frame_ses_record_kernel = make_frame_ses_record_kernel()
 
 
 @cuda.jit
