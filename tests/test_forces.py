@@ -902,13 +902,16 @@ def test_calculator_returns_exact_forces_and_says_so(caplog):
         pb.ReactionFieldCalculator(atoms, interpolation="quadratic", **kw)
 
 
-@pytest.mark.parametrize(("surface", "salt"), [("mol", 0.15), ("smol", 0.0), ("vdw", 0.15)])
-def test_stacked_engine_forces_equal_the_general_engines(surface, salt):
+@pytest.mark.parametrize(("surface", "salt", "dtype"), [
+    ("mol", 0.15, np.float64), ("smol", 0.0, np.float64), ("vdw", 0.15, np.float64),
+    ("mol", 0.15, np.float32),  # float32 sweeps with float64 refinement, the GPU's default
+])  # fmt: skip
+def test_stacked_engine_forces_equal_the_general_engines(surface, salt, dtype):
     """Exact forces through the stacked engine (one stacked adjoint solve for the batch, each
     frame's terms from the engine's own maps) equal the general engine's, frame by frame."""
     atoms = _molecule(7, n=14)
     kw = {"spacing": 0.5, "margin": 3.0, "skin": 0.5, "method": "multigrid", "rtol": 1e-10,
-          "dtype": np.float64, "surface": surface, "ionic_strength": salt, "forces": "exact",
+          "dtype": dtype, "surface": surface, "ionic_strength": salt, "forces": "exact",
           "backend": "cpu", "map_options": {"kappa_subsamples": 2}, **HIGH_CONTRAST}  # fmt: skip
     stacked = pb.ReactionFieldCalculator(atoms, engine="stacked", **kw)
     assert stacked.engine == "stacked" and stacked.force_kind == "exact"

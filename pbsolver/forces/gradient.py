@@ -173,15 +173,19 @@ def solvation_forces(
                                fixed_boundary=fixed_boundary, result=result)  # fmt: skip
 
 
-def adjoint_source(atoms, grid, *, periodic=False, interpolation="linear", xp=np):
+def adjoint_source(atoms, grid, *, periodic=False, interpolation="linear", xp=np, offsets=None,
+                   size=None):  # fmt: skip
     """½ Iᵀq: the adjoint equation's right-hand side on ``grid`` (float64, in ``xp``).
 
     The charges spread onto the nodes with the weights the energy samples φ_rf with
-    (:func:`pbsolver.forces.interpolation.interpolation_transpose`).
+    (:func:`pbsolver.forces.interpolation.interpolation_transpose`). ``offsets`` and ``size``:
+    the atoms of B frames (frame-major), each spread into its frame's block of a stack
+    (:func:`pbsolver.forces.interpolation.stack_offsets`; the result is then flat).
     """
     half_q = 0.5 * np.asarray(atoms.charges, dtype=np.float64)
     return interpolation_transpose(grid, half_q, atoms.positions, xp=xp, periodic=periodic,
-                                   interpolation=interpolation)  # fmt: skip
+                                   interpolation=interpolation, offsets=offsets,
+                                   size=size)  # fmt: skip
 
 
 def forces_from_adjoint(atoms, problem, phi_rf, lam, source, *, physics, box=None,

@@ -640,23 +640,18 @@ class ReactionFieldCalculator:
         every frame's terms from its own maps (:meth:`StackedFrames.frame_problem`,
         :func:`pbsolver.forces.forces_from_adjoint`).
         """
-        from pbsolver.forces import forces_from_adjoint
-        from pbsolver.forces.interpolation import (
-            interpolation_gradient,
-            interpolation_transpose,
-            stack_offsets,
-        )
+        from pbsolver.forces import adjoint_source, forces_from_adjoint
+        from pbsolver.forces.interpolation import interpolation_gradient, stack_offsets
 
         nf, n = host.shape[:2]
         xp, stride = engine.xp, engine.stride
         # every frame's ½ Iᵀq and charge-term slopes at once, in the engine's stack
-        offsets = stack_offsets(grid, nf, n, stride, xp)
         positions = host.reshape(-1, 3)
-        sampling = {"interpolation": self.interpolation, "offsets": offsets}
-        sources = interpolation_transpose(
-            grid, np.tile(0.5 * self.atoms.charges, nf), positions, xp=xp,
-            size=res.stack.size, **sampling,
-        ).reshape(res.stack.shape)  # fmt: skip
+        batch = Atoms(positions, np.tile(self.atoms.charges, nf), np.tile(self.atoms.radii, nf))
+        sampling = {"interpolation": self.interpolation,
+                    "offsets": stack_offsets(grid, nf, n, stride, xp)}  # fmt: skip
+        sources = adjoint_source(batch, grid, xp=xp, size=res.stack.size,
+                                 **sampling).reshape(res.stack.shape)  # fmt: skip
         slopes = interpolation_gradient(grid, res.stack, positions, **sampling).reshape(nf, n, 3)
         guess = None
         if self.warm_start:  # every frame starts from the last λ, predicted for the first

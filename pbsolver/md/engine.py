@@ -245,10 +245,7 @@ class StackedFrames:
         InputError
             When no call of ``frames`` frames has been made (there are no fractions to give).
         """
-        buf = self._buffers.get(int(frames))
-        if buf is None:
-            raise InputError(f"this engine has not mapped {frames} frame(s) in one call yet")
-        return self._fraction_targets(buf)
+        return self._fraction_targets(self._mapped(frames))
 
     def run(self, positions, origins, x0=None, fill_nodes=None, ses_part_of=None) -> StackedSolve:
         """Solve B frames: positions ``(B, N, 3)`` Å (NumPy or CuPy), origins ``(B, 3)`` Å.
@@ -364,9 +361,7 @@ class StackedFrames:
         xp, be = self.xp, self.backend
         sources = xp.asarray(sources, dtype=np.float64)
         nf = int(sources.shape[0]) // self.stride
-        buf = self._buffers.get(nf)
-        if buf is None:
-            raise InputError(f"this engine has not mapped {nf} frame(s) in one call yet")
+        buf = self._mapped(nf)
         if tuple(sources.shape) != (nf * self.stride, *self.grid.shape[1:]):
             raise InputError(
                 f"sources of shape {tuple(sources.shape)} are not a stack of frames of "
@@ -379,8 +374,8 @@ class StackedFrames:
             b.fill(0.0)
             inner = (slice(None), slice(1, nx - 1), slice(1, -1), slice(1, -1))
             b[inner] = self._frames(sources, nf)[inner]
-            if system.st is not system.checked:
-                system.st.b[...] = system.checked.b
+            # (under refinement the sweep stencil's b is never read: each phase's right-hand
+            # side is its residual buffer; see pbsolver.solving.loop)
             warm = self._initial_guess(buf, nf, x0)
         system.bnorms = be.block_norms(system.checked.b, nf)
         system.guessed = [warm] * nf
@@ -440,19 +435,15 @@ class StackedFrames:
         from pbsolver.molecule.maps import faces_from_fractions
         from pbsolver.problem import Problem
 
-        buf = self._buffers.get(int(frames))
-        if buf is None:
-            raise InputError(f"this engine has not mapped {frames} frame(s) in one call yet")
+        buf = self._mapped(frames)
         if grid.shape != self.grid.shape or grid.spacing != self.grid.spacing:
             raise InputError(f"{grid} is not a grid of this engine's shape and spacing")
         xp = self.xp
         rows = slice(k * self.stride, k * self.stride + self.grid.shape[0])
         fractions = [xp.clip(f[rows], 0.0, 1.0) for f in (buf.fx, buf.fy, buf.fz)]
         faces = faces_from_fractions(fractions, self.eps_in, self.eps_out)
-        kappa2 = None
-        if self.kappa > 0:  # the assembly's rule (bodies/frame_maps.unlifted_node)
-            access = xp.clip(1.0 - buf.cov[rows] * (1.0 / self.subsamples**2), 0.0, 1.0)
-            kappa2 = (self.eps_out * self.kappa**2) * access
+        # κ̄² as the assembly wrote it (bodies/frame_maps.unlifted_node: the hierarchy's input)
+        kappa2 = buf.unl[3][rows] if self.kappa > 0 else None
         return Problem(grid, phi_coulomb=buf.phic[rows], eps_cavity=self.eps_in,
                        epsilon_faces=faces, kappa2=kappa2, boundary="dirichlet",
                        boundary_values=buf.g[rows])  # fmt: skip
@@ -553,6 +544,13 @@ class StackedFrames:
             buf.g, nf, nx, ny, nz, self.stride, self._params, buf.out64, buf.out32,
             buf.unl)))  # fmt: skip
         return steps
+
+    def _mapped(self, frames):
+        """The buffers of the last call of ``frames`` frames (InputError: no such call yet)."""
+        buf = self._buffers.get(int(frames))
+        if buf is None:
+            raise InputError(f"this engine has not mapped {frames} frame(s) in one call yet")
+        return buf
 
     def _fraction_targets(self, buf):
         """Where the edge fractions are written: the raw buffers for "smol", else the faces'."""
