@@ -1,11 +1,12 @@
-"""The forces' new CUDA kernels compiled to PTX (sm_90), where no GPU is needed.
+"""CUDA kernels compiled to PTX (sm_90), where no GPU is needed: the forces' and the line maps'.
 
 numba's simulator runs kernels as Python, so it cannot see what numba-cuda refuses to type
 (a dict looked up inside a kernel passed it and failed to compile). ``cuda.compile_ptx`` types
 and compiles a kernel without a device, given NVRTC and libNVVM (e.g. the wheels
 ``nvidia-cuda-nvrtc-cu12`` and ``nvidia-cuda-nvcc-cu12``); where they do not load, the test is
 skipped and says why. The argument types are those of the engine's calls
-(:meth:`pbsolver.md.ses.FrameSES.interval_ends`, :func:`pbsolver.md.line_ends.ion_line_ends`).
+(:meth:`pbsolver.md.ses.FrameSES.interval_ends`, :func:`pbsolver.md.line_ends.ion_line_ends`,
+the map wrappers of :mod:`pbsolver.backends.cuda.maps` and the frame engine's SES lines).
 
 The compilers are not in the ``test`` extra: beside the ``cuda13`` extra's own they would put
 two CUDA versions' compilers in one environment. To run it on a machine without a GPU::
@@ -113,4 +114,42 @@ def test_frame_line_end_kernels_compile(monkeypatch):
     for mdh in (False, True):
         args = (z(3, 70), z(70), z(11, 3), z(3), False, mdh, z(11), 0.1, 78.5, 0.5, z(11, 3))
         ptx, _ = cuda.compile_ptx(F._k_radial_sums.py_func, _types(args), cc=(9, 0))
+        assert ".entry" in ptx
+
+
+def test_line_map_kernels_compile_with_their_scratch_helpers(monkeypatch):
+    # the map kernels call their line bodies through a device function with ``*args`` that
+    # declares the local scratch (cuda.maps.with_line_scratch / with_union_scratch)
+    cuda = _compiler()
+    import numba.cuda.dispatcher as dispatcher
+
+    monkeypatch.setattr(dispatcher, "get_current_device",
+                        lambda: SimpleNamespace(compute_capability=(9, 0)))  # fmt: skip
+    from pbsolver.backends import frame_kernels
+    from pbsolver.backends.cuda import maps as M
+
+    def z(*shape, dtype=np.float64):
+        return np.zeros(shape, dtype=dtype)
+
+    i8 = np.int64
+    na, nf = 5, 2
+    bins = (0.0, 0.0, 1.0, 3, 3, z(10, dtype=i8), z(na, dtype=i8))
+    nb = (z(na + 1, dtype=i8), z(4, dtype=i8), z(na + 1, dtype=i8))
+    arcs = (z(3, 13), z(4, dtype=i8), z(3, 6))
+    ses = (
+        z(4, 3, 9), 0, z(4), z(3), 0.0, 0.5, 4, 2, z(na, 3), z(na), z(na), 1.4, 0.25, 14, 3.0,
+        4.4, *bins, *bins, *nb, *arcs, z(1, dtype=i8),
+    )  # fmt: skip
+    union = (z(1, 4, 3, 9), 0, z(1, 4), z(1, 3), 0.0, 0.5, 4, z(na, 3), z(na), 3.0, *bins,
+             z(1, dtype=i8))  # fmt: skip
+    fb = (z(nf, 5), z(nf, 10, dtype=i8), z(nf * na, dtype=i8))
+    edges = (
+        z(nf * 4, 3, 9), 2, 0, 4, 3, 3, 4, z(nf, 3), z(3), z(nf * na, 3), z(nf * na),
+        z(nf * na), 1.4, 0.25, 14, 3.0, 4.4, *fb, *fb, z(nf * na + 1, dtype=i8), z(4, dtype=i8),
+        z(nf * na + 1, dtype=i8), *arcs, z(0, dtype=np.bool_), z(8, dtype=i8), z(1, dtype=i8),
+    )  # fmt: skip
+    kernels = frame_kernels.cuda_kernels()
+    for kernel, args in ((M._k_ses_lines, ses), (M._k_sphere_union_lines, union),
+                         (kernels.ses.edges, edges)):  # fmt: skip
+        ptx, _ = cuda.compile_ptx(kernel.py_func, _types(args), cc=(9, 0))
         assert ".entry" in ptx

@@ -267,8 +267,14 @@ def cuda_kernels():
     neighbour_fill = B.ses.neighbour_fill
     smooth_node = B.ses.smooth_node
     # an atom's arcs and a circle's geometry do not depend on the frame (the B frames' atoms
-    # are rows of one array): the map kernels' own
-    from pbsolver.backends.cuda.maps import count_arcs_kernel, fill_circles_kernel
+    # are rows of one array): the map kernels' own; so is the line body's local scratch
+    from pbsolver.backends.cuda.maps import (
+        count_arcs_kernel,
+        fill_circles_kernel,
+        with_line_scratch,
+    )
+
+    ses_edge_line = with_line_scratch(ses_edge_line, SES_SPHERES, SES_CANDIDATES)
 
     @cuda.jit
     def line_costs(cost, axis, nx, ny, nz, origin, h, maxacc, maxreach, bins, bstart, ebins,
@@ -303,17 +309,10 @@ def cuda_kernels():
         if line < 0:
             return
         item = line * pieces + piece
-        vs_ = cuda.local.array(SES_SPHERES, dtype=np.float64)
-        ve_ = cuda.local.array(SES_SPHERES, dtype=np.float64)
-        ss_ = cuda.local.array(SES_SPHERES, dtype=np.float64)
-        se_ = cuda.local.array(SES_SPHERES, dtype=np.float64)
-        cand = cuda.local.array(SES_CANDIDATES, dtype=np.int64)
-        ckey = cuda.local.array(SES_CANDIDATES, dtype=np.float64)
-        hit = cuda.local.array(4, dtype=np.float64)
         if ses_edge_line(out, item, pieces, axis, nx, ny, nz, stride, origin, h, pos, vdw, acc,
                          probe, step, nbisect, maxacc, maxreach, bins, bstart, border, ebins,
-                         ebstart, eborder, nb_start, nb_index, circ_start, geom, arc_start, arcs,
-                         vs_, ve_, ss_, se_, cand, ckey, hit):  # fmt: skip
+                         ebstart, eborder, nb_start, nb_index, circ_start, geom, arc_start,
+                         arcs):  # fmt: skip
             bad[0] = 1
 
     @cuda.jit

@@ -32,7 +32,6 @@ from pbsolver.backends.cpu.line_ends import (
 from pbsolver.backends.cuda.device import launch_on_legacy_stream as launch
 from pbsolver.backends.cuda.maps import (
     MAX_CANDIDATES,
-    MAX_SPHERES,
     blocks,
     check_overflow,
     device_copy,
@@ -41,6 +40,9 @@ from pbsolver.backends.cuda.maps import (
     make_ses_lines_kernel,
     make_union_lines_kernel,
     one_set,
+    set_line,
+    with_line_scratch,
+    with_union_scratch,
 )
 from pbsolver.backends.launch_sizes import THREADS
 
@@ -60,7 +62,8 @@ RECORD_PIECE_EDGES = B.SES_PIECE_EDGES
 # kernels call module-level names (numba types no dict lookup inside a kernel)
 _F = make_frame_ses(_dev, *compile_lines(_dev, record_range_body))
 _line_place, _work_line, _lines_of = _F.line_place, _F.work_line, _F.lines_of
-_line_of, _record_ses_line, _record_union_line = _S["line"], _S["ses_line"], _S["union_line"]
+_record_union_line = with_union_scratch(_S["union_line"])
+_record_ses_line = with_line_scratch(_S["ses_line"])
 
 
 @cuda.jit
@@ -164,20 +167,12 @@ def _frame_ses_record(
     f, iu, iv, u, v, nbins = _line_place(line, axis, nx, ny, nz, origin, h)
     k_lo = piece * nbins // pieces
     k_hi = (piece + 1) * nbins // pieces
-    vs_ = cuda.local.array(MAX_SPHERES, dtype=np.float64)
-    ve_ = cuda.local.array(MAX_SPHERES, dtype=np.float64)
-    ss_ = cuda.local.array(MAX_SPHERES, dtype=np.float64)
-    se_ = cuda.local.array(MAX_SPHERES, dtype=np.float64)
-    cand = cuda.local.array(MAX_CANDIDATES, dtype=np.int64)
-    ckey = cuda.local.array(MAX_CANDIDATES, dtype=np.float64)
-    hit = cuda.local.array(4, dtype=np.float64)
     if _record_ses_line(
         rec[f], axis, 0, iu, iv * pieces + piece, u, v, origin[f, axis], h[axis], nbins, k_lo,
         k_hi, pos, vdw, acc, probe, step, nbisect, maxacc, maxreach, bins[f, 0], bins[f, 1],
         bins[f, 2], int(bins[f, 3]), int(bins[f, 4]), bstart[f], border, ebins[f, 0],
         ebins[f, 1], ebins[f, 2], int(ebins[f, 3]), int(ebins[f, 4]), ebstart[f], eborder,
-        nb_start, nb_index, circ_start, geom, arc_start, arcs, vs_, ve_, ss_, se_, cand, ckey,
-        hit,
+        nb_start, nb_index, circ_start, geom, arc_start, arcs,
     ):  # fmt: skip
         overflow[0] = 1
 
@@ -243,17 +238,12 @@ def frame_union_record_kernel(rec, axis, us, vs, t0, h, nbins, pos, radius, maxr
     into ``border``, :func:`pbsolver.md.ses.frame_bins`); line (iu, iv) records into
     ``rec[f, iu, iv]``.
     """
-    item = cuda.grid(1)
-    lines = us.shape[1] * vs.shape[1]
-    if item >= rec.shape[0] * lines:
+    f, iu, iv, u, v = set_line(cuda.grid(1), rec.shape[0], us, vs)
+    if f < 0:
         return
-    f = item // lines
-    starts = cuda.local.array(MAX_SPHERES, dtype=np.float64)
-    ends = cuda.local.array(MAX_SPHERES, dtype=np.float64)
-    iu, iv, u, v = _line_of(item - f * lines, us[f], vs[f])
     if _record_union_line(rec[f], axis, iu, iv, u, v, t0[f], h, nbins, pos, radius, maxr,
                           bins[f, 0], bins[f, 1], bins[f, 2], int(bins[f, 3]), int(bins[f, 4]),
-                          bstart[f], border, starts, ends):  # fmt: skip
+                          bstart[f], border):  # fmt: skip
         overflow[0] = 1
 
 

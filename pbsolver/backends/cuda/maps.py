@@ -52,6 +52,61 @@ _grid_point = _P["grid_point"]
 
 
 # ------------------------------------------------------------------ kernels
+def with_union_scratch(union_line, spheres=MAX_SPHERES):
+    """A device function: ``union_line(*args)`` given its two interval buffers (``spheres`` each).
+
+    As :func:`with_line_scratch`, for the sphere-union line body (``union_line`` of
+    :func:`pbsolver.backends.bodies.maps.make_ses`): the starts and ends of the chords it sorts.
+    """
+
+    @cuda.jit(device=True)
+    def scratched(*args):
+        starts = cuda.local.array(spheres, dtype=np.float64)
+        ends = cuda.local.array(spheres, dtype=np.float64)
+        return union_line(*args, starts, ends)
+
+    return scratched
+
+
+def with_line_scratch(ses_line, spheres=MAX_SPHERES, candidates=MAX_CANDIDATES):
+    """A device function: ``ses_line(*args)`` given fresh local scratch as its last arguments.
+
+    A compiled SES line body (:func:`pbsolver.backends.bodies.maps.make_ses`' ``ses_line`` or a
+    body with its scratch arguments, e.g. the frame engine's ``ses_edge_line``) takes its
+    buffers last: the sorted sphere intervals (vdW and accessible, ``spheres`` each) and the
+    probe candidates (``candidates``). Every SES line kernel calls its body through this, so
+    the buffers are declared once. The capacities are compile-time constants (closure values).
+    """
+
+    @cuda.jit(device=True)
+    def scratched(*args):
+        vs_ = cuda.local.array(spheres, dtype=np.float64)
+        ve_ = cuda.local.array(spheres, dtype=np.float64)
+        ss_ = cuda.local.array(spheres, dtype=np.float64)
+        se_ = cuda.local.array(spheres, dtype=np.float64)
+        cand = cuda.local.array(candidates, dtype=np.int64)
+        ckey = cuda.local.array(candidates, dtype=np.float64)
+        hit = cuda.local.array(4, dtype=np.float64)
+        return ses_line(*args, vs_, ve_, ss_, se_, cand, ckey, hit)
+
+    return scratched
+
+
+@cuda.jit(device=True)
+def set_line(item, sets, us, vs):
+    """Work item ``item``'s set and line: ``(g, iu, iv, u, v)``, g = −1 past the last item.
+
+    Items run over ``sets`` sets of ``us[g]`` × ``vs[g]`` lines (2-D arrays, a row a set), set
+    by set; ``(iu, iv, u, v)`` as the line bodies' ``line``.
+    """
+    lines = us.shape[1] * vs.shape[1]
+    if item >= sets * lines:
+        return -1, 0, 0, 0.0, 0.0
+    g = item // lines
+    iu, iv, u, v = _line(item - g * lines, us[g], vs[g])
+    return g, iu, iv, u, v
+
+
 def make_union_lines_kernel(union_line):
     """The CUDA kernel of a compiled sphere-union line body, one thread a (set, line) pair.
 
@@ -60,22 +115,18 @@ def make_union_lines_kernel(union_line):
     sets into slots of their own, :func:`device_sphere_union_sets`); the forces
     (:mod:`pbsolver.backends.cuda.line_ends`) run the body compiled with a recorder.
     """
+    union_line = with_union_scratch(union_line)
 
     @cuda.jit
     def union_lines_kernel(
         out, axis, us, vs, t0, h, nbins, pos, radius, maxr,
         u0, v0, bsize, nbu, nbv, bstart, border, overflow,
     ):  # fmt: skip
-        item = cuda.grid(1)
-        lines = us.shape[1] * vs.shape[1]
-        if item >= out.shape[0] * lines:
+        g, iu, iv, u, v = set_line(cuda.grid(1), out.shape[0], us, vs)
+        if g < 0:
             return
-        g = item // lines
-        starts = cuda.local.array(MAX_SPHERES, dtype=np.float64)
-        ends = cuda.local.array(MAX_SPHERES, dtype=np.float64)
-        iu, iv, u, v = _line(item - g * lines, us[g], vs[g])
         if union_line(out[g], axis, iu, iv, u, v, t0, h, nbins, pos, radius, maxr,
-                      u0, v0, bsize, nbu, nbv, bstart, border, starts, ends):  # fmt: skip
+                      u0, v0, bsize, nbu, nbv, bstart, border):  # fmt: skip
             overflow[0] = 1
 
     return union_lines_kernel
@@ -108,6 +159,7 @@ def make_ses_lines_kernel(ses_line, record_pieces=False):
     ``record_pieces``: piece p of line (iu, iv) then records into ``out[iu, iv·pieces + p]``,
     a slot of its own (``out`` is ``(nu, nv·pieces, capacity + 1, 2)``).
     """
+    ses_line = with_line_scratch(ses_line)
 
     @cuda.jit
     def ses_lines_kernel(
@@ -124,21 +176,13 @@ def make_ses_lines_kernel(ses_line, record_pieces=False):
         piece = item - line * pieces
         k_lo = piece * nbins // pieces
         k_hi = (piece + 1) * nbins // pieces
-        vs_ = cuda.local.array(MAX_SPHERES, dtype=np.float64)
-        ve_ = cuda.local.array(MAX_SPHERES, dtype=np.float64)
-        ss_ = cuda.local.array(MAX_SPHERES, dtype=np.float64)
-        se_ = cuda.local.array(MAX_SPHERES, dtype=np.float64)
-        cand = cuda.local.array(MAX_CANDIDATES, dtype=np.int64)
-        ckey = cuda.local.array(MAX_CANDIDATES, dtype=np.float64)
-        hit = cuda.local.array(4, dtype=np.float64)
         iu, iv, u, v = _line(line, us, vs)
         slot = iv * pieces + piece if record_pieces else iv
         if ses_line(
             out, axis, 0, iu, slot, u, v, t0, h, nbins, k_lo, k_hi, pos, vdw, acc, probe, step,
             nbisect, maxacc, maxreach, u0, v0, bsize, nbu, nbv, bstart, border,
             e_u0, e_v0, e_bsize, e_nbu, e_nbv, e_bstart, e_border,
-            nb_start, nb_index, circ_start, geom, arc_start, arcs, vs_, ve_, ss_, se_, cand, ckey,
-            hit,
+            nb_start, nb_index, circ_start, geom, arc_start, arcs,
         ):  # fmt: skip
             overflow[0] = 1
 
