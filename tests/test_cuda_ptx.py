@@ -119,7 +119,8 @@ def test_frame_line_end_kernels_compile(monkeypatch):
 
 def test_line_map_kernels_compile_with_their_scratch_helpers(monkeypatch):
     # the map kernels call their line bodies through a device function with ``*args`` that
-    # declares the local scratch (cuda.maps.with_line_scratch / with_union_scratch)
+    # declares the local scratch (cuda.maps.with_line_scratch / with_union_scratch); the
+    # SES features' kernels compile the shared free-arc body
     cuda = _compiler()
     import numba.cuda.dispatcher as dispatcher
 
@@ -148,8 +149,14 @@ def test_line_map_kernels_compile_with_their_scratch_helpers(monkeypatch):
         z(nf * na), 1.4, 0.25, 14, 3.0, 4.4, *fb, *fb, z(nf * na + 1, dtype=i8), z(4, dtype=i8),
         z(nf * na + 1, dtype=i8), *arcs, z(0, dtype=np.bool_), z(8, dtype=i8), z(1, dtype=i8),
     )  # fmt: skip
+    # the SES features: a circle's free arcs stop early once its burying intervals cover it
+    arcs_count = (z(na, 3), z(na), *nb[:2], z(4, dtype=i8), z(na, dtype=np.bool_),
+                  z(na, dtype=i8), z(1, dtype=i8))  # fmt: skip
+    arcs_fill = (z(na, 3), z(na), z(3, dtype=i8), z(3, dtype=i8), *nb[:2], z(4, dtype=i8),
+                 z(3, 13), z(3, 6))  # fmt: skip
     kernels = frame_kernels.cuda_kernels()
     for kernel, args in ((M._k_ses_lines, ses), (M._k_sphere_union_lines, union),
-                         (kernels.ses.edges, edges)):  # fmt: skip
+                         (kernels.ses.edges, edges), (M.count_arcs_kernel, arcs_count),
+                         (M.fill_circles_kernel, arcs_fill)):  # fmt: skip
         ptx, _ = cuda.compile_ptx(kernel.py_func, _types(args), cc=(9, 0))
         assert ".entry" in ptx

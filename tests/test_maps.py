@@ -147,6 +147,47 @@ def test_in_arc_equals_the_angle_test(rng):
     )
 
 
+def test_free_arcs_stop_early_with_the_same_arcs(rng, monkeypatch):
+    """A circle buried whole stops at the first merge of its intervals that covers it.
+
+    The free-arc body (as plain Python) gives the same count and arcs, bit for bit, with the
+    periodic merges as without them (the check moved past every neighbour list), over every
+    circle of a dense random cluster with a wide spread of radii.
+    """
+    from pbsolver.backends.bodies import maps as B
+    from pbsolver.backends.bodies.lines import sort_merge_body
+    from pbsolver.backends.cpu.maps import neighbour_lists
+
+    free_arcs = B.make_free_arcs(sort_merge_body, B.set_arc_body)
+    pos = rng.uniform(-9.0, 9.0, (160, 3))
+    rad = rng.uniform(1.2, 3.4, 160) + 1.4
+    nb_start, nb_index = neighbour_lists(pos, rad)
+    size = 2 * int(np.diff(nb_start).max()) + 2
+
+    def all_arcs():
+        out, g = [], np.zeros(13)
+        for i in range(len(pos)):
+            for s in range(nb_start[i], nb_start[i + 1]):
+                j = int(nb_index[s])
+                if j < i or not B.circle_body(pos, rad, i, j, g):
+                    continue
+                arcs = np.zeros((size, B.ARC_COLUMNS))
+                bs, be = np.zeros(size), np.zeros(size)
+                n = free_arcs(pos, rad, i, j, nb_start, nb_index, g, bs, be, arcs, 0, size)
+                out.append((n, arcs[: max(n, 0)].copy()))
+        return out
+
+    early = all_arcs()
+    monkeypatch.setattr(B, "BURIED_CHECK_FROM", 10**9)
+    whole = all_arcs()
+    assert len(early) == len(whole) > 500
+    buried = sum(n == 0 for n, _ in whole)
+    assert 0.2 * len(whole) < buried < len(whole)  # both kinds of circle are exercised
+    for (n1, a1), (n2, a2) in zip(early, whole, strict=True):
+        assert n1 == n2
+        assert np.array_equal(a1, a2)
+
+
 def test_ses_equals_vdw_for_isolated_spheres(rng):
     """Spheres farther apart than 2 probe radii: the SES is their vdW surface."""
     pos = np.array([[0.0, 0.0, 0.0], [7.5, 0.3, -0.2], [0.4, 7.9, 0.5]])

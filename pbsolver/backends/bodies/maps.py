@@ -28,6 +28,10 @@ TWO_PI = 2.0 * math.pi
 #: Relative tolerance of "inside a sphere" tests on probe positions (points on a sphere are
 #: accessible).
 BURY_TOL = 1e-9
+#: A circle's burying intervals are merged every this many new ones, so that a circle buried
+#: whole (most circles inside a protein) stops at the first merge that covers it instead of
+#: testing every neighbour of its atom.
+BURIED_CHECK_FROM = 4
 #: Edge fractions this close to 0 or 1 are 0 or 1 exactly: an edge inside the solute must give
 #: ε_in bit for bit (a face of ε_in(1 + 2⁻⁵²) next to a charge on a node breaks the ε = ε_c
 #: rule and turns an infinite φ_c into a huge source).
@@ -367,12 +371,20 @@ def make_free_arcs(sort_merge, set_arc):
         """
         rho = g[12]
         nbur = 0
+        check = BURIED_CHECK_FROM
         if 2 * (nb_start[i + 1] - nb_start[i]) + 2 > bs.shape[0]:
             return -1
         for s in range(nb_start[i], nb_start[i + 1]):
             k = nb_index[s]
             if k == j:
                 continue
+            if nbur >= check:
+                # merged so far: one interval over the whole circle is the final union too
+                # (merging in place keeps the union, so the result is the same bit for bit)
+                nbur = sort_merge(bs, be, nbur)
+                if nbur == 1 and bs[0] <= 0.0 and be[0] >= TWO_PI:
+                    return 0
+                check = nbur + BURIED_CHECK_FROM
             w0 = pos[k, 0] - g[0]
             w1 = pos[k, 1] - g[1]
             w2 = pos[k, 2] - g[2]
