@@ -224,6 +224,9 @@ def test_auto_choice_and_refusals():
     assert CF.use_fast("auto", big, (0.5,) * 3, 2000)
     assert not CF.use_fast("auto", big, (0.5,) * 3, 2000, periodic=True)
     assert not CF.use_fast("auto", small, (0.5,) * 3, 50)  # below AUTO_MIN_PAIRS
+    # a one-level plan ties with the direct sum's estimate: the fast sum's finite kernel
+    assert len(CF.plan_levels((41,) * 3, (0.0,) * 3, (0.5,) * 3, 1250)[0]) == 1
+    assert CF.use_fast("auto", (41,) * 3, (0.5,) * 3, 1250)
     assert not CF.use_fast("direct", big, (0.5,) * 3, 2000)
     assert CF.use_fast("fast", small, (0.5,) * 3, 50)
     with pytest.raises(pb.InputError, match="periodic"):

@@ -901,10 +901,12 @@ def compact_circles(nb_start, nb_index, nfree, nested, intersecting, xp=np):
 
 
 # ---------------------------------------------------------------------- point potentials
-def make_point_sums(jit, fast):
+def make_point_sums(jit, fast, exp=math.exp):
     """The direct sums (φ_c, Debye–Hückel) compiled by ``fast`` (fast-math keeping ±inf).
 
     Also ``grid_point``, the node a flat index names and its position, for the sums' loops.
+    ``exp`` is the screening's exponential: ``math.exp``, or on the CPU a compiled one that
+    vectorises (:func:`pbsolver.backends.cpu.fast_math.exp64`).
     """
 
     def coulomb_pair(dx, dy, dz, q, tol2):
@@ -951,7 +953,7 @@ def make_point_sums(jit, fast):
         ``one`` is 1 in the arithmetic's type (float32 for the frame engine).
         """
         r = math.sqrt(dx * dx + dy * dy + dz * dz)
-        screened = math.exp(-kappa * (r - radius)) / (eps_out * (one + kappa * radius))
+        screened = exp(-kappa * (r - radius)) / (eps_out * (one + kappa * radius))
         return q * (screened - inv_c) / r
 
     dh_term = fast(dh_term)

@@ -374,10 +374,13 @@ COST_PAIR = 1.15
 COST_SPHERE = 3.0
 COST_PASS = 1.3
 COST_PROLONG = 3.0
-#: "auto" keeps the direct sum below this many pair terms (a fraction of a second)...
-AUTO_MIN_PAIRS = 1e8
-#: ...and where the fast sum is not estimated to take less than this fraction of its time. The
-#: estimate errs high on small grids (BENCHMARKS.md, tenth session), so 1: any estimated gain.
+#: "auto" keeps the direct sum below this many pair terms (a few milliseconds; there the fast
+#: sum's fixed work, the nodes on an atom, can outweigh its gain)...
+AUTO_MIN_PAIRS = 2e7
+#: ...and where the fast sum is estimated to take more than this fraction of its time. The
+#: estimate errs high (BENCHMARKS.md, tenth and thirty-fifth sessions), so 1, and a tie goes to
+#: the fast sum: a one-level plan is the direct sum with the hierarchy's finite kernel, which
+#: vectorises over the atoms (with a thousand atoms about 2.3× the direct kernel's speed).
 AUTO_GAIN = 1.0
 #: How φ_c is summed: "auto" picks (:func:`use_fast`), "direct" or "fast" force one.
 METHODS = ("auto", "direct", "fast")
@@ -483,7 +486,7 @@ def use_fast(method, shape, spacing, n_atoms, periodic=False):
     ``"direct"``: never; ``"fast"``: always (an :class:`~pbsolver.InputError` with a periodic
     box, which it does not support); ``"auto"``: without a periodic box, where the direct
     sum has at least :data:`AUTO_MIN_PAIRS` pair terms and the estimated cost of the fast
-    sum is below :data:`AUTO_GAIN` times the direct sum's.
+    sum is at most :data:`AUTO_GAIN` times the direct sum's.
     """
     check_method(method)
     if method == "direct":
@@ -497,7 +500,7 @@ def use_fast(method, shape, spacing, n_atoms, periodic=False):
         return True
     if periodic or n_atoms * float(np.prod(shape)) < AUTO_MIN_PAIRS:
         return False
-    return fast_cost(shape, spacing, n_atoms) < AUTO_GAIN * direct_cost(shape, n_atoms)
+    return fast_cost(shape, spacing, n_atoms) <= AUTO_GAIN * direct_cost(shape, n_atoms)
 
 
 def _near_grid(level, pos, reach):
