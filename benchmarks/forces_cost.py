@@ -228,6 +228,7 @@ def main(argv=None):
           ", ".join(f"{k} {v:.3f}" for k, v in results["terms"].items()))  # fmt: skip
     if args.json:
         results["ratio"] = ratio
+        results["pbsolver"] = str(Path(pb.__file__).parent)  # which tree ran
         results["frame_ratio"] = frame_ratio
         results["args"] = vars(args)
         results["device"] = device_info(args.backend)

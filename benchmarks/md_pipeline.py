@@ -37,7 +37,8 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# the checkout's library after an installed or PYTHONPATH one (so PYTHONPATH=<tree> times <tree>)
+sys.path.append(str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from trajectory import frames_of  # noqa: E402, F401 (also used as md_pipeline.frames_of)
