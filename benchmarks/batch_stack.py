@@ -22,7 +22,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.append(str(Path(__file__).resolve().parents[1]))  # after an installed or PYTHONPATH tree
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from multi_gpu_batch import make_file  # noqa: E402

@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.append(str(Path(__file__).resolve().parents[1]))  # after an installed or PYTHONPATH tree
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from trajectory import frames_of  # noqa: E402

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.append(str(Path(__file__).resolve().parents[1]))  # after an installed or PYTHONPATH tree
 
 import pbsolver as pb  # noqa: E402
 from pbsolver.backends.frame_kernels import THREADS, blocks, cuda_kernels  # noqa: E402

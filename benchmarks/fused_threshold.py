@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.append(str(Path(__file__).resolve().parents[1]))  # after an installed or PYTHONPATH tree
 
 from pbsolver.backends.cuda import CUDABackend, fused_sweep  # noqa: E402
 from pbsolver.bench import environment, random_problem  # noqa: E402

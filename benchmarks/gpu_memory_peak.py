@@ -17,7 +17,7 @@ import sys
 import traceback
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.append(str(Path(__file__).resolve().parents[1]))  # after an installed or PYTHONPATH tree
 
 import pbsolver as pb  # noqa: E402
 from pbsolver import resources  # noqa: E402

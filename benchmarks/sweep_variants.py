@@ -44,7 +44,7 @@ from pathlib import Path
 import numpy as np
 from numba import cuda, from_dtype, int64, uint32, uint64
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.append(str(Path(__file__).resolve().parents[1]))  # after an installed or PYTHONPATH tree
 
 from benchmarks.sweep_pair_c import rb_pair32  # noqa: E402
 from pbsolver.backends.cuda import fused_sweep  # noqa: E402

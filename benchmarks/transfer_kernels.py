@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.append(str(Path(__file__).resolve().parents[1]))  # after an installed or PYTHONPATH tree
 
 from benchmarks.fused_threshold import gpu_ms  # noqa: E402
 from pbsolver.backends import Transfer  # noqa: E402
