@@ -42,22 +42,30 @@ def _types(args):
             return numba.typeof(a)
         if isinstance(a, bool):
             return numba.boolean
+        if isinstance(a, np.generic):
+            return numba.typeof(a)
         return numba.int64 if isinstance(a, int) else numba.float64
 
     return tuple(one(a) for a in args)
 
 
-def test_frame_line_end_kernels_compile(monkeypatch):
+@pytest.fixture
+def cuda(monkeypatch):
+    """numba.cuda compiling device functions for sm_90 (the capability of no device here)."""
     cuda = _compiler()
     import numba.cuda.dispatcher as dispatcher
 
-    # device functions compile for the current device's capability: give them sm_90's
     monkeypatch.setattr(dispatcher, "get_current_device",
                         lambda: SimpleNamespace(compute_capability=(9, 0)))  # fmt: skip
-    from pbsolver.backends.cuda import line_ends as L
+    return cuda
 
-    def z(*shape, dtype=np.float64):
-        return np.zeros(shape, dtype=dtype)
+
+def z(*shape, dtype=np.float64):
+    return np.zeros(shape, dtype=dtype)
+
+
+def test_frame_line_end_kernels_compile(cuda):
+    from pbsolver.backends.cuda import line_ends as L
 
     i8, b1 = np.int64, np.bool_
     nf, na = 2, 5
@@ -117,20 +125,12 @@ def test_frame_line_end_kernels_compile(monkeypatch):
         assert ".entry" in ptx
 
 
-def test_line_map_kernels_compile_with_their_scratch_helpers(monkeypatch):
+def test_line_map_kernels_compile_with_their_scratch_helpers(cuda):
     # the map kernels call their line bodies through a device function with ``*args`` that
     # declares the local scratch (cuda.maps.with_line_scratch / with_union_scratch); the
     # SES features' kernels compile the shared free-arc body
-    cuda = _compiler()
-    import numba.cuda.dispatcher as dispatcher
-
-    monkeypatch.setattr(dispatcher, "get_current_device",
-                        lambda: SimpleNamespace(compute_capability=(9, 0)))  # fmt: skip
     from pbsolver.backends import frame_kernels
     from pbsolver.backends.cuda import maps as M
-
-    def z(*shape, dtype=np.float64):
-        return np.zeros(shape, dtype=dtype)
 
     i8 = np.int64
     na, nf = 5, 2
@@ -158,5 +158,23 @@ def test_line_map_kernels_compile_with_their_scratch_helpers(monkeypatch):
     for kernel, args in ((M._k_ses_lines, ses), (M._k_sphere_union_lines, union),
                          (kernels.ses.edges, edges), (M.count_arcs_kernel, arcs_count),
                          (M.fill_circles_kernel, arcs_fill)):  # fmt: skip
+        ptx, _ = cuda.compile_ptx(kernel.py_func, _types(args), cc=(9, 0))
+        assert ".entry" in ptx
+
+
+def test_debye_huckel_kernels_compile_with_the_bodys_exp(cuda):
+    # the "mdh" term takes its exponential as an argument of make_point_sums (math.exp on CUDA,
+    # a vectorising one on the CPU): the general map kernel and the frame engine's tiled one
+    from pbsolver.backends import frame_kernels
+    from pbsolver.backends.cuda import maps as M
+
+    f4, f8, i4 = np.float32, np.float64, np.int32
+    general = (np.zeros(10), np.zeros((10, 3)), np.zeros((1, 5, 3)), np.zeros(5), np.zeros(5),
+               0.1, 1.0, 78.5, 2.0)  # fmt: skip
+    frames = (np.zeros((8, 4, 4), f8), np.zeros((2, 5, 3), f4), np.zeros(5, f4),
+              np.zeros(5, f4), np.zeros((6, 3), i4), f4(0.1), f4(78.5), f4(2.0), 1.0, 4,
+              np.zeros(3))  # fmt: skip
+    for kernel, args in ((M._k_debye_huckel_points, general),
+                         (frame_kernels.cuda_kernels().boundary, frames)):  # fmt: skip
         ptx, _ = cuda.compile_ptx(kernel.py_func, _types(args), cc=(9, 0))
         assert ".entry" in ptx
