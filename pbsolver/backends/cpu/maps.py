@@ -58,7 +58,6 @@ _line, _union_line, _ses_line = _S["line"], _S["union_line"], _S["ses_line"]
 _bin_count = _S["bin_count"]
 _count_arcs, _fill_circle = _S["count_arcs"], _S["fill_circle"]
 _coulomb_pair, _dh_term = _P["coulomb_pair"], _P["dh_term"]
-_coulomb_node = _P["coulomb_node"]
 plane_bins = B.plane_bins
 
 
@@ -453,13 +452,6 @@ def coulomb_sum(shape, origin, spacing, pos, q, scale, box=None, *, method="auto
     return out
 
 
-@njit(**_JIT, parallel=True)
-def _coulomb_points(out, points, rel, q, scale, tol2):
-    for p in prange(points.shape[0]):
-        out[p] = scale * _coulomb_node(rel, q, 0, points[p, 0], points[p, 1], points[p, 2], None,
-                                       tol2)  # fmt: skip
-
-
 def coulomb_points(points, pos, q, scale, tol2):
     """scale · Σ_a q_a / |p − r_a| at each of ``points`` (m, 3), Å: φ_c where a map is not needed.
 
@@ -467,41 +459,57 @@ def coulomb_points(points, pos, q, scale, tol2):
     (NaN for opposite charges), as a node does there with
     :func:`~pbsolver.backends.bodies.maps.on_node_tol2` of the grid's spacing.
     """
+    q = np.ascontiguousarray(q, dtype=float)
     out = np.empty(len(points))
-    _coulomb_points(
-        out, np.ascontiguousarray(points, dtype=float),
-        np.ascontiguousarray(pos, dtype=float)[None], np.ascontiguousarray(q, dtype=float),
-        float(scale), float(tol2),
-    )  # fmt: skip
+    _point_sums(out, np.ascontiguousarray(points, dtype=float),
+                np.ascontiguousarray(pos, dtype=float), q, q, False, float(tol2), 0.0,
+                float(scale), 1.0, 1.0)  # fmt: skip
     return out
 
 
-#: Points a work item of the Debye–Hückel sum: the atoms run outside, these points inside, in
-#: contiguous coordinates, so that the terms (their exponential included) vectorise.
-DH_POINT_BLOCK = 256
+#: Points a work item of the point sums (φ_c, Debye–Hückel): the atoms run outside, these
+#: points inside, in contiguous coordinates, so that the terms (the screening's exponential
+#: included) vectorise.
+POINT_BLOCK = 256
 
 
 @njit(**_JIT, parallel=True, fastmath=_FM)
-def _debye_huckel_points(out, points, pos, q, radii, kappa, coulomb, eps_out, eps_cavity):
-    # each point still adds its atoms' terms in atom order (the body's sum, term by term)
+def _point_sums(out, points, pos, q, radii, screened, tol2, kappa, scale, eps_out, eps_cavity):
+    """``scale`` · Σ over the atoms at each point: 1/r terms, or with ``screened`` the "mdh" ones.
+
+    Each point adds its atoms' terms in atom order: the Coulomb pairs as the body's
+    ``coulomb_node`` does (charged atoms only, carried into the total every 32 atoms), the
+    Debye–Hückel terms one by one.
+    """
     n = points.shape[0]
     inv_c = 1.0 / eps_cavity
-    for b in prange((n + DH_POINT_BLOCK - 1) // DH_POINT_BLOCK):
-        lo = b * DH_POINT_BLOCK
-        m = min(n, lo + DH_POINT_BLOCK) - lo
+    for b in prange((n + POINT_BLOCK - 1) // POINT_BLOCK):
+        lo = b * POINT_BLOCK
+        m = min(n, lo + POINT_BLOCK) - lo
         xs, ys, zs = (
             points[lo : lo + m, 0].copy(),
             points[lo : lo + m, 1].copy(),
             points[lo : lo + m, 2].copy(),
         )
         acc = np.zeros(m)
+        part = np.zeros(m)
         for a in range(q.shape[0]):
-            ax, ay, az, qa, ra = pos[a, 0], pos[a, 1], pos[a, 2], q[a], radii[a]
-            for s in range(m):
-                acc[s] += _dh_term(xs[s] - ax, ys[s] - ay, zs[s] - az, qa, ra, kappa, eps_out,
-                                   inv_c, 1.0)  # fmt: skip
+            ax, ay, az, qa = pos[a, 0], pos[a, 1], pos[a, 2], q[a]
+            if screened:
+                ra = radii[a]
+                for s in range(m):
+                    acc[s] += _dh_term(xs[s] - ax, ys[s] - ay, zs[s] - az, qa, ra, kappa,
+                                       eps_out, inv_c, 1.0)  # fmt: skip
+                continue
+            if qa != 0.0:
+                for s in range(m):
+                    part[s] += _coulomb_pair(xs[s] - ax, ys[s] - ay, zs[s] - az, qa, tol2)
+            if (a & 31) == 31:
+                for s in range(m):
+                    acc[s] += part[s]
+                    part[s] = 0.0
         for s in range(m):
-            out[lo + s] = coulomb * acc[s]
+            out[lo + s] = scale * (acc[s] + part[s])
 
 
 def debye_huckel_points(points, pos, q, radii, kappa, coulomb, eps_out, eps_cavity):
@@ -512,10 +520,10 @@ def debye_huckel_points(points, pos, q, radii, kappa, coulomb, eps_out, eps_cavi
     screened one alone.
     """
     out = np.empty(len(points))
-    _debye_huckel_points(
+    _point_sums(
         out, np.ascontiguousarray(points, dtype=float), np.ascontiguousarray(pos, dtype=float),
-        np.ascontiguousarray(q, dtype=float), np.ascontiguousarray(radii, dtype=float),
-        float(kappa), float(coulomb), float(eps_out), float(eps_cavity),
+        np.ascontiguousarray(q, dtype=float), np.ascontiguousarray(radii, dtype=float), True,
+        0.0, float(kappa), float(coulomb), float(eps_out), float(eps_cavity),
     )  # fmt: skip
     return out
 
