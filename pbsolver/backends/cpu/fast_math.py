@@ -13,58 +13,53 @@ import math
 import numpy as np
 from numba import njit
 
-_f32 = np.float32
-#: 2**n for n = −126 … 127 (index n + 126): the scale of the reduced argument.
-_POWERS_OF_TWO = np.array([2.0**n for n in range(-126, 128)], dtype=np.float32)
-_LOG2_E = _f32(1.0 / math.log(2.0))
-# ln 2 in two parts (Cody and Waite): n·_LN2_HIGH is exact in float32 for |n| < 2**8
-_LN2_HIGH, _LN2_LOW = _f32(0.693359375), _f32(math.log(2.0) - 0.693359375)
-_C2, _C3, _C4, _C5, _C6 = (_f32(1.0 / math.factorial(k)) for k in range(2, 7))
-_ONE, _HALF = _f32(1.0), _f32(0.5)
-#: The argument range kept: below it the result would be subnormal, above it overflow.
-EXP32_LOW, EXP32_HIGH = _f32(-87.0), _f32(88.0)
+_FASTMATH = {"reassoc", "contract", "nsz", "arcp"}
 
 
-@njit(cache=True, inline="always", fastmath={"reassoc", "contract", "nsz", "arcp"})
-def exp32(x):
-    """e**x in float32 for float32 ``x``, within 3e-7 relative for x in [−87, 88].
+def _make_exp(ftype, low, high, ln2_high, ln2_low, degree):
+    """e**x in ``ftype`` arithmetic for x in [``low``, ``high``], and one table read.
 
-    x = n ln 2 + r with |r| ≤ ln 2 / 2; e**r by its Taylor polynomial of degree 6 (its
-    remainder is below 1.2e-7 there); e**x = 2**n e**r. ``x`` is held to [−87, 88], so the
-    result is not 0 or inf outside it (the callers' arguments lie inside). Not for NaN.
+    x = n ln 2 + r with |r| ≤ ln 2 / 2 (ln 2 = ``ln2_high`` + ``ln2_low``, Cody and Waite:
+    ``ln2_high`` has trailing zero bits, so n·``ln2_high`` is exact for the n of the range, and
+    ``ln2_low`` carries the rest to ``ftype``'s precision); e**r by its Taylor
+    polynomial of ``degree`` (Horner, highest term first); e**x = 2**n e**r, 2**n read from a
+    table over the range. ``x`` is held to the range, so the result is not 0 or inf outside it.
+    Not for NaN.
     """
-    x = min(max(x, EXP32_LOW), EXP32_HIGH)
-    n = math.floor(x * _LOG2_E + _HALF)
-    fn = _f32(n)
-    r = x - fn * _LN2_HIGH - fn * _LN2_LOW
-    p = _ONE + r * (_ONE + r * (_C2 + r * (_C3 + r * (_C4 + r * (_C5 + r * _C6)))))
-    return p * _POWERS_OF_TWO[n + 126]
+    f = ftype
+    # the n of the range (one below, for the reduction's rounding in ``ftype``)
+    lo_n = math.floor(low / math.log(2.0) + 0.5) - 1
+    hi_n = math.floor(high / math.log(2.0) + 0.5)
+    powers = np.array([2.0**n for n in range(lo_n, hi_n + 1)], dtype=f)
+    coeffs = tuple(f(1.0 / math.factorial(k)) for k in range(degree, -1, -1))
+    log2_e, half, x_low, x_high = f(1.0 / math.log(2.0)), f(0.5), f(low), f(high)
+    ln2_hi, ln2_lo = f(ln2_high), f(ln2_low)
+
+    @njit(cache=True, inline="always", fastmath=_FASTMATH)
+    def exp(x):
+        x = min(max(x, x_low), x_high)
+        n = math.floor(x * log2_e + half)
+        fn = f(n)
+        r = (x - fn * ln2_hi) - fn * ln2_lo
+        p = coeffs[0]
+        for k in range(1, len(coeffs)):
+            p = coeffs[k] + r * p
+        return p * powers[n - lo_n]
+
+    return exp
 
 
-#: 2**n for n = −1022 … 1023 (index n + 1022), float64.
-_POWERS_OF_TWO_64 = np.array([2.0**n for n in range(-1022, 1024)])
-_LOG2_E_64 = 1.0 / math.log(2.0)
-# ln 2 in two parts (fdlibm's): n·_LN2_HIGH_64 is exact in float64 for |n| < 2**20
-_LN2_HIGH_64, _LN2_LOW_64 = 6.93147180369123816490e-01, 1.90821492927058770002e-10
-_D2, _D3, _D4, _D5, _D6, _D7, _D8, _D9, _D10, _D11, _D12, _D13 = (
-    1.0 / math.factorial(k) for k in range(2, 14)
+#: The argument range kept (float32): below it the result would be subnormal, above it overflow.
+EXP32_LOW, EXP32_HIGH = np.float32(-87.0), np.float32(88.0)
+#: e**x in float32 for float32 ``x``, within 3e-7 relative on [−87, 88]: degree 6, whose
+#: remainder is below 1.2e-7 for |r| ≤ ln 2 / 2.
+exp32 = _make_exp(
+    np.float32, float(EXP32_LOW), float(EXP32_HIGH), 0.693359375, math.log(2.0) - 0.693359375, 6
 )
-#: The argument range kept (float64): below it the result would be subnormal, above it overflow.
+#: The argument range kept (float64).
 EXP64_LOW, EXP64_HIGH = -708.0, 709.0
-
-
-@njit(cache=True, inline="always", fastmath={"reassoc", "contract", "nsz", "arcp"})
-def exp64(x):
-    """e**x in float64, within 3e-16 relative for x in [−708, 709].
-
-    As :func:`exp32`: x = n ln 2 + r with |r| ≤ ln 2 / 2; e**r by its Taylor polynomial of
-    degree 13 (its remainder is below 5e-18 there); e**x = 2**n e**r. ``x`` is held to
-    [−708, 709]. Not for NaN.
-    """
-    x = min(max(x, EXP64_LOW), EXP64_HIGH)
-    n = math.floor(x * _LOG2_E_64 + 0.5)
-    r = (x - n * _LN2_HIGH_64) - n * _LN2_LOW_64
-    p = _D11 + r * (_D12 + r * _D13)
-    p = _D7 + r * (_D8 + r * (_D9 + r * (_D10 + r * p)))
-    p = 1.0 + r * (1.0 + r * (_D2 + r * (_D3 + r * (_D4 + r * (_D5 + r * (_D6 + r * p))))))
-    return p * _POWERS_OF_TWO_64[int(n) + 1022]
+#: e**x in float64, within 3e-16 relative on [−708, 709]: degree 13, whose remainder is below
+#: 6e-18 for |r| ≤ ln 2 / 2 (fdlibm's split of ln 2).
+exp64 = _make_exp(
+    np.float64, EXP64_LOW, EXP64_HIGH, 6.93147180369123816490e-01, 1.90821492927058770002e-10, 13
+)

@@ -461,6 +461,7 @@ def coulomb_points(points, pos, q, scale, tol2):
     """
     q = np.ascontiguousarray(q, dtype=float)
     out = np.empty(len(points))
+    # unscreened: the radii, κ and permittivities are not read (q stands in for the radii)
     _point_sums(out, np.ascontiguousarray(points, dtype=float),
                 np.ascontiguousarray(pos, dtype=float), q, q, False, float(tol2), 0.0,
                 float(scale), 1.0, 1.0)  # fmt: skip
