@@ -499,6 +499,16 @@ elif [ "${1:-single}" = "s34" ]; then  # thirty-fourth session: exact forces on 
     step "batch_profile_$s" 150 python3 benchmarks/forces_profile.py --backend cuda --surface "$s" \
       --pqr data/1lpb_chainA.pqr --batch 32 --frames 1 --warmup 1 --top 70
   done
+elif [ "${1:-single}" = "s36" ]; then  # thirty-sixth session: the radial sums in shared tiles
+  # TESTS as s34; RADIAL="base prev": the radial-sum kernels of the trees in .gpu/<name> and of
+  # this tree, side by side; then s34's BATCH32/EXACT/BASE/PROFILE
+  [ -n "${TESTS:-}" ] && step gpu_tests 340 python3 -m pytest -n 4 -m gpu -q -p no:cacheprovider \
+    -W ignore::Warning -rs $([ "${TESTS}" = 1 ] || echo "${TESTS}")
+  for t in ${RADIAL:-} head; do
+    P=/tmp/site:$PWD; [ "$t" = head ] || P=/tmp/site:$PWD/.gpu/$t
+    PYTHONPATH=$P step "radial_$t" 60 python3 benchmarks/radial_sums_gpu.py --json "$R/radial_$t.json"
+  done
+  TESTS= bash "$0" s34
 elif [ "${1:-single}" = "multi" ]; then
   step frames_profile 100 python3 benchmarks/frames_profile.py --batches 1 32 \
     --json "$R/frames_profile.json"

@@ -662,10 +662,13 @@ def check_block_residual_norm():
 
 
 def check_force_radial_sums():
-    """The forces' φ_c and "mdh" sums against float64 NumPy.
+    """The forces' φ_c and "mdh" sums against float64 NumPy, and B frames in one launch.
 
-    The CPU loops form their terms in float32; the CUDA kernels sum in float64, a block for
-    ``SUM_CENTRES`` centres (11 here: full blocks and a part-full one).
+    The terms are float32 on both devices (relative coordinates, float64 totals), so the CUDA
+    sums are held to the CPU loops' tolerance. 200 nodes in chunks of two shared-memory tiles
+    (the last part-full), SUM_THREADS + 5 centres in two blocks (the last part-full); then
+    three frames of their own nodes and centres (one frame with none of either) in one launch,
+    against each frame summed alone.
     """
     from refgeom import radial_sums
 
@@ -673,22 +676,39 @@ def check_force_radial_sums():
     from pbsolver.backends.cuda import forces as gpu
 
     rng = ctx().rng
-    points = rng.uniform(-4.0, 4.0, (3, 70))
-    weights = rng.normal(size=70)
-    centres = rng.uniform(-3.0, 3.0, (11, 3))
-    radii = rng.uniform(1.0, 2.0, 11)
-    assert 1 < gpu.SUM_CENTRES < 11 and 11 % gpu.SUM_CENTRES  # several blocks, the last part-full
+    n = gpu.SUM_THREADS + 5
+    points = 40.0 + rng.uniform(-4.0, 4.0, (3, 200))
+    weights = rng.normal(size=200)
+    centres = 40.0 + rng.uniform(-3.0, 3.0, (n, 3))
+    radii = rng.uniform(1.0, 2.0, n)
     box = (9.0, 8.5, 10.0)
+
+    def near(got, want, what):
+        err = np.abs(got - want).max(axis=1) / np.abs(want).max(axis=1)
+        assert err.max() < 2e-5, (what, err.max())
+
     for args, what in (((), "Coulomb"), ((box,), "Coulomb, nearest image")):
-        want = radial_sums(points, weights, centres, *args)
-        close(gpu.coulomb_sums(points, weights, centres, *args), want, 1e-12, what)
+        near(gpu.coulomb_sums(points, weights, centres, *args),
+             radial_sums(points, weights, centres, *args), what)  # fmt: skip
     field = np.where(rng.uniform(size=(4, 5, 3)) < 0.7, rng.normal(size=(4, 5, 3)), 0.0)
-    origin, spacing = (-2.0, -2.5, -1.0), (0.9, 0.8, 1.1)
+    origin, spacing = (38.0, 37.5, 39.0), (0.9, 0.8, 1.1)
     want = radial_sums(*cpu_nodes(field, origin, spacing), centres)
-    close(gpu.coulomb_grid_sums(field, origin, spacing, centres), want, 1e-12, "Coulomb, grid")
+    near(gpu.coulomb_grid_sums(field, origin, spacing, centres), want, "Coulomb, grid")
     want = radial_sums(points, weights, centres, None, radii, 0.12, 78.5, 0.5)
-    close(gpu.debye_huckel_sums(points, weights, centres, radii, 0.12, 78.5, 2.0), want, 1e-12,
-          "Debye-Huckel")  # fmt: skip
+    near(gpu.debye_huckel_sums(points, weights, centres, radii, 0.12, 78.5, 2.0), want,
+         "Debye-Huckel")  # fmt: skip
+    # frames: nodes 0–120 with centres 0–9, none with none, nodes 120–200 with centres 9–n
+    node_start, centre_start = [0, 120, 120, 200], [0, 9, 9, n]
+    got = gpu.radial_sums(points, weights, centres, None, radii, 0.12, 78.5, 0.5,
+                          node_start=node_start, centre_start=centre_start)  # fmt: skip
+    for f in (0, 2):
+        nodes = slice(node_start[f], node_start[f + 1])
+        rows = slice(centre_start[f], centre_start[f + 1])
+        alone = gpu.radial_sums(points[:, nodes], weights[nodes], centres[rows], None,
+                                radii[rows], 0.12, 78.5, 0.5)  # fmt: skip
+        near(got[rows], radial_sums(points[:, nodes], weights[nodes], centres[rows], None,
+                                    radii[rows], 0.12, 78.5, 0.5), f"frame {f}")  # fmt: skip
+        assert np.abs(got[rows] - alone).max() <= 1e-6 * np.abs(alone).max(), f
 
 
 def check_force_sensitivities():

@@ -1,9 +1,10 @@
 """numba-cuda loops of the force sums (bodies in :mod:`pbsolver.backends.bodies.forces`).
 
 The CUDA twins of :func:`pbsolver.backends.cpu.forces.coulomb_sums` and
-:func:`~pbsolver.backends.cpu.forces.debye_huckel_sums`: one block per centre, its threads
-striding over the weighted nodes, then a fixed-order tree reduction in shared memory, so the
-result does not depend on scheduling; and of
+:func:`~pbsolver.backends.cpu.forces.debye_huckel_sums` (:func:`radial_sums`: a thread a
+centre, the nodes cut into chunks that blocks read in shared-memory tiles, float32 terms as on
+the CPU, each chunk's sums kept apart and added in a fixed order, so the result does not depend
+on scheduling); and of
 :func:`~pbsolver.backends.cpu.forces.coulomb_sensitivity` and
 :func:`~pbsolver.backends.cpu.forces.kappa_sensitivity` (one thread a node) and
 :func:`~pbsolver.backends.cpu.forces.grid_nodes` (array code). Device arrays in (CuPy, or NumPy
@@ -18,10 +19,13 @@ from numba import cuda
 from pbsolver.arrays import array_module
 from pbsolver.backends.bodies import forces as B
 from pbsolver.backends.cuda.device import launch_on_legacy_stream as launch
-from pbsolver.backends.launch_sizes import FINISH_THREADS, THREADS
+from pbsolver.backends.launch_sizes import FINISH_THREADS, THREADS, simulated
 
 _dev = cuda.jit(device=True)
-_term = _dev(B.make_radial_term(*(_dev(body) for body in B.radial_bodies(float))))
+# the radial sums' terms in float32 with approximate division and square root, as the CPU forms
+# them (its loops' fastmath flags)
+_fast = cuda.jit(device=True, fastmath=True)
+_term32 = _fast(B.make_radial_term(*(_fast(body) for body in B.radial_bodies(np.float32))))
 _sensitivity = _dev(B.coulomb_sensitivity_body)
 _kappa = _dev(B.kappa_sensitivity_body)
 _fraction = _dev(B.fraction_sensitivity_body)
@@ -107,86 +111,113 @@ def grid_nodes(field, origin, spacing):
     return points, flat[idx].astype(xp.float64)
 
 
-#: Centres a block of the radial sums: each node is read once for this many centres (a block a
-#: centre read the whole node list once per atom). 4 keeps a thread at 120 registers on sm_90
-#: (ptxas), two blocks of 256 a multiprocessor; 8 took 186, one block.
-SUM_CENTRES = 4
+#: Threads (= centres) a block of the radial sums; their nodes go by in shared-memory tiles of as
+#: many.
+SUM_THREADS = FINISH_THREADS
+#: Blocks the radial sums aim for (the node list is cut into as many chunks as it takes to
+#: reach this count with the centres' blocks, four a multiprocessor on an H200); each chunk's
+#: sums are kept apart and added in a fixed order, so the result depends on the sizes only.
+SUM_BLOCKS = 8 if simulated() else 528
 
 
-@cuda.jit
-def _k_radial_sums(points, weights, centres, box, periodic, mdh, radii, kappa, eps_out, inv_c,
-                   out):  # fmt: skip
-    """Block b: Σ_p w_p g(|p − c_i|)(p − c_i) of the centres i = b·SUM_CENTRES + k.
+@cuda.jit(fastmath=True)
+def _k_radial_sums(px, py, pz, weights, centres, box, periodic, mdh, radii, kappa, eps_out, inv_c,
+                   node_start, centre_start, chunk, partial):  # fmt: skip
+    """Σ_p w_p g(|p − c_i|)(p − c_i) over chunk ``blockIdx.y`` of the nodes, into ``partial``.
 
-    g is the Coulomb or (``mdh``) the Debye–Hückel slope. Each centre's sum is formed as by a
-    block of its own: thread t adds the nodes t, t + FINISH_THREADS, … in order, then a tree
-    over the threads, so the results do not depend on SUM_CENTRES.
+    Frame f = ``blockIdx.z`` owns the centres ``centre_start[f] …`` and the nodes
+    ``node_start[f] …``; thread t of block (b, y, f) holds its frame's centre b·SUM_THREADS + t
+    and adds the nodes of chunk y (``chunk`` of them), read in shared-memory tiles of
+    SUM_THREADS that every thread of the block reads, as float32 terms (coordinates relative to
+    a point near the centres) summed in float32 over a tile and in float64 over the tiles. Its
+    three sums go to ``partial[y, i]``: the caller adds the chunks in order.
     """
-    first = cuda.blockIdx.x * SUM_CENTRES
+    f = cuda.blockIdx.z
     t = cuda.threadIdx.x
-    acc = cuda.shared.array((3, FINISH_THREADS), dtype=np.float64)
-    # the centres in shared memory (every thread reads them all), the sums in registers
-    c = cuda.shared.array((SUM_CENTRES, 4), dtype=np.float64)  # x, y, z, radius
-    g = cuda.local.array((SUM_CENTRES, 3), dtype=np.float64)
-    n = centres.shape[0]
-    if t < SUM_CENTRES:
-        i = min(first + t, n - 1)  # past the last centre: the last again, not written
-        c[t, 0] = centres[i, 0]
-        c[t, 1] = centres[i, 1]
-        c[t, 2] = centres[i, 2]
-        c[t, 3] = radii[i]
-    for k in range(SUM_CENTRES):
-        for a in range(3):
-            g[k, a] = 0.0
-    cuda.syncthreads()
-    px, py, pz = points[0], points[1], points[2]
-    for p in range(t, points.shape[1], FINISH_THREADS):
-        for k in range(SUM_CENTRES):
-            fx, fy, fz = _term(px, py, pz, weights, p, c[k, 0], c[k, 1], c[k, 2], box, periodic,
-                               mdh, c[k, 3], kappa, eps_out, inv_c)  # fmt: skip
-            g[k, 0] += fx
-            g[k, 1] += fy
-            g[k, 2] += fz
-    for k in range(SUM_CENTRES):
-        for a in range(3):
-            acc[a, t] = g[k, a]
+    first, last = centre_start[f], centre_start[f + 1]
+    i = first + cuda.blockIdx.x * SUM_THREADS + t
+    lo = node_start[f] + cuda.blockIdx.y * chunk
+    hi = min(node_start[f + 1], lo + chunk)
+    if first + cuda.blockIdx.x * SUM_THREADS >= last or lo >= hi:
+        return  # the whole block: a frame with fewer centres or nodes than the launch's largest
+    sx = cuda.shared.array(SUM_THREADS, dtype=np.float32)
+    sy = cuda.shared.array(SUM_THREADS, dtype=np.float32)
+    sz = cuda.shared.array(SUM_THREADS, dtype=np.float32)
+    sw = cuda.shared.array(SUM_THREADS, dtype=np.float32)
+    c = min(i, last - 1)  # past the frame's last centre: the last again, not written
+    cx, cy, cz, radius = centres[c, 0], centres[c, 1], centres[c, 2], radii[c]
+    gx, gy, gz = 0.0, 0.0, 0.0
+    for base in range(lo, hi, SUM_THREADS):
+        p = base + t
+        if p < hi:
+            sx[t] = px[p]
+            sy[t] = py[p]
+            sz[t] = pz[p]
+            sw[t] = weights[p]
         cuda.syncthreads()
-        s = FINISH_THREADS // 2
-        while s > 0:
-            if t < s:
-                for a in range(3):
-                    acc[a, t] += acc[a, t + s]
-            cuda.syncthreads()
-            s //= 2
-        if t == 0 and first + k < n:
-            for a in range(3):
-                out[first + k, a] = acc[a, 0]
+        tx, ty, tz = np.float32(0.0), np.float32(0.0), np.float32(0.0)
+        for k in range(min(SUM_THREADS, hi - base)):
+            fx, fy, fz = _term32(sx, sy, sz, sw, k, cx, cy, cz, box, periodic, mdh, radius,
+                                 kappa, eps_out, inv_c)  # fmt: skip
+            tx += fx
+            ty += fy
+            tz += fz
+        gx += tx
+        gy += ty
+        gz += tz
         cuda.syncthreads()
+    if i < last:
+        partial[cuda.blockIdx.y, i, 0] = gx
+        partial[cuda.blockIdx.y, i, 1] = gy
+        partial[cuda.blockIdx.y, i, 2] = gz
 
 
-def _sums(points, weights, centres, box=None, radii=None, kappa=0.0, eps_out=1.0, inv_c=1.0):
+def radial_sums(points, weights, centres, box=None, radii=None, kappa=0.0, eps_out=1.0,
+                inv_c=1.0, node_start=None, centre_start=None):  # fmt: skip
+    """Σ_p w_p g(|p − c_i|)(p − c_i) for every centre: (n, 3) float64, in the arrays' library.
+
+    g is the Coulomb slope 1/r³, or with ``radii`` the "mdh" slope. ``points`` (3, m), one row
+    per axis. With ``node_start``/``centre_start`` (host int arrays of B + 1 offsets) the
+    centres of frame f sum over the nodes of frame f only: B frames in one launch. The terms
+    are float32 as on the CPU (:func:`pbsolver.backends.cpu.forces.coulomb_sums`), relative to
+    the middle of all the centres.
+    """
     xp = array_module(points)
-    n = len(centres)
-    out = xp.zeros((n, 3))
-    if n == 0 or points.shape[1] == 0:
-        return out
+    n, m = len(centres), points.shape[1]
+    if n == 0 or m == 0:
+        return xp.zeros((n, 3))
+    node_start = np.asarray([0, m] if node_start is None else node_start, dtype=np.int64)
+    centre_start = np.asarray([0, n] if centre_start is None else centre_start, dtype=np.int64)
+    frames = len(node_start) - 1
     periodic = box is not None
     mdh = radii is not None
+    centres = xp.asarray(centres, dtype=xp.float64)
+    ref = 0.5 * (centres.min(axis=0) + centres.max(axis=0))  # float32 differences near them
+    rows = (xp.asarray(points, dtype=xp.float64) - ref[:, None]).astype(xp.float32)
 
-    def dev(a):
-        return xp.ascontiguousarray(xp.asarray(a, dtype=xp.float64))
+    def f32(a):
+        return xp.ascontiguousarray(xp.asarray(a, dtype=xp.float32))
 
-    launch(_k_radial_sums, -(-n // SUM_CENTRES), FINISH_THREADS,
-        dev(points), dev(weights), dev(centres),
-        dev(box if periodic else (1.0, 1.0, 1.0)), periodic, mdh,
-        dev(radii if mdh else np.zeros(n)), float(kappa), float(eps_out), float(inv_c), out,
+    most_centres = int(np.diff(centre_start).max())
+    most_nodes = int(np.diff(node_start).max())
+    across = -(-most_centres // SUM_THREADS)
+    chunks = max(1, min(-(-most_nodes // SUM_THREADS), -(-SUM_BLOCKS // (across * frames))))
+    chunk = -(-most_nodes // chunks)
+    partial = xp.zeros((chunks, n, 3))  # a frame's chunks past its nodes add nothing
+    launch(_k_radial_sums, (across, chunks, frames), SUM_THREADS,
+        xp.ascontiguousarray(rows[0]), xp.ascontiguousarray(rows[1]),
+        xp.ascontiguousarray(rows[2]), f32(weights),
+        f32(centres - ref),
+        f32(box if periodic else (1.0, 1.0, 1.0)), periodic, mdh,
+        f32(radii if mdh else np.zeros(n)), np.float32(kappa), np.float32(eps_out),
+        np.float32(inv_c), xp.asarray(node_start), xp.asarray(centre_start), int(chunk), partial,
     )  # fmt: skip
-    return out
+    return partial.sum(axis=0)  # a fixed order: the same sums whatever the scheduling
 
 
 def coulomb_sums(points, weights, centres, box=None):
     """Σ_p w_p (p − c_i)/|p − c_i|³ for every centre (nearest image with ``box``): (n, 3)."""
-    return _sums(points, weights, centres, box)
+    return radial_sums(points, weights, centres, box)
 
 
 def coulomb_grid_sums(field, origin, spacing, centres, box=None):
@@ -196,7 +227,9 @@ def coulomb_grid_sums(field, origin, spacing, centres, box=None):
 
 def debye_huckel_sums(points, weights, centres, radii, kappa, eps_out, eps_cavity):
     """Σ_p w_p (−T_i'(r)/r)(p − c_i) of the "mdh" terms for every centre: (n, 3)."""
-    return _sums(points, weights, centres, None, radii, kappa, eps_out, 1.0 / float(eps_cavity))
+    return radial_sums(
+        points, weights, centres, None, radii, kappa, eps_out, 1.0 / float(eps_cavity)
+    )
 
 
 __all__ = [
