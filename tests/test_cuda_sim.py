@@ -677,11 +677,16 @@ def check_force_radial_sums():
 
     rng = ctx().rng
     n = gpu.SUM_THREADS + 5
-    points = 40.0 + rng.uniform(-4.0, 4.0, (3, 200))
-    weights = rng.normal(size=200)
     centres = 40.0 + rng.uniform(-3.0, 3.0, (n, 3))
     radii = rng.uniform(1.0, 2.0, n)
     box = (9.0, 8.5, 10.0)
+    # nodes whose nearest image of every centre is clear: one within float32 rounding of half a
+    # box from a centre takes either image (the sum jumps there, on either device)
+    points = 40.0 + rng.uniform(-4.0, 4.0, (3, 260))
+    d = (points.T[None] - centres[:, None]) / np.asarray(box) + 0.5
+    clear = (np.abs(d - np.round(d)) > 1e-5).all(axis=(0, 2))
+    points = points[:, clear][:, :200]
+    weights = rng.normal(size=200)
 
     def near(got, want, what):
         err = np.abs(got - want).max(axis=1) / np.abs(want).max(axis=1)
@@ -709,6 +714,15 @@ def check_force_radial_sums():
         near(got[rows], radial_sums(points[:, nodes], weights[nodes], centres[rows], None,
                                     radii[rows], 0.12, 78.5, 0.5), f"frame {f}")  # fmt: skip
         assert np.abs(got[rows] - alone).max() <= 1e-6 * np.abs(alone).max(), f
+    # the φ_c sums of two frames of a stack with a padding plane, against the CPU's frame loop
+    from pbsolver.backends.cpu import forces as cpu
+
+    stack = np.where(rng.uniform(size=(10, 5, 3)) < 0.7, rng.normal(size=(10, 5, 3)), 0.0)
+    stack[[4, 9]] = 0.0  # padding planes: stride 5, nx 4
+    starts = [0, 9, n]
+    got = gpu.frame_grid_coulomb_sums(stack, origin, spacing, 5, 4, centres, starts)
+    want = cpu.frame_grid_coulomb_sums(stack, origin, spacing, 5, 4, centres, starts)
+    near(got, want, "Coulomb, frames of a stack")
 
 
 def check_force_sensitivities():

@@ -937,9 +937,10 @@ def test_stacked_engine_forces_equal_the_general_engines(surface, salt, dtype):
 
 
 def test_stacked_engine_forces_take_each_frames_recorded_ends(monkeypatch):
-    """The calculator hands each frame its own line ends where the engine records them (CUDA:
-    all frames at once); here each frame's CPU ends stand in, and the forces are the same as
-    those of the lines recorded frame by frame."""
+    """The calculator hands the forces every frame's line ends as one set on the engine's stack
+    where the engine records them (CUDA: all frames at once); here each frame's CPU ends, moved
+    to its block of the stack, stand in, and the forces are the same as those of the lines
+    recorded frame by frame."""
     from pbsolver.backends.cpu import line_ends
     from pbsolver.md.engine import StackedFrames
 
@@ -977,23 +978,48 @@ def test_stacked_engine_forces_take_each_frames_recorded_ends(monkeypatch):
         return line_ends.sphere_end_slopes(2, us, vs, t0, grid.spacing[2], grid.shape[2], pos,
                                            ion, bins_for(pos, ion, 2, us, vs))  # fmt: skip
 
-    calls = []
-    monkeypatch.setattr(
-        StackedFrames,
-        "ses_interval_ends",
-        lambda self: calls.append("ses") or [ses_ends(p) for p in frames],
-    )
-    monkeypatch.setattr(
-        StackedFrames,
-        "ion_interval_ends",
-        lambda self, nf: calls.append("ion") or [ion_ends(p) for p in frames],
-    )
+    calls, n = [], len(atoms)
+
+    def stacked_ses(engine):
+        calls.append("ses")
+        each = [ses_ends(p) for p in frames]
+        return [_stacked_ends([e[axis] for e in each], axis, engine.stride, n)
+                for axis in range(3)]  # fmt: skip
+
+    def stacked_ions(engine, nf):
+        calls.append("ion")
+        return _stacked_ends([ion_ends(p) for p in frames], 2, engine.stride, n, scale=2)
+
+    monkeypatch.setattr(StackedFrames, "ses_interval_ends", stacked_ses)
+    monkeypatch.setattr(StackedFrames, "ion_interval_ends", stacked_ions)
     got = pb.ReactionFieldCalculator(atoms, **kw).compute_batch(frames)
     assert calls == ["ses", "ion"]
     for a, b in zip(got, ref, strict=True):
         assert a.grid == b.grid
         np.testing.assert_allclose(a.forces, b.forces, rtol=0,
                                    atol=1e-12 * np.abs(b.forces).max())  # fmt: skip
+
+
+def _stacked_ends(per_frame, axis, stride, n, scale=1):
+    """Frames' own line ends as the engine gives them: one set on its stack.
+
+    Frame k's x indices (the bins along x, else the lines' first index, ``scale`` lines a
+    plane) move by k·stride, its atoms by k·n (the rows of all frames' atoms).
+    """
+    lines, bins, owners, slopes, unmatched = [], [], [], [], 0
+    for k, (li, bi, at, sl, *rest) in enumerate(per_frame):
+        li, bi = np.array(li, dtype=np.int64), np.array(bi, dtype=np.int64)
+        if axis == 0:
+            bi += k * stride
+        else:
+            li[:, 0] += k * stride * scale
+        lines.append(li)
+        bins.append(bi)
+        owners.append(np.where(at >= 0, at + k * n, -1))
+        slopes.append(sl)
+        unmatched += int(rest[0]) if rest else 0
+    return (np.concatenate(lines), np.concatenate(bins), np.concatenate(owners),
+            np.concatenate(slopes), unmatched)  # fmt: skip
 
 
 def test_stacked_engine_forces_match_central_differences():

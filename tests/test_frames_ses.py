@@ -338,11 +338,13 @@ def test_cuda_ses_kernels_equal_the_cpu_ones_under_the_simulator():
         ses.run([np.zeros(big) for _ in range(3)], pos, origin, stride)
         ends = ses.interval_ends()
         crossings = 0
+        for axis in range(3):
+            refs = [_cpu_interval_ends(pos[f], radii, 1.4, grid, axis, 0.3, 10) for f in range(2)]
+            assert ends[axis][4] == refs[0][4] + refs[1][4]  # unmatched
         for f in range(2):
             for axis in range(3):
                 ref = _cpu_interval_ends(pos[f], radii, 1.4, grid, axis, 0.3, 10)
-                got = ends[f][axis]
-                assert got[4] == ref[4]  # unmatched
+                got = _frame_ends(ends[axis], f, axis, stride, nx, 5)
                 a, b = _canonical(ref), _canonical(got)
                 for x, y in zip(a[:3], b[:3], strict=True):
                     np.testing.assert_array_equal(y, x)
@@ -356,7 +358,8 @@ def test_cuda_ses_kernels_equal_the_cpu_ones_under_the_simulator():
             sens = [rng.normal(size=grid.shape) for _ in range(3)]
             args = (pos[f], radii, np.arange(5), 1.4, grid, sens, 5)
             want = ses_gradient(*args, ses_step=0.3, nbisect=10)
-            got = ses_gradient(*args, ses_step=0.3, nbisect=10, ends=ends[f])
+            mine = [(*_frame_ends(ends[axis], f, axis, stride, nx, 5), 0) for axis in range(3)]
+            got = ses_gradient(*args, ses_step=0.3, nbisect=10, ends=mine)
             np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12 * np.abs(want).max())
             assert np.abs(want).max() > 0
     # the ion-accessible lines' chord ends of both frames (κ̄²'s force term), likewise
@@ -366,7 +369,7 @@ def test_cuda_ses_kernels_equal_the_cpu_ones_under_the_simulator():
 
     ion = radii + 2.0
     got = ion_line_ends(_SimBackend(), _SimBackend().frame_kernels().ion_ends, pos, origin,
-                        np.tile(ion, 2), grid.shape, grid.spacing, 2)  # fmt: skip
+                        np.tile(ion, 2), grid.shape, grid.spacing, 2, stride)  # fmt: skip
     for f in range(2):
         us, vs, t0 = maps.ion_lines(grid, 2)
         bins = maps.line_bins(pos[f], ion, 2, us, vs)
@@ -374,7 +377,8 @@ def test_cuda_ses_kernels_equal_the_cpu_ones_under_the_simulator():
             2, us, vs, t0, grid.spacing[2], grid.shape[2], pos[f], ion, bins
         )  # one sphere an end: the used columns of the CPU's
         a = _canonical((lines, kbins, owner[:, :1], slopes[:, :1]))
-        b = _canonical(got[f])
+        mine = _frame_ends(got, f, 2, stride, nx, 5, scale=2)
+        b = _canonical(mine)
         for x, y in zip(a[:3], b[:3], strict=True):
             np.testing.assert_array_equal(y, x)
         np.testing.assert_allclose(b[3], a[3], rtol=0, atol=1e-12)
@@ -383,8 +387,26 @@ def test_cuda_ses_kernels_equal_the_cpu_ones_under_the_simulator():
         sens = rng.normal(size=grid.shape)
         want = ionic_gradient(atoms, grid, sens, 0.8, 2.0, subsamples=2)
         np.testing.assert_allclose(ionic_gradient(atoms, grid, sens, 0.8, 2.0, subsamples=2,
-                                                  ends=got[f]), want, rtol=1e-12,
+                                                  ends=mine), want, rtol=1e-12,
                                    atol=1e-12 * np.abs(want).max())  # fmt: skip
+
+
+def _frame_ends(stacked, f, axis, stride, nx, n, scale=1):
+    """Frame f's own ends (its grid's indices, its atoms) from a set of ends on a stack.
+
+    The engine's ends move frame f's x indices (the bins along x, else the lines' first index,
+    ``scale`` lines a plane) by f·stride and its atoms by f·n.
+    """
+    lines, bins, atoms, slopes = (np.array(a) for a in stacked[:4])
+    x = bins if axis == 0 else lines[:, 0] // scale
+    keep = (x >= f * stride) & (x < f * stride + nx)
+    lines, bins, atoms, slopes = lines[keep], bins[keep], atoms[keep], slopes[keep]
+    if axis == 0:
+        bins -= f * stride
+    else:
+        lines[:, 0] -= f * stride * scale
+    assert ((atoms < 0) | ((atoms >= f * n) & (atoms < (f + 1) * n))).all()
+    return lines, bins, np.where(atoms >= 0, atoms - f * n, -1), slopes
 
 
 def _canonical(ends):

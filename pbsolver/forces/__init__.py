@@ -49,8 +49,9 @@ Where the energy is not differentiable
   gradient these forces are (checked against the maps at ``nbisect=45``).
 
 The stacked frame engine (:mod:`pbsolver.md.engine`) solves the adjoint equations of a batch as
-one stacked solve and hands each frame's maps to :func:`forces_from_adjoint`, the terms of
-:func:`solvation_forces` after its adjoint solve.
+one stacked solve and hands the stack's maps to :func:`frames_forces_from_adjoint`: the terms of
+:func:`solvation_forces` after its adjoint solve (:func:`forces_from_adjoint` is its one-frame
+case) for every frame at once.
 """
 
 from pbsolver.forces.differences import central_difference_forces
@@ -60,6 +61,7 @@ from pbsolver.forces.gradient import (
     Forces,
     adjoint_source,
     forces_from_adjoint,
+    frames_forces_from_adjoint,
     solvation_forces,
     supports,
 )
@@ -71,6 +73,7 @@ __all__ = [
     "adjoint_source",
     "central_difference_forces",
     "forces_from_adjoint",
+    "frames_forces_from_adjoint",
     "solvation_forces",
     "supports",
 ]

@@ -54,25 +54,34 @@ def coulomb_sensitivity(problem, lam):
 
 
 def boundary_sensitivity(problem, lam, spread):
-    """ν = ∂G/∂g on the outer layer (zero inside), equation (3); ``spread`` is ½ Iᵀq.
+    """ν = ∂G/∂g on the outer layer (zero inside), equation (3); ``spread`` is ½ Iᵀq."""
+    xp = array_module(lam)
+    return boundary_weights(face_maps(problem, xp), lam, spread, problem.grid.spacing)
+
+
+def boundary_weights(faces, lam, spread, spacing):
+    """ν of equation (3) from the face maps: arrays (…, nx, ny, nz), leading axes frames.
 
     Only the unknown neighbour across the face perpendicular to a fixed node's side couples to
     it (its other neighbours are fixed, λ = 0 there), so ν is formed on the six sides alone.
     """
     xp = array_module(lam)
-    faces = face_maps(problem, xp)
-    nu = xp.zeros(problem.grid.shape)
-    sides = [((slice(None),) * axis, node, inner)
-             for axis, n in enumerate(lam.shape)
+    nu = xp.zeros(lam.shape)
+
+    def at(axis, node):  # plane ``node`` across ``axis`` of the last three axes
+        return (Ellipsis,) + (slice(None),) * axis + (node,) + (slice(None),) * (2 - axis)
+
+    sides = [(axis, node, inner)
+             for axis, n in enumerate(lam.shape[-3:])
              for node, inner in ((0, 1), (n - 1, n - 2))]  # fmt: skip
-    for at, node, _ in sides:  # ½ Iᵀq on the outer layer (edges written twice, the same value)
-        nu[(*at, node)] = spread[(*at, node)]
-    for at, node, inner in sides:
+    for axis, node, _ in sides:  # ½ Iᵀq on the outer layer (edges written twice, the same value)
+        nu[at(axis, node)] = spread[at(axis, node)]
+    for axis, node, inner in sides:
         # the low side's node 0 couples to node 1 through face 0; the high side's node n − 1 to
         # node n − 2 through face n − 2
-        h = problem.grid.spacing[len(at)]
-        c = xp.asarray(faces[len(at)][(*at, min(node, inner))], dtype=xp.float64) / (h * h)
-        nu[(*at, node)] += c * lam[(*at, inner)]
+        h = spacing[axis]
+        c = xp.asarray(faces[axis][at(axis, min(node, inner))], dtype=xp.float64) / (h * h)
+        nu[at(axis, node)] += c * lam[at(axis, inner)]
     return nu
 
 
@@ -87,12 +96,26 @@ def outer_layer_points(grid, field, xp):
     Searches the outer layer's nodes only (a whole-grid search dominated the boundary term on
     the GPU).
     """
+    points, values, _ = frames_outer_layer_points(grid, field[None], xp)
+    return points, values
+
+
+def frames_outer_layer_points(grid, fields, xp):
+    """:func:`outer_layer_points` of B fields (B, nx, ny, nz) of ``grid``, frame after frame.
+
+    Returns ``(points (3, m), values (m,), node_start)``: frame f's nodes are
+    ``node_start[f] … node_start[f + 1]`` (host ints), in :func:`outer_layer_points`' order.
+    """
     idx = _outer_layer_indices(grid.shape, xp)
-    values = field.reshape(-1)[idx]
+    frames = fields.shape[0]
+    values = fields.reshape(frames, -1)[:, idx].reshape(-1)
     keep = xp.flatnonzero(values)
-    ijk = xp.unravel_index(idx[keep], grid.shape)
+    frame = keep // len(idx)
+    ijk = xp.unravel_index(idx[keep % len(idx)], grid.shape)
     points = xp.stack([grid.origin[a] + ijk[a] * grid.spacing[a] for a in range(3)])
-    return points, values[keep].astype(xp.float64)
+    node_start = xp.searchsorted(frame, xp.arange(frames + 1))
+    node_start = np.asarray(node_start.get() if hasattr(node_start, "get") else node_start)
+    return points, values[keep].astype(xp.float64), node_start
 
 
 _OUTER_LAYERS = {}
@@ -128,13 +151,29 @@ def force_loops(xp):
 
 def coulomb_gradient(atoms, grid, mu, eps_cavity, *, box=None):
     """∂G/∂r_i through φ_c in b, equation (2): (n, 3) in the library of ``mu``."""
+    return frames_coulomb_gradient(atoms.charges, atoms.positions[None], grid, grid.shape[0], mu,
+                                   eps_cavity, box=box)[0]  # fmt: skip
+
+
+def frames_coulomb_gradient(charges, positions, grid, stride, mu, eps_cavity, *, box=None):
+    """:func:`coulomb_gradient` of B frames of a stack: (B, n, 3).
+
+    ``positions`` (B, n, 3) host; ``mu`` (B·stride, ny, nz), frame f's μ on its planes
+    f·stride … f·stride + nx − 1 of ``grid`` (zero on the padding planes between).
+    """
     xp = array_module(mu)
-    charged = np.flatnonzero(atoms.charges != 0)
-    pos = xp.asarray(atoms.positions[charged], dtype=xp.float64)
-    q = xp.asarray(atoms.charges[charged], dtype=xp.float64)
-    out = xp.zeros((len(atoms), 3))
-    g = force_loops(xp).coulomb_grid_sums(mu, grid.origin, grid.spacing, pos, box)
-    out[xp.asarray(charged)] = (COULOMB_KJ / eps_cavity) * q[:, None] * g
+    positions = np.asarray(positions, dtype=np.float64)
+    frames, n = positions.shape[:2]
+    charged = np.flatnonzero(np.asarray(charges) != 0)
+    q = xp.asarray(np.asarray(charges, dtype=np.float64)[charged])
+    centres = xp.asarray(positions[:, charged].reshape(-1, 3))
+    starts = np.arange(frames + 1) * len(charged)
+    g = force_loops(xp).frame_grid_coulomb_sums(mu, grid.origin, grid.spacing, int(stride),
+                                                grid.shape[0], centres, starts, box)  # fmt: skip
+    out = xp.zeros((frames, n, 3))
+    out[:, xp.asarray(charged)] = (
+        (COULOMB_KJ / eps_cavity) * q[None, :, None] * g.reshape(frames, len(charged), 3)
+    )
     return out
 
 
@@ -144,22 +183,18 @@ def boundary_gradient(atoms, grid, nu, physics, kind):
     ``physics`` gives ε_in (= ε_c), ε_out, κ and the ion radius, as
     :func:`pbsolver.molecule.maps.boundary_values` used them.
     """
+    if kind in ("mdh", "zero"):
+        return frames_boundary_gradient(atoms.charges, atoms.radii, atoms.positions[None], grid,
+                                        nu[None], physics, kind)[0]  # fmt: skip
+    if kind != "sdh":
+        raise InputError(f"boundary kind must be 'mdh', 'sdh' or 'zero', got {kind!r}")
     xp = array_module(nu)
     pos = xp.asarray(atoms.positions, dtype=xp.float64)
     q = xp.asarray(atoms.charges, dtype=xp.float64)
     grad = xp.zeros(pos.shape)
-    if kind == "zero":
-        return grad
-    if kind not in ("mdh", "sdh"):
-        raise InputError(f"boundary kind must be 'mdh', 'sdh' or 'zero', got {kind!r}")
     pts, w = outer_layer_points(grid, nu, xp)
     kappa, eps_out, eps_c = physics.kappa, physics.eps_out, physics.eps_in
     sums = force_loops(xp)
-    if kind == "mdh":
-        # ∂g/∂r_i = −k q_i T'(r)(r_n − r_i)/r: the sum of −T'(r)/r (r_n − r_i)
-        radii = atoms.radii + physics.ion_radius
-        return COULOMB_KJ * q[:, None] * sums.debye_huckel_sums(pts, w, pos, radii, kappa,
-                                                                eps_out, eps_c)  # fmt: skip
     # sdh: the exact unscreened sum ...
     unscreened = -sums.coulomb_sums(pts, w, pos)
     grad += (COULOMB_KJ / eps_c) * q[:, None] * unscreened
@@ -190,13 +225,40 @@ def boundary_gradient(atoms, grid, nu, physics, kind):
     return grad + xp.asarray(extra)
 
 
+def frames_boundary_gradient(charges, radii, positions, grid, nu, physics, kind):
+    """:func:`boundary_gradient` of B frames, kinds "mdh" and "zero": (B, n, 3).
+
+    ``positions`` (B, n, 3) host; ``nu`` (B, nx, ny, nz), each frame's ν on ``grid``.
+    """
+    xp = array_module(nu)
+    positions = np.asarray(positions, dtype=np.float64)
+    frames, n = positions.shape[:2]
+    if kind == "zero":
+        return xp.zeros((frames, n, 3))
+    if kind != "mdh":
+        raise InputError(f"the boundary term of B frames covers 'mdh' and 'zero', got {kind!r}")
+    pts, w, node_start = frames_outer_layer_points(grid, nu, xp)
+    # ∂g/∂r_i = −k q_i T'(r)(r_n − r_i)/r: the sum of −T'(r)/r (r_n − r_i)
+    sums = force_loops(xp).frame_radial_sums(
+        pts, w, xp.asarray(positions.reshape(-1, 3)), node_start, np.arange(frames + 1) * n,
+        None, np.tile(np.asarray(radii, dtype=np.float64) + physics.ion_radius, frames),
+        physics.kappa, physics.eps_out, 1.0 / float(physics.eps_in),
+    )  # fmt: skip
+    q = xp.asarray(np.asarray(charges, dtype=np.float64))
+    return COULOMB_KJ * q[None, :, None] * sums.reshape(frames, n, 3)
+
+
 __all__ = [
     "boundary_gradient",
+    "boundary_weights",
     "boundary_sensitivity",
     "coulomb_gradient",
     "coulomb_sensitivity",
     "face_maps",
     "force_loops",
+    "frames_boundary_gradient",
+    "frames_coulomb_gradient",
+    "frames_outer_layer_points",
     "node_points",
     "outer_layer_points",
 ]

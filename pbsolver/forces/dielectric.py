@@ -76,15 +76,33 @@ def dielectric_gradient(atoms, problem, phi, lam, physics, *, box=None, ses_step
     ``ses_ends``: the SES interval ends, already recorded
     (:func:`~pbsolver.forces.ses.ses_gradient`'s ``ends``).
     """
-    grid = problem.grid
-    if physics.surface == "smol" or array_module(phi) is not np:
+    sens = face_sensitivities(problem, phi, lam, physics, at_reads=True)
+    return surface_gradient(atoms, problem.grid, sens, physics, box=box, ses_step=ses_step,
+                            nbisect=nbisect, ses_ends=ses_ends)  # fmt: skip
+
+
+def face_sensitivities(problem, phi, lam, physics, *, at_reads=False):
+    """∂G/∂f of the raw fractions the surface term reads: ``(sx, sy, sz)``.
+
+    :func:`fraction_sensitivities`, through :func:`smoothing_transpose` for "smol". With
+    ``at_reads`` on a NumPy problem of another surface, objects that compute them only where
+    they are read (:class:`_FaceSensitivityAt`: the line ends or sample points).
+    """
+    if physics.surface == "smol" or array_module(phi) is not np or not at_reads:
         sens = fraction_sensitivities(problem, phi, lam, physics.eps_in, physics.eps_out)
-        if physics.surface == "smol":
-            sens = smoothing_transpose(*sens)
-    else:  # read at the line ends or sample points only
-        faces = face_maps(problem, np)
-        sens = tuple(_FaceSensitivityAt(problem, phi, lam, physics, faces[axis], axis)
-                     for axis in range(3))  # fmt: skip
+        return smoothing_transpose(*sens) if physics.surface == "smol" else sens
+    faces = face_maps(problem, np)
+    return tuple(_FaceSensitivityAt(problem, phi, lam, physics, faces[axis], axis)
+                 for axis in range(3))  # fmt: skip
+
+
+def surface_gradient(atoms, grid, sens, physics, *, box=None, ses_step=None, nbisect=14,
+                     ses_ends=None):  # fmt: skip
+    """∂G/∂r_i of Σ ``sens`` · (edge fraction of ``physics.surface`` on ``grid``): (n, 3).
+
+    ``sens`` as :func:`face_sensitivities` gives them; the other arguments are
+    :func:`dielectric_gradient`'s.
+    """
     pos, rad, owners = atoms.positions, atoms.radii, np.arange(len(atoms))
     probe = reentrant_probe(physics.surface, physics.probe_radius)
     if box is not None:  # the images face_fractions makes
@@ -128,6 +146,8 @@ class _FaceSensitivityAt:
 
 __all__ = [
     "dielectric_gradient",
+    "face_sensitivities",
     "fraction_sensitivities",
     "smoothing_transpose",
+    "surface_gradient",
 ]

@@ -26,13 +26,20 @@ from pbsolver.exceptions import InputError
 from pbsolver.forces.adjoint import adjoint_solve
 from pbsolver.forces.coulomb import (
     boundary_gradient,
-    boundary_sensitivity,
-    coulomb_gradient,
+    boundary_weights,
     coulomb_sensitivity,
+    face_maps,
+    frames_boundary_gradient,
+    frames_coulomb_gradient,
 )
-from pbsolver.forces.dielectric import dielectric_gradient
-from pbsolver.forces.interpolation import interpolation_gradient, interpolation_transpose
+from pbsolver.forces.dielectric import face_sensitivities, surface_gradient
+from pbsolver.forces.interpolation import (
+    interpolation_gradient,
+    interpolation_transpose,
+    stack_offsets,
+)
 from pbsolver.forces.ionic import ionic_gradient, kappa_sensitivity
+from pbsolver.molecule.atoms import Atoms
 from pbsolver.options import PhysicsOptions, unit_factor
 
 #: Surfaces whose energy :func:`solvation_forces` differentiates exactly (with
@@ -195,50 +202,205 @@ def forces_from_adjoint(atoms, problem, phi_rf, lam, source, *, physics, box=Non
     """Every term of F = −∂G/∂r from the solution φ_rf and the adjoint field λ.
 
     What :func:`solvation_forces` does after its adjoint solve, for a caller that solved the
-    adjoint equation A λ = ``source`` itself (the stacked engine solves B frames' at once).
-    The arguments are :func:`solvation_forces`' (``physics`` a :class:`PhysicsOptions`), plus
-    ``lam`` (λ, on the unknowns), ``source`` (:func:`adjoint_source` of the same atoms and
-    grid), ``result`` (the adjoint solve's report, kept in :attr:`Forces.result`) and
-    ``ses_ends`` ("mol", "smol": the SES interval ends, if the caller recorded them; see
-    :func:`pbsolver.forces.ses.ses_gradient`), ``ion_ends`` (the ion-accessible lines' chord
-    ends, likewise: :func:`pbsolver.forces.ionic.ionic_gradient`) and ``field_gradient`` (the
-    slope of the
+    adjoint equation A λ = ``source`` itself. The arguments are :func:`solvation_forces`'
+    (``physics`` a :class:`PhysicsOptions`), plus ``lam`` (λ, on the unknowns), ``source``
+    (:func:`adjoint_source` of the same atoms and grid), ``result`` (the adjoint solve's
+    report, kept in :attr:`Forces.result`) and ``ses_ends`` ("mol", "smol": the SES interval
+    ends, if the caller recorded them; see :func:`pbsolver.forces.ses.ses_gradient`),
+    ``ion_ends`` (the ion-accessible lines' chord ends, likewise:
+    :func:`pbsolver.forces.ionic.ionic_gradient`) and ``field_gradient`` (the slope of the
     interpolant of φ_rf at the atoms, (n, 3), if the caller computed it:
-    :func:`pbsolver.forces.interpolation.interpolation_gradient`, e.g. of a batch at once).
-    Nothing is checked here that :func:`solvation_forces` checks.
+    :func:`pbsolver.forces.interpolation.interpolation_gradient`). One frame of
+    :func:`frames_forces_from_adjoint`; nothing is checked here that :func:`solvation_forces`
+    checks.
+    """
+    out = frames_forces_from_adjoint(
+        atoms, atoms.positions[None], problem.grid, problem, phi_rf, lam, source,
+        stride=problem.grid.shape[0], physics=physics, box=box,
+        kappa_subsamples=kappa_subsamples, units=units, ses_step=ses_step, nbisect=nbisect,
+        interpolation=interpolation, fixed_boundary=fixed_boundary, result=result,
+        ses_ends=ses_ends, ion_ends=ion_ends,
+        field_gradient=None if field_gradient is None else field_gradient[None],
+    )  # fmt: skip
+    out.forces = out.forces[0]
+    out.parts = {k: v[0] for k, v in out.parts.items()}
+    return out
+
+
+def frames_forces_from_adjoint(atoms, positions, grid, problem, phi_rf, lam, source, *, stride,
+                               physics, box=None, kappa_subsamples=4, units="kJ/mol",
+                               ses_step=None, nbisect=14, interpolation="linear",
+                               fixed_boundary=False, result=None, ses_ends=None,
+                               ion_ends=None, field_gradient=None) -> Forces:  # fmt: skip
+    """:func:`forces_from_adjoint` of B frames of one grid held in a stack, every term at once.
+
+    The stacked engine's layout (:mod:`pbsolver.backends.stacking`): frame k's node (i, j, l)
+    is node (k·``stride`` + i, j, l) of the stack; the planes nx … stride − 1 of a block are
+    padding. λ is zero on every frame's outer layer and on the padding, so no face couples two
+    frames: the per-node sensitivities are formed over the whole stack, the recorded line ends
+    of every frame are gathered in one pass, and the φ_c and Debye–Hückel sums run every frame
+    over its own nodes in one call.
+
+    Parameters
+    ----------
+    atoms : Atoms
+        The molecule (charges, radii); its positions are not read.
+    positions : array (B, n, 3)
+        Each frame's positions, Å (host).
+    grid : Grid
+        One frame's grid (every frame's: one origin).
+    problem : Problem
+        The stack's maps: faces from the edge fractions, φ_c, κ̄² and boundary values on a grid
+        of B·stride planes (one frame: the frame's problem, ``stride`` = nx).
+    phi_rf, lam, source : arrays (B·stride, ny, nz)
+        The stack's φ_rf, λ and ½ Iᵀq.
+    ses_ends, ion_ends : optional
+        Every frame's recorded line ends as one set on the stack (per axis for the SES), as
+        :meth:`pbsolver.md.engine.StackedFrames.ses_interval_ends` and
+        :meth:`~pbsolver.md.engine.StackedFrames.ion_interval_ends` give them: x indices moved
+        by k·stride, atoms rows of the B frames' atoms (frame-major). None: recorded here, frame
+        by frame.
+    field_gradient : array (B, n, 3), optional
+        The slope of φ_rf's interpolant at each frame's atoms.
+    stride, physics, box, kappa_subsamples, units, ses_step, nbisect, interpolation
+        As :func:`forces_from_adjoint` (``stride``: planes a frame); a box (periodic) and the
+        "sdh" boundary take one frame.
+    fixed_boundary, result
+        As :func:`forces_from_adjoint`.
+
+    Returns
+    -------
+    Forces
+        With ``forces`` and ``parts`` of shape (B, n, 3), ``adjoint`` the stack's λ.
     """
     factor = unit_factor(units)
     ph = physics
-    periodic = problem.boundary == "periodic"
-    grid = problem.grid
     xp = problem.xp
+    positions = np.asarray(positions, dtype=np.float64)
+    nf, n = positions.shape[:2]
+    frames = _FrameRows(nf, int(stride), grid.shape)
+    periodic = problem.boundary == "periodic"
+    if nf > 1 and (periodic or ph.boundary_kind == "sdh"):
+        raise InputError("B frames' forces cover Dirichlet grids with 'mdh' or 'zero' values")
     phi = xp.asarray(phi_rf, dtype=xp.float64)
     lam = xp.asarray(lam, dtype=xp.float64)
     half_q = 0.5 * np.asarray(atoms.charges, dtype=np.float64)
-    sampling = {"periodic": periodic, "interpolation": interpolation}
-
-    hq = xp.asarray(half_q)[:, None]
     if field_gradient is None:
-        field_gradient = interpolation_gradient(grid, phi, atoms.positions, **sampling)
-    grads = {"charge": hq * xp.asarray(field_gradient, dtype=xp.float64)}
-    grads["dielectric"] = dielectric_gradient(atoms, problem, phi, lam, ph, box=box,
-                                              ses_step=ses_step, nbisect=nbisect,
-                                              ses_ends=ses_ends)  # fmt: skip
-    grads["ionic"] = xp.zeros((len(atoms), 3))
+        field_gradient = interpolation_gradient(
+            grid, phi, positions.reshape(-1, 3), periodic=periodic, interpolation=interpolation,
+            offsets=None if nf == 1 else stack_offsets(grid, nf, n, stride, xp),
+        )  # fmt: skip
+    field_gradient = xp.asarray(field_gradient, dtype=xp.float64).reshape(nf, n, 3)
+    grads = {"charge": xp.asarray(half_q)[None, :, None] * field_gradient}
+    # one frame's own grid reads ∂G/∂f where its ends lie; a stack slices whole arrays per frame
+    sens = face_sensitivities(problem, phi, lam, ph, at_reads=frames.single)
+    grads["dielectric"] = _frames_surface(atoms, positions, grid, frames, sens, ph, box,
+                                          ses_step, nbisect, ses_ends)  # fmt: skip
+    grads["ionic"] = xp.zeros((nf, n, 3))
     if problem.kappa2 is not None:
-        sens = kappa_sensitivity(problem, phi, lam)
-        grads["ionic"] = ionic_gradient(atoms, grid, sens, ph.kappa2, ph.ion_radius,
-                                        subsamples=kappa_subsamples, box=box,
-                                        ends=ion_ends)  # fmt: skip
+        grads["ionic"] = _frames_ionic(atoms, positions, grid, frames,
+                                       kappa_sensitivity(problem, phi, lam), ph,
+                                       kappa_subsamples, box, ion_ends)  # fmt: skip
     mu = coulomb_sensitivity(problem, lam)
-    grads["coulomb"] = coulomb_gradient(atoms, grid, mu, problem.eps_cavity, box=box)
-    grads["boundary"] = xp.zeros((len(atoms), 3))
+    frames.clear_padding(mu)
+    grads["coulomb"] = frames_coulomb_gradient(atoms.charges, positions, grid, stride, mu,
+                                               problem.eps_cavity, box=box)  # fmt: skip
+    grads["boundary"] = xp.zeros((nf, n, 3))
     if not periodic and not fixed_boundary:
-        nu = boundary_sensitivity(problem, lam, source)
-        grads["boundary"] = boundary_gradient(atoms, grid, nu, ph, ph.boundary_kind)
+        faces = tuple(frames.blocks(f) for f in face_maps(problem, xp))
+        nu = boundary_weights(faces, frames.blocks(lam), frames.blocks(source), grid.spacing)
+        if ph.boundary_kind == "sdh":
+            grads["boundary"] = boundary_gradient(_frame(atoms, positions, 0), grid, nu[0], ph,
+                                                  "sdh")[None]  # fmt: skip
+        else:
+            grads["boundary"] = frames_boundary_gradient(
+                atoms.charges, atoms.radii, positions, grid, nu, ph, ph.boundary_kind
+            )
     parts = {k: -factor * v for k, v in grads.items()}
     total = sum(parts.values())
     return Forces(forces=total, parts=parts, adjoint=lam, result=result, units=units)
+
+
+class _FrameRows:
+    """B frames of ``shape`` in a stack of ``stride`` planes a frame: views and offsets."""
+
+    def __init__(self, frames, stride, shape):
+        self.frames, self.stride, self.shape = int(frames), int(stride), tuple(shape)
+        #: one frame's own grid, not a stack (whose blocks may have padding planes)
+        self.single = self.frames == 1 and self.stride == self.shape[0]
+
+    def rows(self, k):
+        """Frame k's planes of the stack."""
+        return slice(k * self.stride, k * self.stride + self.shape[0])
+
+    def blocks(self, a):
+        """(B, nx, ny, nz) view of a stacked array (one frame's own grid: ``a[None]``)."""
+        if self.single:
+            return a[None]
+        return a.reshape(self.frames, self.stride, *a.shape[1:])[:, : self.shape[0]]
+
+    def frame(self, a, k):
+        """Frame k's block of a stacked array, or of a tuple of them.
+
+        One frame's own grid: the array as it is.
+        """
+        if isinstance(a, tuple):
+            return tuple(self.frame(x, k) for x in a)
+        return a if self.single else a[self.rows(k)]
+
+    def clear_padding(self, a):
+        """Zero the padding planes of a stacked array (in place)."""
+        if self.frames > 1 and self.stride > self.shape[0]:
+            a.reshape(self.frames, self.stride, *a.shape[1:])[:, self.shape[0] :] = 0.0
+
+
+def _frames_surface(atoms, positions, grid, frames, sens, ph, box, ses_step, nbisect, ends):
+    """The dielectric term of B frames: (B, n, 3)."""
+    nf, n = positions.shape[:2]
+    if ends is not None or frames.single:  # one set of ends (or one grid) for all frames
+        owners = atoms if frames.single else _frame_atoms(atoms, positions)
+        grad = surface_gradient(owners, grid, sens, ph, box=box, ses_step=ses_step,
+                                nbisect=nbisect, ses_ends=ends)  # fmt: skip
+        return grad.reshape(nf, n, 3)
+    return _stack([
+        surface_gradient(_frame(atoms, positions, k), grid, frames.frame(sens, k), ph, box=box,
+                         ses_step=ses_step, nbisect=nbisect)
+        for k in range(nf)
+    ])  # fmt: skip
+
+
+def _frames_ionic(atoms, positions, grid, frames, sens, ph, subsamples, box, ends):
+    """The ionic term of B frames: (B, n, 3)."""
+    nf, n = positions.shape[:2]
+    args = (ph.kappa2, ph.ion_radius)
+    if ends is not None or frames.single:
+        owners = atoms if frames.single else _frame_atoms(atoms, positions)
+        grad = ionic_gradient(owners, grid, sens, *args, subsamples=subsamples, box=box,
+                              ends=ends)  # fmt: skip
+        return grad.reshape(nf, n, 3)
+    return _stack([
+        ionic_gradient(_frame(atoms, positions, k), grid, frames.frame(sens, k), *args,
+                       subsamples=subsamples, box=box)
+        for k in range(nf)
+    ])  # fmt: skip
+
+
+def _frame(atoms, positions, k):
+    """Frame k's atoms (``atoms`` itself where they are the one frame's)."""
+    if positions.shape[0] == 1 and positions[0] is atoms.positions:
+        return atoms
+    return atoms.with_positions(positions[k])
+
+
+def _frame_atoms(atoms, positions):
+    """B frames' atoms as one set (frame-major): the owners of the stacked ends."""
+    nf = positions.shape[0]
+    return Atoms(positions.reshape(-1, 3), np.tile(atoms.charges, nf), np.tile(atoms.radii, nf))
+
+
+def _stack(grads):
+    xp = array_module(grads[0])
+    return xp.stack([xp.asarray(g) for g in grads])
 
 
 def _check(atoms, problem, ph, box, periodic):
@@ -271,6 +433,7 @@ __all__ = [
     "Forces",
     "adjoint_source",
     "forces_from_adjoint",
+    "frames_forces_from_adjoint",
     "solvation_forces",
     "supports",
 ]

@@ -44,9 +44,9 @@ default, or ``"exact"``), or on "vdw", "mol" or "smol" with ``forces="exact"``, 
 F_i = −∂G/∂r_i, the exact gradient of the discrete energy it reports at a fixed grid (charge,
 dielectric-boundary, ionic-boundary, φ_c and boundary-value terms; :mod:`pbsolver.forces`), at
 the cost of one more (adjoint) solve, warm-started like the forward one. On the stacked engine
-that is one more stacked solve for the whole batch, and each frame's terms are taken from the
-maps the engine solved (:meth:`~pbsolver.md.engine.StackedFrames.frame_problem`). Everywhere
-else (``forces="field"``; "vdw", "mol" and "smol" under "auto") ``forces`` is
+that is one more stacked solve for the whole batch, and every frame's terms are taken at once
+from the maps the engine solved (:meth:`~pbsolver.md.engine.StackedFrames.stack_problem`).
+Everywhere else (``forces="field"``; "vdw", "mol" and "smol" under "auto") ``forces`` is
 −q_i ∇φ_rf(r_i), the force of the reaction field on each charge: −∂G/∂r_i only for charges
 inside a rigid cavity, missing the dielectric and ionic boundary forces (measured 5–75 % off on a
 protein). :attr:`ReactionFieldCalculator.force_kind` and :attr:`FrameResult.forces_kind` say
@@ -575,7 +575,7 @@ class ReactionFieldCalculator:
         if self.force_kind == "exact":
             t_forces0 = time.perf_counter()
             exact, adjoint_converged = self._stacked_exact_forces(engine, host, grid, res)
-            forces = _to_library(engine.xp.stack(exact), xp)
+            forces = _to_library(exact, xp)
             res.timings["forces"] = time.perf_counter() - t_forces0
         else:
             forces = _to_library(res.gradients * (-f * q)[None, :, None], xp)
@@ -634,13 +634,13 @@ class ReactionFieldCalculator:
         return out
 
     def _stacked_exact_forces(self, engine, host, grid, res):
-        """The exact −∂G/∂r of the engine's last call: (B arrays (n, 3), adjoint converged).
+        """The exact −∂G/∂r of the engine's last call: ((B, n, 3) array, adjoint converged).
 
         One stacked adjoint solve for all B frames (:meth:`StackedFrames.solve_adjoint`), then
-        every frame's terms from its own maps (:meth:`StackedFrames.frame_problem`,
-        :func:`pbsolver.forces.forces_from_adjoint`).
+        every term of every frame at once on the stack's maps
+        (:meth:`StackedFrames.stack_problem`, :func:`pbsolver.forces.frames_forces_from_adjoint`).
         """
-        from pbsolver.forces import adjoint_source, forces_from_adjoint
+        from pbsolver.forces import adjoint_source, frames_forces_from_adjoint
         from pbsolver.forces.interpolation import interpolation_gradient, stack_offsets
 
         nf, n = host.shape[:2]
@@ -664,22 +664,16 @@ class ReactionFieldCalculator:
         # every frame's SES and ion-accessible line ends, where the engine records them
         ends = engine.ses_interval_ends()
         ion_ends = engine.ion_interval_ends(nf) if self.physics.has_salt else None
-        nx = grid.shape[0]
-        forces = []
-        for k in range(nf):
-            atoms = self.atoms.with_positions(host[k])
-            problem = engine.frame_problem(nf, k, grid)
-            out = forces_from_adjoint(
-                atoms, problem, res.phi[k], lam[k], sources[k * stride : k * stride + nx],
-                physics=self.physics,
-                kappa_subsamples=self.map_options.get("kappa_subsamples", 4), units=self.units,
-                ses_step=self.map_options.get("ses_step"), interpolation=self.interpolation,
-                ses_ends=None if ends is None else ends[k],
-                ion_ends=None if ion_ends is None else ion_ends[k], field_gradient=slopes[k],
-            )  # fmt: skip
-            forces.append(out.forces)
-        self._adjoints.record(host[-1], grid, lam[-1].copy())
-        return forces, np.asarray(outcome.converged, dtype=bool)
+        out = frames_forces_from_adjoint(
+            self.atoms, host, grid, engine.stack_problem(nf, grid), res.stack, lam, sources,
+            stride=stride, physics=self.physics,
+            kappa_subsamples=self.map_options.get("kappa_subsamples", 4), units=self.units,
+            ses_step=self.map_options.get("ses_step"), interpolation=self.interpolation,
+            ses_ends=ends, ion_ends=ion_ends, field_gradient=slopes,
+        )  # fmt: skip
+        last = (nf - 1) * stride
+        self._adjoints.record(host[-1], grid, lam[last : last + grid.shape[0]].copy())
+        return out.forces, np.asarray(outcome.converged, dtype=bool)
 
     # ------------------------------------------------------------------ frames
     def _batch_positions(self, frames):

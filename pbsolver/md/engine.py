@@ -26,8 +26,9 @@ grid of one shape, this module keeps everything in place:
 5. a last kernel samples φ and ∇φ at every atom of every frame;
 6. for exact forces (the calculator's ``forces="exact"``), :meth:`StackedFrames.solve_adjoint`
    solves the B adjoint equations as one more stacked solve on the same system, and
-   :meth:`StackedFrames.frame_problem` gives each frame's maps as a
-   :class:`~pbsolver.Problem` for :func:`pbsolver.forces.forces_from_adjoint`.
+   :meth:`StackedFrames.stack_problem` gives the frames' maps as one
+   :class:`~pbsolver.Problem` on the whole stack for
+   :func:`pbsolver.forces.frames_forces_from_adjoint`.
 
 On CUDA steps 2–3 are one replayed CUDA graph, except the SES part of step 2: its array sizes
 (neighbour pairs, circles, arcs) change from call to call, so it runs before the graph, as
@@ -347,9 +348,10 @@ class StackedFrames:
 
         Returns
         -------
-        lam : list of B arrays (nx, ny, nz)
-            λ of each frame (float64 where the solver refines or runs in float64; zero on the
-            outer layer), views into one copy made for this call, in the engine's library.
+        lam : array (B·stride, ny, nz)
+            λ of every frame in the stack's layout (float64 where the solver refines or runs in
+            float64; zero on the outer layers and the padding planes), a copy made for this
+            call, in the engine's library.
         outcome : SystemOutcome
             The stacked solve's report (per-frame residuals and convergence).
 
@@ -384,14 +386,14 @@ class StackedFrames:
                            check_every=sv.check_every)  # fmt: skip
         with be.stream_context():
             lam = system.x.copy()
-        return [lam[k * self.stride : k * self.stride + nx] for k in range(nf)], out
+        return lam, out
 
     def ses_interval_ends(self):
         """The SES interval ends of the last call's frames, for the exact forces.
 
-        :meth:`pbsolver.md.ses.FrameSES.interval_ends` (per frame, per axis), or None: no
-        probe-swept surface, or kernels without a recorder (the forces then record each
-        frame's lines themselves).
+        :meth:`pbsolver.md.ses.FrameSES.interval_ends` (per axis, every frame's ends on the
+        stack), or None: no probe-swept surface, or kernels without a recorder (the forces then
+        record each frame's lines themselves).
         """
         return None if self._ses is None else self._ses.interval_ends()
 
@@ -400,10 +402,10 @@ class StackedFrames:
 
         The lines of :func:`pbsolver.forces.ionic.ionic_gradient` (``kappa_subsamples`` a cell
         side along z, spheres of radius R + ion radius) on each frame's grid, recorded for all
-        frames at once and each end matched to its sphere. Per frame
-        ``(lines, bins, atoms, slopes, unmatched)``
-        (:func:`pbsolver.md.line_ends.ion_line_ends`), or None: no salt, or kernels without a
-        recorder (the forces then record each frame's lines themselves).
+        frames at once and each end matched to its sphere: ``(lines, bins, atoms, slopes,
+        unmatched)`` of every frame on the stack (:func:`pbsolver.md.line_ends.ion_line_ends`),
+        or None: no salt, or kernels without a recorder (the forces then record each frame's
+        lines themselves).
         """
         from pbsolver.md.line_ends import ion_line_ends
 
@@ -413,7 +415,8 @@ class StackedFrames:
             return None
         nf = int(frames)
         return ion_line_ends(self.backend, K, buf.pos, buf.origin, self._tiled_ion_radii(nf),
-                             self.grid.shape, self.grid.spacing, self.subsamples)  # fmt: skip
+                             self.grid.shape, self.grid.spacing, self.subsamples,
+                             self.stride)  # fmt: skip
 
     def _tiled_ion_radii(self, nf):
         """The ion-inflated radii of B frames' rows (made once per frame count)."""
@@ -423,14 +426,14 @@ class StackedFrames:
             self._ion_radii[nf] = got
         return got
 
-    def frame_problem(self, frames: int, k: int, grid: Grid):
-        """Frame ``k`` of the last call of ``frames`` frames as a :class:`~pbsolver.Problem`.
+    def stack_problem(self, frames: int, grid: Grid):
+        """The maps of the last call of ``frames`` frames as one :class:`~pbsolver.Problem`.
 
-        Its maps are the ones that call solved (views of the engine's buffers, overwritten by
-        the next call of as many frames): faces from the edge fractions, φ_c, κ̄² and the
-        boundary values, on ``grid`` (the frame's grid: this engine's shape and spacing, the
-        frame's origin). What the exact forces differentiate
-        (:func:`pbsolver.forces.forces_from_adjoint`).
+        On a grid of the whole stack (B·stride planes; ``grid``'s origin and spacing, ``grid``
+        the frames' grid of this engine's shape): faces from the edge fractions, φ_c, κ̄² and
+        the boundary values that call solved (views of the engine's buffers, overwritten by the
+        next call of as many frames; frame k on planes k·stride … k·stride + nx − 1). What the
+        exact forces differentiate (:func:`pbsolver.forces.frames_forces_from_adjoint`).
         """
         from pbsolver.molecule.maps import faces_from_fractions
         from pbsolver.problem import Problem
@@ -439,12 +442,14 @@ class StackedFrames:
         if grid.shape != self.grid.shape or grid.spacing != self.grid.spacing:
             raise InputError(f"{grid} is not a grid of this engine's shape and spacing")
         xp = self.xp
-        rows = slice(k * self.stride, k * self.stride + self.grid.shape[0])
+        rows = slice(0, int(frames) * self.stride)
         fractions = [xp.clip(f[rows], 0.0, 1.0) for f in (buf.fx, buf.fy, buf.fz)]
         faces = faces_from_fractions(fractions, self.eps_in, self.eps_out)
         # κ̄² as the assembly wrote it (bodies/frame_maps.unlifted_node: the hierarchy's input)
         kappa2 = buf.unl[3][rows] if self.kappa > 0 else None
-        return Problem(grid, phi_coulomb=buf.phic[rows], eps_cavity=self.eps_in,
+        stack = Grid((int(frames) * self.stride, *grid.shape[1:]), spacing=grid.spacing,
+                     origin=grid.origin)  # fmt: skip
+        return Problem(stack, phi_coulomb=buf.phic[rows], eps_cavity=self.eps_in,
                        epsilon_faces=faces, kappa2=kappa2, boundary="dirichlet",
                        boundary_values=buf.g[rows])  # fmt: skip
 

@@ -5,8 +5,9 @@ one device. Their covered intervals along grid lines, and how each end moves wit
 are what the forces' surface and ionic terms sum (:mod:`pbsolver.forces.lines`,
 :mod:`pbsolver.forces.ses`, :mod:`pbsolver.forces.ionic`); here they are recorded for all B
 frames in one launch a line set, by the recorder kernels of the engine's kernel set
-(:mod:`pbsolver.backends.cuda.line_ends`), then split into each frame's ends. The SES's lines
-are :meth:`pbsolver.md.ses.FrameSES.interval_ends`; the ion-accessible lines are
+(:mod:`pbsolver.backends.cuda.line_ends`), as one set of ends on the engine's stack (frame f's
+planes moved by f·stride, its atoms rows of all B frames'). The SES's lines are
+:meth:`pbsolver.md.ses.FrameSES.interval_ends`; the ion-accessible lines are
 :func:`ion_line_ends`.
 """
 
@@ -48,9 +49,9 @@ def frame_bins(xp, pos2, origin, nf, na, axis, reach, subset, shape, spacing):
     return bins, starts, order.astype(np.int64)
 
 
-def frame_line_ends(backend, nf, na, nu, nv, record, slopes, *, width, first, pieces=1,
-                    join=None):  # fmt: skip
-    """Record the (frame, line) pairs of B frames, say how each end moves, split by frame.
+def frame_line_ends(backend, nf, nu, nv, record, slopes, *, width, first, axis, stride, scale=1,
+                    pieces=1, join=None):  # fmt: skip
+    """Record the (frame, line) pairs of B frames, say how each end moves: one set on the stack.
 
     ``record(rec, bad)`` launches a recorder into ``rec`` (B, nu, nv·pieces, capacity + 1, 2)
     (:func:`pbsolver.backends.bodies.lines.record_range_body`'s layout, piece p of line
@@ -61,13 +62,19 @@ def frame_line_ends(backend, nf, na, nu, nv, record, slopes, *, width, first, pi
     bodies (:mod:`pbsolver.backends.bodies.line_ends`), ``width`` atoms an end. Called inside
     the backend's ``stream_context()`` (its arrays are made on the kernels' stream).
 
+    The lines run along ``axis``; (iu, iv) are indices of the other two axes' lines, ``scale``
+    lines a grid plane across (the ion-accessible lines: ``subsamples``), and frame f's grid is
+    planes f·``stride`` … of the engine's stack.
+
     Returns
     -------
-    list or None
-        Per frame ``(lines, bins, atoms, slopes, unmatched)``: the kept ends of
-        :func:`pbsolver.backends.cpu.line_ends.kept_ends` (host arrays, ``atoms`` the frame's
-        own indices, −1 in unused columns) and the frame's unmatched ends; None when ``bad``
-        was raised (the caller then records each frame itself).
+    tuple or None
+        ``(lines, bins, atoms, slopes, unmatched)``: the kept ends of every frame
+        (:func:`pbsolver.backends.cpu.line_ends.kept_ends`, host arrays) on the stack: an x
+        index (the bins along x, else the lines' first index, ``scale`` lines a plane) moves by
+        f·stride, and ``atoms`` are rows of the B frames' atoms (−1 in unused columns);
+        ``unmatched`` the frames' unmatched ends. None when ``bad`` was raised (the caller then
+        records each frame itself).
     """
     from pbsolver.backends.cpu.line_ends import kept_ends, slot_offsets
 
@@ -97,34 +104,33 @@ def frame_line_ends(backend, nf, na, nu, nv, record, slopes, *, width, first, pi
     slopes(rec, xp.asarray(offsets), *out, unmatched, bad)
     if int(backend.to_host(bad)[0]):
         return None
-    host = [np.asarray(backend.to_host(a)) for a in out]
-    misses = np.asarray(backend.to_host(unmatched)).reshape(nf, nl).sum(axis=1)
-    frames = []
-    for f in range(nf):
-        lo, hi = int(offsets[f * nl]), int(offsets[(f + 1) * nl])
-        lines, kbins, atoms, kslopes = kept_ends(offsets[f * nl : (f + 1) * nl + 1] - lo, nv,
-                                                 *(a[lo:hi] for a in host))  # fmt: skip
-        atoms = np.where(atoms >= 0, atoms - f * na, -1)
-        frames.append((lines, kbins, atoms, kslopes, int(misses[f])))
-    return frames
+    lines, kbins, atoms, kslopes = kept_ends(offsets, nv, *(np.asarray(backend.to_host(a))
+                                                           for a in out))  # fmt: skip
+    frame, lines[:, 0] = np.divmod(lines[:, 0], nu)  # kept_ends' first index: f·nu + iu
+    if axis == 0:
+        kbins += frame * int(stride)
+    else:
+        lines[:, 0] += frame * int(stride) * int(scale)
+    return lines, kbins, atoms, kslopes, int(backend.to_host(unmatched).sum())
 
 
-def ion_line_ends(backend, kernels, pos, origin, radius, shape, spacing, subsamples):
+def ion_line_ends(backend, kernels, pos, origin, radius, shape, spacing, subsamples, stride):
     """The chord ends of the ion-accessible lines of B frames, and their slopes.
 
     The lines of :func:`pbsolver.molecule.maps.ion_lines` (``subsamples`` a cell side, along z)
-    on each frame's grid (``shape``, ``spacing`` at ``origin[f]``), covered by the spheres
-    ``radius`` (one per row of ``pos`` (B, N, 3): the ion-inflated radii); ``kernels`` has the
-    recorder and slope kernels (the engine's ``ion_ends``). Per frame ``(lines, bins, atoms,
-    slopes, unmatched)`` (:func:`frame_line_ends`), what
-    :func:`pbsolver.forces.ionic.ionic_gradient` takes as ``ends``; None where a line meets
-    more spheres than the kernels hold.
+    on each frame's grid (``shape``, ``spacing`` at ``origin[f]``; planes f·``stride`` … of the
+    engine's stack), covered by the spheres ``radius`` (one per row of ``pos`` (B, N, 3): the
+    ion-inflated radii); ``kernels`` has the recorder and slope kernels (the engine's
+    ``ion_ends``). ``(lines, bins, atoms, slopes, unmatched)`` on the stack
+    (:func:`frame_line_ends`), what :func:`pbsolver.forces.ionic.ionic_gradient` takes as
+    ``ends``; None where a line meets more spheres than the kernels hold.
     """
     with backend.stream_context():  # the kernels' stream: the arrays made here must be on it
-        return _ion_line_ends(backend, kernels, pos, origin, radius, shape, spacing, subsamples)
+        return _ion_line_ends(backend, kernels, pos, origin, radius, shape, spacing, subsamples,
+                              stride)  # fmt: skip
 
 
-def _ion_line_ends(backend, kernels, pos, origin, radius, shape, spacing, subsamples):
+def _ion_line_ends(backend, kernels, pos, origin, radius, shape, spacing, subsamples, stride):
     from pbsolver.backends.cpu.line_ends import FIRST_UNION_CAPACITY
     from pbsolver.backends.frame_kernels import LINE_THREADS
 
@@ -151,8 +157,9 @@ def _ion_line_ends(backend, kernels, pos, origin, radius, shape, spacing, subsam
         backend.launch_items(kernels.slopes, items, rec, offsets, *where, out_bin, out_atoms,
                              out_slopes, threads=LINE_THREADS)  # fmt: skip
 
-    return frame_line_ends(backend, nf, na, nx * s, ny * s, record, slopes, width=1,
-                           first=FIRST_UNION_CAPACITY)  # fmt: skip
+    return frame_line_ends(backend, nf, nx * s, ny * s, record, slopes, width=1,
+                           first=FIRST_UNION_CAPACITY, axis=2, stride=stride,
+                           scale=s)  # fmt: skip
 
 
 __all__ = ["frame_bins", "frame_line_ends", "ion_line_ends"]

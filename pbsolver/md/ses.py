@@ -156,7 +156,8 @@ class FrameSES:
         lines = (ny * nz, nx * nz, nx * ny)
         # what the forces' recording of the same lines needs (interval_ends)
         self._last = SimpleNamespace(
-            nf=nf, na=na, pos=pos2, origin=origin, h=h, vdw=vdw, acc=acc, nb_start=nb_start,
+            nf=nf, na=na, stride=stride, pos=pos2, origin=origin, h=h, vdw=vdw, acc=acc,
+            nb_start=nb_start,
             nb_index=nb_index, circ_start=circ_start, circ_j=circ_j, geom=geom,
             arc_start=arc_start, arcs=arcs, axes=[],
         )  # fmt: skip
@@ -200,29 +201,28 @@ class FrameSES:
         Returns
         -------
         list or None
-            Per frame, per axis, ``(lines, bins, atoms, slopes, unmatched)`` as
-            :func:`pbsolver.backends.cpu.line_ends.interval_end_slopes` gives them (host
-            arrays; ``atoms`` index the frame's own atoms). None where the kernel set has no
-            recorder (the CPU's: the forces then record each frame's lines themselves) or
-            where a line holds more spheres or probe candidates than the CUDA kernels do (the
-            same fallback).
+            Per axis, ``(lines, bins, atoms, slopes, unmatched)`` of every frame on the
+            engine's stack (:func:`pbsolver.md.line_ends.frame_line_ends`: host arrays, frame
+            f's x indices moved by f·stride, ``atoms`` rows of all B frames' atoms). None where
+            the kernel set has no recorder (the CPU's: the forces then record each frame's
+            lines themselves) or where a line holds more spheres or probe candidates than the
+            CUDA kernels do (the same fallback).
         """
         last = getattr(self, "_last", None)
         if self.kernels.record_ends is None or last is None:
             return None
-        ends = [[None] * 3 for _ in range(last.nf)]
+        ends = []
         # the kernels run on the backend's stream: the arrays made here must be too
         with self.backend.stream_context():
             for axis in range(3):
                 got = self._axis_ends(last, axis)
                 if got is None:
                     return None
-                for f in range(last.nf):
-                    ends[f][axis] = got[f]
+                ends.append(got)
         return ends
 
     def _axis_ends(self, last, axis):
-        """:meth:`interval_ends` of the lines along ``axis`` (per frame), or None."""
+        """:meth:`interval_ends` of the lines along ``axis``, or None."""
         R, xp, shape = self.kernels.record_ends, self.xp, self.shape
         a1, a2 = [a for a in range(3) if a != axis]
         nu, nv, nbins = shape[a1], shape[a2], shape[axis]
@@ -254,8 +254,9 @@ class FrameSES:
                          last.geom, last.arc_start, last.arcs, *out,
                          threads=LINE_THREADS)  # fmt: skip
 
-        return frame_line_ends(self.backend, last.nf, last.na, nu, nv, record, slopes, width=3,
-                               first=FIRST_RECORDS, pieces=pieces, join=join)  # fmt: skip
+        return frame_line_ends(self.backend, last.nf, nu, nv, record, slopes, width=3,
+                               first=FIRST_RECORDS, axis=axis, stride=last.stride,
+                               pieces=pieces, join=join)  # fmt: skip
 
     # ------------------------------------------------------------------ helpers
     def _changed_lines(self, pos, origin, removed, removed_radii):

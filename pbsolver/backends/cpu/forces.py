@@ -4,9 +4,11 @@ The radial sums (:func:`coulomb_sums`, :func:`debye_huckel_sums`) form each (nod
 in float32 and add them up in float64 (partial sums of at most :data:`TILE_NODES` terms in
 float32): a quarter of the float64 loop's time, within about 1e-5 of the float64 sum relative to
 each atom's largest component (the tests hold them to a float64 reference), far below the
-forces' 1e-3 against finite differences. The CUDA twins sum in float64. Every atom sums its
-nodes in the same order whatever the thread count. Also μ = ∂G/∂φ_c at every node and the
-weighted nodes' coordinates (:func:`grid_nodes`), which those sums read.
+forces' 1e-3 against finite differences (the CUDA twins form them alike). Every atom sums its
+nodes in the same order whatever the thread count. B frames of a stack (the stacked engine's)
+go frame by frame (:func:`frame_radial_sums`, :func:`frame_grid_coulomb_sums`). Also
+μ = ∂G/∂φ_c at every node and the weighted nodes' coordinates (:func:`grid_nodes`), which those
+sums read.
 """
 
 from __future__ import annotations
@@ -316,6 +318,41 @@ def coulomb_sums(points, weights, centres, box=None):
     ``points`` is (3, m), one row per axis (as :func:`grid_nodes` gives them).
     """
     return _sums(points, weights, centres, box)
+
+
+def frame_radial_sums(points, weights, centres, node_start, centre_start, box=None, radii=None,
+                      kappa=0.0, eps_out=1.0, inv_c=1.0):  # fmt: skip
+    """The radial sums of B frames: frame f's centres over frame f's nodes only, (n, 3).
+
+    Frame f owns the nodes ``node_start[f] … node_start[f + 1]`` of ``points`` (3, m) and the
+    centres ``centre_start[f] …`` of ``centres`` (n, 3); g is the Coulomb slope, or with
+    ``radii`` the "mdh" slope (the arguments of :func:`debye_huckel_sums` after its centres).
+    """
+    centres = np.asarray(centres, dtype=np.float64).reshape(-1, 3)
+    out = np.zeros((len(centres), 3))
+    for f in range(len(node_start) - 1):
+        nodes = slice(int(node_start[f]), int(node_start[f + 1]))
+        rows = slice(int(centre_start[f]), int(centre_start[f + 1]))
+        out[rows] = _sums(points[:, nodes], weights[nodes], centres[rows], box,
+                          None if radii is None else radii[rows], kappa, eps_out,
+                          inv_c)  # fmt: skip
+    return out
+
+
+def frame_grid_coulomb_sums(field, origin, spacing, stride, nx, centres, centre_start, box=None):
+    """:func:`coulomb_grid_sums` of B frames of a stack: frame f's centres over its own block.
+
+    ``field`` is (B·stride, ny, nz), frame f's grid its planes f·stride … f·stride + nx − 1
+    (of ``origin``, ``spacing``); frame f owns the centres ``centre_start[f] …``. Returns
+    (n, 3).
+    """
+    centres = np.asarray(centres, dtype=np.float64).reshape(-1, 3)
+    out = np.zeros((len(centres), 3))
+    for f in range(len(centre_start) - 1):
+        rows = slice(int(centre_start[f]), int(centre_start[f + 1]))
+        block = field[f * stride : f * stride + nx]
+        out[rows] = coulomb_grid_sums(block, origin, spacing, centres[rows], box)
+    return out
 
 
 def debye_huckel_sums(points, weights, centres, radii, kappa, eps_out, eps_cavity):

@@ -130,7 +130,7 @@ def interval_end_slopes(axis, us, vs, t0, h, nbins, pos, vdw, acc, probe, step, 
         recorded = _record_ses_lines(axis, us, vs, t0, h, nbins, pos, vdw, acc, probe, step,
                                      nbisect, bins, ebins, features, nb)  # fmt: skip
     rec, offsets = recorded
-    out = _slots(offsets)
+    out = _slots(offsets, 3)
     unmatched = np.zeros(len(us) * len(vs), dtype=np.int64)
     tol = float(step) * 2.0 ** (-int(nbisect)) + 1e-9
     _slopes(rec, offsets, *args, tol, maxacc, maxreach, *bins, *ebins, *nb, circ_start,
@@ -167,7 +167,7 @@ def sphere_end_slopes(axis, us, vs, t0, h, nbins, pos, radius, bins, recorded=No
     if recorded is None:
         recorded = _recorded_intervals(union_lines_kernel, size, *args, *bins)
     rec, offsets = recorded
-    out = _slots(offsets)
+    out = _slots(offsets, 1)
     maxr = float(radius.max()) if radius.size else 0.0
     _union_slopes(rec, offsets, *args, maxr, *bins, *out)
     return kept_ends(offsets, len(vs), *out)
@@ -196,11 +196,15 @@ def _recorded_intervals(kernel, size, *args):
     return rec, slot_offsets(counts)
 
 
-def _slots(offsets):
-    """The slope kernels' output buffers for the slots of ``offsets`` (bin −1: unwritten)."""
+def _slots(offsets, width):
+    """The slope kernels' output buffers for the slots of ``offsets`` (bin −1: unwritten).
+
+    ``width`` atoms an end: 3 for the SES (a crossing moves with up to three), 1 for a sphere
+    union (an end moves with its sphere).
+    """
     total = int(offsets[-1])
-    return (np.full(total, -1, dtype=np.int64), np.full((total, 3), -1, dtype=np.int64),
-            np.zeros((total, 3, 3)))  # fmt: skip
+    return (np.full(total, -1, dtype=np.int64), np.full((total, width), -1, dtype=np.int64),
+            np.zeros((total, width, 3)))  # fmt: skip
 
 
 def slot_offsets(counts):

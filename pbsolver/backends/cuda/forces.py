@@ -225,6 +225,38 @@ def coulomb_grid_sums(field, origin, spacing, centres, box=None):
     return coulomb_sums(*grid_nodes(field, origin, spacing), centres, box)
 
 
+def frame_radial_sums(points, weights, centres, node_start, centre_start, box=None, radii=None,
+                      kappa=0.0, eps_out=1.0, inv_c=1.0):  # fmt: skip
+    """The radial sums of B frames in one launch (:func:`radial_sums`).
+
+    See :func:`pbsolver.backends.cpu.forces.frame_radial_sums`.
+    """
+    return radial_sums(points, weights, centres, box, radii, kappa, eps_out, inv_c,
+                       node_start=node_start, centre_start=centre_start)  # fmt: skip
+
+
+def frame_grid_coulomb_sums(field, origin, spacing, stride, nx, centres, centre_start, box=None):
+    """The φ_c sums of B frames of a stack in one launch (:func:`radial_sums`).
+
+    See :func:`pbsolver.backends.cpu.forces.frame_grid_coulomb_sums`. One list of the stack's
+    weighted nodes, in order, so each frame's are a contiguous run; their x is the frame's own
+    (plane − f·stride). ``nx`` is not needed: a block's padding planes (nx … stride − 1) hold
+    no weighted node.
+    """
+    xp = array_module(field)
+    frames = len(centre_start) - 1
+    flat = field.reshape(-1)
+    idx = xp.flatnonzero(flat)
+    plane, j, k = xp.unravel_index(idx, field.shape)
+    frame = plane // int(stride)
+    coords = (plane - frame * int(stride), j, k)
+    points = xp.stack([origin[a] + coords[a] * spacing[a] for a in range(3)])
+    node_start = xp.searchsorted(frame, xp.arange(frames + 1))
+    node_start = np.asarray(node_start.get() if hasattr(node_start, "get") else node_start)
+    return radial_sums(points, flat[idx].astype(xp.float64), centres, box,
+                       node_start=node_start, centre_start=centre_start)  # fmt: skip
+
+
 def debye_huckel_sums(points, weights, centres, radii, kappa, eps_out, eps_cavity):
     """Σ_p w_p (−T_i'(r)/r)(p − c_i) of the "mdh" terms for every centre: (n, 3)."""
     return radial_sums(
@@ -234,6 +266,8 @@ def debye_huckel_sums(points, weights, centres, radii, kappa, eps_out, eps_cavit
 
 __all__ = [
     "coulomb_grid_sums",
+    "frame_grid_coulomb_sums",
+    "frame_radial_sums",
     "coulomb_sensitivity",
     "coulomb_sums",
     "debye_huckel_sums",
