@@ -1022,6 +1022,23 @@ def _stacked_ends(per_frame, axis, stride, n, scale=1):
             np.concatenate(slopes), unmatched)  # fmt: skip
 
 
+def test_end_forces_in_array_code_equal_the_compiled_loop():
+    """The per-atom sums of line ends as array code (ends left on a GPU) and as the CPU loop:
+    unused columns (−1), owners that map images to atoms, images past the atoms left out."""
+    from pbsolver.backends.cpu.line_ends import end_forces
+    from pbsolver.forces.lines import array_end_forces
+
+    rng = np.random.default_rng(8)
+    m, n = 500, 9
+    atoms = rng.integers(-1, 14, (m, 3))
+    owners = np.r_[np.arange(n), rng.integers(0, n, 3), n + 1, n + 2]  # images, then two past
+    s, slopes = rng.normal(size=m), rng.normal(size=(m, 3, 3))
+    want = end_forces(s, atoms, slopes, owners, n)
+    got = array_end_forces(s, atoms, slopes, owners, n)
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-12 * np.abs(want).max())
+    assert (atoms == -1).any() and (owners[np.maximum(atoms, 0)] >= n).any()
+
+
 def test_stacked_engine_forces_match_central_differences():
     """The stacked engine's exact forces against central differences of its own energy."""
     atoms = _molecule(7, n=20)

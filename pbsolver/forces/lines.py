@@ -98,22 +98,42 @@ def end_slopes(xp, name, *args):
 def end_gradient(sensitivity, axis, h, lines, bins, atoms, slopes, owners, n_atoms):
     """Σ over moving interval ends of sensitivity[edge]/h · slope, per owner atom: (n_atoms, 3).
 
-    ``lines``, ``bins``, ``atoms``, ``slopes`` are the CPU line-end kernels' output
+    ``lines``, ``bins``, ``atoms``, ``slopes`` are the line-end kernels' output
     (:mod:`pbsolver.backends.cpu.line_ends`) for lines along ``axis``; ``sensitivity`` (a NumPy
     or CuPy grid, or anything indexed like one by (i, j, k) arrays) is read at the ends' edges;
-    the result is in its array library.
+    the result is in its array library. Ends on the host are summed there in order
+    (:func:`~pbsolver.backends.cpu.line_ends.end_forces`); ends left on a GPU (the stacked
+    engine's, :func:`pbsolver.md.line_ends.frame_line_ends`) are summed there, per atom in an
+    order the device chooses (atomic adds: reruns may differ by rounding).
     """
     from pbsolver.backends.cpu.line_ends import end_forces
 
     xp = array_module(sensitivity)
     a1, a2 = [a for a in range(3) if a != axis]
-    grad = np.zeros((n_atoms, 3))
-    if len(bins):
-        idx = [None, None, None]
-        idx[axis], idx[a1], idx[a2] = bins, lines[:, 0], lines[:, 1]
-        s = to_numpy(sensitivity[tuple(xp.asarray(i) for i in idx)]) / h
-        grad = end_forces(s, atoms, slopes, owners, n_atoms)
+    if not len(bins):
+        return xp.zeros((n_atoms, 3))
+    idx = [None, None, None]
+    idx[axis], idx[a1], idx[a2] = bins, lines[:, 0], lines[:, 1]
+    s = sensitivity[tuple(xp.asarray(i) for i in idx)]
+    if xp is not np and array_module(slopes) is xp:
+        return array_end_forces(s / h, atoms, slopes, owners, n_atoms)
+    grad = end_forces(to_numpy(s) / h, atoms, slopes, owners, n_atoms)
     return xp.asarray(grad)
+
+
+def array_end_forces(s, atoms, slopes, owners, n_atoms):
+    """:func:`pbsolver.backends.cpu.line_ends.end_forces` in array code of the ends' library.
+
+    For ends left on a GPU: the per-atom sums are atomic adds there (``bincount``), in an order
+    the device chooses.
+    """
+    xp = array_module(slopes)
+    owner = xp.asarray(np.asarray(owners, dtype=np.int64))[xp.maximum(atoms, 0)]
+    keep = ((atoms >= 0) & (owner < n_atoms)).ravel()
+    terms = (s[:, None, None] * slopes).reshape(-1, 3)[keep]
+    who = owner.ravel()[keep]
+    return xp.stack([xp.bincount(who, weights=terms[:, a], minlength=n_atoms)
+                     for a in range(3)], axis=1)  # fmt: skip
 
 
 def periodic_owners(positions, radii, box, origin, cutoff):
@@ -130,4 +150,4 @@ def periodic_owners(positions, radii, box, origin, cutoff):
     return pos, tagged[:, 0], tagged[:, 1].astype(np.int64)
 
 
-__all__ = ["end_gradient", "end_slopes", "periodic_owners", "union_gradient"]
+__all__ = ["array_end_forces", "end_gradient", "end_slopes", "periodic_owners", "union_gradient"]

@@ -70,13 +70,14 @@ def frame_line_ends(backend, nf, nu, nv, record, slopes, *, width, first, axis, 
     -------
     tuple or None
         ``(lines, bins, atoms, slopes, unmatched)``: the kept ends of every frame
-        (:func:`pbsolver.backends.cpu.line_ends.kept_ends`, host arrays) on the stack: an x
+        (:func:`pbsolver.backends.cpu.line_ends.kept_ends`' form, arrays of the backend: on a
+        GPU they stay there) on the stack: an x
         index (the bins along x, else the lines' first index, ``scale`` lines a plane) moves by
         f·stride, and ``atoms`` are rows of the B frames' atoms (−1 in unused columns);
         ``unmatched`` the frames' unmatched ends. None when ``bad`` was raised (the caller then
         records each frame itself).
     """
-    from pbsolver.backends.cpu.line_ends import kept_ends, slot_offsets
+    from pbsolver.backends.cpu.line_ends import slot_offsets
 
     xp = backend.array_module()
     nl = nu * nv
@@ -104,14 +105,26 @@ def frame_line_ends(backend, nf, nu, nv, record, slopes, *, width, first, axis, 
     slopes(rec, xp.asarray(offsets), *out, unmatched, bad)
     if int(backend.to_host(bad)[0]):
         return None
-    lines, kbins, atoms, kslopes = kept_ends(offsets, nv, *(np.asarray(backend.to_host(a))
-                                                           for a in out))  # fmt: skip
-    frame, lines[:, 0] = np.divmod(lines[:, 0], nu)  # kept_ends' first index: f·nu + iu
+    lines, kbins, atoms, kslopes = _kept(xp, offsets, nv, *out)
+    frame = lines[:, 0] // nu  # the first line index: f·nu + iu
+    lines[:, 0] -= frame * nu
     if axis == 0:
         kbins += frame * int(stride)
     else:
         lines[:, 0] += frame * int(stride) * int(scale)
     return lines, kbins, atoms, kslopes, int(backend.to_host(unmatched).sum())
+
+
+def _kept(xp, offsets, nv, out_bin, out_atoms, out_slopes):
+    """:func:`pbsolver.backends.cpu.line_ends.kept_ends` in array code of ``xp``.
+
+    The slots' ends that move, in slot order, left where the kernels wrote them (on a GPU:
+    there): (lines (m, 2) of the kept_ends' form, bins, atoms, slopes).
+    """
+    slot = xp.flatnonzero(out_bin >= 0)
+    line = xp.searchsorted(xp.asarray(offsets), slot, side="right") - 1
+    lines = xp.stack([line // nv, line % nv], axis=1)
+    return lines, out_bin[slot], out_atoms[slot], out_slopes[slot]
 
 
 def ion_line_ends(backend, kernels, pos, origin, radius, shape, spacing, subsamples, stride):
