@@ -501,12 +501,17 @@ elif [ "${1:-single}" = "s34" ]; then  # thirty-fourth session: exact forces on 
   done
 elif [ "${1:-single}" = "s36" ]; then  # thirty-sixth session: the radial sums in shared tiles
   # TESTS as s34; RADIAL="base prev": the radial-sum kernels of the trees in .gpu/<name> and of
-  # this tree, side by side; then s34's BATCH32/EXACT/BASE/PROFILE
+  # this tree, side by side; STAGES="mol": benchmarks/stacked_forces_stages.py; then s34's
+  # BATCH32/EXACT/BASE/PROFILE
   [ -n "${TESTS:-}" ] && step gpu_tests 340 python3 -m pytest -n 4 -m gpu -q -p no:cacheprovider \
     -W ignore::Warning -rs $([ "${TESTS}" = 1 ] || echo "${TESTS}")
   for t in ${RADIAL:-} head; do
     P=/tmp/site:$PWD; [ "$t" = head ] || P=/tmp/site:$PWD/.gpu/$t
     PYTHONPATH=$P step "radial_$t" 60 python3 benchmarks/radial_sums_gpu.py --json "$R/radial_$t.json"
+  done
+  for s in ${STAGES:-}; do  # each stage of a batch's exact forces, the device idle around it
+    step "stages_$s" 150 python3 benchmarks/stacked_forces_stages.py --pqr data/1lpb_chainA.pqr \
+      --surface "$s" --batch 32 --batches 2 --warmup 2 --json "$R/stages_$s.json"
   done
   TESTS= bash "$0" s34
 elif [ "${1:-single}" = "multi" ]; then

@@ -1,0 +1,124 @@
+"""Where a batch's exact forces go on the stacked engine: each stage timed with the device idle.
+
+A :class:`pbsolver.ReactionFieldCalculator` (``forces="exact"``, stacked engine) runs
+``--warmup`` batches of ``--batch`` frames, then ``--batches`` more with each stage of the exact
+forces wrapped: the device is synchronised before and after it, so a stage's time is its own
+kernels and host work (cProfile would charge a kernel to whichever later call waits for it).
+The stages are the engine's (the adjoint solve, the recorded SES and ion-accessible line ends,
+the stack's ``Problem``) and the terms of :func:`pbsolver.forces.frames_forces_from_adjoint`;
+the rest of ``compute_batch`` (maps, forward solve, sampling) is the row "energy frame".
+Printed as milliseconds a frame; ``--json`` keeps them. Measurement only: the wrappers'
+synchronisations make the whole slower than an unwrapped batch.
+
+    python benchmarks/stacked_forces_stages.py --pqr data/1lpb_chainA.pqr --surface mol
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+sys.path.append(str(Path(__file__).resolve().parents[1]))  # an installed or PYTHONPATH tree first
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from trajectory import frames_of  # noqa: E402
+
+import pbsolver as pb  # noqa: E402
+import pbsolver.forces as forces  # noqa: E402
+from pbsolver.forces import gradient  # noqa: E402
+from pbsolver.md.engine import StackedFrames  # noqa: E402
+
+#: (owner, attribute, stage name): the functions timed, where the callers look them up.
+STAGES = (
+    (StackedFrames, "solve_adjoint", "adjoint solve"),
+    (StackedFrames, "ses_interval_ends", "SES line ends recorded"),
+    (StackedFrames, "ion_interval_ends", "ion line ends recorded"),
+    (StackedFrames, "stack_problem", "stack's Problem"),
+    (forces, "frames_forces_from_adjoint", "all force terms"),  # the calculator imports it
+    (gradient, "face_sensitivities", "  ∂G/∂f sensitivities"),
+    (gradient, "_frames_surface", "  dielectric term (gather)"),
+    (gradient, "kappa_sensitivity", "  ∂G/∂κ̄² sensitivities"),
+    (gradient, "_frames_ionic", "  ionic term (gather)"),
+    (gradient, "coulomb_sensitivity", "  μ sensitivities"),
+    (gradient, "frames_coulomb_gradient", "  φ_c term (radial sums)"),
+    (gradient, "boundary_weights", "  ν weights"),
+    (gradient, "frames_boundary_gradient", "  boundary term (mdh sums)"),
+)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--pqr", default=str(pb.data.path("peptide.pqr")))
+    p.add_argument("--surface", choices=["vdw", "mol", "smol"], default="mol")
+    p.add_argument("--spacing", type=float, default=0.5)
+    p.add_argument("--salt", type=float, default=0.15)
+    p.add_argument("--backend", choices=["cpu", "cuda"], default="cuda")
+    p.add_argument("--batch", type=int, default=32)
+    p.add_argument("--batches", type=int, default=2)
+    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--json")
+    args = p.parse_args(argv)
+
+    sync = _synchronizer(args.backend)
+    atoms = pb.read_pqr(args.pqr)
+    n = args.batch
+    frames = frames_of(atoms, n * (args.batches + args.warmup), drift=0.005, wiggle=0.01)
+    calc = pb.ReactionFieldCalculator(
+        atoms, forces="exact", engine="stacked", spacing=args.spacing, surface=args.surface,
+        ionic_strength=args.salt, backend=args.backend, rtol=1e-6, margin=8.0, skin=2.0,
+    )  # fmt: skip
+    batches = [frames[k : k + n] for k in range(0, len(frames), n)]
+    for b in batches[: args.warmup]:
+        calc.compute_batch(b)
+    spent = defaultdict(float)
+    for owner, name, stage in STAGES:
+        setattr(owner, name, _timed(getattr(owner, name), stage, spent, sync))
+    sync()
+    t0 = time.perf_counter()
+    for b in batches[args.warmup :]:
+        calc.compute_batch(b)
+    sync()
+    whole = time.perf_counter() - t0
+    per_frame = 1e3 / (n * args.batches)
+    rows = {stage: spent[stage] * per_frame for _, _, stage in STAGES}
+    rows["energy frame (maps, forward solve, sampling) and the rest"] = (
+        whole - spent["adjoint solve"] - spent["SES line ends recorded"]
+        - spent["ion line ends recorded"] - spent["stack's Problem"] - spent["all force terms"]
+    ) * per_frame  # fmt: skip
+    rows["whole exact frame (with the stages' synchronisations)"] = whole * per_frame
+    print(f"{Path(args.pqr).name}: {len(atoms)} atoms, surface {args.surface}, backend "
+          f"{args.backend}, {args.batches} batches of {n} frames; ms a frame")  # fmt: skip
+    for stage, ms in rows.items():
+        print(f"{stage:58s} {ms:8.3f}")
+    if args.json:
+        out = {"ms_a_frame": rows, "args": vars(args), "pbsolver": str(Path(pb.__file__).parent)}
+        Path(args.json).write_text(json.dumps(out, indent=1))
+
+
+def _timed(fn, stage, spent, sync):
+    def wrapper(*a, **k):
+        sync()
+        t0 = time.perf_counter()
+        try:
+            return fn(*a, **k)
+        finally:
+            sync()
+            spent[stage] += time.perf_counter() - t0
+
+    return wrapper
+
+
+def _synchronizer(backend):
+    if backend == "cpu":
+        return lambda: None
+    import cupy
+
+    return cupy.cuda.Device().synchronize
+
+
+if __name__ == "__main__":
+    main()
