@@ -23,7 +23,7 @@ from pathlib import Path
 sys.path.append(str(Path(__file__).resolve().parents[1]))  # an installed or PYTHONPATH tree first
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from trajectory import frames_of  # noqa: E402
+from trajectory import frames_of, warm_exact_batches  # noqa: E402
 
 import pbsolver as pb  # noqa: E402
 import pbsolver.forces as forces_module  # noqa: E402
@@ -84,20 +84,12 @@ def main(argv=None):
 
 def profile_batches(args):
     """cProfile of whole ``compute_batch`` calls with exact forces on the stacked engine."""
-    atoms = pb.read_pqr(args.pqr)
+    atoms, calc, batches = warm_exact_batches(pb, args, args.frames)
     n = args.batch
-    frames = frames_of(atoms, n * (args.frames + args.warmup), drift=0.005, wiggle=0.01)
-    calc = pb.ReactionFieldCalculator(
-        atoms, forces="exact", engine="stacked", spacing=args.spacing, surface=args.surface,
-        ionic_strength=args.salt, backend=args.backend, rtol=1e-6, margin=8.0, skin=2.0,
-    )  # fmt: skip
-    batches = [frames[k : k + n] for k in range(0, len(frames), n)]
-    for b in batches[: args.warmup]:
-        calc.compute_batch(b)
     profile = cProfile.Profile()
     profile.enable()
     try:
-        for b in batches[args.warmup :]:
+        for b in batches:
             calc.compute_batch(b)
     finally:
         profile.disable()

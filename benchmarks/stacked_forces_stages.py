@@ -25,7 +25,7 @@ from pathlib import Path
 sys.path.append(str(Path(__file__).resolve().parents[1]))  # an installed or PYTHONPATH tree first
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from trajectory import frames_of  # noqa: E402
+from trajectory import warm_exact_batches  # noqa: E402
 
 import pbsolver as pb  # noqa: E402
 import pbsolver.forces as forces  # noqa: E402
@@ -40,9 +40,9 @@ STAGES = (
     (StackedFrames, "stack_problem", "stack's Problem"),
     (forces, "frames_forces_from_adjoint", "all force terms"),  # the calculator imports it
     (gradient, "face_sensitivities", "  ∂G/∂f sensitivities"),
-    (gradient, "_frames_surface", "  dielectric term (gather)"),
+    (gradient, "surface_gradient", "  dielectric term (line ends)"),
     (gradient, "kappa_sensitivity", "  ∂G/∂κ̄² sensitivities"),
-    (gradient, "_frames_ionic", "  ionic term (gather)"),
+    (gradient, "ionic_gradient", "  ionic term (line ends)"),
     (gradient, "coulomb_sensitivity", "  μ sensitivities"),
     (gradient, "frames_coulomb_gradient", "  φ_c term (radial sums)"),
     (gradient, "boundary_weights", "  ν weights"),
@@ -64,22 +64,14 @@ def main(argv=None):
     args = p.parse_args(argv)
 
     sync = _synchronizer(args.backend)
-    atoms = pb.read_pqr(args.pqr)
+    atoms, calc, batches = warm_exact_batches(pb, args, args.batches)
     n = args.batch
-    frames = frames_of(atoms, n * (args.batches + args.warmup), drift=0.005, wiggle=0.01)
-    calc = pb.ReactionFieldCalculator(
-        atoms, forces="exact", engine="stacked", spacing=args.spacing, surface=args.surface,
-        ionic_strength=args.salt, backend=args.backend, rtol=1e-6, margin=8.0, skin=2.0,
-    )  # fmt: skip
-    batches = [frames[k : k + n] for k in range(0, len(frames), n)]
-    for b in batches[: args.warmup]:
-        calc.compute_batch(b)
     spent = defaultdict(float)
     for owner, name, stage in STAGES:
         setattr(owner, name, _timed(getattr(owner, name), stage, spent, sync))
     sync()
     t0 = time.perf_counter()
-    for b in batches[args.warmup :]:
+    for b in batches:
         calc.compute_batch(b)
     sync()
     whole = time.perf_counter() - t0

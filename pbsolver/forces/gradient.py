@@ -294,13 +294,19 @@ def frames_forces_from_adjoint(atoms, positions, grid, problem, phi_rf, lam, sou
     grads = {"charge": xp.asarray(half_q)[None, :, None] * field_gradient}
     # one frame's own grid reads ∂G/∂f where its ends lie; a stack slices whole arrays per frame
     sens = face_sensitivities(problem, phi, lam, ph, at_reads=frames.single)
-    grads["dielectric"] = _frames_surface(atoms, positions, grid, frames, sens, ph, box,
-                                          ses_step, nbisect, ses_ends)  # fmt: skip
+    stacked = None if frames.single else stacked_atoms(atoms, positions)  # the ends' owners
+    grads["dielectric"] = _frames_term(
+        lambda a, s, e: surface_gradient(a, grid, s, ph, box=box, ses_step=ses_step,
+                                         nbisect=nbisect, ses_ends=e),
+        atoms, positions, frames, sens, ses_ends, stacked,
+    )  # fmt: skip
     grads["ionic"] = xp.zeros((nf, n, 3))
     if problem.kappa2 is not None:
-        grads["ionic"] = _frames_ionic(atoms, positions, grid, frames,
-                                       kappa_sensitivity(problem, phi, lam), ph,
-                                       kappa_subsamples, box, ion_ends)  # fmt: skip
+        grads["ionic"] = _frames_term(
+            lambda a, s, e: ionic_gradient(a, grid, s, ph.kappa2, ph.ion_radius,
+                                           subsamples=kappa_subsamples, box=box, ends=e),
+            atoms, positions, frames, kappa_sensitivity(problem, phi, lam), ion_ends, stacked,
+        )  # fmt: skip
     mu = coulomb_sensitivity(problem, lam)
     frames.clear_padding(mu)
     grads["coulomb"] = frames_coulomb_gradient(atoms.charges, positions, grid, stride, mu,
@@ -354,46 +360,33 @@ class _FrameRows:
             a.reshape(self.frames, self.stride, *a.shape[1:])[:, self.shape[0] :] = 0.0
 
 
-def _frames_surface(atoms, positions, grid, frames, sens, ph, box, ses_step, nbisect, ends):
-    """The dielectric term of B frames: (B, n, 3)."""
-    nf, n = positions.shape[:2]
-    if ends is not None or frames.single:  # one set of ends (or one grid) for all frames
-        owners = atoms if frames.single else _frame_atoms(atoms, positions)
-        grad = surface_gradient(owners, grid, sens, ph, box=box, ses_step=ses_step,
-                                nbisect=nbisect, ses_ends=ends)  # fmt: skip
-        return grad.reshape(nf, n, 3)
-    return _stack([
-        surface_gradient(_frame(atoms, positions, k), grid, frames.frame(sens, k), ph, box=box,
-                         ses_step=ses_step, nbisect=nbisect)
-        for k in range(nf)
-    ])  # fmt: skip
+def _frames_term(term, atoms, positions, frames, sens, ends, stacked):
+    """A line-end term of B frames, ``term(atoms, sens, ends)`` → (n, 3): (B, n, 3).
 
-
-def _frames_ionic(atoms, positions, grid, frames, sens, ph, subsamples, box, ends):
-    """The ionic term of B frames: (B, n, 3)."""
+    Recorded ends (one set on the stack) are gathered once, for the B frames' atoms as one set
+    (``stacked``); without them each frame records its own lines on its block of ``sens``.
+    """
     nf, n = positions.shape[:2]
-    args = (ph.kappa2, ph.ion_radius)
-    if ends is not None or frames.single:
-        owners = atoms if frames.single else _frame_atoms(atoms, positions)
-        grad = ionic_gradient(owners, grid, sens, *args, subsamples=subsamples, box=box,
-                              ends=ends)  # fmt: skip
-        return grad.reshape(nf, n, 3)
-    return _stack([
-        ionic_gradient(_frame(atoms, positions, k), grid, frames.frame(sens, k), *args,
-                       subsamples=subsamples, box=box)
-        for k in range(nf)
-    ])  # fmt: skip
+    if frames.single:
+        return term(_frame(atoms, positions, 0), sens, ends)[None]
+    if ends is not None:
+        return term(stacked, sens, ends).reshape(nf, n, 3)
+    return _stack([term(_frame(atoms, positions, k), frames.frame(sens, k), None)
+                   for k in range(nf)])  # fmt: skip
 
 
 def _frame(atoms, positions, k):
-    """Frame k's atoms (``atoms`` itself where they are the one frame's)."""
-    if positions.shape[0] == 1 and positions[0] is atoms.positions:
+    """Frame k's atoms (``atoms`` itself where they are at that frame's positions)."""
+    if np.array_equal(positions[k], atoms.positions):
         return atoms
     return atoms.with_positions(positions[k])
 
 
-def _frame_atoms(atoms, positions):
-    """B frames' atoms as one set (frame-major): the owners of the stacked ends."""
+def stacked_atoms(atoms, positions):
+    """B frames' atoms as one set (frame-major), ``positions`` (B, n, 3): a stack's atoms.
+
+    The rows the stacked engine's ends name, and the charges ½ Iᵀq spreads into its blocks.
+    """
     nf = positions.shape[0]
     return Atoms(positions.reshape(-1, 3), np.tile(atoms.charges, nf), np.tile(atoms.radii, nf))
 
@@ -435,5 +428,6 @@ __all__ = [
     "forces_from_adjoint",
     "frames_forces_from_adjoint",
     "solvation_forces",
+    "stacked_atoms",
     "supports",
 ]

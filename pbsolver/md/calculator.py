@@ -641,13 +641,14 @@ class ReactionFieldCalculator:
         (:meth:`StackedFrames.stack_problem`, :func:`pbsolver.forces.frames_forces_from_adjoint`).
         """
         from pbsolver.forces import adjoint_source, frames_forces_from_adjoint
+        from pbsolver.forces.gradient import stacked_atoms
         from pbsolver.forces.interpolation import interpolation_gradient, stack_offsets
 
         nf, n = host.shape[:2]
         xp, stride = engine.xp, engine.stride
         # every frame's ½ Iᵀq and charge-term slopes at once, in the engine's stack
         positions = host.reshape(-1, 3)
-        batch = Atoms(positions, np.tile(self.atoms.charges, nf), np.tile(self.atoms.radii, nf))
+        batch = stacked_atoms(self.atoms, host)
         sampling = {"interpolation": self.interpolation,
                     "offsets": stack_offsets(grid, nf, n, stride, xp)}  # fmt: skip
         sources = adjoint_source(batch, grid, xp=xp, size=res.stack.size,

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda
 
-from pbsolver.arrays import array_module
+from pbsolver.arrays import array_module, to_numpy
 from pbsolver.backends.bodies import forces as B
 from pbsolver.backends.cuda.device import launch_on_legacy_stream as launch
 from pbsolver.backends.launch_sizes import FINISH_THREADS, THREADS, simulated
@@ -101,12 +101,18 @@ def coulomb_sensitivity(lam, faces, kappa2, eps_cavity, spacing):
     return out
 
 
-def grid_nodes(field, origin, spacing):
-    """Coordinates (3, m) and values (m,) of the nodes where ``field`` ≠ 0 (array code)."""
+def grid_nodes(field, origin, spacing, stride=None):
+    """Coordinates (3, m) and values (m,) of the nodes where ``field`` ≠ 0 (array code).
+
+    With ``stride``, ``field`` is a stack of blocks of ``stride`` planes, each a grid of its
+    own: a node's x is its block's (plane − f·stride).
+    """
     xp = array_module(field)
     flat = field.reshape(-1)
     idx = xp.flatnonzero(flat)
-    ijk = xp.unravel_index(idx, field.shape)
+    ijk = list(xp.unravel_index(idx, field.shape))
+    if stride is not None:
+        ijk[0] = ijk[0] % int(stride)
     points = xp.stack([origin[a] + ijk[a] * spacing[a] for a in range(3)])
     return points, flat[idx].astype(xp.float64)
 
@@ -245,15 +251,9 @@ def frame_grid_coulomb_sums(field, origin, spacing, stride, nx, centres, centre_
     """
     xp = array_module(field)
     frames = len(centre_start) - 1
-    flat = field.reshape(-1)
-    idx = xp.flatnonzero(flat)
-    plane, j, k = xp.unravel_index(idx, field.shape)
-    frame = plane // int(stride)
-    coords = (plane - frame * int(stride), j, k)
-    points = xp.stack([origin[a] + coords[a] * spacing[a] for a in range(3)])
-    node_start = xp.searchsorted(frame, xp.arange(frames + 1))
-    node_start = np.asarray(node_start.get() if hasattr(node_start, "get") else node_start)
-    return radial_sums(points, flat[idx].astype(xp.float64), centres, box,
+    counts = xp.count_nonzero(field.reshape(frames, -1), axis=1)
+    node_start = np.concatenate([[0], np.cumsum(np.asarray(to_numpy(counts)))])
+    return radial_sums(*grid_nodes(field, origin, spacing, stride), centres, box,
                        node_start=node_start, centre_start=centre_start)  # fmt: skip
 
 
