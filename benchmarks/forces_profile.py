@@ -40,6 +40,7 @@ def main(argv=None):
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--top", type=int, default=30)
     p.add_argument("--whole", action="store_true", help="profile the whole frame, not the forces")
+    p.add_argument("--callers", help="also print the callers of the functions matching this regex")
     p.add_argument("--batch", type=int, default=0,
                    help="profile whole compute_batch calls of this many frames on the stacked "
                    "engine (--frames of them after --warmup)")  # fmt: skip
@@ -79,7 +80,10 @@ def main(argv=None):
     part = "whole frames" if args.whole else "forces"
     print(f"{Path(args.pqr).name}: {len(atoms)} atoms, surface {args.surface}, backend "
           f"{args.backend}; cumulative seconds of the {part}, {args.frames} frames")  # fmt: skip
-    pstats.Stats(profile).sort_stats("cumulative").print_stats(args.top)
+    stats = pstats.Stats(profile).sort_stats("cumulative")
+    stats.print_stats(args.top)
+    if args.callers:
+        stats.print_callers(args.callers)
 
 
 def profile_batches(args):
@@ -96,7 +100,10 @@ def profile_batches(args):
     print(f"{Path(args.pqr).name}: {len(atoms)} atoms, surface {args.surface}, backend "
           f"{args.backend}; cumulative seconds of {args.frames} compute_batch calls of {n} "
           "frames (stacked engine, exact forces)")  # fmt: skip
-    pstats.Stats(profile).sort_stats("cumulative").print_stats(args.top)
+    stats = pstats.Stats(profile).sort_stats("cumulative")
+    stats.print_stats(args.top)
+    if args.callers:
+        stats.print_callers(args.callers)
 
 
 if __name__ == "__main__":

@@ -77,8 +77,6 @@ def frame_line_ends(backend, nf, nu, nv, record, slopes, *, width, first, axis, 
         ``unmatched`` the frames' unmatched ends. None when ``bad`` was raised (the caller then
         records each frame itself).
     """
-    from pbsolver.backends.cpu.line_ends import slot_offsets
-
     xp = backend.array_module()
     nl = nu * nv
     capacity = -(-int(first) // pieces) + 4
@@ -86,24 +84,30 @@ def frame_line_ends(backend, nf, nu, nv, record, slopes, *, width, first, axis, 
     while True:
         rec = xp.zeros((nf, nu, nv * pieces, capacity + 1, 2))
         record(rec, bad)
-        counts = np.asarray(backend.to_host(rec[:, :, :, 0, 0])).astype(np.int64)
-        if int(backend.to_host(bad)[0]):
+        counts = rec[:, :, :, 0, 0].astype(np.int64)  # per piece
+        whole = counts.reshape(nf, nu, nv, pieces).sum(axis=3) if pieces > 1 else counts
+        # one read a recording: the flag, the fullest piece and line, the intervals in all
+        raised, fullest, longest, total = (int(v) for v in backend.to_host(
+            xp.stack([bad[0], counts.max(), whole.max(), whole.sum()])))  # fmt: skip
+        if raised:
             return None
-        if counts.max(initial=0) <= capacity:
+        if fullest <= capacity:
             break
-        capacity = int(counts.max())
+        capacity = fullest
     if pieces > 1:
-        counts = counts.reshape(nf, nu, nv, pieces).sum(axis=3)
-        joined = xp.zeros((nf, nu, nv, int(counts.max(initial=0)) + 1, 2))
+        joined = xp.zeros((nf, nu, nv, longest + 1, 2))
         join(rec, pieces, joined)
         rec = joined
-    offsets = slot_offsets(counts)
-    n = max(1, int(offsets[-1]))
+    # slot_offsets on the device: line l owns slots offsets[l] … offsets[l + 1]
+    offsets = xp.zeros(nf * nl + 1, dtype=np.int64)
+    offsets[1:] = xp.cumsum(2 * whole.reshape(-1))
+    n = max(1, 2 * total)
     out = (xp.full(n, -1, dtype=np.int64), xp.full((n, width), -1, dtype=np.int64),
            xp.zeros((n, width, 3)))  # fmt: skip
     unmatched = xp.zeros(nf * nl, dtype=np.int64)
-    slopes(rec, xp.asarray(offsets), *out, unmatched, bad)
-    if int(backend.to_host(bad)[0]):
+    slopes(rec, offsets, *out, unmatched, bad)
+    raised, missed = (int(v) for v in backend.to_host(xp.stack([bad[0], unmatched.sum()])))
+    if raised:
         return None
     lines, kbins, atoms, kslopes = _kept(xp, offsets, nv, *out)
     frame = lines[:, 0] // nu  # the first line index: f·nu + iu
@@ -112,7 +116,7 @@ def frame_line_ends(backend, nf, nu, nv, record, slopes, *, width, first, axis, 
         kbins += frame * int(stride)
     else:
         lines[:, 0] += frame * int(stride) * int(scale)
-    return lines, kbins, atoms, kslopes, int(backend.to_host(unmatched).sum())
+    return lines, kbins, atoms, kslopes, missed
 
 
 def _kept(xp, offsets, nv, out_bin, out_atoms, out_slopes):
@@ -122,7 +126,7 @@ def _kept(xp, offsets, nv, out_bin, out_atoms, out_slopes):
     there): (lines (m, 2) of the kept_ends' form, bins, atoms, slopes).
     """
     slot = xp.flatnonzero(out_bin >= 0)
-    line = xp.searchsorted(xp.asarray(offsets), slot, side="right") - 1
+    line = xp.searchsorted(offsets, slot, side="right") - 1
     lines = xp.stack([line // nv, line % nv], axis=1)
     return lines, out_bin[slot], out_atoms[slot], out_slopes[slot]
 

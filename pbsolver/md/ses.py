@@ -202,7 +202,7 @@ class FrameSES:
         -------
         list or None
             Per axis, ``(lines, bins, atoms, slopes, unmatched)`` of every frame on the
-            engine's stack (:func:`pbsolver.md.line_ends.frame_line_ends`: host arrays, frame
+            engine's stack (:func:`pbsolver.md.line_ends.frame_line_ends`: device arrays, frame
             f's x indices moved by f·stride, ``atoms`` rows of all B frames' atoms). None where
             the kernel set has no recorder (the CPU's: the forces then record each frame's
             lines themselves) or where a line holds more spheres or probe candidates than the
