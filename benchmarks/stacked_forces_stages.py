@@ -36,13 +36,12 @@ from pbsolver.md.engine import StackedFrames  # noqa: E402
 STAGES = (
     (StackedFrames, "solve_adjoint", "adjoint solve"),
     (StackedFrames, "ses_interval_ends", "SES line ends recorded"),
-    (StackedFrames, "ion_interval_ends", "ion line ends recorded"),
     (StackedFrames, "stack_problem", "stack's Problem"),
     (forces, "frames_forces_from_adjoint", "all force terms"),  # the calculator imports it
     (gradient, "face_sensitivities", "  ∂G/∂f sensitivities"),
     (gradient, "surface_gradient", "  dielectric term (line ends)"),
     (gradient, "kappa_sensitivity", "  ∂G/∂κ̄² sensitivities"),
-    (gradient, "ionic_gradient", "  ionic term (line ends)"),
+    (gradient, "ionic_gradient", "  ionic term (the engine's column sums)"),
     (gradient, "coulomb_sensitivity", "  μ sensitivities"),
     (gradient, "frames_coulomb_gradient", "  φ_c term (radial sums)"),
     (gradient, "boundary_weights", "  ν weights"),

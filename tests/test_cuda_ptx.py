@@ -5,8 +5,9 @@ numba's simulator runs kernels as Python, so it cannot see what numba-cuda refus
 and compiles a kernel without a device, given NVRTC and libNVVM (e.g. the wheels
 ``nvidia-cuda-nvrtc-cu12`` and ``nvidia-cuda-nvcc-cu12``); where they do not load, the test is
 skipped and says why. The argument types are those of the engine's calls
-(:meth:`pbsolver.md.ses.FrameSES.interval_ends`, :func:`pbsolver.md.line_ends.ion_line_ends`,
-the map wrappers of :mod:`pbsolver.backends.cuda.maps` and the frame engine's SES lines).
+(:meth:`pbsolver.md.ses.FrameSES.interval_ends`,
+:meth:`pbsolver.md.engine.StackedFrames.ion_end_sums`, the map wrappers of
+:mod:`pbsolver.backends.cuda.maps` and the frame engine's SES lines).
 
 The compilers are not in the ``test`` extra: beside the ``cuda13`` extra's own they would put
 two CUDA versions' compilers in one environment. To run it on a machine without a GPU::
@@ -76,7 +77,7 @@ def test_frame_line_end_kernels_compile(cuda):
     nb = (z(nf * na + 1, dtype=i8), z(4, dtype=i8), z(nf * na + 1, dtype=i8))
     arcs = (z(3, 13), z(4, dtype=i8), z(3, 6))
     bad = z(1, dtype=i8)
-    us, vs, t0 = z(nf, 4), z(nf, 3), z(nf)
+    us, vs = z(nf, 4), z(nf, 3)
     whole = z(nf, 4, 3, 9, 2)
     ends = (z(10, dtype=i8), z(10, 3, dtype=i8), z(10, 3, 3))
     cases = {
@@ -88,13 +89,6 @@ def test_frame_line_end_kernels_compile(cuda):
         "frame_ses_slopes_kernel": (
             whole, z(25, dtype=i8), 0, us, vs, origin, 0.5, 4, pos, vdw, acc, 1.4, 1e-6, 3.0,
             4.4, *per_line, *nb, z(3, dtype=i8), *arcs, *ends, z(24, dtype=i8), bad,
-        ),
-        "frame_union_record_kernel": (
-            whole, 2, us, vs, t0, 0.5, 4, pos, acc, 3.0, bins, bstart, border, bad,
-        ),
-        "frame_union_slopes_kernel": (
-            whole, z(25, dtype=i8), 2, us, vs, t0, 0.5, 4, pos, acc, 3.0, bins, bstart, border,
-            z(10, dtype=i8), z(10, 1, dtype=i8), z(10, 1, 3),
         ),
         # one frame's SES slopes, whose scratch moved into a device function the frame kernel
         # shares
@@ -158,10 +152,16 @@ def test_line_map_kernels_compile_with_their_scratch_helpers(cuda):
                   z(na, dtype=i8), z(1, dtype=i8))  # fmt: skip
     arcs_fill = (z(na, 3), z(na), z(3, dtype=i8), z(3, dtype=i8), *nb[:2], z(4, dtype=i8),
                  z(3, 13), z(3, 6))  # fmt: skip
+    # the frame engine's ion-accessible columns (the shared column bodies) and the forces' sums
+    # of their chord ends (atomic adds into (B·N, 3))
+    column = (z(nf, na, 3), z(na), 4, 3, 3, 4, z(nf, 3), z(3), 2, z(1, dtype=i8))
+    ion_map = (z(nf * 4, 3, 3), *column)
+    ion_sums = (z(nf * na, 3), z(nf * 4, 3, 3), *column)
     kernels = frame_kernels.cuda_kernels()
     for kernel, args in ((M._k_ses_lines, ses), (M._k_sphere_union_lines, union),
                          (kernels.ses.edges, edges), (M.count_arcs_kernel, arcs_count),
-                         (M.fill_circles_kernel, arcs_fill)):  # fmt: skip
+                         (M.fill_circles_kernel, arcs_fill), (kernels.ion, ion_map),
+                         (kernels.ion_end_sums, ion_sums)):  # fmt: skip
         ptx, _ = cuda.compile_ptx(kernel.py_func, _types(args), cc=(9, 0))
         assert ".entry" in ptx
 

@@ -938,10 +938,12 @@ def test_stacked_engine_forces_equal_the_general_engines(surface, salt, dtype):
 
 def test_stacked_engine_forces_take_each_frames_recorded_ends(monkeypatch):
     """The calculator hands the forces every frame's line ends as one set on the engine's stack
-    where the engine records them (CUDA: all frames at once); here each frame's CPU ends, moved
-    to its block of the stack, stand in, and the forces are the same as those of the lines
-    recorded frame by frame."""
+    where the engine records them (CUDA: all frames at once; the ion-accessible ends as the
+    engine's function that sums them); here each frame's CPU ends, moved to its block of the
+    stack, stand in, and the forces are the same as those of the lines recorded frame by
+    frame."""
     from pbsolver.backends.cpu import line_ends
+    from pbsolver.forces.lines import end_gradient
     from pbsolver.md.engine import StackedFrames
 
     atoms = _molecule(7, n=14)
@@ -987,11 +989,16 @@ def test_stacked_engine_forces_take_each_frames_recorded_ends(monkeypatch):
                 for axis in range(3)]  # fmt: skip
 
     def stacked_ions(engine, nf):
+        # the engine's form: a function of the sensitivity that sums every frame's ends per row
         calls.append("ion")
-        return _stacked_ends([ion_ends(p) for p in frames], 2, engine.stride, n, scale=2)
+        lines, bins, owner, slopes, _ = _stacked_ends([ion_ends(p) for p in frames], 2,
+                                                      engine.stride, n, scale=2)  # fmt: skip
+        rows = np.arange(nf * n)
+        return lambda s: end_gradient(s, 2, grid.spacing[2], lines // 2, bins, owner, slopes, rows,
+                                      nf * n)  # fmt: skip
 
     monkeypatch.setattr(StackedFrames, "ses_interval_ends", stacked_ses)
-    monkeypatch.setattr(StackedFrames, "ion_interval_ends", stacked_ions)
+    monkeypatch.setattr(StackedFrames, "ion_end_sums", stacked_ions)
     got = pb.ReactionFieldCalculator(atoms, **kw).compute_batch(frames)
     assert calls == ["ses", "ion"]
     for a, b in zip(got, ref, strict=True):

@@ -362,49 +362,49 @@ def test_cuda_ses_kernels_equal_the_cpu_ones_under_the_simulator():
             got = ses_gradient(*args, ses_step=0.3, nbisect=10, ends=mine)
             np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12 * np.abs(want).max())
             assert np.abs(want).max() > 0
-    # the ion-accessible lines' chord ends of both frames (κ̄²'s force term), likewise
-    from pbsolver.backends.cpu import line_ends
+    # the ion-accessible lines' chord ends of both frames (κ̄²'s force term), summed by the
+    # engine's column kernel in one launch, against each frame's own recorded CPU ends
+    from pbsolver.backends.frame_kernels import LINE_THREADS
+    from pbsolver.forces.gradient import stacked_atoms
     from pbsolver.forces.ionic import ionic_gradient
-    from pbsolver.md.line_ends import ion_line_ends
 
     ion = radii + 2.0
-    got = ion_line_ends(_SimBackend(), _SimBackend().frame_kernels().ion_ends, pos, origin,
-                        np.tile(ion, 2), grid.shape, grid.spacing, 2, stride)  # fmt: skip
+    sens = rng.normal(size=big)
+    grad, bad = np.zeros((10, 3)), np.zeros(1, dtype=np.int64)
+
+    def sums(sensitivity):
+        _SimBackend().launch_items(_SimBackend().frame_kernels().ion_end_sums, 2 * nx * ny, grad,
+                                   sensitivity, pos, ion, nx, ny, nz, stride, origin,
+                                   np.asarray(grid.spacing), 2, bad,
+                                   threads=LINE_THREADS)  # fmt: skip
+        return grad
+
+    both = stacked_atoms(pb.Atoms(pos[0], np.zeros(5), radii), pos)
+    got = ionic_gradient(both, grid, sens, 0.8, 2.0, subsamples=2, ends=sums)
+    assert bad[0] == 0
     for f in range(2):
-        us, vs, t0 = maps.ion_lines(grid, 2)
-        bins = maps.line_bins(pos[f], ion, 2, us, vs)
-        lines, kbins, owner, slopes = line_ends.sphere_end_slopes(
-            2, us, vs, t0, grid.spacing[2], grid.shape[2], pos[f], ion, bins
-        )  # one sphere an end: the used columns of the CPU's
-        a = _canonical((lines, kbins, owner[:, :1], slopes[:, :1]))
-        mine = _frame_ends(got, f, 2, stride, nx, 5, scale=2)
-        b = _canonical(mine)
-        for x, y in zip(a[:3], b[:3], strict=True):
-            np.testing.assert_array_equal(y, x)
-        np.testing.assert_allclose(b[3], a[3], rtol=0, atol=1e-12)
-        assert len(a[1]) > 20
         atoms = pb.Atoms(pos[f], np.zeros(5), radii)
-        sens = rng.normal(size=grid.shape)
-        want = ionic_gradient(atoms, grid, sens, 0.8, 2.0, subsamples=2)
-        np.testing.assert_allclose(ionic_gradient(atoms, grid, sens, 0.8, 2.0, subsamples=2,
-                                                  ends=mine), want, rtol=1e-12,
+        want = ionic_gradient(atoms, grid, sens[f * stride : f * stride + nx], 0.8, 2.0,
+                              subsamples=2)  # fmt: skip
+        assert np.abs(want).max() > 0
+        np.testing.assert_allclose(got[5 * f : 5 * f + 5], want, rtol=1e-12,
                                    atol=1e-12 * np.abs(want).max())  # fmt: skip
 
 
-def _frame_ends(stacked, f, axis, stride, nx, n, scale=1):
+def _frame_ends(stacked, f, axis, stride, nx, n):
     """Frame f's own ends (its grid's indices, its atoms) from a set of ends on a stack.
 
-    The engine's ends move frame f's x indices (the bins along x, else the lines' first index,
-    ``scale`` lines a plane) by f·stride and its atoms by f·n.
+    The engine's ends move frame f's x indices (the bins along x, else the lines' first index)
+    by f·stride and its atoms by f·n.
     """
     lines, bins, atoms, slopes = (np.array(a) for a in stacked[:4])
-    x = bins if axis == 0 else lines[:, 0] // scale
+    x = bins if axis == 0 else lines[:, 0]
     keep = (x >= f * stride) & (x < f * stride + nx)
     lines, bins, atoms, slopes = lines[keep], bins[keep], atoms[keep], slopes[keep]
     if axis == 0:
         bins -= f * stride
     else:
-        lines[:, 0] -= f * stride * scale
+        lines[:, 0] -= f * stride
     assert ((atoms < 0) | ((atoms >= f * n) & (atoms < (f + 1) * n))).all()
     return lines, bins, np.where(atoms >= 0, atoms - f * n, -1), slopes
 

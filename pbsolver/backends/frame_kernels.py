@@ -74,7 +74,7 @@ LINE_MIN_BLOCKS = 24
 
 
 def _kernel_set(edges, ion, coulomb, boundary, assemble, sample, flags, coulomb_for,
-                on_nodes=None, coulomb_map=None, boundary_map=None, ion_ends=None,
+                on_nodes=None, coulomb_map=None, boundary_map=None, ion_end_sums=None,
                 **extra):  # fmt: skip
     """One device's kernels, as the engine launches them.
 
@@ -87,14 +87,15 @@ def _kernel_set(edges, ion, coulomb, boundary, assemble, sample, flags, coulomb_
     (:func:`pbsolver.backends.cpu.frame_coulomb.coulomb_frames`' arguments, the method bound);
     ``boundary_map``: None, or the "mdh" kernel that reads that φ_c
     (:func:`pbsolver.backends.cpu.frame_coulomb.boundary_from_coulomb`) instead of
-    ``boundary``'s full sum. ``ion_ends``: None, or the recorder and slope kernels of the
-    ion-accessible lines' chord ends of B frames (the exact forces' ionic term; without them
-    the forces record each frame's lines themselves).
+    ``boundary``'s full sum. ``ion_end_sums``: None, or the kernel that sums the ion-accessible
+    lines' chord ends of B frames into per-atom slopes as the ``ion`` kernel cuts them (the
+    exact forces' ionic term; without it the forces record each frame's lines themselves).
     """
     return SimpleNamespace(
         edges=edges, ion=ion, coulomb=coulomb, boundary=boundary, assemble=assemble,
         sample=sample, flags=flags, coulomb_for=coulomb_for, on_nodes=on_nodes,
-        coulomb_map=coulomb_map, boundary_map=boundary_map, ion_ends=ion_ends, **extra,
+        coulomb_map=coulomb_map, boundary_map=boundary_map, ion_end_sums=ion_end_sums,
+        **extra,
     )  # fmt: skip
 
 
@@ -150,9 +151,15 @@ def cuda_kernels():
 
     cuda = numba_cuda
 
-    B = make_frame_bodies(cuda.jit(device=True), cuda.jit(device=True, fastmath=True))
+    @cuda.jit(device=True)
+    def atomic_add(a, row, col, value):
+        cuda.atomic.add(a, (row, col), value)
+
+    B = make_frame_bodies(cuda.jit(device=True), cuda.jit(device=True, fastmath=True),
+                          add=atomic_add)  # fmt: skip
     # φ_c and the boundary sum have their own tiled kernels below (the latter on dh_term)
     lines_of, edge_line, ion_column = B.lines_of, B.edge_line, B.ion_column
+    ion_column_ends = B.ion_column_ends
     dh_term, on_node = B.dh_term, B.on_node
     assemble_node, sample_point, stack_node = B.assemble_node, B.sample_point, B.stack_node
 
@@ -176,6 +183,19 @@ def cuda_kernels():
         cand = cuda.local.array(CAP, dtype=np.int32)
         if ion_column(cov, pos, rad, item, nx, ny, nz, stride, origin, h, subs, starts, ends,
                       cand):  # fmt: skip
+            bad[0] = 1
+
+    @cuda.jit
+    def ion_end_sums(grad, sens, pos, rad, nx, ny, nz, stride, origin, h, subs, bad):
+        # the ion kernel's columns again, their chord ends summed (the exact forces' ionic term)
+        item = cuda.grid(1)
+        if item >= pos.shape[0] * nx * ny:
+            return
+        starts = cuda.local.array(CAP, dtype=np.float64)
+        ends = cuda.local.array(CAP, dtype=np.float64)
+        cand = cuda.local.array(CAP, dtype=np.int32)
+        if ion_column_ends(grad, sens, pos, rad, item, nx, ny, nz, stride, origin, h, subs,
+                           starts, ends, cand):  # fmt: skip
             bad[0] = 1
 
     from pbsolver.backends.cuda.coulomb_tiles import rsqrt32, tiled_coulomb_kernel
@@ -341,8 +361,6 @@ def cuda_kernels():
     from pbsolver.backends.cuda.line_ends import (
         frame_join_pieces_kernel,
         frame_ses_slopes_kernel,
-        frame_union_record_kernel,
-        frame_union_slopes_kernel,
         make_frame_ses_record_kernel,
     )
 
@@ -355,11 +373,9 @@ def cuda_kernels():
                           neighbour_fills=neighbour_fills, count_arcs=count_arcs_kernel,
                           fill_circles=fill_circles_kernel, smooth=smooth,
                           pieces=maps_bodies.line_pieces, record_ends=record_ends)  # fmt: skip
-    ion_ends = SimpleNamespace(record=frame_union_record_kernel,
-                               slopes=frame_union_slopes_kernel)  # fmt: skip
     _CUDA = _kernel_set(
         edges, ion, coulomb, boundary, assemble, sample, flags=True, on_nodes=on_nodes, ses=ses,
-        ion_ends=ion_ends,
+        ion_end_sums=ion_end_sums,
         coulomb_for=lambda nf: (coulomb_kernel(coulomb_nodes(nf)), coulomb_nodes(nf)),
         coulomb_kernel=coulomb_kernel,
     )  # fmt: skip

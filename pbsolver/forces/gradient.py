@@ -256,10 +256,11 @@ def frames_forces_from_adjoint(atoms, positions, grid, problem, phi_rf, lam, sou
         The stack's φ_rf, λ and ½ Iᵀq.
     ses_ends, ion_ends : optional
         Every frame's recorded line ends as one set on the stack (per axis for the SES), as
-        :meth:`pbsolver.md.engine.StackedFrames.ses_interval_ends` and
-        :meth:`~pbsolver.md.engine.StackedFrames.ion_interval_ends` give them: x indices moved
-        by k·stride, atoms rows of the B frames' atoms (frame-major). None: recorded here, frame
-        by frame.
+        :meth:`pbsolver.md.engine.StackedFrames.ses_interval_ends` gives them: x indices moved
+        by k·stride, atoms rows of the B frames' atoms (frame-major); ``ion_ends`` may also be
+        a function that sums the ends itself
+        (:meth:`~pbsolver.md.engine.StackedFrames.ion_end_sums`, see
+        :func:`pbsolver.forces.ionic.ionic_gradient`). None: recorded here, frame by frame.
     field_gradient : array (B, n, 3), optional
         The slope of φ_rf's interpolant at each frame's atoms.
     stride, physics, box, kappa_subsamples, units, ses_step, nbisect, interpolation

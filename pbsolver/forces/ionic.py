@@ -49,11 +49,12 @@ def ionic_gradient(atoms, grid, sensitivity, kappa2_bulk, ion_radius, *, subsamp
         Lines per cell side (the map's ``kappa_subsamples``).
     box : 3 floats, optional
         Periodic box (the map's periodic images).
-    ends : tuple, optional
+    ends : tuple or callable, optional
         The lines' chord ends, ``(lines, bins, atoms, slopes, …)`` as
         :func:`pbsolver.backends.cpu.line_ends.sphere_end_slopes` gives them, recorded by the
-        caller (the stacked engine records all its frames' at once,
-        :meth:`pbsolver.md.engine.StackedFrames.ion_interval_ends`); None: recorded here.
+        caller; or a function of ``sensitivity`` that sums them itself per atom (the stacked
+        engine, for all its frames at once: :meth:`pbsolver.md.engine.StackedFrames.ion_end_sums`,
+        ``atoms`` then the frames' rows); None: recorded here.
     """
     from pbsolver.backends.cpu import line_ends
     from pbsolver.molecule.maps import ion_lines, line_bins, recorded_ion_lines
@@ -67,6 +68,10 @@ def ionic_gradient(atoms, grid, sensitivity, kappa2_bulk, ion_radius, *, subsamp
     # the S × S line sets together are one uniform plane of lines, S times finer: line
     # (iu, iv) of it is line (iu mod S, iv mod S) of cell column (iu // S, iv // S)
     xp = array_module(sensitivity)
+    # each of the s² line sets carries 1/s² of a cell's κ̄² = κ̄²_bulk · (accessible share)
+    scale = -kappa2_bulk / (s * s)
+    if callable(ends):
+        return scale * ends(sensitivity)
     if ends is not None:
         lines, k, owner, slopes = ends[:4]
     else:
@@ -80,8 +85,6 @@ def ionic_gradient(atoms, grid, sensitivity, kappa2_bulk, ion_radius, *, subsamp
             lines, k, owner, slopes = line_ends.sphere_end_slopes(*args, recorded=recorded)
         else:
             lines, k, owner, slopes = end_slopes(xp, "sphere_end_slopes", *args)
-    # each of the s² line sets carries 1/s² of a cell's κ̄² = κ̄²_bulk · (accessible share)
-    scale = -kappa2_bulk / (s * s)
     return scale * end_gradient(sensitivity, 2, hz, lines // s, k, owner, slopes, owners,
                                 len(atoms))  # fmt: skip
 

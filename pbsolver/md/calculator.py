@@ -662,9 +662,9 @@ class ReactionFieldCalculator:
         t0 = time.perf_counter()
         lam, outcome = engine.solve_adjoint(sources, guess)
         res.timings["adjoint"] = time.perf_counter() - t0
-        # every frame's SES and ion-accessible line ends, where the engine records them
+        # every frame's SES line ends and ion-accessible end sums, where the engine has them
         ends = engine.ses_interval_ends()
-        ion_ends = engine.ion_interval_ends(nf) if self.physics.has_salt else None
+        ion_ends = engine.ion_end_sums(nf) if self.physics.has_salt else None
         out = frames_forces_from_adjoint(
             self.atoms, host, grid, engine.stack_problem(nf, grid), res.stack, lam, sources,
             stride=stride, physics=self.physics,

@@ -226,7 +226,6 @@ class StackedFrames:
             self._ses = FrameSES(self.backend, radii, self.probe, self.grid.shape,
                                  self.grid.spacing, ses_step=ses_step, nbisect=nbisect)  # fmt: skip
         self._buffers = {}  # frames in a call → persistent buffers
-        self._ion_radii = {}  # frames in a call → the ion-inflated radii of their rows
 
     # ------------------------------------------------------------------ public
     @property
@@ -397,34 +396,38 @@ class StackedFrames:
         """
         return None if self._ses is None else self._ses.interval_ends()
 
-    def ion_interval_ends(self, frames: int):
-        """The chord ends of the ion-accessible lines of the last call of ``frames`` frames.
+    def ion_end_sums(self, frames: int):
+        """The ion-accessible lines' chord ends of the last call of ``frames`` frames, summed.
 
-        The lines of :func:`pbsolver.forces.ionic.ionic_gradient` (``kappa_subsamples`` a cell
-        side along z, spheres of radius R + ion radius) on each frame's grid, recorded for all
-        frames at once and each end matched to its sphere: ``(lines, bins, atoms, slopes,
-        unmatched)`` of every frame on the stack (:func:`pbsolver.md.line_ends.ion_line_ends`),
-        or None: no salt, or kernels without a recorder (the forces then record each frame's
-        lines themselves).
+        Returns a function of a sensitivity ``s`` on the stack (B·stride, ny, nz) giving, per
+        row of the B frames' atoms (B·N, 3), Σ over the ends of s[cell]/h_z · ∂(covered length
+        of the cell)/∂(the end's sphere): one launch over the columns, lines and chords the
+        engine's ion-accessible map cut (``kappa_subsamples`` lines a cell side along z, spheres
+        of radius R + ion radius), what :func:`pbsolver.forces.ionic.ionic_gradient` scales.
+        The per-atom sums are atomic adds (reruns may differ by rounding). None: no salt, or
+        kernels without the sum (the CPU's: the forces then record each frame's lines).
         """
-        from pbsolver.md.line_ends import ion_line_ends
-
-        K = self.kernels.ion_ends
+        K = self.kernels.ion_end_sums
         buf = self._buffers.get(int(frames))
         if K is None or not self.kappa > 0 or buf is None:
             return None
-        nf = int(frames)
-        return ion_line_ends(self.backend, K, buf.pos, buf.origin, self._tiled_ion_radii(nf),
-                             self.grid.shape, self.grid.spacing, self.subsamples,
-                             self.stride)  # fmt: skip
+        nf, (nx, ny, nz) = int(frames), self.grid.shape
+        pos, origin = buf.pos, buf.origin
 
-    def _tiled_ion_radii(self, nf):
-        """The ion-inflated radii of B frames' rows (made once per frame count)."""
-        got = self._ion_radii.get(nf)
-        if got is None:
-            got = self.xp.tile(self._rad_ion, nf)
-            self._ion_radii[nf] = got
-        return got
+        def sums(sensitivity):
+            xp = self.xp
+            with self.backend.stream_context():  # the kernels' stream: arrays made on it
+                grad = xp.zeros((nf * int(pos.shape[1]), 3))
+                bad = xp.zeros(1, dtype=np.int64)
+                sens = xp.ascontiguousarray(sensitivity, dtype=xp.float64)
+                self._launch(K, nf * nx * ny, grad, sens, pos, self._rad_ion, nx, ny, nz,
+                             self.stride, origin, self._h, self.subsamples, bad,
+                             threads=LINE_THREADS)  # fmt: skip
+                if int(self.backend.to_host(bad)[0]):  # the map's own columns did not overflow
+                    raise RuntimeError("the ion-accessible columns overflowed in the forces")
+            return grad
+
+        return sums
 
     def stack_problem(self, frames: int, grid: Grid):
         """The maps of the last call of ``frames`` frames as one :class:`~pbsolver.Problem`.

@@ -1,4 +1,4 @@
-"""Line ends of B frames for the exact forces: per-frame bins, recording, slopes, per frame.
+"""Line ends of B frames for the exact forces: per-frame bins, recording, slopes.
 
 The stacked engine's frames (:mod:`pbsolver.md.engine`) are rows of one ``(B·N, 3)`` array on
 one device. Their covered intervals along grid lines, and how each end moves with its atoms,
@@ -6,9 +6,10 @@ are what the forces' surface and ionic terms sum (:mod:`pbsolver.forces.lines`,
 :mod:`pbsolver.forces.ses`, :mod:`pbsolver.forces.ionic`); here they are recorded for all B
 frames in one launch a line set, by the recorder kernels of the engine's kernel set
 (:mod:`pbsolver.backends.cuda.line_ends`), as one set of ends on the engine's stack (frame f's
-planes moved by f·stride, its atoms rows of all B frames'). The SES's lines are
-:meth:`pbsolver.md.ses.FrameSES.interval_ends`; the ion-accessible lines are
-:func:`ion_line_ends`.
+planes moved by f·stride, its atoms rows of all B frames'): the SES's lines, through
+:meth:`pbsolver.md.ses.FrameSES.interval_ends`. (The ion-accessible lines' ends are not
+recorded: the engine's column kernel sums them where it cuts them,
+:meth:`pbsolver.md.engine.StackedFrames.ion_end_sums`.)
 """
 
 from __future__ import annotations
@@ -131,52 +132,4 @@ def _kept(xp, offsets, nv, out_bin, out_atoms, out_slopes):
     return lines, out_bin[slot], out_atoms[slot], out_slopes[slot]
 
 
-def ion_line_ends(backend, kernels, pos, origin, radius, shape, spacing, subsamples, stride):
-    """The chord ends of the ion-accessible lines of B frames, and their slopes.
-
-    The lines of :func:`pbsolver.molecule.maps.ion_lines` (``subsamples`` a cell side, along z)
-    on each frame's grid (``shape``, ``spacing`` at ``origin[f]``; planes f·``stride`` … of the
-    engine's stack), covered by the spheres ``radius`` (one per row of ``pos`` (B, N, 3): the
-    ion-inflated radii); ``kernels`` has the recorder and slope kernels (the engine's
-    ``ion_ends``). ``(lines, bins, atoms, slopes, unmatched)`` on the stack
-    (:func:`frame_line_ends`), what :func:`pbsolver.forces.ionic.ionic_gradient` takes as
-    ``ends``; None where a line meets more spheres than the kernels hold.
-    """
-    with backend.stream_context():  # the kernels' stream: the arrays made here must be on it
-        return _ion_line_ends(backend, kernels, pos, origin, radius, shape, spacing, subsamples,
-                              stride)  # fmt: skip
-
-
-def _ion_line_ends(backend, kernels, pos, origin, radius, shape, spacing, subsamples, stride):
-    from pbsolver.backends.cpu.line_ends import FIRST_UNION_CAPACITY
-    from pbsolver.backends.frame_kernels import LINE_THREADS
-
-    xp = backend.array_module()
-    nf, na = int(pos.shape[0]), int(pos.shape[1])
-    s = int(subsamples)
-    (nx, ny, nz), (hx, hy, hz) = shape, spacing
-    rows = pos.reshape(-1, 3)
-    maxr = float(radius.max())
-    across = xp.asarray([(a + 0.5) / s - 0.5 for a in range(s)])
-    xs = origin[:, 0, None] + xp.arange(nx) * hx
-    ys = origin[:, 1, None] + xp.arange(ny) * hy
-    us = (xs[:, :, None] + across * hx).reshape(nf, nx * s)
-    vs = (ys[:, :, None] + across * hy).reshape(nf, ny * s)
-    t0 = origin[:, 2] - 0.5 * hz
-    bins, bstart, border = frame_bins(xp, rows, origin, nf, na, 2, maxr, None, shape, spacing)
-    where = (2, us, vs, t0, hz, nz, rows, radius, maxr, bins, bstart, border)
-    items = nf * nx * s * ny * s
-
-    def record(rec, bad):
-        backend.launch_items(kernels.record, items, rec, *where, bad, threads=LINE_THREADS)
-
-    def slopes(rec, offsets, out_bin, out_atoms, out_slopes, _unmatched, _bad):
-        backend.launch_items(kernels.slopes, items, rec, offsets, *where, out_bin, out_atoms,
-                             out_slopes, threads=LINE_THREADS)  # fmt: skip
-
-    return frame_line_ends(backend, nf, nx * s, ny * s, record, slopes, width=1,
-                           first=FIRST_UNION_CAPACITY, axis=2, stride=stride,
-                           scale=s)  # fmt: skip
-
-
-__all__ = ["frame_bins", "frame_line_ends", "ion_line_ends"]
+__all__ = ["frame_bins", "frame_line_ends"]

@@ -9,21 +9,23 @@ grid line, ion-accessibility column, node or atom) in the stacked layout of
 
 from __future__ import annotations
 
+import math
 from types import SimpleNamespace
 
 from pbsolver.backends.bodies import maps as maps_bodies
 from pbsolver.backends.bodies.frames import make_frame_ses
-from pbsolver.backends.bodies.lines import compile_lines
+from pbsolver.backends.bodies.lines import GRAZE, compile_lines
 from pbsolver.backends.bodies.sampling import make_sample
 
 #: Intervals one grid line (or ion-accessibility column) may hold.
 CAP = 256
 
 
-def make_frame_bodies(jit, fast):
+def make_frame_bodies(jit, fast, add=None):
     """The shared bodies compiled by ``jit`` (numba.njit or cuda.jit(device=True)).
 
-    ``fast`` is the same compiler with fast-math, for the float32 direct sums.
+    ``fast`` is the same compiler with fast-math, for the float32 direct sums. ``add(a, row,
+    col, value)``, an atomic add of the device, also makes ``ion_column_ends`` (else None).
     """
     sort_merge, accumulate = compile_lines(jit)
     chord = jit(maps_bodies.chord_body)
@@ -78,20 +80,23 @@ def make_frame_bodies(jit, fast):
         return 0
 
     @jit
-    def ion_column(cov, pos, rad, item, nx, ny, nz, stride, origin, h, subs, starts, ends, cand):
-        """Covered share of each cell of work item ``item`` = (frame f, column (i, j)).
-
-        Sampled at subs² lines along z; returns 1 on overflow.
-        """
+    def column_place(item, nx, ny, origin, h):
+        """Work item ``item`` = (frame f, column (i, j)) as (f, i, j, x, y): the column's line."""
         nl = nx * ny
         f = item // nl
         c = item - f * nl
         i = c // ny
         j = c - i * ny
-        x = origin[f, 0] + i * h[0]
-        y = origin[f, 1] + j * h[1]
+        return f, i, j, origin[f, 0] + i * h[0], origin[f, 1] + j * h[1]
+
+    @jit
+    def column_candidates(pos, rad, f, x, y, h, cand):
+        """Frame f's atoms whose disc reaches the cell of column (x, y), into ``cand``.
+
+        Returns their count, −1 when ``cand`` cannot hold them.
+        """
         m = 0
-        for a in range(rad.shape[0]):  # atoms whose disc reaches the column's cell
+        for a in range(rad.shape[0]):
             dx = abs(pos[f, a, 0] - x) - 0.5 * h[0]
             dy = abs(pos[f, a, 1] - y) - 0.5 * h[1]
             dx = dx if dx > 0.0 else 0.0
@@ -99,23 +104,98 @@ def make_frame_bodies(jit, fast):
             r = rad[a]
             if dx * dx + dy * dy < r * r:
                 if m >= cand.shape[0]:
-                    return 1
+                    return -1
                 cand[m] = a
                 m += 1
+        return m
+
+    @jit
+    def column_line(pos, rad, f, x, y, sa, sb, subs, h, cand, m, starts, ends):
+        """Line (sa, sb) of the column's subs² lines along z: (u, v, count of merged chords).
+
+        The union of the candidates' chords, merged, in ``starts``/``ends`` (they hold as many
+        as ``cand``, so they cannot overflow).
+        """
+        u = x + ((sa + 0.5) / subs - 0.5) * h[0]
+        v = y + ((sb + 0.5) / subs - 0.5) * h[1]
+        n = 0
+        for c in range(m):
+            a = cand[c]
+            n = chord(starts, ends, n, pos[f, a, 0] - u, pos[f, a, 1] - v, pos[f, a, 2], rad[a])
+        return u, v, sort_merge(starts, ends, n)
+
+    @jit
+    def ion_column(cov, pos, rad, item, nx, ny, nz, stride, origin, h, subs, starts, ends, cand):
+        """Covered share of each cell of work item ``item`` = (frame f, column (i, j)).
+
+        Sampled at subs² lines along z; returns 1 on overflow.
+        """
+        f, i, j, x, y = column_place(item, nx, ny, origin, h)
+        m = column_candidates(pos, rad, f, x, y, h, cand)
+        if m < 0:
+            return 1
         t0 = origin[f, 2] - 0.5 * h[2]
         for sa in range(subs):
-            u = x + ((sa + 0.5) / subs - 0.5) * h[0]
             for sb in range(subs):
-                v = y + ((sb + 0.5) / subs - 0.5) * h[1]
-                n = 0
-                for c in range(m):
-                    a = cand[c]
-                    n = chord(starts, ends, n, pos[f, a, 0] - u, pos[f, a, 1] - v, pos[f, a, 2],
-                              rad[a])  # fmt: skip
-                n = sort_merge(starts, ends, n)
+                _u, _v, n = column_line(pos, rad, f, x, y, sa, sb, subs, h, cand, m, starts, ends)
                 for s in range(n):
                     accumulate(cov, 2, f * stride, i, j, starts[s], ends[s], t0, h[2], nz)
         return 0
+
+    ion_column_ends = None
+    if add is not None:
+
+        @jit
+        def ion_column_ends(grad, sens, pos, rad, item, nx, ny, nz, stride, origin, h, subs,
+                            starts, ends, cand):  # fmt: skip
+            """Σ sens[cell]/h_z · (slope of the cell's covered length) of ``item``'s chord ends.
+
+            The lines, chords and merged intervals of :func:`ion_column`; each end inside the
+            grid (not on its ends t0, t0 + nz·h_z, where the map clips) moves with the candidate
+            whose chord end of that side lies nearest it, as
+            :func:`pbsolver.backends.bodies.line_ends.sphere_end_body` gives its slope (a
+            grazing chord, w ≤ GRAZE·r, has none). Added with ``add`` to row f·N + atom of
+            ``grad`` (B·N, 3); ``sens`` is the stack's (frame f on planes f·stride …).
+            Returns 1 on overflow.
+            """
+            f, i, j, x, y = column_place(item, nx, ny, origin, h)
+            m = column_candidates(pos, rad, f, x, y, h, cand)
+            if m < 0:
+                return 1
+            hz = h[2]
+            t0 = origin[f, 2] - 0.5 * hz
+            row0 = f * pos.shape[1]
+            for sa in range(subs):
+                for sb in range(subs):
+                    u, v, n = column_line(pos, rad, f, x, y, sa, sb, subs, h, cand, m, starts,
+                                          ends)  # fmt: skip
+                    for q in range(2 * n):
+                        side = q % 2
+                        t = ends[q // 2] if side == 1 else starts[q // 2]
+                        k = int(math.floor((t - t0) / hz))
+                        if t <= t0 or t >= t0 + nz * hz or k >= nz:
+                            continue
+                        best = math.inf
+                        found = -1
+                        bw, bdu, bdv = 0.0, 0.0, 0.0
+                        for c in range(m):
+                            a = cand[c]
+                            du = pos[f, a, 0] - u
+                            dv = pos[f, a, 1] - v
+                            d2 = du * du + dv * dv
+                            r = rad[a]
+                            if d2 >= r * r:
+                                continue
+                            w = math.sqrt(r * r - d2)
+                            miss = abs(pos[f, a, 2] + (w if side == 1 else -w) - t)
+                            if miss < best:
+                                best, found, bw, bdu, bdv = miss, a, w, du, dv
+                        if found >= 0 and bw > GRAZE * rad[found]:
+                            s = sens[f * stride + i, j, k] / hz
+                            add(grad, row0 + found, 0, -s * bdu / bw)
+                            add(grad, row0 + found, 1, -s * bdv / bw)
+                            add(grad, row0 + found, 2, s * (2.0 * side - 1.0))
+            return 0
 
     @jit
     def flux(eps, eps_c, h2, pn, ps):
@@ -223,6 +303,7 @@ def make_frame_bodies(jit, fast):
         lines_of=lines_of,
         edge_line=edge_line,
         ion_column=ion_column,
+        ion_column_ends=ion_column_ends,
         coulomb_node=coulomb_node,
         debye_huckel_point=debye_huckel_point,
         dh_term=dh_term,

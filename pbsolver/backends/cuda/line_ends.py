@@ -40,9 +40,7 @@ from pbsolver.backends.cuda.maps import (
     make_ses_lines_kernel,
     make_union_lines_kernel,
     one_set,
-    set_line,
     with_line_scratch,
-    with_union_scratch,
 )
 from pbsolver.backends.launch_sizes import THREADS
 
@@ -62,7 +60,6 @@ RECORD_PIECE_EDGES = B.SES_PIECE_EDGES
 # kernels call module-level names (numba types no dict lookup inside a kernel)
 _F = make_frame_ses(_dev, *compile_lines(_dev, record_range_body))
 _line_place, _work_line, _lines_of = _F.line_place, _F.work_line, _F.lines_of
-_record_union_line = with_union_scratch(_S["union_line"])
 _record_ses_line = with_line_scratch(_S["ses_line"])
 
 
@@ -226,40 +223,6 @@ def frame_ses_slopes_kernel(
         nb_index, circ_start, circ_j, geom, arc_start, arcs, out_bin, out_atoms, out_slopes,
         unmatched, overflow, item,
     )  # fmt: skip
-
-
-@cuda.jit
-def frame_union_record_kernel(rec, axis, us, vs, t0, h, nbins, pos, radius, maxr, bins, bstart,
-                              border, overflow):  # fmt: skip
-    """The union-of-spheres lines of B frames recorded: one thread a (frame, line).
-
-    Frame f's lines are ``us[f]`` × ``vs[f]`` from ``t0[f]``; its spheres are the rows of
-    ``pos`` in its 2D bins (``bins[f]`` = (u0, v0, size, nbu, nbv), CSR starts ``bstart[f]``
-    into ``border``, :func:`pbsolver.md.ses.frame_bins`); line (iu, iv) records into
-    ``rec[f, iu, iv]``.
-    """
-    f, iu, iv, u, v = set_line(cuda.grid(1), rec.shape[0], us, vs)
-    if f < 0:
-        return
-    if _record_union_line(rec[f], axis, iu, iv, u, v, t0[f], h, nbins, pos, radius, maxr,
-                          bins[f, 0], bins[f, 1], bins[f, 2], int(bins[f, 3]), int(bins[f, 4]),
-                          bstart[f], border):  # fmt: skip
-        overflow[0] = 1
-
-
-@cuda.jit
-def frame_union_slopes_kernel(rec, offsets, axis, us, vs, t0, h, nbins, pos, radius, maxr, bins,
-                              bstart, border, out_bin, out_atoms, out_slopes):  # fmt: skip
-    """:func:`_k_union_slopes` of every (frame, line) of :func:`frame_union_record_kernel`."""
-    item = cuda.grid(1)
-    lines = us.shape[1] * vs.shape[1]
-    if item >= rec.shape[0] * lines:
-        return
-    f = item // lines
-    _union_line_slopes(item - f * lines, rec[f], offsets[f * lines :], axis, us[f], vs[f],
-                       t0[f], h, nbins, pos, radius, maxr, bins[f, 0], bins[f, 1], bins[f, 2],
-                       int(bins[f, 3]), int(bins[f, 4]), bstart[f], border, out_bin, out_atoms,
-                       out_slopes)  # fmt: skip
 
 
 def _bins_args(bins):
