@@ -514,6 +514,24 @@ elif [ "${1:-single}" = "s36" ]; then  # thirty-sixth session: the radial sums i
       --surface "$s" --batch 32 --batches 2 --warmup 2 --json "$R/stages_$s.json"
   done
   TESTS= bash "$0" s34
+elif [ "${1:-single}" = "s38" ]; then  # thirty-eighth session: s36's parts, the ratio first
+  # (a call cut off by its time limit still returns what ran): exact forces in batches of 32
+  # for "mol" with this tree and with .gpu/base, the stage split, the GPU tests, "smol", and a
+  # cProfile of one batch
+  forces_batch() {  # forces_batch SURFACE NAME [LIBRARY]
+    PYTHONPATH=/tmp/site:${3:-$PWD} step "forces_batch_$1_$2" 150 python3 benchmarks/forces_cost.py \
+      --backend cuda --maps-backend cuda --surface "$1" --pqr data/1lpb_chainA.pqr --spacing 0.5 \
+      --batch 32 --frames 32 --warmup 2 --energy-engine auto --exact-engine auto \
+      --json "$R/forces_batch_$1_$2.json"
+  }
+  forces_batch mol head; forces_batch mol base "$PWD/.gpu/base"
+  step stages_mol 150 python3 benchmarks/stacked_forces_stages.py --pqr data/1lpb_chainA.pqr \
+    --surface mol --batch 32 --batches 2 --warmup 2 --json "$R/stages_mol.json"
+  step gpu_tests 200 python3 -m pytest -n 4 -m gpu -q -p no:cacheprovider -W ignore::Warning -rs \
+    ${TESTS:-tests/test_forces.py tests/test_frames_ses.py tests/test_frames.py tests/test_calculator.py}
+  forces_batch smol head
+  step batch_profile_mol 150 python3 benchmarks/forces_profile.py --backend cuda --surface mol \
+    --pqr data/1lpb_chainA.pqr --batch 32 --frames 1 --warmup 1 --top 70
 elif [ "${1:-single}" = "multi" ]; then
   step frames_profile 100 python3 benchmarks/frames_profile.py --batches 1 32 \
     --json "$R/frames_profile.json"
