@@ -30,12 +30,16 @@ from trajectory import warm_exact_batches  # noqa: E402
 import pbsolver as pb  # noqa: E402
 import pbsolver.forces as forces  # noqa: E402
 from pbsolver.forces import gradient  # noqa: E402
+from pbsolver.md import ses as frame_ses  # noqa: E402
 from pbsolver.md.engine import StackedFrames  # noqa: E402
 
 #: (owner, attribute, stage name): the functions timed, where the callers look them up.
 STAGES = (
     (StackedFrames, "solve_adjoint", "adjoint solve"),
     (StackedFrames, "ses_interval_ends", "SES line ends recorded"),
+    # inside it (frame_ses.frame_line_ends' callbacks, wrapped in main): the two kernels
+    (None, "record", "  SES recorder kernel (and joins)"),
+    (None, "slopes", "  SES slope kernel"),
     (StackedFrames, "stack_problem", "stack's Problem"),
     (forces, "frames_forces_from_adjoint", "all force terms"),  # the calculator imports it
     (gradient, "face_sensitivities", "  ∂G/∂f sensitivities"),
@@ -67,7 +71,9 @@ def main(argv=None):
     n = args.batch
     spent = defaultdict(float)
     for owner, name, stage in STAGES:
-        setattr(owner, name, _timed(getattr(owner, name), stage, spent, sync))
+        if owner is not None:
+            setattr(owner, name, _timed(getattr(owner, name), stage, spent, sync))
+    frame_ses.frame_line_ends = _split_line_ends(frame_ses.frame_line_ends, spent, sync)
     sync()
     t0 = time.perf_counter()
     for b in batches:
@@ -78,7 +84,7 @@ def main(argv=None):
     rows = {stage: spent[stage] * per_frame for _, _, stage in STAGES}
     rows["energy frame (maps, forward solve, sampling) and the rest"] = (
         whole - spent["adjoint solve"] - spent["SES line ends recorded"]
-        - spent["ion line ends recorded"] - spent["stack's Problem"] - spent["all force terms"]
+        - spent["stack's Problem"] - spent["all force terms"]
     ) * per_frame  # fmt: skip
     rows["whole exact frame (with the stages' synchronisations)"] = whole * per_frame
     print(f"{Path(args.pqr).name}: {len(atoms)} atoms, surface {args.surface}, backend "
@@ -99,6 +105,18 @@ def _timed(fn, stage, spent, sync):
         finally:
             sync()
             spent[stage] += time.perf_counter() - t0
+
+    return wrapper
+
+
+def _split_line_ends(fn, spent, sync):
+    """``frame_line_ends`` with its recorder and slope callbacks timed apart."""
+    names = {name: stage for owner, name, stage in STAGES if owner is None}
+
+    def wrapper(backend, nf, nu, nv, record, slopes, **kw):
+        record = _timed(record, names["record"], spent, sync)
+        slopes = _timed(slopes, names["slopes"], spent, sync)
+        return fn(backend, nf, nu, nv, record, slopes, **kw)
 
     return wrapper
 
