@@ -142,11 +142,14 @@ def test_line_map_kernels_compile_with_their_scratch_helpers(cuda):
     union = (z(1, 4, 3, 9), 0, z(1, 4), z(1, 3), 0.0, 0.5, 4, z(na, 3), z(na), 3.0, *bins,
              z(1, dtype=i8))  # fmt: skip
     fb = (z(nf, 5), z(nf, 10, dtype=i8), z(nf * na, dtype=i8))
+    frac = z(nf * 4, 3, 9)
     edges = (
-        z(nf * 4, 3, 9), 2, 0, 4, 3, 3, 4, z(nf, 3), z(3), z(nf * na, 3), z(nf * na),
+        frac, z(1, 1, 1, 1, 2), 2, 0, 4, 3, 3, 4, z(nf, 3), z(3), z(nf * na, 3), z(nf * na),
         z(nf * na), 1.4, 0.25, 14, 3.0, 4.4, *fb, *fb, z(nf * na + 1, dtype=i8), z(4, dtype=i8),
         z(nf * na + 1, dtype=i8), *arcs, z(0, dtype=np.bool_), z(8, dtype=i8), z(1, dtype=i8),
     )  # fmt: skip
+    # the same lines recording their intervals as they go (the exact forces' ends)
+    edges_recorded = (frac, z(nf, 3, 9 * 2, 5, 2), *edges[2:])
     # the SES features: a circle's free arcs stop early once its burying intervals cover it
     arcs_count = (z(na, 3), z(na), *nb[:2], z(4, dtype=i8), z(na, dtype=np.bool_),
                   z(na, dtype=i8), z(1, dtype=i8))  # fmt: skip
@@ -159,7 +162,9 @@ def test_line_map_kernels_compile_with_their_scratch_helpers(cuda):
     ion_sums = (z(nf * na, 3), z(nf * 4, 3, 3), *column)
     kernels = frame_kernels.cuda_kernels()
     for kernel, args in ((M._k_ses_lines, ses), (M._k_sphere_union_lines, union),
-                         (kernels.ses.edges, edges), (M.count_arcs_kernel, arcs_count),
+                         (kernels.ses.edges, edges),
+                         (kernels.ses.record_ends.edges, edges_recorded),
+                         (M.count_arcs_kernel, arcs_count),
                          (M.fill_circles_kernel, arcs_fill), (kernels.ion, ion_map),
                          (kernels.ion_end_sums, ion_sums)):  # fmt: skip
         ptx, _ = cuda.compile_ptx(kernel.py_func, _types(args), cc=(9, 0))

@@ -329,14 +329,25 @@ def test_cuda_ses_kernels_equal_the_cpu_ones_under_the_simulator():
     # axis (whole lines, and lines in four pieces joined), against each frame's own CPU ends
     cpu_ses = FrameSES(get_backend("cpu"), radii, 1.4, grid.shape, grid.spacing)
     assert cpu_ses.interval_ends() is None  # no recorder: the forces record each frame
-    for pieces in (None, 4):
+    # (the map's own pass records them as it cuts them with ``record``: the same fractions and
+    # ends, and no second pass, unless a line outgrew the record's room: room −16 leaves none)
+    for pieces, record, room in ((None, False, None), (4, False, None), (None, True, None),
+                                 (4, True, None), (4, True, -16)):  # fmt: skip
         ses = FrameSES(_SimBackend(), radii, 1.4, grid.shape, grid.spacing, ses_step=0.3,
                        nbisect=10)  # fmt: skip
+        recorder = _CountedKernel(ses.kernels.record_ends.record)
+        R = SimpleNamespace(**{**vars(ses.kernels.record_ends), "record": recorder})
+        ses.kernels = SimpleNamespace(**{**vars(ses.kernels), "record_ends": R})
         if pieces:
-            ses.kernels = SimpleNamespace(**{**vars(ses.kernels),
-                                             "pieces": lambda n, lines, p=pieces: p})  # fmt: skip
-        ses.run([np.zeros(big) for _ in range(3)], pos, origin, stride)
+            ses.kernels.pieces = lambda n, lines, p=pieces: p
+        if room is not None:
+            ses._room = [room] * 3
+        fractions = [np.zeros(big) for _ in range(3)]
+        ses.run(fractions, pos, origin, stride, record=record)
+        for a, b in zip(out["cpu"][:3], fractions, strict=True):
+            np.testing.assert_allclose(b, a, rtol=0, atol=1e-9 if pieces else 0)
         ends = ses.interval_ends()
+        assert recorder.launches == (0 if record and room is None else 3)
         crossings = 0
         for axis in range(3):
             refs = [_cpu_interval_ends(pos[f], radii, 1.4, grid, axis, 0.3, 10) for f in range(2)]
@@ -389,6 +400,17 @@ def test_cuda_ses_kernels_equal_the_cpu_ones_under_the_simulator():
         assert np.abs(want).max() > 0
         np.testing.assert_allclose(got[5 * f : 5 * f + 5], want, rtol=1e-12,
                                    atol=1e-12 * np.abs(want).max())  # fmt: skip
+
+
+class _CountedKernel:
+    """A kernel whose launches (``kernel[blocks, threads](…)``) are counted."""
+
+    def __init__(self, kernel):
+        self.kernel, self.launches = kernel, 0
+
+    def __getitem__(self, config):
+        self.launches += 1
+        return self.kernel[config]
 
 
 def _frame_ends(stacked, f, axis, stride, nx, n):

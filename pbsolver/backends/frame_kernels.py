@@ -295,6 +295,8 @@ def cuda_kernels():
     )
 
     ses_edge_line = with_line_scratch(ses_edge_line, SES_SPHERES, SES_CANDIDATES)
+    ses_edge_record_line = with_line_scratch(B.ses.ses_edge_record_line, SES_SPHERES,
+                                             SES_CANDIDATES)  # fmt: skip
 
     @cuda.jit
     def line_costs(cost, axis, nx, ny, nz, origin, h, maxacc, maxreach, bins, bstart, ebins,
@@ -315,25 +317,31 @@ def cuda_kernels():
     if LINE_MIN_BLOCKS is not None and not simulated():
         bounds = {"launch_bounds": (LINE_THREADS, LINE_MIN_BLOCKS)}
 
-    @cuda.jit(**bounds)
-    def ses_edges(out, pieces, axis, nx, ny, nz, stride, origin, h, pos, vdw, acc, probe, step,
-                  nbisect, maxacc, maxreach, bins, bstart, border, ebins, ebstart, eborder,
-                  nb_start, nb_index, circ_start, geom, arc_start, arcs, only, order,
-                  bad):  # fmt: skip
-        # ``order`` (empty: the natural order) names the (frame, line) of each group of
-        # ``pieces`` consecutive work items
-        item = cuda.grid(1)
-        if item >= origin.shape[0] * lines_of(axis, nx, ny, nz) * pieces:
-            return
-        line, piece = work_line(item, pieces, order, only)
-        if line < 0:
-            return
-        item = line * pieces + piece
-        if ses_edge_line(out, item, pieces, axis, nx, ny, nz, stride, origin, h, pos, vdw, acc,
-                         probe, step, nbisect, maxacc, maxreach, bins, bstart, border, ebins,
-                         ebstart, eborder, nb_start, nb_index, circ_start, geom, arc_start,
-                         arcs):  # fmt: skip
-            bad[0] = 1
+    def make_ses_edges(edge_line):
+        def ses_edges(out, rec, pieces, axis, nx, ny, nz, stride, origin, h, pos, vdw, acc,
+                      probe, step, nbisect, maxacc, maxreach, bins, bstart, border, ebins,
+                      ebstart, eborder, nb_start, nb_index, circ_start, geom, arc_start, arcs,
+                      only, order, bad):  # fmt: skip
+            # ``order`` (empty: the natural order) names the (frame, line) of each group of
+            # ``pieces`` consecutive work items; ``rec``: where the recording kernel records
+            item = cuda.grid(1)
+            if item >= origin.shape[0] * lines_of(axis, nx, ny, nz) * pieces:
+                return
+            line, piece = work_line(item, pieces, order, only)
+            if line < 0:
+                return
+            item = line * pieces + piece
+            if edge_line(out, rec, item, pieces, axis, nx, ny, nz, stride, origin, h, pos, vdw,
+                         acc, probe, step, nbisect, maxacc, maxreach, bins, bstart, border,
+                         ebins, ebstart, eborder, nb_start, nb_index, circ_start, geom,
+                         arc_start, arcs):  # fmt: skip
+                bad[0] = 1
+
+        return cuda.jit(**bounds)(ses_edges)
+
+    # the fractions (``rec`` unused), and the fractions with the intervals recorded in ``rec``
+    ses_edges = make_ses_edges(ses_edge_line)
+    ses_edges_recorded = make_ses_edges(ses_edge_record_line)
 
     @cuda.jit
     def neighbour_counts(pos, rad, na, counts):
@@ -365,7 +373,8 @@ def cuda_kernels():
     )
 
     # the recorder runs the edge kernel's line body: its launch bounds too
-    record_ends = SimpleNamespace(record=make_frame_ses_record_kernel(**bounds),
+    record_ends = SimpleNamespace(edges=ses_edges_recorded,
+                                  record=make_frame_ses_record_kernel(**bounds),
                                   join=frame_join_pieces_kernel,
                                   slopes=frame_ses_slopes_kernel)  # fmt: skip
     ses = SimpleNamespace(edges=ses_edges, line_costs=line_costs,

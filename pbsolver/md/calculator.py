@@ -565,7 +565,8 @@ class ReactionFieldCalculator:
         else:
             positions = host
         origins = np.repeat(np.asarray(grid.origin, dtype=np.float64)[None], len(frames), axis=0)
-        res = engine.run(positions, origins, x0, fill_nodes=fill)
+        res = engine.run(positions, origins, x0, fill_nodes=fill,
+                         record_ends=self.force_kind == "exact")  # fmt: skip
         q = self.atoms.charges
         f = self._factor
         nf = len(frames)

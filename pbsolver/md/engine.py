@@ -247,7 +247,8 @@ class StackedFrames:
         """
         return self._fraction_targets(self._mapped(frames))
 
-    def run(self, positions, origins, x0=None, fill_nodes=None, ses_part_of=None) -> StackedSolve:
+    def run(self, positions, origins, x0=None, fill_nodes=None, ses_part_of=None,
+            record_ends=False) -> StackedSolve:  # fmt: skip
         """Solve B frames: positions ``(B, N, 3)`` Å (NumPy or CuPy), origins ``(B, 3)`` Å.
 
         ``x0`` (one ``(nx, ny, nz)`` array or None) is every frame's initial guess;
@@ -256,7 +257,9 @@ class StackedFrames:
         ``ses_part_of`` = (engine, removed positions (B, M, 3), removed radii (M,)): these atoms
         are that engine's molecule less M atoms, on the same grids and surface, and its last
         call was of these frames; the SES then reuses its fractions away from the removed
-        atoms (:meth:`pbsolver.md.ses.FrameSES.run`).
+        atoms (:meth:`pbsolver.md.ses.FrameSES.run`). ``record_ends``: the exact forces will
+        follow (:meth:`ses_interval_ends`), so the SES map records its lines' intervals as it
+        cuts them where the kernels can.
         """
         t0 = time.perf_counter()
         xp = self.xp
@@ -276,7 +279,7 @@ class StackedFrames:
                     whole, removed, removed_radii = ses_part_of
                     part_of = (whole.edge_fractions(nf), removed, removed_radii)
                 self._ses.run(self._fraction_targets(buf), buf.pos, buf.origin, self.stride,
-                              part_of)  # fmt: skip
+                              part_of, record=record_ends)  # fmt: skip
             # the map and assembly launches as one captured graph where the backend has them
             bad = be.capture(lambda: self._maps(buf, nf), key=self._maps_key(buf, nf))()
             warm = self._initial_guess(buf, nf, x0)

@@ -51,14 +51,15 @@ def frame_bins(xp, pos2, origin, nf, na, axis, reach, subset, shape, spacing):
 
 
 def frame_line_ends(backend, nf, nu, nv, record, slopes, *, width, first, axis, stride, scale=1,
-                    pieces=1, join=None):  # fmt: skip
+                    pieces=1, join=None, recorded=None):  # fmt: skip
     """Record the (frame, line) pairs of B frames, say how each end moves: one set on the stack.
 
     ``record(rec, bad)`` launches a recorder into ``rec`` (B, nu, nv·pieces, capacity + 1, 2)
     (:func:`pbsolver.backends.bodies.lines.record_range_body`'s layout, piece p of line
     (iu, iv) in slot iv·pieces + p), raising ``bad`` on a line its local buffers cannot hold;
     a line with more intervals than the capacity (at first ``first``) is recorded again with
-    room for them. ``join(rec, pieces, out)`` joins the pieces into whole lines.
+    room for them. ``recorded``: such a record already made (by the map's own pass), used as
+    the first. ``join(rec, pieces, out)`` joins the pieces into whole lines.
     ``slopes(rec, offsets, out_bin, out_atoms, out_slopes, unmatched, bad)`` launches the end
     bodies (:mod:`pbsolver.backends.bodies.line_ends`), ``width`` atoms an end. Called inside
     the backend's ``stream_context()`` (its arrays are made on the kernels' stream).
@@ -82,9 +83,12 @@ def frame_line_ends(backend, nf, nu, nv, record, slopes, *, width, first, axis, 
     nl = nu * nv
     capacity = -(-int(first) // pieces) + 4
     bad = xp.zeros(1, dtype=np.int64)
+    rec = recorded
     while True:
-        rec = xp.zeros((nf, nu, nv * pieces, capacity + 1, 2))
-        record(rec, bad)
+        if rec is None:
+            rec = xp.zeros((nf, nu, nv * pieces, capacity + 1, 2))
+            record(rec, bad)
+        capacity = int(rec.shape[3]) - 1
         counts = rec[:, :, :, 0, 0].astype(np.int64)  # per piece
         whole = counts.reshape(nf, nu, nv, pieces).sum(axis=3) if pieces > 1 else counts
         # one read a recording: the flag, the fullest piece and line, the intervals in all
@@ -94,7 +98,7 @@ def frame_line_ends(backend, nf, nu, nv, record, slopes, *, width, first, axis, 
             return None
         if fullest <= capacity:
             break
-        capacity = fullest
+        capacity, rec = fullest, None
     if pieces > 1:
         joined = xp.zeros((nf, nu, nv, longest + 1, 2))
         join(rec, pieces, joined)

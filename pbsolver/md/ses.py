@@ -88,10 +88,16 @@ class FrameSES:
         self.nbisect = ses_bisections(nbisect)
         self._tiled = {}  # frames in a call → (vdW radii, accessible radii) of the B·N rows
         self._every_line = self.xp.zeros(0, dtype=np.bool_)  # the kernels' "no line left out"
+        #: per axis, intervals a line's record has room for when the map records them (grown
+        #: to the most a line has needed, so that a record seldom has to be made again)
+        self._room = [FIRST_RECORDS] * 3
         self._natural = self.xp.zeros(0, dtype=np.int64)  # the kernels' "lines in their order"
+        # the plain edge kernel's ``rec`` (unused; an array of its own: a kernel given one array
+        # twice from the host gets two copies, and the second copied back undoes the first)
+        self._no_record = self.xp.zeros((1, 1, 1, 1, 2))
         self.order_lines = bool(order_lines) and self.kernels.line_costs is not None
 
-    def run(self, out, pos, origin, stride, part_of=None) -> None:
+    def run(self, out, pos, origin, stride, part_of=None, record=False) -> None:
         """Write the frames' SES edge fractions into ``out`` (three stacked arrays, zeroed here).
 
         ``pos`` (B, N, 3) and ``origin`` (B, 3) are device arrays (Å); frame f's node
@@ -103,6 +109,11 @@ class FrameSES:
         bisections. Then only the lines within R + r_p of a changed atom are computed, the rest
         copied from ``whole`` (:mod:`pbsolver.molecule.part_surface` says which lines can
         change, and why).
+
+        ``record``: the exact forces will want these lines' interval ends
+        (:meth:`interval_ends`). Where the kernels can (CUDA), the map's own pass records each
+        line's intervals as it adds them to the edges (the same fractions), instead of a second
+        pass over the lines later; not with ``part_of``, whose copied lines are not computed.
 
         Raises
         ------
@@ -159,8 +170,10 @@ class FrameSES:
             nf=nf, na=na, stride=stride, pos=pos2, origin=origin, h=h, vdw=vdw, acc=acc,
             nb_start=nb_start,
             nb_index=nb_index, circ_start=circ_start, circ_j=circ_j, geom=geom,
-            arc_start=arc_start, arcs=arcs, axes=[],
+            arc_start=arc_start, arcs=arcs, axes=[], records=[None] * 3,
         )  # fmt: skip
+        R = self.kernels.record_ends
+        recording = bool(record) and part_of is None and getattr(R, "edges", None) is not None
         for axis in range(3):
             bins, bstart, border = self._bins(pos2, origin, nf, na, axis, self.maxacc, None)
             ebins, ebstart, eborder = self._bins(pos2, origin, nf, na, axis, self.maxreach,
@@ -175,9 +188,16 @@ class FrameSES:
             self._last.axes.append((bins, bstart, border, ebins, ebstart, eborder, order))
             # work items a line (pieces of its edges)
             pieces = K.pieces(self.shape[axis], nf * lines[axis])
+            kernel, rec = K.edges, self._no_record
+            if recording:
+                a1, a2 = [a for a in range(3) if a != axis]
+                room = -(-self._room[axis] // pieces) + 4
+                rec = xp.zeros((nf, self.shape[a1], self.shape[a2] * pieces, room + 1, 2))
+                kernel = R.edges
+                self._last.records[axis] = rec
             self._launch(
-                K.edges, nf * lines[axis] * pieces, out[axis], pieces, axis, nx, ny, nz, stride,
-                origin, h, pos2, vdw, acc, self.probe, self.steps[axis], self.nbisect,
+                kernel, nf * lines[axis] * pieces, out[axis], rec, pieces, axis, nx, ny, nz,
+                stride, origin, h, pos2, vdw, acc, self.probe, self.steps[axis], self.nbisect,
                 self.maxacc, self.maxreach, bins, bstart, border, ebins, ebstart, eborder,
                 nb_start, nb_index, circ_start, geom, arc_start, arcs, only[axis], order, *flag,
                 threads=LINE_THREADS,
@@ -192,9 +212,12 @@ class FrameSES:
     def interval_ends(self):
         """The SES interval ends of the last :meth:`run`'s frames and how each moves.
 
-        The lines of that call recorded again, with its geometry, bins and line order, by the
+        The intervals the map recorded as it cut them (:meth:`run` with ``record``), or else
+        the lines of that call recorded again, with its geometry, bins and line order, by the
         kernels' recorder (all B frames in one launch an axis; the frames' ends are those the
-        maps cut), then each end matched to its vdW chord or reentrant crossing
+        maps cut); a line with more intervals than the map's record had room for has its axis
+        recorded again, with room for them (and the next calls' maps with it). Then each end
+        matched to its vdW chord or reentrant crossing
         (:mod:`pbsolver.backends.bodies.line_ends`). What :func:`pbsolver.forces.ses.ses_gradient`
         computes for one frame, here for all of them at once.
 
@@ -239,6 +262,9 @@ class FrameSES:
             return a.shape[0] * a.shape[1] * a.shape[2]
 
         def record(rec, bad):
+            # a room r gives records of ⌈r/pieces⌉ + 4 intervals a piece: keep the room that
+            # gives this one's (more than the last only when a line outgrew the last)
+            self._room[axis] = max(self._room[axis], (rec.shape[3] - 5) * pieces)
             self._launch(R.record, items(rec), rec, pieces, axis, *shape, last.origin, last.h,
                          *geometry, step, self.nbisect, *reach, last.geom, last.arc_start,
                          last.arcs, order, self._every_line, bad,
@@ -255,8 +281,9 @@ class FrameSES:
                          threads=LINE_THREADS)  # fmt: skip
 
         return frame_line_ends(self.backend, last.nf, nu, nv, record, slopes, width=3,
-                               first=FIRST_RECORDS, axis=axis, stride=last.stride,
-                               pieces=pieces, join=join)  # fmt: skip
+                               first=self._room[axis], axis=axis, stride=last.stride,
+                               pieces=pieces, join=join,
+                               recorded=last.records[axis])  # fmt: skip
 
     # ------------------------------------------------------------------ helpers
     def _changed_lines(self, pos, origin, removed, removed_radii):

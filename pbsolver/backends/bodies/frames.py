@@ -13,6 +13,11 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from pbsolver.backends.bodies import maps as maps_bodies
+from pbsolver.backends.bodies.lines import (
+    accumulate_range_body,
+    make_accumulate_and_record,
+    record_range_body,
+)
 
 #: :func:`line_cost` ranks lines by exposed candidates, then by spheres below this count
 LINE_COST_SPHERES = 4096
@@ -105,35 +110,61 @@ def make_frame_ses(jit, sort_merge, accumulate):
 
     line_cost = jit(line_cost)
 
-    def ses_edge_line(out, item, pieces, axis, nx, ny, nz, stride, origin, h, pos, vdw, acc,
-                      probe, step, nbisect, maxacc, maxreach, bins, bstart, border, ebins,
-                      ebstart, eborder, nb_start, nb_index, circ_start, geom, arc_start, arcs,
-                      vs_, ve_, ss_, se_, cand, ckey, hit):  # fmt: skip
-        """SES fractions of work item ``item`` = (frame, grid line, piece), snapped.
+    def make_edge_line(line_body, target):
+        """The per-work-item SES body on ``line_body``, its bins (and record) named by ``target``.
 
-        Each line is cut into ``pieces`` runs of edges as even as can be (1: the whole line);
-        a piece writes only its own edges (:func:`~pbsolver.backends.bodies.maps.make_ses`'s
-        ``ses_line``). The frame's atoms are rows of the flattened ``pos`` (B·N, 3) and the
-        features are indexed by them; ``bins[f]`` = (u0, v0, size, nbu, nbv) of the frame's 2D
-        bins, ``bstart[f]`` their CSR starts into ``border``. Returns 1 on overflow.
+        ``target(out, rec, f, slot)`` gives the ``out`` that ``line_body`` hands each interval
+        to: the bins alone, or the bins and frame f's record (slot ``iv·pieces + piece``).
         """
-        line = item // pieces
-        piece = item - line * pieces
-        f, iu, iv, u, v, nbins = line_place(line, axis, nx, ny, nz, origin, h)
-        k_lo = piece * nbins // pieces
-        k_hi = (piece + 1) * nbins // pieces
-        bad = ses_line(
-            out, axis, f * stride, iu, iv, u, v, origin[f, axis], h[axis], nbins, k_lo, k_hi,
-            pos, vdw, acc, probe, step, nbisect, maxacc, maxreach, bins[f, 0], bins[f, 1],
-            bins[f, 2], int(bins[f, 3]), int(bins[f, 4]), bstart[f], border, ebins[f, 0],
-            ebins[f, 1], ebins[f, 2], int(ebins[f, 3]), int(ebins[f, 4]), ebstart[f], eborder,
-            nb_start, nb_index, circ_start, geom, arc_start, arcs, vs_, ve_, ss_, se_, cand, ckey,
-            hit,
-        )  # fmt: skip
-        snap_line(out, axis, f * stride, iu, iv, k_lo, k_hi)
-        return bad
 
-    ses_edge_line = jit(ses_edge_line)
+        def ses_edge_line(out, rec, item, pieces, axis, nx, ny, nz, stride, origin, h, pos, vdw,
+                          acc, probe, step, nbisect, maxacc, maxreach, bins, bstart, border,
+                          ebins, ebstart, eborder, nb_start, nb_index, circ_start, geom,
+                          arc_start, arcs, vs_, ve_, ss_, se_, cand, ckey, hit):  # fmt: skip
+            """SES fractions of work item ``item`` = (frame, grid line, piece), snapped.
+
+            Each line is cut into ``pieces`` runs of edges as even as can be (1: the whole
+            line); a piece writes only its own edges
+            (:func:`~pbsolver.backends.bodies.maps.make_ses`'s ``ses_line``). The frame's atoms
+            are rows of the flattened ``pos`` (B·N, 3) and the features are indexed by them;
+            ``bins[f]`` = (u0, v0, size, nbu, nbv) of the frame's 2D bins, ``bstart[f]`` their
+            CSR starts into ``border``. ``rec``: the frames' records (B, nu, nv·pieces,
+            capacity + 1, 2) where ``target`` records
+            (:func:`~pbsolver.backends.bodies.lines.record_range_body`'s layout), else unused.
+            Returns 1 on overflow.
+            """
+            line = item // pieces
+            piece = item - line * pieces
+            f, iu, iv, u, v, nbins = line_place(line, axis, nx, ny, nz, origin, h)
+            k_lo = piece * nbins // pieces
+            k_hi = (piece + 1) * nbins // pieces
+            bad = line_body(
+                target(out, rec, f, iv * pieces + piece), axis, f * stride, iu, iv, u, v,
+                origin[f, axis], h[axis], nbins, k_lo, k_hi, pos, vdw, acc, probe, step, nbisect,
+                maxacc, maxreach, bins[f, 0], bins[f, 1], bins[f, 2], int(bins[f, 3]),
+                int(bins[f, 4]), bstart[f], border, ebins[f, 0], ebins[f, 1], ebins[f, 2],
+                int(ebins[f, 3]), int(ebins[f, 4]), ebstart[f], eborder, nb_start, nb_index,
+                circ_start, geom, arc_start, arcs, vs_, ve_, ss_, se_, cand, ckey, hit,
+            )  # fmt: skip
+            snap_line(out, axis, f * stride, iu, iv, k_lo, k_hi)
+            return bad
+
+        return jit(ses_edge_line)
+
+    def bins_only(out, rec, f, slot):
+        return out
+
+    def bins_and_record(out, rec, f, slot):
+        return (out, rec[f], slot)
+
+    #: (out, rec, item, …): the fractions alone (``rec`` unused: any array) …
+    ses_edge_line = make_edge_line(ses_line, jit(bins_only))
+    #: … or the fractions and, in ``rec``, the intervals that made them (the exact forces' ends)
+    recording = maps_bodies.make_ses(
+        jit, sort_merge, accumulate,
+        range_body=make_accumulate_and_record(jit(accumulate_range_body), jit(record_range_body)),
+    )  # fmt: skip
+    ses_edge_record_line = make_edge_line(recording["ses_line"], jit(bins_and_record))
 
     def neighbour_count(pos, rad, g, na):
         """Atoms of atom g's frame (rows f·na … of ``pos``) whose sphere overlaps g's."""
@@ -234,6 +265,7 @@ def make_frame_ses(jit, sort_merge, accumulate):
         line_cost=line_cost,
         work_line=work_line,
         ses_edge_line=ses_edge_line,
+        ses_edge_record_line=ses_edge_record_line,
         neighbour_count=neighbour_count,
         neighbour_fill=neighbour_fill,
         count_arcs=ses["count_arcs"],

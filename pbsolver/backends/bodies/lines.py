@@ -120,6 +120,25 @@ def record_range_body(out, axis, row, iu, iv, s, e, t0, h, k_lo, k_hi):
     out[iu, iv, 0, 0] = n
 
 
+def make_accumulate_and_record(accumulate_range, record_range):
+    """A range body that adds an interval's share to the bins and records it, in one pass.
+
+    Built on the compiled :func:`accumulate_range_body` and :func:`record_range_body`. Its
+    ``out`` is a tuple ``(bins, record, slot)``: ``bins`` is what ``accumulate_range`` adds to
+    (from plane ``row``); ``record`` is a frame's record array as ``record_range`` fills it
+    (planes from 0), with this line's intervals in ``record[iu, slot]``. The bins get exactly
+    what ``accumulate_range`` alone gives them, and the record what ``record_range`` alone
+    writes. So a map that will be differentiated records its own ends while it is built,
+    instead of a second pass over its lines.
+    """
+
+    def accumulate_and_record_range_body(out, axis, row, iu, iv, s, e, t0, h, k_lo, k_hi):
+        accumulate_range(out[0], axis, row, iu, iv, s, e, t0, h, k_lo, k_hi)
+        record_range(out[1], axis, 0, iu, out[2], s, e, t0, h, k_lo, k_hi)
+
+    return accumulate_and_record_range_body
+
+
 def join_pieces_body(line, rec, pieces, out):
     """Line ``line``'s intervals recorded in ``pieces`` pieces, in piece order, into ``out``.
 

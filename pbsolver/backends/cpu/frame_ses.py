@@ -31,9 +31,10 @@ _count_arcs_body, _fill_circle, _smooth_node = _B.count_arcs, _B.fill_circle, _B
 
 
 @njit(**_PAR)
-def ses_edges(out, pieces, axis, nx, ny, nz, stride, origin, h, pos, vdw, acc, probe, step,
+def ses_edges(out, rec, pieces, axis, nx, ny, nz, stride, origin, h, pos, vdw, acc, probe, step,
               nbisect, maxacc, maxreach, bins, bstart, border, ebins, ebstart, eborder,
               nb_start, nb_index, circ_start, geom, arc_start, arcs, only, order):  # fmt: skip
+    # ``rec`` is unused (the CUDA kernels' signature; the recording one records into it);
     # scratch sized from the bins, as the map kernels' ses_lines: no line overflows; a
     # non-empty ``only`` (a flag per (frame, line)) leaves out the lines it does not name; a
     # non-empty ``order`` names the (frame, line) of each group of ``pieces`` items (as CUDA's)
@@ -48,7 +49,7 @@ def ses_edges(out, pieces, axis, nx, ny, nz, stride, origin, h, pos, vdw, acc, p
             continue
         ecap = max(1, ecap)
         bad += _ses_edge_line(
-            out, line * pieces + piece, pieces, axis, nx, ny, nz, stride, origin, h, pos, vdw,
+            out, rec, line * pieces + piece, pieces, axis, nx, ny, nz, stride, origin, h, pos, vdw,
             acc, probe, step, nbisect, maxacc, maxreach, bins, bstart, border, ebins, ebstart,
             eborder, nb_start, nb_index, circ_start, geom, arc_start, arcs, np.empty(cap),
             np.empty(cap), np.empty(cap), np.empty(cap), np.empty(ecap, dtype=np.int64),
