@@ -518,7 +518,8 @@ elif [ "${1:-single}" = "s38" ]; then  # thirty-eighth session: s36's parts, the
   # (a call cut off by its time limit still returns what ran): exact forces in batches of 32
   # for "mol" with this tree and with .gpu/base, the stage split, the GPU tests, "smol", and a
   # cProfile of one batch
-  forces_batch() {  # forces_batch SURFACE NAME [LIBRARY]
+  forces_batch() {  # forces_batch SURFACE NAME [LIBRARY] (a library tree gets this data/)
+    [ -n "${3:-}" ] && [ ! -e "$3/data" ] && ln -s "$PWD/data" "$3/data"
     PYTHONPATH=/tmp/site:${3:-$PWD} step "forces_batch_$1_$2" 150 python3 benchmarks/forces_cost.py \
       --backend cuda --maps-backend cuda --surface "$1" --pqr data/1lpb_chainA.pqr --spacing 0.5 \
       --batch 32 --frames 32 --warmup 2 --energy-engine auto --exact-engine auto \
