@@ -37,8 +37,9 @@ from pbsolver.md.engine import StackedFrames  # noqa: E402
 STAGES = (
     (StackedFrames, "solve_adjoint", "adjoint solve"),
     (StackedFrames, "ses_interval_ends", "SES line ends recorded"),
-    # inside it (frame_ses.frame_line_ends' callbacks, wrapped in main): the two kernels
-    (None, "record", "  SES recorder kernel (and joins)"),
+    # inside it (frame_ses.frame_line_ends' callbacks, wrapped in main): the two kernels (the
+    # recorder runs only where the map did not record its lines, or a line outgrew the record)
+    (None, "record", "  SES recorder kernel (a second pass over the lines)"),
     (None, "slopes", "  SES slope kernel"),
     (StackedFrames, "stack_problem", "stack's Problem"),
     (forces, "frames_forces_from_adjoint", "all force terms"),  # the calculator imports it
