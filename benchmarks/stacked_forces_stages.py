@@ -52,6 +52,9 @@ STAGES = (
     (gradient, "boundary_weights", "  ν weights"),
     (gradient, "frames_boundary_gradient", "  boundary term (mdh sums)"),
 )
+#: Parts of the energy frame, timed alike and printed under it (not subtracted from it): the SES
+#: map, which on CUDA records its lines' ends as it cuts them for an exact frame.
+ENERGY_PARTS = ((frame_ses.FrameSES, "run", "  of which the SES map (and its recording)"),)
 
 
 def main(argv=None):
@@ -71,7 +74,7 @@ def main(argv=None):
     atoms, calc, batches = warm_exact_batches(pb, args, args.batches)
     n = args.batch
     spent = defaultdict(float)
-    for owner, name, stage in STAGES:
+    for owner, name, stage in STAGES + ENERGY_PARTS:
         if owner is not None:
             setattr(owner, name, _timed(getattr(owner, name), stage, spent, sync))
     frame_ses.frame_line_ends = _split_line_ends(frame_ses.frame_line_ends, spent, sync)
@@ -87,6 +90,7 @@ def main(argv=None):
         whole - spent["adjoint solve"] - spent["SES line ends recorded"]
         - spent["stack's Problem"] - spent["all force terms"]
     ) * per_frame  # fmt: skip
+    rows.update({stage: spent[stage] * per_frame for _, _, stage in ENERGY_PARTS})
     rows["whole exact frame (with the stages' synchronisations)"] = whole * per_frame
     print(f"{Path(args.pqr).name}: {len(atoms)} atoms, surface {args.surface}, backend "
           f"{args.backend}, {args.batches} batches of {n} frames; ms a frame")  # fmt: skip
