@@ -173,29 +173,35 @@ def cuda_kernels():
         if edge_line(out, pos, rad, item, axis, nx, ny, nz, stride, origin, h, starts, ends):
             bad[0] = 1
 
+    def with_column_scratch(column_body):
+        """``column_body(*args)`` given fresh local scratch (chord starts, ends, candidates)."""
+
+        @cuda.jit(device=True)
+        def scratched(*args):
+            starts = cuda.local.array(CAP, dtype=np.float64)
+            ends = cuda.local.array(CAP, dtype=np.float64)
+            cand = cuda.local.array(CAP, dtype=np.int32)
+            return column_body(*args, starts, ends, cand)
+
+        return scratched
+
+    ion_column = with_column_scratch(ion_column)
+    ion_column_ends = with_column_scratch(ion_column_ends)
+
     @cuda.jit
     def ion(cov, pos, rad, nx, ny, nz, stride, origin, h, subs, bad):
         item = cuda.grid(1)
-        if item >= pos.shape[0] * nx * ny:
-            return
-        starts = cuda.local.array(CAP, dtype=np.float64)
-        ends = cuda.local.array(CAP, dtype=np.float64)
-        cand = cuda.local.array(CAP, dtype=np.int32)
-        if ion_column(cov, pos, rad, item, nx, ny, nz, stride, origin, h, subs, starts, ends,
-                      cand):  # fmt: skip
+        if item < pos.shape[0] * nx * ny and ion_column(cov, pos, rad, item, nx, ny, nz, stride,
+                                                        origin, h, subs):  # fmt: skip
             bad[0] = 1
 
     @cuda.jit
     def ion_end_sums(grad, sens, pos, rad, nx, ny, nz, stride, origin, h, subs, bad):
         # the ion kernel's columns again, their chord ends summed (the exact forces' ionic term)
         item = cuda.grid(1)
-        if item >= pos.shape[0] * nx * ny:
-            return
-        starts = cuda.local.array(CAP, dtype=np.float64)
-        ends = cuda.local.array(CAP, dtype=np.float64)
-        cand = cuda.local.array(CAP, dtype=np.int32)
-        if ion_column_ends(grad, sens, pos, rad, item, nx, ny, nz, stride, origin, h, subs,
-                           starts, ends, cand):  # fmt: skip
+        if item < pos.shape[0] * nx * ny and ion_column_ends(grad, sens, pos, rad, item, nx, ny,
+                                                             nz, stride, origin, h,
+                                                             subs):  # fmt: skip
             bad[0] = 1
 
     from pbsolver.backends.cuda.coulomb_tiles import rsqrt32, tiled_coulomb_kernel
