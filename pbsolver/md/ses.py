@@ -22,7 +22,9 @@ the engine's device (NumPy or CuPy):
    items, :func:`~pbsolver.backends.bodies.maps.line_pieces`, each a thread; on the CPU a
    work item is a whole line). On CUDA the lines run costliest first (a cost launch and a
    sort; ``order_lines``): the work of a line varies widely (empty, buried, many reentrant
-   zones), and one warp's threads wait for its costliest line.
+   zones), and one warp's threads wait for its costliest line. For an exact-forces frame the
+   CUDA pass also records each line's intervals (``run(record=True)``), the ends the forces
+   then match (:meth:`FrameSES.interval_ends`).
 
 The sizes of steps 1–2 (pairs, circles, arcs) are read back to the host to allocate (a few
 synchronisations a call on CUDA); the data stay on the device. Since these sizes change from
