@@ -282,10 +282,12 @@ class FrameSES:
                          last.geom, last.arc_start, last.arcs, *out,
                          threads=LINE_THREADS)  # fmt: skip
 
+        # the map's record is used once: let it go, not held through the adjoint and the next
+        # call's map (a later call of this method records the lines again)
+        recorded, last.records[axis] = last.records[axis], None
         return frame_line_ends(self.backend, last.nf, nu, nv, record, slopes, width=3,
                                first=self._room[axis], axis=axis, stride=last.stride,
-                               pieces=pieces, join=join,
-                               recorded=last.records[axis])  # fmt: skip
+                               pieces=pieces, join=join, recorded=recorded)  # fmt: skip
 
     # ------------------------------------------------------------------ helpers
     def _changed_lines(self, pos, origin, removed, removed_radii):
