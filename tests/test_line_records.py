@@ -11,8 +11,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pbsolver.backends.bodies.line_ends import cancelled_body, recorded_end_body
+from pbsolver.backends.bodies.line_ends import cancelled_body, edge_of_body, make_recorded_end
 from pbsolver.backends.bodies.lines import join_pieces_body, record_range_body
+
+recorded_end_body = make_recorded_end(edge_of_body)  # as the kernels compile it
 
 # t0 + nbins·h minus t0, over h, rounds below nbins here: an end clipped to the last node must
 # still count as outside the grid

@@ -50,8 +50,8 @@ def frame_bins(xp, pos2, origin, nf, na, axis, reach, subset, shape, spacing):
     return bins, starts, order.astype(np.int64)
 
 
-def frame_line_ends(backend, nf, nu, nv, record, slopes, *, width, first, axis, stride, scale=1,
-                    pieces=1, join=None, recorded=None):  # fmt: skip
+def frame_line_ends(backend, nf, nu, nv, record, slopes, *, width, first, axis, stride, pieces=1,
+                    join=None, recorded=None):  # fmt: skip
     """Record the (frame, line) pairs of B frames, say how each end moves: one set on the stack.
 
     ``record(rec, bad)`` launches a recorder into ``rec`` (B, nu, nv·pieces, capacity + 1, 2)
@@ -64,20 +64,18 @@ def frame_line_ends(backend, nf, nu, nv, record, slopes, *, width, first, axis, 
     bodies (:mod:`pbsolver.backends.bodies.line_ends`), ``width`` atoms an end. Called inside
     the backend's ``stream_context()`` (its arrays are made on the kernels' stream).
 
-    The lines run along ``axis``; (iu, iv) are indices of the other two axes' lines, ``scale``
-    lines a grid plane across (the ion-accessible lines: ``subsamples``), and frame f's grid is
-    planes f·``stride`` … of the engine's stack.
+    The lines run along ``axis``; (iu, iv) are indices of the other two axes' lines (one a grid
+    plane), and frame f's grid is planes f·``stride`` … of the engine's stack.
 
     Returns
     -------
     tuple or None
         ``(lines, bins, atoms, slopes, unmatched)``: the kept ends of every frame
         (:func:`pbsolver.backends.cpu.line_ends.kept_ends`' form, arrays of the backend: on a
-        GPU they stay there) on the stack: an x
-        index (the bins along x, else the lines' first index, ``scale`` lines a plane) moves by
-        f·stride, and ``atoms`` are rows of the B frames' atoms (−1 in unused columns);
-        ``unmatched`` the frames' unmatched ends. None when ``bad`` was raised (the caller then
-        records each frame itself).
+        GPU they stay there) on the stack: an x index (the bins along x, else the lines' first
+        index) moves by f·stride, and ``atoms`` are rows of the B frames' atoms (−1 in unused
+        columns); ``unmatched`` the frames' unmatched ends. None when ``bad`` was raised (the
+        caller then records each frame itself).
     """
     xp = backend.array_module()
     nl = nu * nv
@@ -120,7 +118,7 @@ def frame_line_ends(backend, nf, nu, nv, record, slopes, *, width, first, axis, 
     if axis == 0:
         kbins += frame * int(stride)
     else:
-        lines[:, 0] += frame * int(stride) * int(scale)
+        lines[:, 0] += frame * int(stride)
     return lines, kbins, atoms, kslopes, missed
 
 

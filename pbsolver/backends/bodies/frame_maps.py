@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from types import SimpleNamespace
 
+from pbsolver.backends.bodies import line_ends as line_end_bodies
 from pbsolver.backends.bodies import maps as maps_bodies
 from pbsolver.backends.bodies.frames import make_frame_ses
 from pbsolver.backends.bodies.lines import GRAZE, compile_lines
@@ -144,6 +145,9 @@ def make_frame_bodies(jit, fast, add=None):
 
     ion_column_ends = None
     if add is not None:
+        # the forces' line-end bodies: which edge an end lies in, which chord it ends
+        edge_of = jit(line_end_bodies.edge_of_body)
+        chord_miss = jit(line_end_bodies.chord_miss_body)
 
         @jit
         def ion_column_ends(grad, sens, pos, rad, item, nx, ny, nz, stride, origin, h, subs,
@@ -151,8 +155,8 @@ def make_frame_bodies(jit, fast, add=None):
             """Σ sens[cell]/h_z · (slope of the cell's covered length) of ``item``'s chord ends.
 
             The lines, chords and merged intervals of :func:`ion_column`; each end inside the
-            grid (not on its ends t0, t0 + nz·h_z, where the map clips) moves with the candidate
-            whose chord end of that side lies nearest it, as
+            grid (:func:`~pbsolver.backends.bodies.line_ends.edge_of_body`) moves with the
+            candidate whose chord end of that side lies nearest it (``chord_miss_body``), as
             :func:`pbsolver.backends.bodies.line_ends.sphere_end_body` gives its slope (a
             grazing chord, w ≤ GRAZE·r, has none). Added with ``add`` to row f·N + atom of
             ``grad`` (B·N, 3); ``sens`` is the stack's (frame f on planes f·stride …).
@@ -172,8 +176,8 @@ def make_frame_bodies(jit, fast, add=None):
                     for q in range(2 * n):
                         side = q % 2
                         t = ends[q // 2] if side == 1 else starts[q // 2]
-                        k = int(math.floor((t - t0) / hz))
-                        if t <= t0 or t >= t0 + nz * hz or k >= nz:
+                        k = edge_of(t, t0, hz, nz)
+                        if k < 0:
                             continue
                         best = math.inf
                         found = -1
@@ -182,13 +186,8 @@ def make_frame_bodies(jit, fast, add=None):
                             a = cand[c]
                             du = pos[f, a, 0] - u
                             dv = pos[f, a, 1] - v
-                            d2 = du * du + dv * dv
-                            r = rad[a]
-                            if d2 >= r * r:
-                                continue
-                            w = math.sqrt(r * r - d2)
-                            miss = abs(pos[f, a, 2] + (w if side == 1 else -w) - t)
-                            if miss < best:
+                            w, miss = chord_miss(t, side, pos[f, a, 2], du, dv, rad[a])
+                            if w >= 0.0 and miss < best:
                                 best, found, bw, bdu, bdv = miss, a, w, du, dv
                         if found >= 0 and bw > GRAZE * rad[found]:
                             s = sens[f * stride + i, j, k] / hz

@@ -22,23 +22,49 @@ TANGENT = 1e-6
 ON_SPHERE = 1e-6
 
 
-def recorded_end_body(rec, iu, iv, q, t0, h, nbins):
-    """End q of line (iu, iv)'s recorded intervals: (t, side 0 start / 1 end, edge k).
+def edge_of_body(t, t0, h, nbins):
+    """Edge k of a line of ``nbins`` edges from t0 that holds t, or −1.
 
-    k = −1 outside the grid's edges, and at its two ends t0 and t0 + nbins·h themselves, where
-    the recorder clips an interval the grid cuts
-    (:func:`pbsolver.backends.bodies.lines.record_range_body`: the same sums, so the clipped
-    value equals the bound exactly).
+    −1 outside the grid's edges and at its two ends t0 and t0 + nbins·h themselves, where a map
+    clips an interval the grid cuts (the same sums, so the clipped value equals the bound
+    exactly: such an end moves nothing).
     """
-    t = rec[iu, iv, 1 + q // 2, q % 2]
     k = int(math.floor((t - t0) / h))
     if t <= t0 or t >= t0 + nbins * h or k >= nbins:
-        k = -1
-    return t, q % 2, k
+        return -1
+    return k
 
 
-def make_chord_end(bin_range, across):
-    """The chord-end body on the compiled map bodies ``bin_range`` and ``across``."""
+def make_recorded_end(edge_of):
+    """The recorded-end body on the compiled :func:`edge_of_body`."""
+
+    def recorded_end_body(rec, iu, iv, q, t0, h, nbins):
+        """End q of line (iu, iv)'s recorded intervals: (t, side 0 start / 1 end, edge k).
+
+        k as :func:`edge_of_body` gives it (−1: the end moves nothing).
+        """
+        t = rec[iu, iv, 1 + q // 2, q % 2]
+        return t, q % 2, edge_of(t, t0, h, nbins)
+
+    return recorded_end_body
+
+
+def chord_miss_body(t, side, centre, du, dv, r):
+    """(w, miss): a sphere's chord half-length, and how far its end (side 1) or start is from t.
+
+    The sphere has radius r, its centre at ``centre`` along the line and offsets du, dv across
+    it; w = −1 where it misses the line.
+    """
+    d2 = du * du + dv * dv
+    if d2 >= r * r:
+        return -1.0, math.inf
+    w = math.sqrt(r * r - d2)
+    end = centre + w if side == 1 else centre - w
+    return w, abs(end - t)
+
+
+def make_chord_end(bin_range, across, chord_miss):
+    """The chord-end body on the compiled ``bin_range``, ``across`` and :func:`chord_miss_body`."""
 
     def chord_end_body(
         t, side, u, v, axis, pos, vdw, maxacc, u0, v0, bsize, nbu, nbv, bstart, border
@@ -56,14 +82,8 @@ def make_chord_end(bin_range, across):
             for s in range(bstart[bu * nbv + lo_v], bstart[bu * nbv + hi_v + 1]):
                 i = border[s]
                 du, dv = across(pos, i, axis, u, v)
-                d2 = du * du + dv * dv
-                r = vdw[i]
-                if d2 >= r * r:
-                    continue
-                w = math.sqrt(r * r - d2)
-                end = pos[i, axis] + w if side == 1 else pos[i, axis] - w
-                miss = abs(end - t)
-                if miss < best:
+                w, miss = chord_miss(t, side, pos[i, axis], du, dv, vdw[i])
+                if w >= 0.0 and miss < best:
                     best, found, bw, bdu, bdv = miss, i, w, du, dv
         return found, bdu, bdv, bw, best
 
@@ -217,8 +237,8 @@ def compile_line_ends(jit, ses):
     ``ses`` is the dict of :func:`pbsolver.backends.bodies.maps.make_ses` compiled by the same
     ``jit`` (with the recording range body).
     """
-    recorded_end = jit(recorded_end_body)
-    chord_end = jit(make_chord_end(ses["bin_range"], ses["across"]))
+    recorded_end = jit(make_recorded_end(jit(edge_of_body)))
+    chord_end = jit(make_chord_end(ses["bin_range"], ses["across"], jit(chord_miss_body)))
     sphere_end = jit(sphere_end_body)
     union = jit(make_union_line_slopes(ses["line"], recorded_end, chord_end, sphere_end))
     nearest = jit(F.make_nearest_probe(ses["sphere_probe"], ses["circle_local"]))

@@ -105,7 +105,7 @@ def record_range_body(out, axis, row, iu, iv, s, e, t0, h, k_lo, k_hi):
     an interval across a piece's end as two that meet exactly there, at ``t0 + k h`` for the
     same k on both sides; the forces' end bodies treat such an end as moving nothing
     (:func:`pbsolver.backends.bodies.line_ends.cancelled_body`), and an end clipped to the
-    line's ends as outside the grid (:func:`~pbsolver.backends.bodies.line_ends.recorded_end_body`).
+    line's ends as outside the grid (:func:`~pbsolver.backends.bodies.line_ends.edge_of_body`).
     """
     t_lo = t0 + k_lo * h
     t_hi = t0 + k_hi * h
