@@ -533,6 +533,26 @@ elif [ "${1:-single}" = "s38" ]; then  # thirty-eighth session: s36's parts, the
   forces_batch smol head
   step batch_profile_mol 150 python3 benchmarks/forces_profile.py --backend cuda --surface mol \
     --pqr data/1lpb_chainA.pqr --batch 32 --frames 1 --warmup 1 --top 70
+elif [ "${1:-single}" = "s39" ]; then  # thirty-ninth session: the ratio with and without
+  # GROWTH_SLACK, side by side with .gpu/base, in alternating rounds (64 frames, two timed
+  # batches of 32), the stage split of both trees, then the SES GPU tests
+  forces_batch() {  # forces_batch SURFACE NAME [LIBRARY] (a library tree gets this data/)
+    [ -n "${3:-}" ] && [ ! -e "$3/data" ] && ln -s "$PWD/data" "$3/data"
+    PYTHONPATH=/tmp/site:${3:-$PWD} step "forces_batch_$1_$2" 150 python3 benchmarks/forces_cost.py \
+      --backend cuda --maps-backend cuda --surface "$1" --pqr data/1lpb_chainA.pqr --spacing 0.5 \
+      --batch 32 --frames 64 --warmup 2 --energy-engine auto --exact-engine auto \
+      --json "$R/forces_batch_$1_$2.json"
+  }
+  forces_batch mol head_1; forces_batch mol base_1 "$PWD/.gpu/base"
+  forces_batch mol head_2; forces_batch mol base_2 "$PWD/.gpu/base"
+  for t in head base; do
+    P=/tmp/site:$PWD; [ "$t" = base ] && P=/tmp/site:$PWD/.gpu/base
+    PYTHONPATH=$P step "stages_mol_$t" 100 python3 benchmarks/stacked_forces_stages.py \
+      --pqr data/1lpb_chainA.pqr --surface mol --batch 32 --batches 2 --warmup 2 \
+      --json "$R/stages_mol_$t.json"
+  done
+  step gpu_tests 150 python3 -m pytest -n 0 -m gpu -q -p no:cacheprovider -W ignore::Warning -rs \
+    ${TESTS:-tests/test_frames_ses.py}
 elif [ "${1:-single}" = "multi" ]; then
   step frames_profile 100 python3 benchmarks/frames_profile.py --batches 1 32 \
     --json "$R/frames_profile.json"

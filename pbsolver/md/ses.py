@@ -48,6 +48,11 @@ from pbsolver.molecule.part_surface import LINE_SLACK, changed_lines
 #: room for the most any line had).
 FIRST_RECORDS = 16
 
+#: Intervals a piece's record keeps beyond the most any piece had, once a line outgrew the
+#: record: the next frames' lines (the molecule moving) then seldom outgrow it again, which
+#: would cost a second pass over every line of that axis.
+GROWTH_SLACK = 2
+
 
 class FrameSES:
     """SES edge fractions of B frames of one solute on one grid shape.
@@ -264,9 +269,13 @@ class FrameSES:
             return a.shape[0] * a.shape[1] * a.shape[2]
 
         def record(rec, bad):
-            # a room r gives records of ⌈r/pieces⌉ + 4 intervals a piece: keep the room that
-            # gives this one's (more than the last only when a line outgrew the last)
-            self._room[axis] = max(self._room[axis], (rec.shape[3] - 5) * pieces)
+            # a room r gives records of ⌈r/pieces⌉ + 4 intervals a piece: where this record is
+            # bigger than the room gives (a line outgrew the last), keep the room that gives it
+            # and GROWTH_SLACK intervals a piece more, for the next calls' maps
+            given = -(-self._room[axis] // pieces) * pieces
+            needed = (rec.shape[3] - 5) * pieces
+            if needed > given:
+                self._room[axis] = needed + GROWTH_SLACK * pieces
             self._launch(R.record, items(rec), rec, pieces, axis, *shape, last.origin, last.h,
                          *geometry, step, self.nbisect, *reach, last.geom, last.arc_start,
                          last.arcs, order, self._every_line, bad,
