@@ -15,6 +15,14 @@ step() {  # step NAME SECONDS CMD...: run with a time limit, log to $R/NAME.log,
   timeout "$limit" "$@" > "$R/$name.log" 2>&1; echo "exit=$? after $((SECONDS - t0)) s" | tee -a "$R/$name.log"
   tail -n 25 "$R/$name.log"
 }
+forces_batch() {  # forces_batch SURFACE NAME FRAMES [LIBRARY]: exact forces in batches of 32
+  # of colipase against energy-only ones (forces_cost.py); a library tree gets this data/
+  [ -n "${4:-}" ] && [ ! -e "$4/data" ] && ln -s "$PWD/data" "$4/data"
+  PYTHONPATH=/tmp/site:${4:-$PWD} step "forces_batch_$1_$2" 150 python3 benchmarks/forces_cost.py \
+    --backend cuda --maps-backend cuda --surface "$1" --pqr data/1lpb_chainA.pqr --spacing 0.5 \
+    --batch 32 --frames "$3" --warmup 2 --energy-engine auto --exact-engine auto \
+    --json "$R/forces_batch_$1_$2.json"
+}
 if [ "${1:-single}" = "frames" ]; then
   step gpu_tests 300 python3 -m pytest -n 0 -m gpu -q -p no:cacheprovider -W ignore::Warning -rs
   step md_batch 150 python3 benchmarks/md_pipeline.py --backend cuda --skip-pipeline \
@@ -518,33 +526,19 @@ elif [ "${1:-single}" = "s38" ]; then  # thirty-eighth session: s36's parts, the
   # (a call cut off by its time limit still returns what ran): exact forces in batches of 32
   # for "mol" with this tree and with .gpu/base, the stage split, the GPU tests, "smol", and a
   # cProfile of one batch
-  forces_batch() {  # forces_batch SURFACE NAME [LIBRARY] (a library tree gets this data/)
-    [ -n "${3:-}" ] && [ ! -e "$3/data" ] && ln -s "$PWD/data" "$3/data"
-    PYTHONPATH=/tmp/site:${3:-$PWD} step "forces_batch_$1_$2" 150 python3 benchmarks/forces_cost.py \
-      --backend cuda --maps-backend cuda --surface "$1" --pqr data/1lpb_chainA.pqr --spacing 0.5 \
-      --batch 32 --frames 32 --warmup 2 --energy-engine auto --exact-engine auto \
-      --json "$R/forces_batch_$1_$2.json"
-  }
-  forces_batch mol head; forces_batch mol base "$PWD/.gpu/base"
+  forces_batch mol head 32; forces_batch mol base 32 "$PWD/.gpu/base"
   step stages_mol 150 python3 benchmarks/stacked_forces_stages.py --pqr data/1lpb_chainA.pqr \
     --surface mol --batch 32 --batches 2 --warmup 2 --json "$R/stages_mol.json"
   step gpu_tests 200 python3 -m pytest -n 4 -m gpu -q -p no:cacheprovider -W ignore::Warning -rs \
     ${TESTS:-tests/test_forces.py tests/test_frames_ses.py tests/test_frames.py tests/test_calculator.py}
-  forces_batch smol head
+  forces_batch smol head 32
   step batch_profile_mol 150 python3 benchmarks/forces_profile.py --backend cuda --surface mol \
     --pqr data/1lpb_chainA.pqr --batch 32 --frames 1 --warmup 1 --top 70
 elif [ "${1:-single}" = "s39" ]; then  # thirty-ninth session: the ratio with and without
   # GROWTH_SLACK, side by side with .gpu/base, in alternating rounds (64 frames, two timed
   # batches of 32), the stage split of both trees, then the SES GPU tests
-  forces_batch() {  # forces_batch SURFACE NAME [LIBRARY] (a library tree gets this data/)
-    [ -n "${3:-}" ] && [ ! -e "$3/data" ] && ln -s "$PWD/data" "$3/data"
-    PYTHONPATH=/tmp/site:${3:-$PWD} step "forces_batch_$1_$2" 150 python3 benchmarks/forces_cost.py \
-      --backend cuda --maps-backend cuda --surface "$1" --pqr data/1lpb_chainA.pqr --spacing 0.5 \
-      --batch 32 --frames 64 --warmup 2 --energy-engine auto --exact-engine auto \
-      --json "$R/forces_batch_$1_$2.json"
-  }
-  forces_batch mol head_1; forces_batch mol base_1 "$PWD/.gpu/base"
-  forces_batch mol head_2; forces_batch mol base_2 "$PWD/.gpu/base"
+  forces_batch mol head_1 64; forces_batch mol base_1 64 "$PWD/.gpu/base"
+  forces_batch mol head_2 64; forces_batch mol base_2 64 "$PWD/.gpu/base"
   for t in head base; do
     P=/tmp/site:$PWD; [ "$t" = base ] && P=/tmp/site:$PWD/.gpu/base
     PYTHONPATH=$P step "stages_mol_$t" 100 python3 benchmarks/stacked_forces_stages.py \
