@@ -147,7 +147,8 @@ def make_frame_bodies(jit, fast, add=None):
     if add is not None:
         # the forces' line-end bodies: which edge an end lies in, which chord it ends
         edge_of = jit(line_end_bodies.edge_of_body)
-        chord_miss = jit(line_end_bodies.chord_miss_body)
+        chord_half = jit(line_end_bodies.chord_half_body)
+        end_miss = jit(line_end_bodies.end_miss_body)
 
         @jit
         def ion_column_ends(grad, sens, pos, rad, item, nx, ny, nz, stride, origin, h, subs,
@@ -156,10 +157,11 @@ def make_frame_bodies(jit, fast, add=None):
 
             The lines, chords and merged intervals of :func:`ion_column`; each end inside the
             grid (:func:`~pbsolver.backends.bodies.line_ends.edge_of_body`) moves with the
-            candidate whose chord end of that side lies nearest it (``chord_miss_body``), as
-            :func:`pbsolver.backends.bodies.line_ends.sphere_end_body` gives its slope (a
-            grazing chord, w ≤ GRAZE·r, has none). Added with ``add`` to row f·N + atom of
-            ``grad`` (B·N, 3); ``sens`` is the stack's (frame f on planes f·stride …).
+            candidate whose chord end of that side lies nearest it (``chord_half_body``,
+            ``end_miss_body``), as :func:`pbsolver.backends.bodies.line_ends.sphere_end_body`
+            gives its slope (a grazing chord, w ≤ GRAZE·r, has none). Added with ``add`` to row
+            f·N + atom of ``grad`` (B·N, 3); ``sens`` is the stack's (frame f on planes
+            f·stride …).
             Returns 1 on overflow.
             """
             f, i, j, x, y = column_place(item, nx, ny, origin, h)
@@ -186,9 +188,11 @@ def make_frame_bodies(jit, fast, add=None):
                             a = cand[c]
                             du = pos[f, a, 0] - u
                             dv = pos[f, a, 1] - v
-                            w, miss = chord_miss(t, side, pos[f, a, 2], du, dv, rad[a])
-                            if w >= 0.0 and miss < best:
-                                best, found, bw, bdu, bdv = miss, a, w, du, dv
+                            w = chord_half(du, dv, rad[a])
+                            if w >= 0.0:  # the centre is read only for a chord
+                                miss = end_miss(t, side, pos[f, a, 2], w)
+                                if miss < best:
+                                    best, found, bw, bdu, bdv = miss, a, w, du, dv
                         if found >= 0 and bw > GRAZE * rad[found]:
                             s = sens[f * stride + i, j, k] / hz
                             add(grad, row0 + found, 0, -s * bdu / bw)

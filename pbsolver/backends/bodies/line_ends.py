@@ -49,22 +49,32 @@ def make_recorded_end(edge_of):
     return recorded_end_body
 
 
-def chord_miss_body(t, side, centre, du, dv, r):
-    """(w, miss): a sphere's chord half-length, and how far its end (side 1) or start is from t.
+def chord_half_body(du, dv, r):
+    """Half-length of the chord a sphere of radius r cuts on a line, or −1 where it misses.
 
-    The sphere has radius r, its centre at ``centre`` along the line and offsets du, dv across
-    it; w = −1 where it misses the line.
+    du, dv: the sphere's centre's offsets across the line.
     """
     d2 = du * du + dv * dv
     if d2 >= r * r:
-        return -1.0, math.inf
-    w = math.sqrt(r * r - d2)
+        return -1.0
+    return math.sqrt(r * r - d2)
+
+
+def end_miss_body(t, side, centre, w):
+    """How far from t the chord of half-length w about ``centre`` ends (side 1) or starts (0).
+
+    A body of its own, apart from :func:`chord_half_body`, so that callers read the centre only
+    for the spheres that meet the line.
+    """
     end = centre + w if side == 1 else centre - w
-    return w, abs(end - t)
+    return abs(end - t)
 
 
-def make_chord_end(bin_range, across, chord_miss):
-    """The chord-end body on the compiled ``bin_range``, ``across`` and :func:`chord_miss_body`."""
+def make_chord_end(bin_range, across, chord_half, end_miss):
+    """The chord-end body on the compiled ``bin_range``, ``across`` and chord bodies.
+
+    ``chord_half`` and ``end_miss``: :func:`chord_half_body` and :func:`end_miss_body`.
+    """
 
     def chord_end_body(
         t, side, u, v, axis, pos, vdw, maxacc, u0, v0, bsize, nbu, nbv, bstart, border
@@ -82,9 +92,11 @@ def make_chord_end(bin_range, across, chord_miss):
             for s in range(bstart[bu * nbv + lo_v], bstart[bu * nbv + hi_v + 1]):
                 i = border[s]
                 du, dv = across(pos, i, axis, u, v)
-                w, miss = chord_miss(t, side, pos[i, axis], du, dv, vdw[i])
-                if w >= 0.0 and miss < best:
-                    best, found, bw, bdu, bdv = miss, i, w, du, dv
+                w = chord_half(du, dv, vdw[i])
+                if w >= 0.0:
+                    miss = end_miss(t, side, pos[i, axis], w)
+                    if miss < best:
+                        best, found, bw, bdu, bdv = miss, i, w, du, dv
         return found, bdu, bdv, bw, best
 
     return chord_end_body
@@ -238,7 +250,8 @@ def compile_line_ends(jit, ses):
     ``jit`` (with the recording range body).
     """
     recorded_end = jit(make_recorded_end(jit(edge_of_body)))
-    chord_end = jit(make_chord_end(ses["bin_range"], ses["across"], jit(chord_miss_body)))
+    chord_end = jit(make_chord_end(ses["bin_range"], ses["across"], jit(chord_half_body),
+                                   jit(end_miss_body)))  # fmt: skip
     sphere_end = jit(sphere_end_body)
     union = jit(make_union_line_slopes(ses["line"], recorded_end, chord_end, sphere_end))
     nearest = jit(F.make_nearest_probe(ses["sphere_probe"], ses["circle_local"]))
