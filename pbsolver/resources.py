@@ -280,6 +280,20 @@ def available_gpu_bytes() -> int | None:
     return int(free)
 
 
+def available_bytes(device: str = "host") -> tuple[int | None, str]:
+    """The bytes the estimates are compared with, and where that number comes from.
+
+    ``$PBSOLVER_MEMORY_LIMIT`` where set, else the GPU's free memory (``device="gpu"``) or the
+    host's available memory; None where it cannot be told.
+    """
+    limit = memory_limit()
+    if limit is not None:
+        return limit, f"the limit set by ${ENV}"
+    if device == "gpu":
+        return available_gpu_bytes(), "free on the GPU"
+    return available_host_bytes(), "available to this process"
+
+
 def format_bytes(n: float) -> str:
     """``n`` bytes as a short human string (binary units)."""
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
@@ -313,13 +327,7 @@ def check_bytes(need: int, what: str, *, device: str = "host", hint: str | None 
         ``what: needs about X of <device> memory (estimated: <detail>), Y available (<the
         limit: $PBSOLVER_MEMORY_LIMIT, or the memory free>); <hint>``.
     """
-    limit = memory_limit()
-    if limit is not None:
-        avail, source = limit, f"the limit set by ${ENV}"
-    elif device == "gpu":
-        avail, source = available_gpu_bytes(), "free on the GPU"
-    else:
-        avail, source = available_host_bytes(), "available to this process"
+    avail, source = available_bytes(device)
     if avail is None or need <= avail:
         return
     where = "GPU" if device == "gpu" else "host"

@@ -188,3 +188,67 @@ def test_huge_atom_is_refused_before_any_map(monkeypatch):
     with pytest.raises(InputError, match=r"the molecule's grid .*needs about .*8.0 GiB available"):
         pb.Problem.from_atoms(atoms, spacing=0.5)
     assert called == []
+
+
+# ---------------------------------------------------------------------- stacked frames
+def _peptide_frames(n):
+    """The shipped peptide and ``n`` frames of it, each atom moved by about 0.01 Å."""
+    atoms = pb.read_pqr(pb.data.path("peptide.pqr"))
+    rng = np.random.default_rng(3)
+    frames = [atoms.positions + rng.normal(scale=0.01, size=atoms.positions.shape)
+              for _ in range(n)]  # fmt: skip
+    return atoms, frames
+
+
+#: A small stacked calculator's settings (the peptide's grid is 41×57×41 at 0.8 Å).
+_STACKED = {"engine": "stacked", "spacing": 0.8, "surface": "mol", "ionic_strength": 0.15,
+            "backend": "cpu", "margin": 6.0, "skin": 1.0}  # fmt: skip
+
+
+def test_stacked_batch_is_refused_before_its_buffers_saying_how_many_fit(monkeypatch):
+    atoms, frames = _peptide_frames(8)
+    calcs = [pb.ReactionFieldCalculator(atoms, **_STACKED) for _ in range(2)]
+    for calc in calcs:
+        calc.compute_batch(frames[:1])
+    engine = calcs[0]._stacked
+    # room for the one-frame buffers made and three frames more
+    monkeypatch.setenv(resources.ENV, str(int(3.5 * engine.frame_bytes())))
+    with pytest.raises(
+        InputError,
+        match=r"a batch of 8 frames on the stacked engine "
+        r"\(41×57×41 a frame\): needs about .* pass at most 3 frames a call",
+    ):
+        calcs[0].compute_batch(frames)
+    assert set(engine._buffers) == {1}  # nothing made for the refused batch
+    # three frames fit, and the refused call changed nothing: the same energies, bit for bit,
+    # as a calculator that never saw it
+    got = [r.energy for r in calcs[0].compute_batch(frames[1:4])]
+    monkeypatch.delenv(resources.ENV)
+    assert got == [r.energy for r in calcs[1].compute_batch(frames[1:4])]
+
+
+@pytest.mark.parametrize(("surface", "forces"), [("mol", "field"), ("smol", "exact")])
+def test_stacked_estimate_covers_the_traced_peak_of_its_batches(surface, forces):
+    """:meth:`StackedFrames.batch_bytes` against tracemalloc's peak of two CPU batches.
+
+    NumPy traces the engine's buffers and the forces' arrays (not numba's own allocations
+    inside kernels); the calculator made and its kernels compiled untraced first. The estimate
+    must hold the peak, and not by more than half as much again.
+    """
+    import gc
+    import tracemalloc
+
+    atoms, frames = _peptide_frames(4)
+    kw = {**_STACKED, "surface": surface, "forces": forces}
+    pb.ReactionFieldCalculator(atoms, **kw).compute_batch(frames[:2])
+    gc.collect()
+    tracemalloc.start()
+    try:
+        calc = pb.ReactionFieldCalculator(atoms, **kw)
+        calc.compute_batch(frames[:2])
+        calc.compute_batch(frames[2:])
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    estimate = calc._stacked.batch_bytes(2, exact=forces == "exact")
+    assert peak <= estimate <= 1.5 * peak

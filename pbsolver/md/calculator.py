@@ -379,6 +379,13 @@ class ReactionFieldCalculator:
         -------
         list of FrameResult
             ``seconds`` and ``timings["solve"]`` are the batch's shares per frame.
+
+        Raises
+        ------
+        InputError
+            On the stacked engine, a batch size whose buffers would not fit in the device's
+            memory (:meth:`pbsolver.md.engine.StackedFrames.check_room`, before they are
+            made): the message says how many frames a call would fit.
         """
         from pbsolver.solving.batched import solve_batch
 

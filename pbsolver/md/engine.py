@@ -62,6 +62,17 @@ STACKED_BOUNDARY_KINDS = ("mdh", "zero")
 STACKED_SURFACES = ("vdw", "mol", "smol")
 #: Solvers of the stack ("auto": the backend's choice, ``Backend.auto_stack_method``).
 STACKED_METHODS = ("auto", "sor", "multigrid")
+#: Bytes a grid node of one frame that the engine keeps: its maps, the stack's float64 and
+#: float32 stencils, iterate and multigrid levels, φ, and the padding planes between the frames
+#: (215–219 traced on the CPU for "vdw" and "mol", 242–244 with "smol"'s raw fractions;
+#: ``tests/test_memory_estimate.py``): the estimate behind a batch's memory check
+#: (:meth:`StackedFrames.check_room`).
+STACKED_BYTES_PER_NODE = 250
+#: The same at the peak of a batch's exact forces, which add the adjoint's right-hand side
+#: and λ, the stack's Problem and the terms' sensitivities (traced: about 310, 365 for "smol")…
+STACKED_EXACT_BYTES_PER_NODE = 380
+#: … and, once a batch, the calculator's last fields and the terms' one-frame arrays.
+STACKED_EXACT_ONCE_PER_NODE = 80
 
 
 @dataclasses.dataclass
@@ -247,6 +258,58 @@ class StackedFrames:
         """
         return self._fraction_targets(self._mapped(frames))
 
+    def frame_bytes(self, exact: bool = False) -> int:
+        """Estimated bytes a frame of a batch needs.
+
+        :data:`STACKED_BYTES_PER_NODE` a node of the frame's grid, or
+        :data:`STACKED_EXACT_BYTES_PER_NODE` where exact forces follow.
+        """
+        per = STACKED_EXACT_BYTES_PER_NODE if exact else STACKED_BYTES_PER_NODE
+        return per * self.grid.size
+
+    def batch_bytes(self, frames: int, exact: bool = False) -> int:
+        """Estimated bytes of a batch of ``frames`` frames.
+
+        :meth:`frame_bytes` each, and :data:`STACKED_EXACT_ONCE_PER_NODE` a node once where
+        exact forces follow.
+        """
+        once = STACKED_EXACT_ONCE_PER_NODE * self.grid.size if exact else 0
+        return int(frames) * self.frame_bytes(exact) + once
+
+    def check_room(self, frames: int, exact: bool = False) -> None:
+        """Refuse a batch of ``frames`` frames whose buffers would not fit, before making them.
+
+        Compares :meth:`batch_bytes` with the memory of the engine's device
+        (:func:`pbsolver.resources.check_bytes`; ``$PBSOLVER_MEMORY_LIMIT`` where set). A
+        batch size whose buffers exist is not checked again.
+
+        Raises
+        ------
+        InputError
+            Naming both numbers and how many frames a call would fit.
+        """
+        from pbsolver.backends import MEMORY
+        from pbsolver.resources import available_bytes, check_bytes
+
+        if int(frames) in self._buffers:
+            return
+        device = MEMORY.get(self.backend.name, "host")
+        avail, _ = available_bytes(device)
+        fit = 0
+        if avail is not None:
+            fit = (avail - self.batch_bytes(0, exact)) // self.frame_bytes(exact)
+        hint = (f"pass at most {fit:,} frames a call" if fit > 0 else
+                "not one frame fits: use a coarser spacing or a smaller margin")  # fmt: skip
+        per = STACKED_EXACT_BYTES_PER_NODE if exact else STACKED_BYTES_PER_NODE
+        once = f" + {STACKED_EXACT_ONCE_PER_NODE} bytes a node once" if exact else ""
+        shape = "×".join(str(n) for n in self.grid.shape)
+        check_bytes(
+            self.batch_bytes(frames, exact),
+            f"a batch of {frames} frames on the stacked engine ({shape} a frame)",
+            device=device, hint=hint,
+            detail=f"{per} bytes a node × {self.grid.size:,} nodes × {frames} frames{once}",
+        )  # fmt: skip
+
     def run(self, positions, origins, x0=None, fill_nodes=None, ses_part_of=None,
             record_ends=False) -> StackedSolve:  # fmt: skip
         """Solve B frames: positions ``(B, N, 3)`` Å (NumPy or CuPy), origins ``(B, 3)`` Å.
@@ -268,6 +331,7 @@ class StackedFrames:
             raise InputError(f"positions must be (B, {self.n_atoms}, 3), got {tuple(pos.shape)}")
         nf = int(pos.shape[0])
         origins = np.asarray(origins, dtype=np.float64).reshape(nf, 3)
+        self.check_room(nf, exact=record_ends)
         buf = self._buffers_for(nf)
         be = self.backend
         with be.stream_context():

@@ -80,10 +80,6 @@ ENGINES = ("auto", "general", "stacked")
 #: Default bound on the grid nodes of one :func:`pbsolver.solve_batch` call of
 #: :func:`binding_energies` (three problems a frame; about 50 bytes a node of maps on the host).
 CHUNK_NODES = 1 << 24
-#: Bytes a grid node of one species and frame that the stacked engine keeps (its maps, the
-#: stack's float64 and float32 stencils, iterate and multigrid levels, φ; about 205 counted on
-#: the CPU, 230 with "smol"'s raw fractions): the estimate behind its memory check and chunks.
-STACKED_BYTES_PER_NODE = 240
 #: Most frames of a stacked chunk by default (each of the three engines stacks that many).
 STACKED_CHUNK_FRAMES = 32
 
@@ -301,7 +297,8 @@ def binding_energies(
         Frames per :func:`pbsolver.solve_batch` call (three problems each; default: as many
         as keep the chunk's nodes under :data:`CHUNK_NODES`), or per run of the stacked
         engines (default: up to :data:`STACKED_CHUNK_FRAMES`, as many as half the free memory
-        holds at :data:`STACKED_BYTES_PER_NODE`; a chunk that does not fit is refused).
+        holds at :data:`pbsolver.md.engine.STACKED_BYTES_PER_NODE`; a chunk that does not fit
+        is refused).
     **options
         Keywords of :func:`binding_energy` (``spacing``, ``margin``, ``physics``, ``grid``, a
         fixed grid for every frame instead of ``shape``, ``nonpolar``, ``gamma``, ``offset``,
@@ -517,18 +514,16 @@ class _Frames:
         """Frames a chunk by default (see :func:`binding_energies`)."""
         if self.engines is None:
             return max(1, CHUNK_NODES // (3 * self.size))
-        from pbsolver.resources import available_gpu_bytes, available_host_bytes, memory_limit
+        from pbsolver.resources import available_bytes
 
-        free = memory_limit()
-        if free is None:
-            free = available_gpu_bytes() if self.device == "gpu" else available_host_bytes()
+        free, _ = available_bytes(self.device)
         if free is None:
             return max(1, CHUNK_NODES // (3 * self.size))
         return int(min(STACKED_CHUNK_FRAMES, max(1, free // 2 // self.frame_bytes())))
 
     def frame_bytes(self) -> int:
-        """Estimated bytes the three engines keep for one frame."""
-        return 3 * STACKED_BYTES_PER_NODE * self.size
+        """Estimated bytes the three engines keep for one frame (their ``frame_bytes``)."""
+        return sum(engine.frame_bytes() for engine in self.engines)
 
     def solve(self, frames, grids) -> list[BindingEnergy]:
         """The BindingEnergy of each frame (Atoms of the complex) on its grid."""
@@ -536,6 +531,7 @@ class _Frames:
             return _solve_general(self.opts, frames, grids)
         nf = len(frames)
         if nf not in self.checked:  # the engines make buffers for each new chunk size
+            from pbsolver.md.engine import STACKED_BYTES_PER_NODE
             from pbsolver.resources import check_bytes
 
             check_bytes(
