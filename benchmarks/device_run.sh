@@ -23,6 +23,15 @@ forces_batch() {  # forces_batch SURFACE NAME FRAMES [LIBRARY]: exact forces in 
     --batch 32 --frames "$3" --warmup 2 --energy-engine auto --exact-engine auto \
     --json "$R/forces_batch_$1_$2.json"
 }
+stages() {  # stages TREE...: the stage split of a batch's exact forces ("mol", colipase) with
+  # each tree: "head" this one, another name .gpu/NAME
+  for t in "$@"; do
+    P=/tmp/site:$PWD; [ "$t" = head ] || P=/tmp/site:$PWD/.gpu/$t
+    PYTHONPATH=$P step "stages_mol_$t" 100 python3 benchmarks/stacked_forces_stages.py \
+      --pqr data/1lpb_chainA.pqr --surface mol --batch 32 --batches 2 --warmup 2 \
+      --json "$R/stages_mol_$t.json"
+  done
+}
 if [ "${1:-single}" = "frames" ]; then
   step gpu_tests 300 python3 -m pytest -n 0 -m gpu -q -p no:cacheprovider -W ignore::Warning -rs
   step md_batch 150 python3 benchmarks/md_pipeline.py --backend cuda --skip-pipeline \
@@ -539,14 +548,16 @@ elif [ "${1:-single}" = "s39" ]; then  # thirty-ninth session: the ratio with an
   # batches of 32), the stage split of both trees, then the SES GPU tests
   forces_batch mol head_1 64; forces_batch mol base_1 64 "$PWD/.gpu/base"
   forces_batch mol head_2 64; forces_batch mol base_2 64 "$PWD/.gpu/base"
-  for t in head base; do
-    P=/tmp/site:$PWD; [ "$t" = base ] && P=/tmp/site:$PWD/.gpu/base
-    PYTHONPATH=$P step "stages_mol_$t" 100 python3 benchmarks/stacked_forces_stages.py \
-      --pqr data/1lpb_chainA.pqr --surface mol --batch 32 --batches 2 --warmup 2 \
-      --json "$R/stages_mol_$t.json"
-  done
+  stages head base
   step gpu_tests 150 python3 -m pytest -n 0 -m gpu -q -p no:cacheprovider -W ignore::Warning -rs \
     ${TESTS:-tests/test_frames_ses.py}
+elif [ "${1:-single}" = "s40" ]; then  # next session: the ionic sums after 31aaa22 (chord
+  # bodies that read a centre only for a chord) against .gpu/base (git archive 32558dc
+  # pbsolver), alternating, base first; the stage split of both; then every GPU test
+  forces_batch mol base_1 64 "$PWD/.gpu/base"; forces_batch mol head_1 64
+  forces_batch mol base_2 64 "$PWD/.gpu/base"; forces_batch mol head_2 64
+  stages base head
+  step gpu_tests 300 python3 -m pytest -n 4 -m gpu -q -p no:cacheprovider -W ignore::Warning -rs
 elif [ "${1:-single}" = "multi" ]; then
   step frames_profile 100 python3 benchmarks/frames_profile.py --batches 1 32 \
     --json "$R/frames_profile.json"
