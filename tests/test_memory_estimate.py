@@ -205,26 +205,28 @@ _STACKED = {"engine": "stacked", "spacing": 0.8, "surface": "mol", "ionic_streng
             "backend": "cpu", "margin": 6.0, "skin": 1.0}  # fmt: skip
 
 
-def test_stacked_batch_is_refused_before_its_buffers_saying_how_many_fit(monkeypatch):
+def test_stacked_batch_too_big_runs_in_chunks_and_one_that_cannot_fit_is_refused(monkeypatch):
     atoms, frames = _peptide_frames(8)
     calcs = [pb.ReactionFieldCalculator(atoms, **_STACKED) for _ in range(2)]
     for calc in calcs:
         calc.compute_batch(frames[:1])
     engine = calcs[0]._stacked
-    # room for the one-frame buffers made and three frames more
-    monkeypatch.setenv(resources.ENV, str(int(3.5 * engine.frame_bytes())))
+    # a limit that holds 4.5 frames: half of it 2 frames, so 7 frames run as 2 + 2 + 2 + 1,
+    # the same results bit for bit as those chunks run one call after another
+    monkeypatch.setenv(resources.ENV, str(int(4.5 * engine.frame_bytes())))
+    assert engine.batch_size_for(7) == 2
+    got = calcs[0].compute_batch(frames[1:])
+    want = [r for k in range(1, 8, 2) for r in calcs[1].compute_batch(frames[k : k + 2])]
+    assert [r.energy for r in got] == [r.energy for r in want]
+    assert set(engine._buffers) == {1, 2}
+    # a limit under one frame: refused before any buffers are made for it
+    monkeypatch.setenv(resources.ENV, str(int(0.5 * engine.frame_bytes())))
     with pytest.raises(
         InputError,
-        match=r"a batch of 8 frames on the stacked engine "
-        r"\(41×57×41 a frame\): needs about .* pass at most 3 frames a call",
+        match=r"a batch of 1 frames on the stacked engine \(41×57×41 a frame\): needs about "
+        r".* not one frame fits: use a coarser spacing",
     ):
-        calcs[0].compute_batch(frames)
-    assert set(engine._buffers) == {1}  # nothing made for the refused batch
-    # three frames fit, and the refused call changed nothing: the same energies, bit for bit,
-    # as a calculator that never saw it
-    got = [r.energy for r in calcs[0].compute_batch(frames[1:4])]
-    monkeypatch.delenv(resources.ENV)
-    assert got == [r.energy for r in calcs[1].compute_batch(frames[1:4])]
+        pb.ReactionFieldCalculator(atoms, **_STACKED).compute_batch(frames[:1])
 
 
 @pytest.mark.parametrize(("surface", "forces"), [("mol", "field"), ("smol", "exact")])

@@ -383,9 +383,11 @@ class ReactionFieldCalculator:
         Raises
         ------
         InputError
-            On the stacked engine, a batch size whose buffers would not fit in the device's
-            memory (:meth:`pbsolver.md.engine.StackedFrames.check_room`, before they are
-            made): the message says how many frames a call would fit.
+            On the stacked engine, a batch whose buffers would not fit in the device's memory
+            (:meth:`pbsolver.md.engine.StackedFrames.check_room`, before they are made). More
+            frames than half the memory holds run as chunks of as many as it holds, one after
+            another (:meth:`~pbsolver.md.engine.StackedFrames.batch_size_for`), so this is
+            raised only where not one frame fits.
         """
         from pbsolver.solving.batched import solve_batch
 
@@ -562,10 +564,14 @@ class ReactionFieldCalculator:
         lo = (host.min(axis=0) - pad).min(axis=0)
         hi = (host.max(axis=0) + pad).max(axis=0)
         grid, regridded, _ = self._place(_Bounds(lo, hi), None)
+        engine = self._stacked_engine(grid)
+        size = engine.batch_size_for(len(frames), exact=self.force_kind == "exact")
+        if size < len(frames):  # more than half the memory holds: in chunks, one after another
+            return [result for k in range(0, len(frames), size)
+                    for result in self._compute_stacked(frames[k : k + size], box)]  # fmt: skip
         x0 = fill = None
         if self.warm_start:  # the engine fills uncovered nodes with Debye–Hückel on its device
             x0, fill = self._shift(*self._solutions.last, grid)
-        engine = self._stacked_engine(grid)
         if all(is_device_array(p) for p in frames) and engine.xp is not np:
             # device positions stay on the engine's device
             positions = engine.xp.stack([engine.xp.asarray(p) for p in frames])

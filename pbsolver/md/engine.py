@@ -258,6 +258,13 @@ class StackedFrames:
         """
         return self._fraction_targets(self._mapped(frames))
 
+    @property
+    def _memory(self) -> str:
+        """Where the engine's arrays live: "host" or "gpu" (:data:`pbsolver.backends.MEMORY`)."""
+        from pbsolver.backends import MEMORY
+
+        return MEMORY.get(self.backend.name, "host")
+
     def frame_bytes(self, exact: bool = False) -> int:
         """Estimated bytes a frame of a batch needs.
 
@@ -276,6 +283,25 @@ class StackedFrames:
         once = STACKED_EXACT_ONCE_PER_NODE * self.grid.size if exact else 0
         return int(frames) * self.frame_bytes(exact) + once
 
+    def batch_size_for(self, frames: int, exact: bool = False) -> int:
+        """How many of a call's ``frames`` frames to run at once.
+
+        All of them where their buffers exist or their estimate (:meth:`batch_bytes`) fits in
+        half the memory available (``$PBSOLVER_MEMORY_LIMIT`` where set); else as many as
+        that half holds, at least one. A batch in chunks of this size keeps buffers for at most
+        two sizes (the chunk's and the remainder's), which together fit.
+        """
+        from pbsolver.resources import available_bytes
+
+        frames = int(frames)
+        if frames in self._buffers:
+            return frames
+        avail, _ = available_bytes(self._memory)
+        if avail is None:
+            return frames
+        half = (avail // 2 - self.batch_bytes(0, exact)) // self.frame_bytes(exact)
+        return int(max(1, min(frames, half)))
+
     def check_room(self, frames: int, exact: bool = False) -> None:
         """Refuse a batch of ``frames`` frames whose buffers would not fit, before making them.
 
@@ -288,12 +314,11 @@ class StackedFrames:
         InputError
             Naming both numbers and how many frames a call would fit.
         """
-        from pbsolver.backends import MEMORY
         from pbsolver.resources import available_bytes, check_bytes
 
         if int(frames) in self._buffers:
             return
-        device = MEMORY.get(self.backend.name, "host")
+        device = self._memory
         avail, _ = available_bytes(device)
         fit = 0
         if avail is not None:
