@@ -274,7 +274,8 @@ def test_cuda_ses_kernels_equal_the_cpu_ones_under_the_simulator():
         assert proc.returncode == 0 and " passed" in proc.stdout, proc.stdout[-3000:]
         return
     from pbsolver.backends import get_backend
-    from pbsolver.md.ses import GROWTH_SLACK, FrameSES
+    from pbsolver.md.line_ends import GROWTH_SLACK, record_capacity
+    from pbsolver.md.ses import FrameSES
 
     rng = np.random.default_rng(5)
     # five atoms in a ring (reentrant zones, circles with free arcs, a three-atom probe spot)
@@ -348,10 +349,12 @@ def test_cuda_ses_kernels_equal_the_cpu_ones_under_the_simulator():
             np.testing.assert_allclose(b, a, rtol=0, atol=1e-9 if pieces else 0)
         ends = ses.interval_ends()
         assert recorder.launches == (0 if record and room is None else 3)
-        if room is not None:  # the lines outgrew the room: the next maps' records a piece
-            # hold the most any piece had (the second record's capacity) and GROWTH_SLACK more
-            for axis, shape in enumerate(recorder.shapes):
-                assert -(-ses._room[axis] // pieces) + 4 == shape[3] - 1 + GROWTH_SLACK
+        if room is not None:  # the lines outgrew the room: recorded again with room for the
+            # most any piece had and GROWTH_SLACK more, which the next maps' records keep
+            for axis, rec in enumerate(recorder.firsts):
+                fullest = int(np.asarray(rec)[:, :, :, 0, 0].max())
+                assert rec.shape[3] - 1 == fullest + GROWTH_SLACK
+                assert record_capacity(ses._room[axis], pieces) == rec.shape[3] - 1
         if record and room is None:  # the map's record is used once; asked again, recorded again
             again = ses.interval_ends()
             assert recorder.launches == 3
@@ -416,14 +419,14 @@ class _CountedKernel:
     """A kernel whose launches (``kernel[blocks, threads](…)``) are counted."""
 
     def __init__(self, kernel):
-        self.kernel, self.launches, self.shapes = kernel, 0, []
+        self.kernel, self.launches, self.firsts = kernel, 0, []
 
     def __getitem__(self, config):
         self.launches += 1
         launch = self.kernel[config]
 
         def call(*args):
-            self.shapes.append(args[0].shape)  # the launch's first array (a record's)
+            self.firsts.append(args[0])  # the launch's first array (a recorder's: its record)
             return launch(*args)
 
         return call

@@ -50,6 +50,20 @@ def frame_bins(xp, pos2, origin, nf, na, axis, reach, subset, shape, spacing):
     return bins, starts, order.astype(np.int64)
 
 
+#: Intervals a piece's record keeps beyond the most any piece had, when a line outgrew the
+#: record and the lines are recorded again: the next frames' lines (the molecule moving) then
+#: seldom outgrow that record's room, which costs a second pass over every line of an axis.
+GROWTH_SLACK = 2
+
+
+def record_capacity(room, pieces=1) -> int:
+    """Intervals a piece's record holds for ``room`` intervals a line in ``pieces`` pieces.
+
+    ⌈room / pieces⌉ + 4: a line's intervals seldom fall evenly into its pieces.
+    """
+    return -(-int(room) // pieces) + 4
+
+
 def frame_line_ends(backend, nf, nu, nv, record, slopes, *, width, first, axis, stride, pieces=1,
                     join=None, recorded=None):  # fmt: skip
     """Record the (frame, line) pairs of B frames, say how each end moves: one set on the stack.
@@ -57,9 +71,10 @@ def frame_line_ends(backend, nf, nu, nv, record, slopes, *, width, first, axis, 
     ``record(rec, bad)`` launches a recorder into ``rec`` (B, nu, nv·pieces, capacity + 1, 2)
     (:func:`pbsolver.backends.bodies.lines.record_range_body`'s layout, piece p of line
     (iu, iv) in slot iv·pieces + p), raising ``bad`` on a line its local buffers cannot hold;
-    a line with more intervals than the capacity (at first ``first``) is recorded again with
-    room for them. ``recorded``: such a record already made (by the map's own pass), used as
-    the first. ``join(rec, pieces, out)`` joins the pieces into whole lines.
+    a line with more intervals than the capacity (at first :func:`record_capacity` of
+    ``first``) is recorded again with room for them and :data:`GROWTH_SLACK` more.
+    ``recorded``: such a record already made (by the map's own pass), used as the first.
+    ``join(rec, pieces, out)`` joins the pieces into whole lines.
     ``slopes(rec, offsets, out_bin, out_atoms, out_slopes, unmatched, bad)`` launches the end
     bodies (:mod:`pbsolver.backends.bodies.line_ends`), ``width`` atoms an end. Called inside
     the backend's ``stream_context()`` (its arrays are made on the kernels' stream).
@@ -79,7 +94,7 @@ def frame_line_ends(backend, nf, nu, nv, record, slopes, *, width, first, axis, 
     """
     xp = backend.array_module()
     nl = nu * nv
-    capacity = -(-int(first) // pieces) + 4
+    capacity = record_capacity(first, pieces)
     bad = xp.zeros(1, dtype=np.int64)
     rec = recorded
     while True:
@@ -96,7 +111,7 @@ def frame_line_ends(backend, nf, nu, nv, record, slopes, *, width, first, axis, 
             return None
         if fullest <= capacity:
             break
-        capacity, rec = fullest, None
+        capacity, rec = fullest + GROWTH_SLACK, None
     if pieces > 1:
         joined = xp.zeros((nf, nu, nv, longest + 1, 2))
         join(rec, pieces, joined)

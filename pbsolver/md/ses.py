@@ -40,18 +40,13 @@ import numpy as np
 from pbsolver.backends.bodies.maps import ARC_COLUMNS, compact_circles
 from pbsolver.backends.frame_kernels import LINE_THREADS, SES_CANDIDATES, SES_NEIGHBOURS
 from pbsolver.exceptions import InputError
-from pbsolver.md.line_ends import frame_bins, frame_line_ends
+from pbsolver.md.line_ends import frame_bins, frame_line_ends, record_capacity
 from pbsolver.molecule.maps import ses_bisections, ses_sampling_step
 from pbsolver.molecule.part_surface import LINE_SLACK, changed_lines
 
 #: Intervals a line's record has room for at first (more: the lines are recorded again with
 #: room for the most any line had).
 FIRST_RECORDS = 16
-
-#: Intervals a piece's record keeps beyond the most any piece had, once a line outgrew the
-#: record: the next frames' lines (the molecule moving) then seldom outgrow it again, which
-#: would cost a second pass over every line of that axis.
-GROWTH_SLACK = 2
 
 
 class FrameSES:
@@ -198,7 +193,7 @@ class FrameSES:
             kernel, rec = K.edges, self._no_record
             if recording:
                 a1, a2 = [a for a in range(3) if a != axis]
-                room = -(-self._room[axis] // pieces) + 4
+                room = record_capacity(self._room[axis], pieces)
                 rec = xp.zeros((nf, self.shape[a1], self.shape[a2] * pieces, room + 1, 2))
                 kernel = R.edges
                 self._last.records[axis] = rec
@@ -269,13 +264,9 @@ class FrameSES:
             return a.shape[0] * a.shape[1] * a.shape[2]
 
         def record(rec, bad):
-            # a room r gives records of ⌈r/pieces⌉ + 4 intervals a piece: where this record is
-            # bigger than the room gives (a line outgrew the last), keep the room that gives it
-            # and GROWTH_SLACK intervals a piece more, for the next calls' maps
-            given = -(-self._room[axis] // pieces) * pieces
-            needed = (rec.shape[3] - 5) * pieces
-            if needed > given:
-                self._room[axis] = needed + GROWTH_SLACK * pieces
+            # the room whose record_capacity is this record's (more than the last only where a
+            # line outgrew the last), for the next calls' maps
+            self._room[axis] = max(self._room[axis], (rec.shape[3] - 5) * pieces)
             self._launch(R.record, items(rec), rec, pieces, axis, *shape, last.origin, last.h,
                          *geometry, step, self.nbisect, *reach, last.geom, last.arc_start,
                          last.arcs, order, self._every_line, bad,
