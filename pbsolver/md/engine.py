@@ -64,9 +64,9 @@ STACKED_SURFACES = ("vdw", "mol", "smol")
 STACKED_METHODS = ("auto", "sor", "multigrid")
 #: Bytes a grid node of one frame that the engine keeps: its maps, the stack's float64 and
 #: float32 stencils, iterate and multigrid levels, φ, and the padding planes between the frames
-#: (215–219 traced on the CPU for "vdw" and "mol", 242–244 with "smol"'s raw fractions;
-#: ``tests/test_memory_estimate.py``): the estimate behind a batch's memory check
-#: (:meth:`StackedFrames.check_room`).
+#: (215–219 traced on the CPU for "vdw" and "mol", 242–244 with "smol"'s raw fractions:
+#: ``benchmarks/stacked_memory.py``): the estimate behind a batch's memory check
+#: (:meth:`StackedFrames.check_room`) and chunks (:meth:`StackedFrames.batch_size_for`).
 STACKED_BYTES_PER_NODE = 250
 #: The same at the peak of a batch's exact forces, which add the adjoint's right-hand side
 #: and λ, the stack's Problem and the terms' sensitivities (traced: about 310, 365 for "smol")…
@@ -259,7 +259,7 @@ class StackedFrames:
         return self._fraction_targets(self._mapped(frames))
 
     @property
-    def _memory(self) -> str:
+    def memory(self) -> str:
         """Where the engine's arrays live: "host" or "gpu" (:data:`pbsolver.backends.MEMORY`)."""
         from pbsolver.backends import MEMORY
 
@@ -283,6 +283,10 @@ class StackedFrames:
         once = STACKED_EXACT_ONCE_PER_NODE * self.grid.size if exact else 0
         return int(frames) * self.frame_bytes(exact) + once
 
+    def _frames_in(self, nbytes: int, exact: bool) -> int:
+        """How many frames a batch of :meth:`batch_bytes` at most ``nbytes`` holds (maybe 0)."""
+        return max(0, (int(nbytes) - self.batch_bytes(0, exact)) // self.frame_bytes(exact))
+
     def batch_size_for(self, frames: int, exact: bool = False) -> int:
         """How many of a call's ``frames`` frames to run at once.
 
@@ -296,11 +300,10 @@ class StackedFrames:
         frames = int(frames)
         if frames in self._buffers:
             return frames
-        avail, _ = available_bytes(self._memory)
+        avail, _ = available_bytes(self.memory)
         if avail is None:
             return frames
-        half = (avail // 2 - self.batch_bytes(0, exact)) // self.frame_bytes(exact)
-        return int(max(1, min(frames, half)))
+        return max(1, min(frames, self._frames_in(avail // 2, exact)))
 
     def check_room(self, frames: int, exact: bool = False) -> None:
         """Refuse a batch of ``frames`` frames whose buffers would not fit, before making them.
@@ -318,21 +321,18 @@ class StackedFrames:
 
         if int(frames) in self._buffers:
             return
-        device = self._memory
-        avail, _ = available_bytes(device)
-        fit = 0
-        if avail is not None:
-            fit = (avail - self.batch_bytes(0, exact)) // self.frame_bytes(exact)
+        avail, _ = available_bytes(self.memory)
+        fit = 0 if avail is None else self._frames_in(avail, exact)
         hint = (f"pass at most {fit:,} frames a call" if fit > 0 else
                 "not one frame fits: use a coarser spacing or a smaller margin")  # fmt: skip
-        per = STACKED_EXACT_BYTES_PER_NODE if exact else STACKED_BYTES_PER_NODE
         once = f" + {STACKED_EXACT_ONCE_PER_NODE} bytes a node once" if exact else ""
         shape = "×".join(str(n) for n in self.grid.shape)
         check_bytes(
             self.batch_bytes(frames, exact),
             f"a batch of {frames} frames on the stacked engine ({shape} a frame)",
-            device=device, hint=hint,
-            detail=f"{per} bytes a node × {self.grid.size:,} nodes × {frames} frames{once}",
+            device=self.memory, hint=hint,
+            detail=f"{self.frame_bytes(exact) // self.grid.size} bytes a node × "
+            f"{self.grid.size:,} nodes × {frames} frames{once}",
         )  # fmt: skip
 
     def run(self, positions, origins, x0=None, fill_nodes=None, ses_part_of=None,

@@ -507,7 +507,7 @@ class _Frames:
         self.engines = None
         if opts.engine == "stacked":
             self.engines = _stacked_engines(opts, complex_atoms, grid)
-            self.device = "gpu" if self.engines[0].backend.array_library == "cupy" else "host"
+            self.device = self.engines[0].memory
             self.checked = set()  # chunk sizes whose buffers were found to fit
 
     def default_chunk(self) -> int:
