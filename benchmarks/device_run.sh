@@ -553,10 +553,13 @@ elif [ "${1:-single}" = "s39" ]; then  # thirty-ninth session: the ratio with an
     ${TESTS:-tests/test_frames_ses.py}
 elif [ "${1:-single}" = "s40" ]; then  # next session: the ionic sums after 31aaa22 (chord
   # bodies that read a centre only for a chord) against .gpu/base (git archive 32558dc
-  # pbsolver), alternating, base first; the stage split of both; then every GPU test
+  # pbsolver), alternating, base first; the stage split of both; the GPU memory of a batch
   forces_batch mol base_1 64 "$PWD/.gpu/base"; forces_batch mol head_1 64
   forces_batch mol base_2 64 "$PWD/.gpu/base"; forces_batch mol head_2 64
   stages base head
+  step memory 80 python3 benchmarks/stacked_memory.py --backend cuda --pqr data/1lpb_chainA.pqr \
+    --spacing 0.5 --batches 1 8 32 --surfaces mol
+elif [ "${1:-single}" = "s40b" ]; then  # every GPU test
   step gpu_tests 300 python3 -m pytest -n 4 -m gpu -q -p no:cacheprovider -W ignore::Warning -rs
 elif [ "${1:-single}" = "multi" ]; then
   step frames_profile 100 python3 benchmarks/frames_profile.py --batches 1 32 \
