@@ -21,7 +21,7 @@ forces_batch() {  # forces_batch SURFACE NAME FRAMES [LIBRARY]: exact forces in 
   PYTHONPATH=/tmp/site:${4:-$PWD} step "forces_batch_$1_$2" 150 python3 benchmarks/forces_cost.py \
     --backend cuda --maps-backend cuda --surface "$1" --pqr data/1lpb_chainA.pqr --spacing 0.5 \
     --batch 32 --frames "$3" --warmup 2 --energy-engine auto --exact-engine auto \
-    --json "$R/forces_batch_$1_$2.json"
+    --json "$R/forces_batch_$1_$2.json" ${FORCES_ARGS:-}
 }
 stages() {  # stages TREE...: the stage split of a batch's exact forces ("mol", colipase) with
   # each tree: "head" this one, another name .gpu/NAME
@@ -559,6 +559,16 @@ elif [ "${1:-single}" = "s40" ]; then  # next session: the ionic sums after 31aa
   stages base head
   step memory 80 python3 benchmarks/stacked_memory.py --backend cuda --pqr data/1lpb_chainA.pqr \
     --spacing 0.5 --batches 1 8 32 --surfaces mol
+elif [ "${1:-single}" = "s40a" ]; then  # the adjoint at 10 × rtol (the default) against
+  # adjoint_rtol = rtol, alternating; its error against the tolerance; the GPU memory again,
+  # exact forces first, with the pool's parts
+  FORCES_ARGS="--adjoint-rtol 1e-6" forces_batch mol adj6_1 64; forces_batch mol adj5_1 64
+  FORCES_ARGS="--adjoint-rtol 1e-6" forces_batch mol adj6_2 64; forces_batch mol adj5_2 64
+  stages head
+  step adjoint_tolerance 150 python3 benchmarks/adjoint_tolerance.py --backend cuda \
+    --pqr data/1lpb_chainA.pqr --spacing 0.5 --batch 8
+  step memory 80 python3 benchmarks/stacked_memory.py --backend cuda --pqr data/1lpb_chainA.pqr \
+    --spacing 0.5 --batches 1 8 32 --surfaces mol --kinds exact field
 elif [ "${1:-single}" = "s40b" ]; then  # every GPU test
   step gpu_tests 300 python3 -m pytest -n 4 -m gpu -q -p no:cacheprovider -W ignore::Warning -rs
 elif [ "${1:-single}" = "multi" ]; then

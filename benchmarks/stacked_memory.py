@@ -38,6 +38,13 @@ def main(argv=None):
     p.add_argument("--batches", type=int, nargs="+", default=[1, 2, 4, 8])
     p.add_argument("--surfaces", nargs="+", default=["vdw", "mol", "smol"])
     p.add_argument("--backend", choices=["cpu", "cuda"], default="cpu")
+    p.add_argument(
+        "--kinds",
+        nargs="+",
+        choices=["field", "exact"],
+        default=["field", "exact"],
+        help="the kinds of forces, in this order",
+    )
     p.add_argument("--pqr", help="a PQR file (default: the shipped peptide)")
     args = p.parse_args(argv)
     atoms = pb.read_pqr(args.pqr or pb.data.path("peptide.pqr"))
@@ -45,7 +52,7 @@ def main(argv=None):
     frames = frames_of(atoms, 2 * max(args.batches), drift=0.005, wiggle=0.01)
     print(f"{args.backend}: {len(atoms)} atoms, h {args.spacing} Å")
     print("surface forces B  measured peak MB  measured B/node/frame  estimate B/node/frame")
-    for forces in ("field", "exact"):
+    for forces in args.kinds:
         for surface in args.surfaces:
             kw = {"forces": forces, "engine": "stacked", "spacing": args.spacing,
                   "surface": surface, "ionic_strength": 0.15, "backend": args.backend,
@@ -87,7 +94,8 @@ def gpu_peak(work):
     """``work()``'s result and the device bytes it took.
 
     CuPy's pool's held blocks afterwards (the pool emptied before; it reuses but keeps what is
-    freed), plus the driver's free memory lost outside the pool.
+    freed), less those in use before, plus the driver's free memory lost outside the pool.
+    The three parts are printed too.
     """
     import cupy as cp
 
@@ -95,12 +103,17 @@ def gpu_peak(work):
     pool = cp.get_default_memory_pool()
     cp.cuda.Device().synchronize()
     pool.free_all_blocks()
+    before = pool.used_bytes()
     free0 = cp.cuda.runtime.memGetInfo()[0]
     out = work()
     cp.cuda.Device().synchronize()
     held = pool.total_bytes()
-    outside = max(0, free0 - cp.cuda.runtime.memGetInfo()[0] - held)
-    return out, held + outside
+    outside = free0 - cp.cuda.runtime.memGetInfo()[0] - (held - before)
+    print(
+        f"  (pool: {before / 1e6:.1f} MB in use before, {held / 1e6:.1f} MB held after, "
+        f"{pool.used_bytes() / 1e6:.1f} MB of it in use; {outside / 1e6:.1f} MB outside)"
+    )
+    return out, held - before + max(0, outside)
 
 
 if __name__ == "__main__":

@@ -1085,7 +1085,8 @@ def test_calculator_maps_each_ses_line_once_a_frame(monkeypatch):
     monkeypatch.setattr(line_ends, "ses_lines_kernel", counted)
     calc = pb.ReactionFieldCalculator(atoms, surface="mol", forces="exact", spacing=0.5,
                                       margin=2.0, backend="cpu", method="multigrid", rtol=1e-10,
-                                      dtype=np.float64, **HIGH_CONTRAST)  # fmt: skip
+                                      adjoint_rtol=1e-10, dtype=np.float64,
+                                      **HIGH_CONTRAST)  # fmt: skip
     M.clear_kept_maps()
     frame = calc.compute()
     assert calls == [True, True, True]

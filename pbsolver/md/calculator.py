@@ -175,7 +175,13 @@ class ReactionFieldCalculator:
     method : {"auto", "multigrid", "mgcg", "sor", "jacobi"}
         Solver method ("auto": multigrid).
     rtol : float
-        Relative residual tolerance of every solve.
+        Relative residual tolerance of every solve of the energies.
+    adjoint_rtol : float, optional
+        Relative residual tolerance of the exact forces' adjoint solve (default ``10 * rtol``).
+        The forces' error then comes from both solves in about equal parts (the forward
+        solution's at ``rtol`` and the adjoint's at ten times it, measured by
+        ``benchmarks/adjoint_tolerance.py``). ``adjoint_rtol=rtol`` shrinks the adjoint's
+        share; a smaller value buys little, the forward solve's remaining.
     box : 3 floats, optional
         Periodic MD box (Å): a fixed periodic grid filling it. None: a Dirichlet grid that
         follows the solute.
@@ -252,6 +258,7 @@ class ReactionFieldCalculator:
         backend="auto",
         method="auto",
         rtol=1e-6,
+        adjoint_rtol=None,
         box=None,
         margin=8.0,
         skin=2.0,
@@ -296,6 +303,13 @@ class ReactionFieldCalculator:
         self.solver = Solver(
             method=method, backend=backend, rtol=rtol, dtype=dtype, strict=False, **options
         )
+        #: Relative residual tolerance of the exact forces' adjoint solves.
+        self.adjoint_rtol = positive(10.0 * rtol if adjoint_rtol is None else adjoint_rtol,
+                                     "adjoint_rtol")  # fmt: skip
+        self._adjoint_solver = Solver(
+            method=method, backend=backend, rtol=self.adjoint_rtol, dtype=dtype, strict=False,
+            **options,
+        )  # fmt: skip
         self.strict = bool(strict)
         self.backend = get_backend(backend)
         self.frames = 0
@@ -517,7 +531,8 @@ class ReactionFieldCalculator:
             if guess is None:
                 guess, _ = self._shift(*self._adjoints.last, grid)
         out = solvation_forces(
-            atoms, problem, phi_rf, physics=self.physics, box=self.box, solver=self.solver,
+            atoms, problem, phi_rf, physics=self.physics, box=self.box,
+            solver=self._adjoint_solver,
             kappa_subsamples=self.map_options.get("kappa_subsamples", 4), units=self.units,
             adjoint_guess=guess, ses_step=self.map_options.get("ses_step"),
             interpolation=self.interpolation, system=system,
@@ -674,7 +689,7 @@ class ReactionFieldCalculator:
             if guess is None:
                 guess, _ = self._shift(*self._adjoints.last, grid)
         t0 = time.perf_counter()
-        lam, outcome = engine.solve_adjoint(sources, guess)
+        lam, outcome = engine.solve_adjoint(sources, guess, rtol=self.adjoint_rtol)
         res.timings["adjoint"] = time.perf_counter() - t0
         # every frame's SES line ends and ion-accessible end sums, where the engine has them
         ends = engine.ses_interval_ends()

@@ -420,7 +420,7 @@ class StackedFrames:
             stack=phi,
         )
 
-    def solve_adjoint(self, sources, x0=None):
+    def solve_adjoint(self, sources, x0=None, rtol=None):
         """λ of the last call's frames: A_k λ_k = source_k, one stacked solve.
 
         The exact forces' adjoint equation (:mod:`pbsolver.forces.adjoint`) on the stack of the
@@ -436,6 +436,8 @@ class StackedFrames:
             on the engine's device or the host; outer layers and padding planes are not read.
         x0 : array (nx, ny, nz), optional
             Every frame's initial guess (e.g. the last frame's λ).
+        rtol : float, optional
+            The adjoint's relative residual tolerance (default: the forward solver's).
 
         Returns
         -------
@@ -473,7 +475,8 @@ class StackedFrames:
         system.bnorms = be.block_norms(system.checked.b, nf)
         system.guessed = [warm] * nf
         sv = self.solver
-        out = system.solve(self._method(nf), rtol=sv.rtol, atol=sv.atol, maxiter=sv.maxiter,
+        rtol = sv.rtol if rtol is None else float(rtol)
+        out = system.solve(self._method(nf), rtol=rtol, atol=sv.atol, maxiter=sv.maxiter,
                            check_every=sv.check_every)  # fmt: skip
         with be.stream_context():
             lam = system.x.copy()
