@@ -68,7 +68,7 @@ def main(argv=None):
                 estimate = engine.batch_bytes(b, exact=forces == "exact")
                 print(f"{surface:7s} {forces:6s} {b:2d} {peak / 1e6:16.1f} "
                       f"{peak / size / b:22.0f} {estimate / size / b:22.0f}")  # fmt: skip
-                del calc
+                del calc, engine
 
 
 def run_two(atoms, kw, frames, b):

@@ -254,3 +254,38 @@ def test_stacked_estimate_covers_the_traced_peak_of_its_batches(surface, forces)
         tracemalloc.stop()
     estimate = calc._stacked.batch_bytes(2, exact=forces == "exact")
     assert peak <= estimate <= 1.5 * peak
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("surface", "forces"), [("mol", "field"), ("smol", "exact")])
+def test_stacked_estimate_covers_the_gpu_pool_peak_of_its_batches(surface, forces):
+    """:meth:`StackedFrames.batch_bytes` against the device memory two GPU batches take.
+
+    CuPy's pool, emptied before, keeps every block it hands out (freed ones for reuse): what
+    it holds afterwards, less what was in use before, is the batches' high-water mark; the
+    driver's free memory lost outside the pool is added. The estimate must hold it, and not
+    by more than twice.
+    """
+    import gc
+
+    import cupy as cp
+
+    atoms, frames = _peptide_frames(4)
+    kw = {**_STACKED, "surface": surface, "forces": forces, "backend": "cuda",
+          "map_options": {"maps_backend": "cuda"}}  # fmt: skip
+    pb.ReactionFieldCalculator(atoms, **kw).compute_batch(frames[:2])
+    gc.collect()
+    pool = cp.get_default_memory_pool()
+    cp.cuda.Device().synchronize()
+    pool.free_all_blocks()
+    before, free = pool.used_bytes(), cp.cuda.runtime.memGetInfo()[0]
+    calc = pb.ReactionFieldCalculator(atoms, **kw)
+    calc.compute_batch(frames[:2])
+    calc.compute_batch(frames[2:])
+    cp.cuda.Device().synchronize()
+    held = pool.total_bytes() - before
+    outside = max(0, free - cp.cuda.runtime.memGetInfo()[0] - held)
+    peak = held + outside
+    assert calc._stacked.memory == "gpu"
+    estimate = calc._stacked.batch_bytes(2, exact=forces == "exact")
+    assert peak <= estimate <= 2 * peak, (peak, estimate)

@@ -64,15 +64,16 @@ STACKED_SURFACES = ("vdw", "mol", "smol")
 STACKED_METHODS = ("auto", "sor", "multigrid")
 #: Bytes a grid node of one frame that the engine keeps: its maps, the stack's float64 and
 #: float32 stencils, iterate and multigrid levels, φ, and the padding planes between the frames
-#: (215–219 traced on the CPU for "vdw" and "mol", 242–244 with "smol"'s raw fractions:
-#: ``benchmarks/stacked_memory.py``): the estimate behind a batch's memory check
+#: (measured by ``benchmarks/stacked_memory.py``: 215–244 on the CPU, traced; 214–234 held by
+#: CuPy's pool on a GPU): the estimate behind a batch's memory check
 #: (:meth:`StackedFrames.check_room`) and chunks (:meth:`StackedFrames.batch_size_for`).
 STACKED_BYTES_PER_NODE = 250
 #: The same at the peak of a batch's exact forces, which add the adjoint's right-hand side
-#: and λ, the stack's Problem and the terms' sensitivities (traced: about 310, 365 for "smol")…
-STACKED_EXACT_BYTES_PER_NODE = 380
+#: and λ, the stack's Problem and the terms' sensitivities, by where the arrays live
+#: (:attr:`StackedFrames.memory`; the GPU's pool also keeps the force terms' temporaries)…
+STACKED_EXACT_BYTES_PER_NODE = {"host": 380, "gpu": 450}
 #: … and, once a batch, the calculator's last fields and the terms' one-frame arrays.
-STACKED_EXACT_ONCE_PER_NODE = 80
+STACKED_EXACT_ONCE_PER_NODE = {"host": 80, "gpu": 250}
 
 
 @dataclasses.dataclass
@@ -271,7 +272,7 @@ class StackedFrames:
         :data:`STACKED_BYTES_PER_NODE` a node of the frame's grid, or
         :data:`STACKED_EXACT_BYTES_PER_NODE` where exact forces follow.
         """
-        per = STACKED_EXACT_BYTES_PER_NODE if exact else STACKED_BYTES_PER_NODE
+        per = STACKED_EXACT_BYTES_PER_NODE[self.memory] if exact else STACKED_BYTES_PER_NODE
         return per * self.grid.size
 
     def batch_bytes(self, frames: int, exact: bool = False) -> int:
@@ -280,7 +281,7 @@ class StackedFrames:
         :meth:`frame_bytes` each, and :data:`STACKED_EXACT_ONCE_PER_NODE` a node once where
         exact forces follow.
         """
-        once = STACKED_EXACT_ONCE_PER_NODE * self.grid.size if exact else 0
+        once = STACKED_EXACT_ONCE_PER_NODE[self.memory] * self.grid.size if exact else 0
         return int(frames) * self.frame_bytes(exact) + once
 
     def _frames_in(self, nbytes: int, exact: bool) -> int:
@@ -325,7 +326,7 @@ class StackedFrames:
         fit = 0 if avail is None else self._frames_in(avail, exact)
         hint = (f"pass at most {fit:,} frames a call" if fit > 0 else
                 "not one frame fits: use a coarser spacing or a smaller margin")  # fmt: skip
-        once = f" + {STACKED_EXACT_ONCE_PER_NODE} bytes a node once" if exact else ""
+        once = f" + {STACKED_EXACT_ONCE_PER_NODE[self.memory]} bytes a node once" if exact else ""
         shape = "×".join(str(n) for n in self.grid.shape)
         check_bytes(
             self.batch_bytes(frames, exact),
