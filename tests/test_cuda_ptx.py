@@ -110,17 +110,20 @@ def test_frame_line_end_kernels_compile(cuda):
     ptx, _ = cuda.compile_ptx(L.frame_ses_record_kernel.py_func, _types(args), cc=(9, 0),
                               launch_bounds=(LINE_THREADS, LINE_MIN_BLOCKS))  # fmt: skip
     assert ".maxntid" in ptx
-    # the forces' radial sums: float32 terms from shared-memory tiles (Coulomb and "mdh" alike)
+    # the forces' radial sums: float32 terms from shared-memory tiles, a node one 16-byte
+    # load; a kernel per (periodic, mdh), its 1/r³ (Coulomb) from one rsqrt
     from pbsolver.backends.cuda import forces as F
 
     f4, i8 = np.float32, np.int64
-    for mdh in (False, True):
+    for periodic, mdh in ((False, False), (True, False), (False, True)):
         args = (z(70, dtype=f4), z(70, dtype=f4), z(70, dtype=f4), z(70, dtype=f4),
-                z(11, 3, dtype=f4), z(3, dtype=f4), False, mdh, z(11, dtype=f4), f4(0.1),
-                f4(78.5), f4(0.5), z(2, dtype=i8), z(2, dtype=i8), 70, z(1, 11, 3))  # fmt: skip
-        ptx, _ = cuda.compile_ptx(F._k_radial_sums.py_func, _types(args), cc=(9, 0),
+                z(11, 3, dtype=f4), z(3, dtype=f4), z(11, dtype=f4), f4(0.1), f4(78.5),
+                f4(0.5), z(2, dtype=i8), z(2, dtype=i8), 70, z(1, 11, 3))  # fmt: skip
+        kernel = F.radial_sums_kernel(periodic, mdh)
+        ptx, _ = cuda.compile_ptx(kernel.py_func, _types(args), cc=(9, 0),
                                   fastmath=True)  # as the kernel is compiled  # fmt: skip
-        assert ".entry" in ptx and ".f64" in ptx and "sqrt.approx" in ptx
+        assert ".entry" in ptx and ".f64" in ptx and "ld.shared.v4.f32" in ptx, (periodic, mdh)
+        assert ("sqrt.approx" if mdh else "rsqrt.approx") in ptx, (periodic, mdh)
 
 
 def test_line_map_kernels_compile_with_their_scratch_helpers(cuda):

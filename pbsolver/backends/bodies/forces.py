@@ -15,13 +15,15 @@ from __future__ import annotations
 import math
 
 
-def radial_bodies(real, exp=math.exp):
+def radial_bodies(real, exp=math.exp, rsqrt=None):
     """The radial sums' three scalar bodies with their constants of type ``real``.
 
     ``real`` is ``numpy.float32`` for float32 arithmetic (numba types a bare float literal as
     float64, which would promote every operation after it) or ``float`` for float64. ``exp``
     is the exponential the Debye–Hückel slope calls (a compiled function of the target, such
-    as :func:`pbsolver.backends.cpu.fast_math.exp32`, which vectorises on the CPU).
+    as :func:`pbsolver.backends.cpu.fast_math.exp32`, which vectorises on the CPU). ``rsqrt``:
+    the target's reciprocal square root (e.g. CUDA's ``libdevice.rsqrtf``, one special-function
+    instruction where 1/(r²·√r²) takes two), which 1/r³ is then formed from.
 
     Returns
     -------
@@ -32,6 +34,13 @@ def radial_bodies(real, exp=math.exp):
     def inverse_cube_body(r2):
         """1/r³: the φ_c term's radial factor (∂(1/|p − c|)/∂c = (p − c)/r³)."""
         return one / (r2 * math.sqrt(r2))
+
+    if rsqrt is not None:
+
+        def inverse_cube_body(r2):  # noqa: F811 - the same 1/r³ through the target's rsqrt
+            """1/r³ as (1/√r²)³."""
+            inverse = rsqrt(r2)
+            return inverse * inverse * inverse
 
     def debye_huckel_slope_body(r2, radius, kappa, eps_out, inv_c):
         """−T'(r)/r of one atom's "mdh" term T(r) = e^{−κ(r−a)}/(ε_out (1 + κa) r) − 1/(ε_c r)."""
@@ -55,27 +64,27 @@ def radial_bodies(real, exp=math.exp):
 def make_radial_term(inverse_cube, dh_slope, image):
     """One (node, centre) term of the radial sums, on the compiled bodies above."""
 
-    def radial_term_body(px, py, pz, weights, p, cx, cy, cz, box, periodic, mdh, radius, kappa,
+    def radial_term_body(x, y, z, weight, cx, cy, cz, box, periodic, mdh, radius, kappa,
                          eps_out, inv_c):  # fmt: skip
-        """w_p g(|p − c|)(p − c): g the Coulomb or (``mdh``) the Debye–Hückel slope.
+        """w g(|p − c|)(p − c) of node p = (x, y, z), weight w; g Coulomb's or "mdh"'s slope.
 
-        ``px, py, pz``: the nodes' coordinates, one array per axis, so that consecutive nodes
-        are adjacent in memory (the CPU loop vectorises over them; CUDA threads read them
-        coalesced). The arithmetic is in the arrays' type (float32 on the CPU, float64 in the
-        CUDA kernels) when the scalars and the bodies' ``real`` are of that type too.
+        The loops read the nodes from one array per axis (the CPU's: consecutive nodes
+        adjacent in memory, so the loop vectorises) or a shared-memory tile (CUDA). The
+        arithmetic is in the arguments' type (float32 in both backends' sums) when the scalars
+        and the bodies' ``real`` are of that type too.
         """
-        dx = px[p] - cx
-        dy = py[p] - cy
-        dz = pz[p] - cz
+        dx = x - cx
+        dy = y - cy
+        dz = z - cz
         if periodic:
             dx = image(dx, box[0])
             dy = image(dy, box[1])
             dz = image(dz, box[2])
         r2 = dx * dx + dy * dy + dz * dz
         if mdh:
-            f = weights[p] * dh_slope(r2, radius, kappa, eps_out, inv_c)
+            f = weight * dh_slope(r2, radius, kappa, eps_out, inv_c)
         else:
-            f = weights[p] * inverse_cube(r2)
+            f = weight * inverse_cube(r2)
         return f * dx, f * dy, f * dz
 
     return radial_term_body

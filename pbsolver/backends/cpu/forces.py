@@ -198,8 +198,8 @@ def _radial_sums(px, py, pz, weights, centres, box, periodic, mdh, radii, kappa,
                 gy = np.float32(0.0)
                 gz = np.float32(0.0)
                 for p in range(hi - lo):
-                    fx, fy, fz = _term(tx, ty, tz, tw, p, cx, cy, cz, box, periodic, mdh, radius,
-                                       kappa, eps_out, inv_c)  # fmt: skip
+                    fx, fy, fz = _term(tx[p], ty[p], tz[p], tw[p], cx, cy, cz, box, periodic, mdh,
+                                       radius, kappa, eps_out, inv_c)  # fmt: skip
                     gx += fx
                     gy += fy
                     gz += fz

@@ -13,8 +13,11 @@ under numba's simulator), an array of the same library out. Compiled lazily on f
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numba import cuda
+from numba.cuda import libdevice
 
 from pbsolver.arrays import array_module, to_numpy
 from pbsolver.backends.bodies import forces as B
@@ -22,10 +25,20 @@ from pbsolver.backends.cuda.device import launch_on_legacy_stream as launch
 from pbsolver.backends.launch_sizes import FINISH_THREADS, THREADS, simulated
 
 _dev = cuda.jit(device=True)
-# the radial sums' terms in float32 with approximate division and square root, as the CPU forms
-# them (its loops' fastmath flags)
+# the radial sums' terms in float32 with approximate arithmetic, as the CPU forms them (its
+# loops' fastmath flags); 1/r³ from one reciprocal square root
 _fast = cuda.jit(device=True, fastmath=True)
-_term32 = _fast(B.make_radial_term(*(_fast(body) for body in B.radial_bodies(np.float32))))
+
+
+def _simulated_rsqrt(x):
+    """1/√x where numba's simulator has no ``libdevice.rsqrtf`` (its stub returns None)."""
+    return 1.0 / math.sqrt(x)
+
+
+_bodies32 = B.radial_bodies(
+    np.float32, rsqrt=_fast(_simulated_rsqrt) if simulated() else libdevice.rsqrtf
+)
+_term32 = _fast(B.make_radial_term(*(_fast(body) for body in _bodies32)))
 _sensitivity = _dev(B.coulomb_sensitivity_body)
 _kappa = _dev(B.kappa_sensitivity_body)
 _fraction = _dev(B.fraction_sensitivity_body)
@@ -124,58 +137,77 @@ SUM_THREADS = FINISH_THREADS
 #: reach this count with the centres' blocks, four a multiprocessor on an H200); each chunk's
 #: sums are kept apart and added in a fixed order, so the result depends on the sizes only.
 SUM_BLOCKS = 8 if simulated() else 528
+#: The radial sums' shared-memory tile rows start on 16 bytes, so that a node is one vector
+#: load (numba's simulator takes no alignment).
+TILE_ALIGNMENT = None if simulated() else 16
 
 
-@cuda.jit(fastmath=True)
-def _k_radial_sums(px, py, pz, weights, centres, box, periodic, mdh, radii, kappa, eps_out, inv_c,
-                   node_start, centre_start, chunk, partial):  # fmt: skip
-    """Σ_p w_p g(|p − c_i|)(p − c_i) over chunk ``blockIdx.y`` of the nodes, into ``partial``.
+def _make_radial_sums(periodic, mdh):
+    """The radial sums' kernel with ``periodic`` and ``mdh`` fixed (their branches compiled out).
 
-    Frame f = ``blockIdx.z`` owns the centres ``centre_start[f] …`` and the nodes
-    ``node_start[f] …``; thread t of block (b, y, f) holds its frame's centre b·SUM_THREADS + t
-    and adds the nodes of chunk y (``chunk`` of them), read in shared-memory tiles of
-    SUM_THREADS that every thread of the block reads, as float32 terms (coordinates relative to
-    a point near the centres) summed in float32 over a tile and in float64 over the tiles. Its
-    three sums go to ``partial[y, i]``: the caller adds the chunks in order.
+    Thread t of block (b, y, f) holds frame f = ``blockIdx.z``'s centre
+    ``centre_start[f] + b·SUM_THREADS + t`` and adds the nodes of chunk y (``chunk`` of them,
+    from ``node_start[f]``), read in shared-memory tiles of SUM_THREADS nodes, one row of
+    (x, y, z, w) a node, that every thread of the block reads; float32 terms (coordinates
+    relative to a point near the centres) summed in float32 over a tile and in float64 over the
+    tiles. Its three sums go to ``partial[y, i]``: the caller adds the chunks in order.
     """
-    f = cuda.blockIdx.z
-    t = cuda.threadIdx.x
-    first, last = centre_start[f], centre_start[f + 1]
-    i = first + cuda.blockIdx.x * SUM_THREADS + t
-    lo = node_start[f] + cuda.blockIdx.y * chunk
-    hi = min(node_start[f + 1], lo + chunk)
-    if first + cuda.blockIdx.x * SUM_THREADS >= last or lo >= hi:
-        return  # the whole block: a frame with fewer centres or nodes than the launch's largest
-    sx = cuda.shared.array(SUM_THREADS, dtype=np.float32)
-    sy = cuda.shared.array(SUM_THREADS, dtype=np.float32)
-    sz = cuda.shared.array(SUM_THREADS, dtype=np.float32)
-    sw = cuda.shared.array(SUM_THREADS, dtype=np.float32)
-    c = min(i, last - 1)  # past the frame's last centre: the last again, not written
-    cx, cy, cz, radius = centres[c, 0], centres[c, 1], centres[c, 2], radii[c]
-    gx, gy, gz = 0.0, 0.0, 0.0
-    for base in range(lo, hi, SUM_THREADS):
-        p = base + t
-        if p < hi:
-            sx[t] = px[p]
-            sy[t] = py[p]
-            sz[t] = pz[p]
-            sw[t] = weights[p]
-        cuda.syncthreads()
-        tx, ty, tz = np.float32(0.0), np.float32(0.0), np.float32(0.0)
-        for k in range(min(SUM_THREADS, hi - base)):
-            fx, fy, fz = _term32(sx, sy, sz, sw, k, cx, cy, cz, box, periodic, mdh, radius,
-                                 kappa, eps_out, inv_c)  # fmt: skip
-            tx += fx
-            ty += fy
-            tz += fz
-        gx += tx
-        gy += ty
-        gz += tz
-        cuda.syncthreads()
-    if i < last:
-        partial[cuda.blockIdx.y, i, 0] = gx
-        partial[cuda.blockIdx.y, i, 1] = gy
-        partial[cuda.blockIdx.y, i, 2] = gz
+
+    @cuda.jit(fastmath=True)
+    def radial_sums_kernel(px, py, pz, weights, centres, box, radii, kappa, eps_out, inv_c,
+                           node_start, centre_start, chunk, partial):  # fmt: skip
+        f = cuda.blockIdx.z
+        t = cuda.threadIdx.x
+        first, last = centre_start[f], centre_start[f + 1]
+        i = first + cuda.blockIdx.x * SUM_THREADS + t
+        lo = node_start[f] + cuda.blockIdx.y * chunk
+        hi = min(node_start[f + 1], lo + chunk)
+        if first + cuda.blockIdx.x * SUM_THREADS >= last or lo >= hi:
+            return  # the whole block: a frame with fewer centres or nodes than the launch's most
+        # one 16-byte row a node: a thread reads a node in one shared-memory load
+        tile = cuda.shared.array((SUM_THREADS, 4), dtype=np.float32, alignment=TILE_ALIGNMENT)
+        c = min(i, last - 1)  # past the frame's last centre: the last again, not written
+        cx, cy, cz, radius = centres[c, 0], centres[c, 1], centres[c, 2], radii[c]
+        gx, gy, gz = 0.0, 0.0, 0.0
+        for base in range(lo, hi, SUM_THREADS):
+            p = base + t
+            if p < hi:
+                tile[t, 0] = px[p]
+                tile[t, 1] = py[p]
+                tile[t, 2] = pz[p]
+                tile[t, 3] = weights[p]
+            cuda.syncthreads()
+            tx, ty, tz = np.float32(0.0), np.float32(0.0), np.float32(0.0)
+            for k in range(min(SUM_THREADS, hi - base)):
+                q = np.uint32(k)  # unsigned: no negative-index wrap-around in the loop
+                fx, fy, fz = _term32(tile[q, 0], tile[q, 1], tile[q, 2], tile[q, 3], cx, cy, cz,
+                                     box, periodic, mdh, radius, kappa, eps_out, inv_c)  # fmt: skip
+                tx += fx
+                ty += fy
+                tz += fz
+            gx += tx
+            gy += ty
+            gz += tz
+            cuda.syncthreads()
+        if i < last:
+            partial[cuda.blockIdx.y, i, 0] = gx
+            partial[cuda.blockIdx.y, i, 1] = gy
+            partial[cuda.blockIdx.y, i, 2] = gz
+
+    return radial_sums_kernel
+
+
+#: The radial sums' kernels by (periodic, mdh), made on first use.
+_RADIAL_SUMS = {}
+
+
+def radial_sums_kernel(periodic, mdh):
+    """The kernel of :func:`radial_sums` for a periodic box or not, "mdh" terms or Coulomb's."""
+    key = (bool(periodic), bool(mdh))
+    kernel = _RADIAL_SUMS.get(key)
+    if kernel is None:
+        kernel = _RADIAL_SUMS[key] = _make_radial_sums(*key)
+    return kernel
 
 
 def radial_sums(points, weights, centres, box=None, radii=None, kappa=0.0, eps_out=1.0,
@@ -210,11 +242,11 @@ def radial_sums(points, weights, centres, box=None, radii=None, kappa=0.0, eps_o
     chunks = max(1, min(-(-most_nodes // SUM_THREADS), -(-SUM_BLOCKS // (across * frames))))
     chunk = -(-most_nodes // chunks)
     partial = xp.zeros((chunks, n, 3))  # a frame's chunks past its nodes add nothing
-    launch(_k_radial_sums, (across, chunks, frames), SUM_THREADS,
+    launch(radial_sums_kernel(periodic, mdh), (across, chunks, frames), SUM_THREADS,
         xp.ascontiguousarray(rows[0]), xp.ascontiguousarray(rows[1]),
         xp.ascontiguousarray(rows[2]), f32(weights),
         f32(centres - ref),
-        f32(box if periodic else (1.0, 1.0, 1.0)), periodic, mdh,
+        f32(box if periodic else (1.0, 1.0, 1.0)),
         f32(radii if mdh else np.zeros(n)), np.float32(kappa), np.float32(eps_out),
         np.float32(inv_c), xp.asarray(node_start), xp.asarray(centre_start), int(chunk), partial,
     )  # fmt: skip
