@@ -571,11 +571,12 @@ elif [ "${1:-single}" = "s40a" ]; then  # the adjoint at 10 × rtol (the default
     --spacing 0.5 --batches 1 8 32 --surfaces mol --kinds exact field
 elif [ "${1:-single}" = "s40c" ]; then  # the radial sums' kernels per (periodic, mdh), LDS.128
   # and rsqrt, against .gpu/base (git archive e26c968 pbsolver), alternating, base first; the
-  # stage split of both; then every GPU test
+  # stage split of both; every GPU test; "smol" at this tree
   forces_batch mol base_1 64 "$PWD/.gpu/base"; forces_batch mol head_1 64
   forces_batch mol base_2 64 "$PWD/.gpu/base"; forces_batch mol head_2 64
   stages base head
   step gpu_tests 300 python3 -m pytest -n 4 -m gpu -q -p no:cacheprovider -W ignore::Warning -rs
+  forces_batch smol head 64
 elif [ "${1:-single}" = "s40b" ]; then  # every GPU test
   step gpu_tests 300 python3 -m pytest -n 4 -m gpu -q -p no:cacheprovider -W ignore::Warning -rs
 elif [ "${1:-single}" = "multi" ]; then
