@@ -936,6 +936,37 @@ def test_stacked_engine_forces_equal_the_general_engines(surface, salt, dtype):
                                atol=1e-7 * np.abs(batch[1].forces).max())  # fmt: skip
 
 
+@pytest.mark.parametrize("engine", ["stacked", "general"])
+def test_adjoint_rtol_is_the_adjoint_solves_tolerance(engine):
+    """``adjoint_rtol`` (default 10 × rtol) stops the forces' adjoint solve: the forces move
+    away from a tight adjoint's as it grows, and stay close at the default."""
+    atoms = _molecule(7, n=14)
+    kw = {"spacing": 0.5, "margin": 3.0, "skin": 0.5, "method": "multigrid", "rtol": 1e-8,
+          "dtype": np.float64, "surface": "mol", "ionic_strength": 0.15, "forces": "exact",
+          "backend": "cpu", "engine": engine, **HIGH_CONTRAST}  # fmt: skip
+    frames = [
+        atoms.positions,
+        atoms.positions + np.random.default_rng(5).normal(0, 0.05, (len(atoms), 3)),
+    ]
+
+    def forces(**extra):
+        calc = pb.ReactionFieldCalculator(atoms, **kw, **extra)
+        return calc, np.array([fr.forces for fr in calc.compute_batch(frames)])
+
+    default, f_default = forces()
+    assert default.adjoint_rtol == pytest.approx(1e-7)
+    _, f_tight = forces(adjoint_rtol=1e-11)
+    _, f_loose = forces(adjoint_rtol=1e-2)
+    scale = np.linalg.norm(f_tight)
+    err_default = np.linalg.norm(f_default - f_tight) / scale
+    err_loose = np.linalg.norm(f_loose - f_tight) / scale
+    assert err_default < 1e-5, err_default
+    assert err_loose > 10 * err_default and err_loose > 1e-6, (err_loose, err_default)
+    for bad in (0.0, -1e-6):
+        with pytest.raises(pb.InputError, match="adjoint_rtol"):
+            pb.ReactionFieldCalculator(atoms, **kw, adjoint_rtol=bad)
+
+
 def test_stacked_engine_forces_take_each_frames_recorded_ends(monkeypatch):
     """The calculator hands the forces every frame's line ends as one set on the engine's stack
     where the engine records them (CUDA: all frames at once; the ion-accessible ends as the
