@@ -570,7 +570,8 @@ elif [ "${1:-single}" = "s40a" ]; then  # the adjoint at 10 × rtol (the default
   step memory 80 python3 benchmarks/stacked_memory.py --backend cuda --pqr data/1lpb_chainA.pqr \
     --spacing 0.5 --batches 1 8 32 --surfaces mol --kinds exact field
 elif [ "${1:-single}" = "s40c" ]; then  # the radial sums' kernels per (periodic, mdh), LDS.128
-  # and rsqrt, against .gpu/base (git archive e26c968 pbsolver), alternating, base first; the
+  # and rsqrt, and the ionic column sums matching ends to the chords as cut, against .gpu/base
+  # (git archive e26c968 pbsolver), alternating, base first; the
   # stage split of both; every GPU test; "smol" at this tree
   forces_batch mol base_1 64 "$PWD/.gpu/base"; forces_batch mol head_1 64
   forces_batch mol base_2 64 "$PWD/.gpu/base"; forces_batch mol head_2 64

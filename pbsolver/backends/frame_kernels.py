@@ -186,7 +186,17 @@ def cuda_kernels():
         return scratched
 
     ion_column = with_column_scratch(ion_column)
-    ion_column_ends = with_column_scratch(ion_column_ends)
+
+    @cuda.jit(device=True)
+    def ion_column_ends_scratched(*args):
+        # the column's scratch, and its lines' chords as they were cut (ends and atoms)
+        starts = cuda.local.array(CAP, dtype=np.float64)
+        ends = cuda.local.array(CAP, dtype=np.float64)
+        cand = cuda.local.array(CAP, dtype=np.int32)
+        lo = cuda.local.array(CAP, dtype=np.float64)
+        hi = cuda.local.array(CAP, dtype=np.float64)
+        atoms = cuda.local.array(CAP, dtype=np.int32)
+        return ion_column_ends(*args, starts, ends, cand, lo, hi, atoms)
 
     @cuda.jit
     def ion(cov, pos, rad, nx, ny, nz, stride, origin, h, subs, bad):
@@ -199,9 +209,9 @@ def cuda_kernels():
     def ion_end_sums(grad, sens, pos, rad, nx, ny, nz, stride, origin, h, subs, bad):
         # the ion kernel's columns again, their chord ends summed (the exact forces' ionic term)
         item = cuda.grid(1)
-        if item < pos.shape[0] * nx * ny and ion_column_ends(grad, sens, pos, rad, item, nx, ny,
-                                                             nz, stride, origin, h,
-                                                             subs):  # fmt: skip
+        if item < pos.shape[0] * nx * ny and ion_column_ends_scratched(
+            grad, sens, pos, rad, item, nx, ny, nz, stride, origin, h, subs
+        ):
             bad[0] = 1
 
     from pbsolver.backends.cuda.coulomb_tiles import rsqrt32, tiled_coulomb_kernel

@@ -117,13 +117,17 @@ def make_frame_bodies(jit, fast, add=None):
         The union of the candidates' chords, merged, in ``starts``/``ends`` (they hold as many
         as ``cand``, so they cannot overflow).
         """
-        u = x + ((sa + 0.5) / subs - 0.5) * h[0]
-        v = y + ((sb + 0.5) / subs - 0.5) * h[1]
+        u, v = column_line_place(x, y, sa, sb, subs, h)
         n = 0
         for c in range(m):
             a = cand[c]
             n = chord(starts, ends, n, pos[f, a, 0] - u, pos[f, a, 1] - v, pos[f, a, 2], rad[a])
         return u, v, sort_merge(starts, ends, n)
+
+    @jit
+    def column_line_place(x, y, sa, sb, subs, h):
+        """(u, v) of line (sa, sb) of the subs² lines of column (x, y)."""
+        return x + ((sa + 0.5) / subs - 0.5) * h[0], y + ((sb + 0.5) / subs - 0.5) * h[1]
 
     @jit
     def ion_column(cov, pos, rad, item, nx, ny, nz, stride, origin, h, subs, starts, ends, cand):
@@ -148,20 +152,40 @@ def make_frame_bodies(jit, fast, add=None):
         # the forces' line-end bodies: which edge an end lies in, which chord it ends
         edge_of = jit(line_end_bodies.edge_of_body)
         chord_half = jit(line_end_bodies.chord_half_body)
-        end_miss = jit(line_end_bodies.end_miss_body)
+
+        @jit
+        def column_line_chords(pos, rad, f, x, y, sa, sb, subs, h, cand, m, starts, ends,
+                               lo, hi, atoms):  # fmt: skip
+            """:func:`column_line`, each chord also kept as it was cut: (u, v, chords, merged).
+
+            Chord c (in the candidates' order) runs from ``lo[c]`` to ``hi[c]`` and belongs to
+            atom ``atoms[c]``; ``starts``/``ends`` hold the merged intervals, whose every end is
+            one of those chords' own, copied.
+            """
+            u, v = column_line_place(x, y, sa, sb, subs, h)
+            n = 0
+            for c in range(m):
+                a = cand[c]
+                grown = chord(starts, ends, n, pos[f, a, 0] - u, pos[f, a, 1] - v, pos[f, a, 2],
+                              rad[a])  # fmt: skip
+                if grown > n:
+                    lo[n], hi[n], atoms[n] = starts[n], ends[n], a
+                n = grown
+            return u, v, n, sort_merge(starts, ends, n)
 
         @jit
         def ion_column_ends(grad, sens, pos, rad, item, nx, ny, nz, stride, origin, h, subs,
-                            starts, ends, cand):  # fmt: skip
+                            starts, ends, cand, lo, hi, atoms):  # fmt: skip
             """Σ sens[cell]/h_z · (slope of the cell's covered length) of ``item``'s chord ends.
 
             The lines, chords and merged intervals of :func:`ion_column`; each end inside the
-            grid (:func:`~pbsolver.backends.bodies.line_ends.edge_of_body`) moves with the
-            candidate whose chord end of that side lies nearest it (``chord_half_body``,
-            ``end_miss_body``), as :func:`pbsolver.backends.bodies.line_ends.sphere_end_body`
-            gives its slope (a grazing chord, w ≤ GRAZE·r, has none). Added with ``add`` to row
-            f·N + atom of ``grad`` (B·N, 3); ``sens`` is the stack's (frame f on planes
-            f·stride …).
+            grid (:func:`~pbsolver.backends.bodies.line_ends.edge_of_body`) moves with the chord
+            of that side whose end lies nearest it, among the line's chords as they were cut
+            (``lo``, ``hi``, ``atoms``: :func:`column_line_chords`; the end is one of them,
+            copied, so the nearest is the first that equals it, in the candidates' order), as
+            :func:`pbsolver.backends.bodies.line_ends.sphere_end_body` gives its slope (a
+            grazing chord, w ≤ GRAZE·r, has none). Added with ``add`` to row f·N + atom of
+            ``grad`` (B·N, 3); ``sens`` is the stack's (frame f on planes f·stride …).
             Returns 1 on overflow.
             """
             f, i, j, x, y = column_place(item, nx, ny, origin, h)
@@ -173,8 +197,8 @@ def make_frame_bodies(jit, fast, add=None):
             row0 = f * pos.shape[1]
             for sa in range(subs):
                 for sb in range(subs):
-                    u, v, n = column_line(pos, rad, f, x, y, sa, sb, subs, h, cand, m, starts,
-                                          ends)  # fmt: skip
+                    u, v, cut, n = column_line_chords(pos, rad, f, x, y, sa, sb, subs, h, cand,
+                                                      m, starts, ends, lo, hi, atoms)  # fmt: skip
                     for q in range(2 * n):
                         side = q % 2
                         t = ends[q // 2] if side == 1 else starts[q // 2]
@@ -183,20 +207,19 @@ def make_frame_bodies(jit, fast, add=None):
                             continue
                         best = math.inf
                         found = -1
-                        bw, bdu, bdv = 0.0, 0.0, 0.0
-                        for c in range(m):
-                            a = cand[c]
-                            du = pos[f, a, 0] - u
-                            dv = pos[f, a, 1] - v
-                            w = chord_half(du, dv, rad[a])
-                            if w >= 0.0:  # the centre is read only for a chord
-                                miss = end_miss(t, side, pos[f, a, 2], w)
-                                if miss < best:
-                                    best, found, bw, bdu, bdv = miss, a, w, du, dv
-                        if found >= 0 and bw > GRAZE * rad[found]:
+                        for c in range(cut):  # no square root a chord: their ends are kept
+                            miss = abs((hi[c] if side == 1 else lo[c]) - t)
+                            if miss < best:
+                                best, found = miss, atoms[c]
+                        if found < 0:
+                            continue
+                        du = pos[f, found, 0] - u
+                        dv = pos[f, found, 1] - v
+                        w = chord_half(du, dv, rad[found])
+                        if w > GRAZE * rad[found]:
                             s = sens[f * stride + i, j, k] / hz
-                            add(grad, row0 + found, 0, -s * bdu / bw)
-                            add(grad, row0 + found, 1, -s * bdv / bw)
+                            add(grad, row0 + found, 0, -s * du / w)
+                            add(grad, row0 + found, 1, -s * dv / w)
                             add(grad, row0 + found, 2, s * (2.0 * side - 1.0))
             return 0
 
