@@ -188,15 +188,11 @@ def cuda_kernels():
     ion_column = with_column_scratch(ion_column)
 
     @cuda.jit(device=True)
-    def ion_column_ends_scratched(*args):
-        # the column's scratch, and its lines' chords as they were cut (ends and atoms)
-        starts = cuda.local.array(CAP, dtype=np.float64)
-        ends = cuda.local.array(CAP, dtype=np.float64)
-        cand = cuda.local.array(CAP, dtype=np.int32)
-        lo = cuda.local.array(CAP, dtype=np.float64)
-        hi = cuda.local.array(CAP, dtype=np.float64)
-        atoms = cuda.local.array(CAP, dtype=np.int32)
-        return ion_column_ends(*args, starts, ends, cand, lo, hi, atoms)
+    def with_chords(*args):  # after the column's scratch, its lines' chords as cut
+        lo, hi = cuda.local.array(CAP, np.float64), cuda.local.array(CAP, np.float64)
+        return ion_column_ends(*args, lo, hi, cuda.local.array(CAP, np.int32))
+
+    ion_column_ends_scratched = with_column_scratch(with_chords)
 
     @cuda.jit
     def ion(cov, pos, rad, nx, ny, nz, stride, origin, h, subs, bad):
