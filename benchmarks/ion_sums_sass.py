@@ -13,23 +13,14 @@ SASS instructions and the commonest opcodes. To compare two trees, run it with e
 from __future__ import annotations
 
 import collections
-import os
-import re
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
-from types import SimpleNamespace
 
-import numba.cuda.dispatcher as dispatcher
 import numpy as np
-from numba import cuda
 
-# device functions are compiled for "the current device": there is none here, so name one
-dispatcher.get_current_device = lambda: SimpleNamespace(compute_capability=(9, 0))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from test_cuda_ptx import _types  # noqa: E402
+from sass import sass_of  # noqa: E402  (names a device before the kernels are imported)
 
 from pbsolver.backends import frame_kernels  # noqa: E402
 
@@ -46,24 +37,10 @@ def main():
     for name, kernel, args in (("ion", kernels.ion, (z(nf * 4, 3, 3), *column)),
                                ("ion_end_sums", kernels.ion_end_sums,
                                 (z(nf * na, 3), z(nf * 4, 3, 3), *column))):  # fmt: skip
-        ptx, _ = cuda.compile_ptx(kernel.py_func, _types(args), cc=(9, 0))
-        # a ptxas older than libnvvm reads the PTX (the kernels use nothing newer)
-        ptx = re.sub(r"^\.version \d+\.\d+", ".version 8.5", ptx, flags=re.M)
-        folder = tempfile.mkdtemp()
-        src, cubin = os.path.join(folder, "k.ptx"), os.path.join(folder, "k.cubin")
-        with open(src, "w") as f:
-            f.write(ptx)
-        out = subprocess.run([os.environ["PTXAS"], "-v", "-arch=sm_90", src, "-o", cubin],
-                             capture_output=True, text=True, check=True)  # fmt: skip
-        info = [line.split(":", 1)[-1].strip() for line in out.stderr.splitlines()
-                if "registers" in line or "stack frame" in line]  # fmt: skip
-        sass = subprocess.run([os.environ["NVDISASM"], "-c", cubin], capture_output=True,
-                              text=True, check=True).stdout  # fmt: skip
+        info, opcodes = sass_of(kernel.py_func, args)
         ops = collections.Counter()
-        for line in sass.splitlines():
-            m = re.match(r"\s+/\*[0-9a-f]{4}\*/\s+(?:@!?U?P\w+\s+)?([A-Z0-9_]+)", line)
-            if m:
-                ops[m.group(1)] += 1
+        for op, n in opcodes.items():  # opcodes without their suffixes
+            ops[op.split(".")[0]] += n
         print(f"{name}: {'; '.join(info)}")
         print(f"  {sum(ops.values())} SASS instructions; "
               + ", ".join(f"{op} {n}" for op, n in ops.most_common(12)))  # fmt: skip
