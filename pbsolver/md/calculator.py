@@ -306,10 +306,7 @@ class ReactionFieldCalculator:
         #: Relative residual tolerance of the exact forces' adjoint solves.
         self.adjoint_rtol = positive(10.0 * rtol if adjoint_rtol is None else adjoint_rtol,
                                      "adjoint_rtol")  # fmt: skip
-        self._adjoint_solver = Solver(
-            method=method, backend=backend, rtol=self.adjoint_rtol, dtype=dtype, strict=False,
-            **options,
-        )  # fmt: skip
+        self._adjoint_solver = Solver(**{**self.solver.options(), "rtol": self.adjoint_rtol})
         self.strict = bool(strict)
         self.backend = get_backend(backend)
         self.frames = 0

@@ -13,6 +13,7 @@ under numba's simulator), an array of the same library out. Compiled lazily on f
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -197,17 +198,13 @@ def _make_radial_sums(periodic, mdh):
     return radial_sums_kernel
 
 
-#: The radial sums' kernels by (periodic, mdh), made on first use.
-_RADIAL_SUMS = {}
-
-
+@functools.cache
 def radial_sums_kernel(periodic, mdh):
-    """The kernel of :func:`radial_sums` for a periodic box or not, "mdh" terms or Coulomb's."""
-    key = (bool(periodic), bool(mdh))
-    kernel = _RADIAL_SUMS.get(key)
-    if kernel is None:
-        kernel = _RADIAL_SUMS[key] = _make_radial_sums(*key)
-    return kernel
+    """The kernel of :func:`radial_sums` for a periodic box or not, "mdh" terms or Coulomb's.
+
+    Made on first use, one a pair of flags.
+    """
+    return _make_radial_sums(periodic, mdh)
 
 
 def radial_sums(points, weights, centres, box=None, radii=None, kappa=0.0, eps_out=1.0,
