@@ -8,7 +8,9 @@ with ``forces="exact"`` (maps, solve, adjoint solve, the force terms), one with
 ``--warmup`` frames (compilation, cold starts) are left out of the medians. One frame a call,
 the two calculators take turns frame by frame (a slow spell of the machine falls on both), and
 the median of each frame's own exact / energy-only ratio is printed beside the ratio of the
-medians; with ``--batch`` each runs its batches in turn.
+medians; with ``--batch`` each runs its batches in turn. Each frame's result is kept without
+its solve (φ_rf), as an MD pipeline keeps energies and forces only; ``--keep-results`` keeps it
+whole.
 Also times each force term once on the last frame (:func:`pbsolver.forces.solvation_forces`
 parts), and checks that the two calculators report the same energies.
 
@@ -23,6 +25,7 @@ parts), and checks that the two calculators report the same energies.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
@@ -40,7 +43,18 @@ import pbsolver as pb  # noqa: E402
 from pbsolver.molecule.maps import clear_kept_maps  # noqa: E402
 
 
-def run(calc, frames, warmup, batch=0):
+def kept(fr, keep_results):
+    """``fr`` as the harness keeps it: whole with ``keep_results``, else without its solve.
+
+    A frame's :attr:`FrameResult.solve` holds its φ_rf (the whole grid). An MD pipeline (the
+    OpenMM force, :class:`pbsolver.mdanalysis.ReactionField`) keeps energies and forces and
+    lets the rest go; a harness that kept every frame's grid would make each later frame take
+    fresh memory (page faults) that such a pipeline never pays.
+    """
+    return fr if keep_results else dataclasses.replace(fr, solve=None)
+
+
+def run(calc, frames, warmup, batch=0, keep_results=False):
     """Per-frame wall times and timings of ``calc`` over ``frames`` (after ``warmup`` frames).
 
     ``batch`` > 0: the frames after the warm-up go through ``compute_batch`` in batches of that
@@ -56,18 +70,18 @@ def run(calc, frames, warmup, batch=0):
         fr = calc.compute(pos)
         seconds = time.perf_counter() - start
         if k >= warmup:
-            out.append((seconds, fr))
+            out.append((seconds, kept(fr, keep_results)))
     if batch:
         rest = frames[warmup:]
         for k in range(0, len(rest) - batch + 1, batch):
             start = time.perf_counter()
             frs = calc.compute_batch(rest[k : k + batch])
             seconds = (time.perf_counter() - start) / batch
-            out.extend((seconds, fr) for fr in frs)
+            out.extend((seconds, kept(fr, keep_results)) for fr in frs)
     return out
 
 
-def run_alternating(calcs, frames, warmup):
+def run_alternating(calcs, frames, warmup, keep_results=False):
     """:func:`run` of each calculator in ``calcs`` one frame at a time, taking turns.
 
     Frame k of every calculator runs before frame k + 1 of any, so that a slow spell of the
@@ -84,7 +98,7 @@ def run_alternating(calcs, frames, warmup):
             fr = calc.compute(pos)
             seconds = time.perf_counter() - start
             if k >= warmup:
-                rows.append((seconds, fr))
+                rows.append((seconds, kept(fr, keep_results)))
     return out
 
 
@@ -172,6 +186,12 @@ def main(argv=None):
         default=None,
         help="the exact calculator's adjoint_rtol (default: its own, 10 × rtol)",
     )
+    p.add_argument(
+        "--keep-results",
+        action="store_true",
+        help="keep every frame's whole FrameResult, φ_rf included (the harness of sessions "
+        "≤ 40): later frames then take fresh memory",
+    )
     p.add_argument("--json", default=None)
     args = p.parse_args(argv)
 
@@ -191,9 +211,9 @@ def main(argv=None):
         for kind, engine in zip(kinds, (args.energy_engine, args.exact_engine), strict=True)
     ]  # fmt: skip
     if args.batch:
-        runs = [run(calc, frames, args.warmup, args.batch) for calc in calcs]
+        runs = [run(calc, frames, args.warmup, args.batch, args.keep_results) for calc in calcs]
     else:  # one frame a call: the two calculators take turns, frame by frame
-        runs = run_alternating(calcs, frames, args.warmup)
+        runs = run_alternating(calcs, frames, args.warmup, args.keep_results)
     for kind, calc, rows in zip(kinds, calcs, runs, strict=True):
         results[kind] = {
             "seconds": float(np.median([s for s, _ in rows])),
@@ -222,7 +242,8 @@ def main(argv=None):
     where = (f"surface {args.surface}, h {args.spacing} Å, {args.salt} M, backend "
              f"{args.backend} (maps {args.maps_backend}), rtol {args.rtol:g} (adjoint "
              f"{calcs[1].adjoint_rtol:g}), "
-             f"{f'batches of {args.batch}' if args.batch else 'one frame a call'}")  # fmt: skip
+             f"{f'batches of {args.batch}' if args.batch else 'one frame a call'}, "
+             f"{'results kept' if args.keep_results else 'results without φ_rf'}")  # fmt: skip
     print(f"{Path(args.pqr).name}: {len(atoms)} atoms, grid {results['exact']['grid']}, {where}")
     print("| frame | engine | seconds | maps | solve | forces | of which adjoint |")
     print("|---|---|---|---|---|---|---|")

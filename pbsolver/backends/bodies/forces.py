@@ -105,20 +105,19 @@ def kappa_sensitivity_body(lam, phic, phi, i, j, k):
     return s if math.isfinite(s) else 0.0
 
 
-def coulomb_sensitivity_body(lam, fx, fy, fz, kappa2, salt, i, j, k, eps_c, cx, cy, cz):
+def coulomb_sensitivity_body(lam, fx, fy, fz, kappa2, salt, i, j, k, im, ip, jm, jp, km, kp,
+                             eps_c, cx, cy, cz):  # fmt: skip
     """μ at node (i, j, k): Σ_axes [w_s (λ_{s+1} − λ_s) − w_{s−1} (λ_s − λ_{s−1})] − κ̄²_s λ_s.
 
     ``fx, fy, fz``: face permittivities, face ``s`` between nodes ``s`` and ``s + 1`` (wrapping
     at the last layer); w = (face − ``eps_c``)·c with c = 1/h² of the axis (``cx, cy, cz``).
-    Neighbours wrap around (λ is zero on a Dirichlet grid's outer layer, so the wrapped terms
-    vanish there). ``salt``: whether ``kappa2`` is read. Float32 maps are read as float64 (as
-    numba types the mixed arithmetic; ``float()`` makes the simulator do the same).
+    ``im, ip, jm, jp, km, kp``: the neighbours' indices, wrapped by the caller (λ is zero on a
+    Dirichlet grid's outer layer, so the wrapped terms vanish there); given, not computed here,
+    so that a CPU row loop passes k ± 1 and vectorises. ``salt``: whether ``kappa2`` is read.
+    Float32 maps are read as float64 (as numba types the mixed arithmetic; ``float()`` makes
+    the simulator do the same).
     """
-    nx, ny, nz = lam.shape
     here = lam[i, j, k]
-    ip, im = (i + 1) % nx, (i - 1 + nx) % nx
-    jp, jm = (j + 1) % ny, (j - 1 + ny) % ny
-    kp, km = (k + 1) % nz, (k - 1 + nz) % nz
     mu = (float(fx[i, j, k]) - eps_c) * cx * (lam[ip, j, k] - here)
     mu -= (float(fx[im, j, k]) - eps_c) * cx * (here - lam[im, j, k])
     mu += (float(fy[i, j, k]) - eps_c) * cy * (lam[i, jp, k] - here)

@@ -23,6 +23,7 @@ from numba.cuda import libdevice
 from pbsolver.arrays import array_module, to_numpy
 from pbsolver.backends.bodies import forces as B
 from pbsolver.backends.cuda.device import launch_on_legacy_stream as launch
+from pbsolver.backends.cuda.kernels import B as OPERATOR
 from pbsolver.backends.launch_sizes import FINISH_THREADS, THREADS, simulated
 
 _dev = cuda.jit(device=True)
@@ -97,7 +98,11 @@ def _k_coulomb_sensitivity(lam, fx, fy, fz, kappa2, salt, eps_c, cx, cy, cz, out
     if p >= lam.size:
         return
     i, j, k = _node_dev(p, lam.shape)
-    out[i, j, k] = _sensitivity(lam, fx, fy, fz, kappa2, salt, i, j, k, eps_c, cx, cy, cz)
+    im, ip = OPERATOR.neighbours(i, lam.shape[0])
+    jm, jp = OPERATOR.neighbours(j, lam.shape[1])
+    km, kp = OPERATOR.neighbours(k, lam.shape[2])
+    out[i, j, k] = _sensitivity(lam, fx, fy, fz, kappa2, salt, i, j, k, im, ip, jm, jp, km, kp,
+                                eps_c, cx, cy, cz)  # fmt: skip
 
 
 def coulomb_sensitivity(lam, faces, kappa2, eps_cavity, spacing):
