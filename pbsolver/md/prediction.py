@@ -62,7 +62,10 @@ class FieldHistory:
         if alpha == 0.0:
             return None
         xp = array_module(u1)
-        return u1 + xp.asarray(alpha, dtype=u1.dtype) * (u1 - u2)
+        out = u1 - u2  # u1 + α (u1 − u2) in one new array (in place after the difference)
+        out *= xp.asarray(alpha, dtype=u1.dtype)
+        out += u1
+        return out
 
 
 def step_ratio(x0, x1, x2) -> float:

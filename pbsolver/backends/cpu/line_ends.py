@@ -50,6 +50,10 @@ def _union_slopes(
     border, out_bin, out_atoms, out_slopes,
 ):  # fmt: skip
     for line in prange(us.shape[0] * vs.shape[0]):
+        # a line without ends has no slots: skipped from the compact offsets, not from its
+        # count in ``rec`` (one cache line a line of a large array)
+        if offsets[line + 1] == offsets[line]:
+            continue
         _union_line_slopes(line, rec, offsets, axis, us, vs, t0, h, nbins, pos, rad, maxr, u0, v0,
                            bsize, nbu, nbv, bstart, border, out_bin, out_atoms,
                            out_slopes)  # fmt: skip
@@ -66,7 +70,7 @@ def _slopes(
     nv = vs.shape[0]
     for line in prange(us.shape[0] * nv):
         iu = line // nv
-        if rec[iu, line - iu * nv, 0, 0] == 0:
+        if offsets[line + 1] == offsets[line]:  # no ends (as in :func:`_union_slopes`)
             continue
         # the candidate buffers hold every exposed atom in reach of the line
         ecap = max(1, _bin_count(us[iu], vs[line - iu * nv], maxreach, e_u0, e_v0, e_bsize,
