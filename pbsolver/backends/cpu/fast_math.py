@@ -3,7 +3,9 @@
 A loop that calls ``math.exp`` compiles to one call of the C library's scalar ``exp``/``expf``
 per element: LLVM vectorises a call only with a vector math library (Intel's SVML, which numba
 uses when it is installed; it is not a dependency here). :func:`exp32` and :func:`exp64` are
-``exp`` in plain arithmetic and one table read, so a loop over nodes that calls them vectorises.
+``exp`` in plain arithmetic and one reinterpretation of an integer's bits as a float (2**n
+built from its exponent field, not read from a table: a table read in a vector loop is a
+gather), so a loop over nodes that calls them vectorises.
 """
 
 from __future__ import annotations
@@ -11,28 +13,56 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
+from llvmlite import ir
+from numba import njit, types
+from numba.extending import intrinsic
 
 _FASTMATH = {"reassoc", "contract", "nsz", "arcp"}
 
 
+@intrinsic
+def _float32_from_bits(typingctx, bits):
+    """The float32 whose bit pattern is the int32 ``bits`` (an LLVM bitcast)."""
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.FloatType())
+
+    return types.float32(types.int32), codegen
+
+
+@intrinsic
+def _float64_from_bits(typingctx, bits):
+    """The float64 whose bit pattern is the int64 ``bits`` (an LLVM bitcast)."""
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.DoubleType())
+
+    return types.float64(types.int64), codegen
+
+
 def _make_exp(ftype, low, high, ln2_high, ln2_low, degree):
-    """e**x in ``ftype`` arithmetic for x in [``low``, ``high``], and one table read.
+    """e**x in ``ftype`` arithmetic for x in [``low``, ``high``].
 
     x = n ln 2 + r with |r| ≤ ln 2 / 2 (ln 2 = ``ln2_high`` + ``ln2_low``, Cody and Waite:
     ``ln2_high`` has trailing zero bits, so n·``ln2_high`` is exact for the n of the range, and
     ``ln2_low`` carries the rest to ``ftype``'s precision); e**r by its Taylor
-    polynomial of ``degree`` (Horner, highest term first); e**x = 2**n e**r, 2**n read from a
-    table over the range. ``x`` is held to the range, so the result is not 0 or inf outside it.
-    Not for NaN.
+    polynomial of ``degree`` (Horner, highest term first); e**x = 2**n e**r, 2**n the float
+    whose exponent field is n + bias (every n of the range gives a normal number). ``x`` is
+    held to the range, so the result is not 0 or inf outside it. Not for NaN.
     """
     f = ftype
-    # the n of the range (one below, for the reduction's rounding in ``ftype``)
-    lo_n = math.floor(low / math.log(2.0) + 0.5) - 1
-    hi_n = math.floor(high / math.log(2.0) + 0.5)
-    powers = np.array([2.0**n for n in range(lo_n, hi_n + 1)], dtype=f)
+    if f == np.float32:
+        itype, bias, shift, from_bits = np.int32, 127, 23, _float32_from_bits
+    else:
+        itype, bias, shift, from_bits = np.int64, 1023, 52, _float64_from_bits
     coeffs = tuple(f(1.0 / math.factorial(k)) for k in range(degree, -1, -1))
     log2_e, half, x_low, x_high = f(1.0 / math.log(2.0)), f(0.5), f(low), f(high)
+    # the n of the range's ends give normal numbers (n is monotone in x; the ends' x·log2 e + ½
+    # lie far from an integer, so no rounding of the reduction moves them to the next n)
+    lo_n = math.floor(x_low * log2_e + half)
+    hi_n = math.floor(x_high * log2_e + half)
+    if lo_n + bias < 1 or hi_n + bias > 2 * bias:
+        raise ValueError(f"2**n is not a normal {np.dtype(f).name} for every n of the range")
     ln2_hi, ln2_lo = f(ln2_high), f(ln2_low)
 
     @njit(cache=True, inline="always", fastmath=_FASTMATH)
@@ -44,7 +74,7 @@ def _make_exp(ftype, low, high, ln2_high, ln2_low, degree):
         p = coeffs[0]
         for k in range(1, len(coeffs)):
             p = coeffs[k] + r * p
-        return p * powers[n - lo_n]
+        return p * from_bits(itype((n + bias) << shift))
 
     return exp
 
