@@ -143,6 +143,17 @@ def make_union_line_slopes(line_of, recorded_end, chord_end, sphere_end):
     return union_line_slopes_body
 
 
+def window_body(keys, n, t, reach):
+    """``(first, last)``: the entries of the sorted ``keys[:n]`` within ``reach`` of t."""
+    first = 0
+    while first < n and keys[first] < t - reach:
+        first += 1
+    last = first
+    while last < n and keys[last] <= t + reach:
+        last += 1
+    return first, last
+
+
 def cancelled_body(rec, iu, iv, n, q, t):
     """Whether another interval of the line has its opposite end exactly at t."""
     side = q % 2
@@ -153,7 +164,7 @@ def cancelled_body(rec, iu, iv, n, q, t):
 
 
 def make_ses_line_slopes(ses, recorded_end, cancelled, chord_end, sphere_end, nearest,
-                         crossing_slopes, third_sphere):  # fmt: skip
+                         crossing_slopes, third_sphere, window):  # fmt: skip
     """The per-line body of the SES's end slopes, on the compiled bodies it names.
 
     ``ses`` is the dict of :func:`pbsolver.backends.bodies.maps.make_ses` (``line``,
@@ -202,8 +213,11 @@ def make_ses_line_slopes(ses, recorded_end, cancelled, chord_end, sphere_end, ne
                     sphere_end(slot, k, sign, i, du, dv, w, axis, out_bin, out_atoms, out_slopes)
                 continue
             x, y, z = point(axis, t, u, v)
-            d = nearest(x, y, z, cand, ncand, pos, acc, probe, nb_start, nb_index, circ_start,
-                        geom, arc_start, arcs, feat)  # fmt: skip
+            # only a probe centre within probe + tol of the end matches it: the candidates
+            # within reach of t along the line, and no feature at that distance or farther
+            first, last = window(ckey, ncand, t, maxreach + tol)
+            d = nearest(x, y, z, cand, first, last, probe + tol, pos, acc, probe, nb_start,
+                        nb_index, circ_start, geom, arc_start, arcs, feat)  # fmt: skip
             if abs(d - probe) > tol:
                 misses += 1
                 continue
@@ -258,5 +272,5 @@ def compile_line_ends(jit, ses):
     crossing_slopes = jit(F.make_crossing_slopes(jit(F.solve_small_body)))
     ses_slopes = jit(make_ses_line_slopes(ses, recorded_end, jit(cancelled_body), chord_end,
                                           sphere_end, nearest, crossing_slopes,
-                                          jit(F.third_sphere_body)))  # fmt: skip
+                                          jit(F.third_sphere_body), jit(window_body)))  # fmt: skip
     return union, ses_slopes

@@ -37,20 +37,23 @@ def make_nearest_probe(sphere_probe, circle_local):
     """The nearest-accessible-probe body on the compiled SES bodies of the same names."""
 
     def nearest_probe_body(
-        x, y, z, cand, ncand, pos, rad, probe, nb_start, nb_index, circ_start, geom, arc_start,
-        arcs, feat,
+        x, y, z, cand, first, last, limit, pos, rad, probe, nb_start, nb_index, circ_start,
+        geom, arc_start, arcs, feat,
     ):  # fmt: skip
         """Distance from (x, y, z) to the nearest accessible probe centre; its feature in feat.
 
-        ``cand[:ncand]`` are the exposed atoms that may hold it (all exposed atoms within
-        rad + probe of the point), ``rad`` the accessible radii. Writes feat = (kind, atom i,
-        circle c, angle θ) with kind :data:`SPHERE` (radial projection on sphere i),
-        :data:`TORUS` (angle θ of a free arc of circle c) or :data:`TRIPLE` (θ an end of a free
-        arc); returns inf (kind :data:`NO_FEATURE`) when none is within reach.
+        ``cand[first:last]`` are the exposed atoms that may hold it (every exposed atom within
+        rad + probe of the point among them), ``rad`` the accessible radii. Writes feat =
+        (kind, atom i, circle c, angle θ) with kind :data:`SPHERE` (radial projection on sphere
+        i), :data:`TORUS` (angle θ of a free arc of circle c) or :data:`TRIPLE` (θ an end of a
+        free arc); returns inf (kind :data:`NO_FEATURE`) when none is nearer than ``limit``.
+        The search starts from ``limit`` as its best distance: the features at ``limit`` or
+        farther are skipped before their angles are computed, and the nearest one below it
+        (the first in ``cand`` order among equals) is the one a search from inf finds.
         """
-        best = math.inf
+        best = limit
         feat[0] = NO_FEATURE
-        for s in range(ncand):
+        for s in range(first, last):
             i = cand[s]
             r, d, _px, _py, _pz = sphere_probe(x, y, z, pos, rad, i, probe, best, nb_start,
                                                nb_index)  # fmt: skip
@@ -83,7 +86,7 @@ def make_nearest_probe(sphere_probe, circle_local):
                             feat[1] = i
                             feat[2] = c
                             feat[3] = arcs[a, e]
-        return best
+        return best if feat[0] != NO_FEATURE else math.inf
 
     return nearest_probe_body
 
