@@ -190,3 +190,15 @@ def test_debye_huckel_kernels_compile_with_the_bodys_exp(cuda):
                          (frame_kernels.cuda_kernels().boundary, frames)):  # fmt: skip
         ptx, _ = cuda.compile_ptx(kernel.py_func, _types(args), cc=(9, 0))
         assert ".entry" in ptx
+
+
+def test_force_sensitivity_kernels_compile(cuda):
+    # μ = ∂G/∂φ_c and ∂G/∂κ̄²: per-node bodies whose neighbours the kernel wraps by branches
+    from pbsolver.backends.cuda import forces as F
+
+    grid, f4 = np.zeros((4, 5, 6)), np.zeros((4, 5, 6), np.float32)
+    mu = (grid, f4, f4, f4, f4, True, 2.0, 4.0, 4.0, 4.0, grid)
+    kappa = (grid, f4, grid, grid)
+    for kernel, args in ((F._k_coulomb_sensitivity, mu), (F._k_kappa_sensitivity, kappa)):
+        ptx, _ = cuda.compile_ptx(kernel.py_func, _types(args), cc=(9, 0))
+        assert ".entry" in ptx

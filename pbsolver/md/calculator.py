@@ -124,7 +124,8 @@ class FrameResult:
     grid : Grid
         The grid of this frame.
     solve : SolveResult
-        The solver's full report.
+        The solver's full report, the frame's φ_rf included (a whole grid, on the device with
+        CUDA): over a long trajectory keep the energies and forces, not the FrameResults.
     units : str
     forces_kind : {"exact", "field"}
         What ``forces`` are (see :attr:`ReactionFieldCalculator.force_kind`).
