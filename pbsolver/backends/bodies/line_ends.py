@@ -20,6 +20,10 @@ from pbsolver.backends.bodies.lines import GRAZE
 TANGENT = 1e-6
 #: A point within this of an accessible sphere lies on it (the third sphere of an arc end).
 ON_SPHERE = 1e-6
+#: An end within this of a chord's end (relative to 1 + |t|) is that chord's end: the maps and
+#: these bodies compute a chord's ends by the same arithmetic, so a merged chord's end is
+#: found at a distance of 0 or of a rounding error.
+CHORD_END = 1e-10
 
 
 def edge_of_body(t, t0, h, nbins):
@@ -79,18 +83,25 @@ def make_chord_end(bin_range, across, chord_half, end_miss):
     def chord_end_body(
         t, side, u, v, axis, pos, vdw, maxacc, u0, v0, bsize, nbu, nbv, bstart, border
     ):
-        """(atom, du, dv, w, miss): the chord whose end (side 1) or start (side 0) lies nearest t.
+        """(atom, du, dv, w, miss): the chord whose end (side 1) or start (side 0) is t.
 
-        Chords of the spheres of radii ``vdw``; ``miss`` is the distance to t; atom −1 when no
-        sphere meets the line.
+        Chords of the spheres of radii ``vdw``; ``miss`` is the distance to t. The search
+        starts from 2·:data:`CHORD_END`·(1 + |t|) as its best distance, so the chords ending
+        farther from t are skipped, most of them by their centre alone; atom −1 (and ``miss``
+        that limit) when no chord ends that near.
         """
-        best = math.inf
+        best = 2.0 * CHORD_END * (1.0 + abs(t))
         found = -1
         bw, bdu, bdv = 0.0, 0.0, 0.0
         lo_u, hi_u, lo_v, hi_v = bin_range(u, v, maxacc, u0, v0, bsize, nbu, nbv)
         for bu in range(lo_u, hi_u + 1):
             for s in range(bstart[bu * nbv + lo_v], bstart[bu * nbv + hi_v + 1]):
                 i = border[s]
+                # a chord ends within r of its centre along the line: a centre farther from t
+                # than r + best cannot end nearer (the bins hold every sphere across the line,
+                # wherever it lies along it)
+                if abs(pos[i, axis] - t) - vdw[i] >= best:
+                    continue
                 du, dv = across(pos, i, axis, u, v)
                 w = chord_half(du, dv, vdw[i])
                 if w >= 0.0:
@@ -127,7 +138,8 @@ def make_union_line_slopes(line_of, recorded_end, chord_end, sphere_end):
         """Every end in the grid of line ``line``'s merged chords: its sphere and its slope.
 
         The line's slots start at ``offsets[line]`` (two a recorded interval); a grazing
-        chord (half-length ≤ GRAZE · r) has no slope and leaves its slot unwritten.
+        chord (half-length ≤ GRAZE · r), or an end that is no chord's end, has no slope and
+        leaves its slot unwritten.
         """
         iu, iv, u, v = line_of(line, us, vs)
         for q in range(2 * int(rec[iu, iv, 0, 0])):
@@ -208,7 +220,7 @@ def make_ses_line_slopes(ses, recorded_end, cancelled, chord_end, sphere_end, ne
                 continue
             i, du, dv, w, miss = chord_end(t, side, u, v, axis, pos, vdw, maxacc, u0, v0, bsize,
                                            nbu, nbv, bstart, border)  # fmt: skip
-            if miss <= 1e-10 * (1.0 + abs(t)):
+            if miss <= CHORD_END * (1.0 + abs(t)):
                 if w > GRAZE * vdw[i]:  # a grazing line has no slope (as for the sphere union)
                     sphere_end(slot, k, sign, i, du, dv, w, axis, out_bin, out_atoms, out_slopes)
                 continue
