@@ -6,9 +6,9 @@ Shows that a change to the line-end bodies keeps every end, atom and slope bit f
 :func:`pbsolver.backends.cpu.line_ends.interval_end_slopes` (the SES ends) and
 :func:`~pbsolver.backends.cpu.line_ends.sphere_end_slopes` (the ion-accessible map's) is kept.
 
-    PYTHONPATH=.gpu/base_cpu python benchmarks/cpu_s41/line_ends_dump.py dump /tmp/old.pkl
-    python benchmarks/cpu_s41/line_ends_dump.py dump /tmp/new.pkl
-    python benchmarks/cpu_s41/line_ends_dump.py compare /tmp/old.pkl /tmp/new.pkl
+    PYTHONPATH=.gpu/base_cpu python benchmarks/cpu_s41/line_ends_dump.py dump old.pkl
+    python benchmarks/cpu_s41/line_ends_dump.py dump new.pkl
+    python benchmarks/cpu_s41/line_ends_dump.py compare old.pkl new.pkl
 """
 
 from __future__ import annotations
