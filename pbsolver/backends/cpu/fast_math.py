@@ -13,7 +13,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
@@ -21,23 +20,16 @@ _FASTMATH = {"reassoc", "contract", "nsz", "arcp"}
 
 
 @intrinsic
-def _float32_from_bits(typingctx, bits):
-    """The float32 whose bit pattern is the int32 ``bits`` (an LLVM bitcast)."""
+def _float_from_bits(typingctx, bits):
+    """The float whose bit pattern is ``bits``: float32 from int32, float64 from int64."""
+    result = {types.int32: types.float32, types.int64: types.float64}.get(bits)
+    if result is None:
+        return None
 
     def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], ir.FloatType())
+        return builder.bitcast(args[0], context.get_value_type(signature.return_type))
 
-    return types.float32(types.int32), codegen
-
-
-@intrinsic
-def _float64_from_bits(typingctx, bits):
-    """The float64 whose bit pattern is the int64 ``bits`` (an LLVM bitcast)."""
-
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], ir.DoubleType())
-
-    return types.float64(types.int64), codegen
+    return result(bits), codegen
 
 
 def _make_exp(ftype, low, high, ln2_high, ln2_low, degree):
@@ -52,9 +44,9 @@ def _make_exp(ftype, low, high, ln2_high, ln2_low, degree):
     """
     f = ftype
     if f == np.float32:
-        itype, bias, shift, from_bits = np.int32, 127, 23, _float32_from_bits
+        itype, bias, shift = np.int32, 127, 23
     else:
-        itype, bias, shift, from_bits = np.int64, 1023, 52, _float64_from_bits
+        itype, bias, shift = np.int64, 1023, 52
     coeffs = tuple(f(1.0 / math.factorial(k)) for k in range(degree, -1, -1))
     log2_e, half, x_low, x_high = f(1.0 / math.log(2.0)), f(0.5), f(low), f(high)
     # the n of the range's ends give normal numbers (n is monotone in x; the ends' x·log2 e + ½
@@ -74,7 +66,7 @@ def _make_exp(ftype, low, high, ln2_high, ln2_low, degree):
         p = coeffs[0]
         for k in range(1, len(coeffs)):
             p = coeffs[k] + r * p
-        return p * from_bits(itype((n + bias) << shift))
+        return p * _float_from_bits(itype((n + bias) << shift))
 
     return exp
 
