@@ -578,6 +578,13 @@ elif [ "${1:-single}" = "s40c" ]; then  # the radial sums' kernels per (periodic
   stages base head
   step gpu_tests 300 python3 -m pytest -n 4 -m gpu -q -p no:cacheprovider -W ignore::Warning -rs
   forces_batch smol head 64
+elif [ "${1:-single}" = "s42" ]; then  # forty-first session's force kernels (μ, SES end
+  # slopes, chord ends) and fortieth's radial and ionic sums against .gpu/base (git archive
+  # e26c968 pbsolver), alternating, base first; the stage split of both; every GPU test
+  forces_batch mol base_1 64 "$PWD/.gpu/base"; forces_batch mol head_1 64
+  forces_batch mol base_2 64 "$PWD/.gpu/base"; forces_batch mol head_2 64
+  stages base head
+  step gpu_tests 300 python3 -m pytest -n 4 -m gpu -q -p no:cacheprovider -W ignore::Warning -rs
 elif [ "${1:-single}" = "s40b" ]; then  # every GPU test
   step gpu_tests 300 python3 -m pytest -n 4 -m gpu -q -p no:cacheprovider -W ignore::Warning -rs
 elif [ "${1:-single}" = "multi" ]; then
