@@ -202,3 +202,31 @@ def test_force_sensitivity_kernels_compile(cuda):
     for kernel, args in ((F._k_coulomb_sensitivity, mu), (F._k_kappa_sensitivity, kappa)):
         ptx, _ = cuda.compile_ptx(kernel.py_func, _types(args), cc=(9, 0))
         assert ".entry" in ptx
+
+
+def test_coarse_operator_kernels_compile(cuda):
+    # a coarse level's faces (the operator bodies' ``coarse_node`` and ``faces_in_series``, which
+    # reads float32 faces into float64) and its diagonals, with the argument types of
+    # pbsolver.backends.coarse.build_with_kernels
+    import numba
+
+    from pbsolver.backends.cuda import coarse_kernels as K
+
+    f4, f8, i4, i8 = np.float32, np.float64, np.int32, np.int64
+    fine, coarse = z(4 * 5 * 6, dtype=f4), z(2 * 3 * 3, dtype=f8)
+    axis = (z(3, dtype=i8), z(6, dtype=i8), z(6, dtype=i8), z(3, dtype=i4))
+    shape = (4, 5, 6)
+    cases = (
+        (K.coarse_faces, (fine, fine, fine, fine, 1, (coarse,) * 4,
+                          (z(18, dtype=f4),) * 3, *axis, *axis, *axis, shape, (2, 3, 3))),
+        (K.coarse_diagonal, (coarse, coarse, coarse, coarse, z(18, dtype=f4), (2, 3, 3), 4, 5,
+                             1e30)),
+        (K.grid_diagonal, (coarse, coarse, coarse, coarse, z(18, dtype=f4), (2, 3, 3), 0)),
+    )  # fmt: skip
+    for kernel, args in cases:
+        types = tuple(numba.typeof(a) if isinstance(a, tuple) else t
+                      for a, t in zip(args, _types(args), strict=True))  # fmt: skip
+        ptx, _ = cuda.compile_ptx(kernel.py_func, types, cc=(9, 0))
+        assert ".entry" in ptx
+        if kernel is K.coarse_faces:  # one float64 division a pair of faces in series
+            assert "div.rn.f64" in ptx
