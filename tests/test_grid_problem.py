@@ -221,3 +221,33 @@ def test_all_zero_kappa_is_no_salt_and_an_allowed_charge_on_a_node_passes(shape)
     kappa2[3, 3, 3] = 0.5  # salt at the charge's node: refused
     with pytest.raises(pb.InputError, match=r"infinite at node \(3, 3, 3\)"):
         pb.Problem(g, None, phi, 2.0, epsilon_faces=faces, kappa2=kappa2)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_compiled_map_scan_equals_numpy_on_random_corruptions(dtype):
+    # the scan or-s each row's tests without branches (so that it vectorises): every flag must
+    # still see one bad value anywhere, whatever else the maps hold
+    from pbsolver.backends.cpu.validation import scan_maps
+
+    rng = np.random.default_rng(11)
+    shape = (9, 11, 13)
+    bad_values = (np.nan, np.inf, -np.inf, 0.0, -0.0, -1.0)
+    for trial in range(120):
+        faces = [rng.uniform(1.0, 80.0, shape).astype(dtype) for _ in range(3)]
+        phi = rng.normal(size=shape)
+        kappa2 = np.where(rng.random(shape) < 0.5, 0.0, rng.uniform(0.0, 1.0, shape)).astype(dtype)
+        if trial % 4 == 0:
+            kappa2[:] = 0.0
+        maps = [*faces, phi, kappa2]
+        for _ in range(int(rng.integers(0, 3))):
+            node = tuple(int(rng.integers(0, n)) for n in shape)
+            maps[int(rng.integers(0, 5))][node] = bad_values[int(rng.integers(0, 6))]
+        k2 = None if trial % 5 == 0 else kappa2
+        want = {
+            "bad_face": not all(bool(((f > 0) & (f < np.inf)).all()) for f in faces),
+            "phi_nan": bool(np.isnan(phi).any()),
+            "phi_inf": bool(np.isinf(phi).any()),
+            "bad_kappa": k2 is not None and not bool(((k2 >= 0) & (k2 < np.inf)).all()),
+            "some_kappa": k2 is not None and bool((k2 > 0).any()),
+        }
+        assert scan_maps(tuple(faces), phi, k2) == want, trial

@@ -20,24 +20,30 @@ BAD_FACE, PHI_NAN, PHI_INF, BAD_KAPPA, SOME_KAPPA = range(5)
 
 @njit(cache=True, nogil=True, parallel=True)
 def _scan(ex, ey, ez, phi, kappa2, has_kappa, flags):
+    # Each row's tests are or-ed into integers with no branch and no store in the loop, so
+    # that LLVM vectorises it; a plane's flags are written once.
     nx, ny, nz = phi.shape
     for i in prange(nx):
+        bad_face = phi_nan = phi_inf = bad_kappa = some_kappa = 0
         for j in range(ny):
             for k in range(nz):
-                for f in (ex[i, j, k], ey[i, j, k], ez[i, j, k]):
-                    if not (f > 0.0 and f < math.inf):  # NaN fails both
-                        flags[i, BAD_FACE] = 1
+                a, b, c = ex[i, j, k], ey[i, j, k], ez[i, j, k]
+                # a NaN fails "> 0" and "< inf" both
+                good = (a > 0.0) & (a < math.inf) & (b > 0.0) & (b < math.inf)
+                bad_face |= not (good & (c > 0.0) & (c < math.inf))
                 p = phi[i, j, k]
-                if p != p:
-                    flags[i, PHI_NAN] = 1
-                elif p == math.inf or p == -math.inf:
-                    flags[i, PHI_INF] = 1
-                if has_kappa:
+                phi_nan |= p != p
+                phi_inf |= abs(p) == math.inf
+            if has_kappa:
+                for k in range(nz):
                     q = kappa2[i, j, k]
-                    if not (q >= 0.0 and q < math.inf):
-                        flags[i, BAD_KAPPA] = 1
-                    elif q > 0.0:
-                        flags[i, SOME_KAPPA] = 1
+                    bad_kappa |= not ((q >= 0.0) & (q < math.inf))
+                    some_kappa |= q > 0.0
+        flags[i, BAD_FACE] = bad_face
+        flags[i, PHI_NAN] = phi_nan
+        flags[i, PHI_INF] = phi_inf
+        flags[i, BAD_KAPPA] = bad_kappa
+        flags[i, SOME_KAPPA] = some_kappa
 
 
 def scan_maps(faces, phi, kappa2=None) -> dict:
