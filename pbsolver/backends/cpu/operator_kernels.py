@@ -20,7 +20,7 @@ import numpy as np
 from numba import njit, prange
 
 from pbsolver.backends.bodies.operator import FACE_MAPS
-from pbsolver.backends.cpu.kernels import B, ordered_sum, stencil_indices, unknown
+from pbsolver.backends.cpu.kernels import B, ordered_sum
 
 _JIT = {"cache": True, "nogil": True, "boundscheck": False}
 
@@ -63,6 +63,28 @@ def residual_at(x, b, e0, e1, e2, mode, k2, has_k2, hx2, hy2, hz2, i, j, k, im, 
     return B.residual(s, d, np.float64(x[i, j, k]))
 
 
+@njit(**_JIT, inline="always")
+def _residual_row(x, b, e0, e1, e2, mode, k2, has_k2, hx2, hy2, hz2, i, j, periodic, row):
+    """``row[k]`` = b − A x at node (i, j, k) of an unknown row, 0 on its fixed ends.
+
+    The inner nodes get their neighbours k ± 1 without a wrap, so that the loop vectorises;
+    the two ends are wrapped (periodic) or fixed (Dirichlet).
+    """
+    nx, ny, nz = x.shape
+    im, ip = B.neighbours(i, nx)
+    jm, jp = B.neighbours(j, ny)
+    for k in range(1, nz - 1):
+        row[k] = residual_at(x, b, e0, e1, e2, mode, k2, has_k2, hx2, hy2, hz2, i, j, k, im,
+                             ip, jm, jp, k - 1, k + 1)  # fmt: skip
+    for k in (0, nz - 1):
+        if periodic:
+            km, kp = B.neighbours(k, nz)
+            row[k] = residual_at(x, b, e0, e1, e2, mode, k2, has_k2, hx2, hy2, hz2, i, j, k,
+                                 im, ip, jm, jp, km, kp)  # fmt: skip
+        else:
+            row[k] = 0.0
+
+
 @njit(**_JIT, parallel=True)
 def residual_and_sumsq(x, b, e0, e1, e2, mode, k2, has_k2, hx2, hy2, hz2, out, periodic):
     """``out = b − A x`` on the unknowns (zero on fixed nodes) and :func:`residual_sumsq`'s total.
@@ -71,19 +93,22 @@ def residual_and_sumsq(x, b, e0, e1, e2, mode, k2, has_k2, hx2, hy2, hz2, out, p
     in the order :func:`residual_sumsq` adds them: the same total, bit for bit.
     """
     nx, ny, nz = x.shape
+    lo = 0 if periodic else 1
     partial = np.zeros(nx, dtype=np.float64)
     for i in prange(nx):
+        row = np.empty(nz)
         acc = 0.0
         for j in range(ny):
-            for k in range(nz):
-                if not unknown(i, j, k, nx, ny, nz, periodic):
+            if not (lo <= i < nx - lo and lo <= j < ny - lo):
+                for k in range(nz):
                     out[i, j, k] = 0
-                    continue
-                im, ip, jm, jp, km, kp = stencil_indices(i, j, k, nx, ny, nz)
-                r = residual_at(x, b, e0, e1, e2, mode, k2, has_k2, hx2, hy2, hz2, i, j, k,
-                                im, ip, jm, jp, km, kp)  # fmt: skip
-                out[i, j, k] = r
-                acc += r * r
+                continue
+            _residual_row(x, b, e0, e1, e2, mode, k2, has_k2, hx2, hy2, hz2, i, j, periodic,
+                          row)  # fmt: skip
+            for k in range(nz):
+                out[i, j, k] = row[k]
+            for k in range(nz):  # in k order (a fixed end adds 0.0: no change)
+                acc += row[k] * row[k]
         partial[i] = acc
     return ordered_sum(partial)
 
@@ -104,15 +129,45 @@ def residual_sumsq(x, b, e0, e1, e2, mode, k2, has_k2, hx2, hy2, hz2, periodic):
     lo = 0 if periodic else 1
     partial = np.zeros(nx, dtype=np.float64)
     for i in prange(lo, nx - lo):
+        row = np.empty(nz)
         acc = 0.0
         for j in range(lo, ny - lo):
-            for k in range(lo, nz - lo):
-                im, ip, jm, jp, km, kp = stencil_indices(i, j, k, nx, ny, nz)
-                r = residual_at(x, b, e0, e1, e2, mode, k2, has_k2, hx2, hy2, hz2, i, j, k,
-                                im, ip, jm, jp, km, kp)  # fmt: skip
-                acc += r * r
+            _residual_row(x, b, e0, e1, e2, mode, k2, has_k2, hx2, hy2, hz2, i, j, periodic,
+                          row)  # fmt: skip
+            for k in range(nz):
+                acc += row[k] * row[k]
         partial[i] = acc
     return ordered_sum(partial)
+
+
+@njit(**_JIT, inline="always")
+def _assemble_node(phi_c, e0, e1, e2, mode, k2, has_k2, eps_c, hx2, hy2, hz2, b, stencil, cx, cy,
+                   cz, diag, i, j, k, im, ip, jm, jp, km, kp, inside):  # fmt: skip
+    """:func:`assemble` at node (i, j, k), its neighbours given (``inside``: an unknown)."""
+    fxm, fxp, fym, fyp, fzm, fzp = faces_at(e0, e1, e2, mode, i, j, k, im, ip, jm, jp, km, kp)
+    if stencil:
+        cxp, cyp, czp = fxp / hx2, fyp / hy2, fzp / hz2
+        cx[i, j, k] = cxp
+        cy[i, j, k] = cyp
+        cz[i, j, k] = czp
+        if inside:
+            d = B.diagonal_sum(fxm / hx2, cxp, fym / hy2, cyp, fzm / hz2, czp)
+            if has_k2:
+                d += np.float64(k2[i, j, k])
+            diag[i, j, k] = d
+        else:
+            diag[i, j, k] = 1.0
+    if not inside:
+        b[i, j, k] = 0.0
+        return
+    kk = np.float64(k2[i, j, k]) if has_k2 else 0.0
+    b[i, j, k] = B.rhs_node(
+        np.float64(phi_c[i, j, k]), eps_c,
+        fxm, np.float64(phi_c[im, j, k]), fxp, np.float64(phi_c[ip, j, k]),
+        fym, np.float64(phi_c[i, jm, k]), fyp, np.float64(phi_c[i, jp, k]),
+        fzm, np.float64(phi_c[i, j, km]), fzp, np.float64(phi_c[i, j, kp]),
+        hx2, hy2, hz2, kk,
+    )  # fmt: skip
 
 
 @njit(**_JIT, parallel=True)
@@ -123,36 +178,23 @@ def assemble(phi_c, e0, e1, e2, mode, k2, has_k2, eps_c, hx2, hy2, hz2, periodic
     ``b`` gets :func:`~pbsolver.backends.bodies.operator.rhs_node` on the unknowns, zero on
     fixed nodes. With ``stencil``: ``cx, cy, cz`` (any float dtype) get each node's +x, +y,
     +z face coefficient on every node, ``diag`` the float64 sum of the six plus κ̄² rounded
-    once to its dtype on the unknowns, 1 on fixed nodes.
+    once to its dtype on the unknowns, 1 on fixed nodes. A row's inner nodes get their
+    neighbours k ± 1 without a wrap (so that the loop vectorises), its two ends wrapped.
     """
     nx, ny, nz = phi_c.shape
+    lo = 0 if periodic else 1
     for i in prange(nx):
+        im, ip = B.neighbours(i, nx)
         for j in range(ny):
-            for k in range(nz):
-                im, ip, jm, jp, km, kp = stencil_indices(i, j, k, nx, ny, nz)
-                fxm, fxp, fym, fyp, fzm, fzp = faces_at(e0, e1, e2, mode, i, j, k, im, ip, jm,
-                                                        jp, km, kp)  # fmt: skip
-                inside = unknown(i, j, k, nx, ny, nz, periodic)
-                if stencil:
-                    cxp, cyp, czp = fxp / hx2, fyp / hy2, fzp / hz2
-                    cx[i, j, k] = cxp
-                    cy[i, j, k] = cyp
-                    cz[i, j, k] = czp
-                    if inside:
-                        d = B.diagonal_sum(fxm / hx2, cxp, fym / hy2, cyp, fzm / hz2, czp)
-                        if has_k2:
-                            d += np.float64(k2[i, j, k])
-                        diag[i, j, k] = d
-                    else:
-                        diag[i, j, k] = 1.0
-                if not inside:
-                    b[i, j, k] = 0.0
-                    continue
-                kk = np.float64(k2[i, j, k]) if has_k2 else 0.0
-                b[i, j, k] = B.rhs_node(
-                    np.float64(phi_c[i, j, k]), eps_c,
-                    fxm, np.float64(phi_c[im, j, k]), fxp, np.float64(phi_c[ip, j, k]),
-                    fym, np.float64(phi_c[i, jm, k]), fyp, np.float64(phi_c[i, jp, k]),
-                    fzm, np.float64(phi_c[i, j, km]), fzp, np.float64(phi_c[i, j, kp]),
-                    hx2, hy2, hz2, kk,
-                )  # fmt: skip
+            jm, jp = B.neighbours(j, ny)
+            row_inside = lo <= i < nx - lo and lo <= j < ny - lo
+            for k in range(1, nz - 1):
+                _assemble_node(phi_c, e0, e1, e2, mode, k2, has_k2, eps_c, hx2, hy2, hz2, b,
+                               stencil, cx, cy, cz, diag, i, j, k, im, ip, jm, jp, k - 1, k + 1,
+                               row_inside)  # fmt: skip
+            ends_inside = row_inside and periodic
+            for k in (0, nz - 1):
+                km, kp = B.neighbours(k, nz)
+                _assemble_node(phi_c, e0, e1, e2, mode, k2, has_k2, eps_c, hx2, hy2, hz2, b,
+                               stencil, cx, cy, cz, diag, i, j, k, im, ip, jm, jp, km, kp,
+                               ends_inside)  # fmt: skip
