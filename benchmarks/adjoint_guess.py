@@ -29,6 +29,31 @@ import pbsolver as pb  # noqa: E402
 from pbsolver.forces import adjoint_source  # noqa: E402
 from pbsolver.forces.adjoint import adjoint_solve  # noqa: E402
 
+#: The maps of both frames.
+OPTIONS = {"surface": "mol", "ionic_strength": 0.15}
+
+
+def frame_pair(pqr, lag, spacing):
+    """Frames 0 and ``lag`` of ``pqr``'s atoms along the benchmarks' trajectory, frame 0's grid.
+
+    Returns ``(first, last, grid)``: two copies of the atoms at those frames' positions and the
+    grid :meth:`pbsolver.Problem.from_atoms` places around the first (:data:`OPTIONS`).
+    """
+    atoms = pb.read_pqr(pqr)
+    frames = frames_of(atoms, lag + 1, drift=0.005, wiggle=0.01)
+    first, last = copy.copy(atoms), copy.copy(atoms)
+    first.positions, last.positions = frames[0], frames[lag]
+    grid = pb.Problem.from_atoms(first, spacing=spacing, **OPTIONS).grid
+    return first, last, grid
+
+
+def zero_outer_layer(x):
+    """``x`` with its six outer planes set to 0, in place (λ's values there)."""
+    for axis in range(3):
+        for end in (0, -1):
+            x[(slice(None),) * axis + (end,)] = 0.0
+    return x
+
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -39,24 +64,16 @@ def main(argv=None):
     p.add_argument("--lag", type=int, default=31)
     args = p.parse_args(argv)
 
-    atoms = pb.read_pqr(args.pqr)
-    frames = frames_of(atoms, args.lag + 1, drift=0.005, wiggle=0.01)
-    first, last = copy.copy(atoms), copy.copy(atoms)
-    first.positions, last.positions = frames[0], frames[args.lag]
-    options = {"surface": "mol", "ionic_strength": 0.15}
-    grid = pb.Problem.from_atoms(first, spacing=args.spacing, **options).grid
-    problem_first = pb.Problem.from_atoms(first, grid=grid, **options)
-    problem = pb.Problem.from_atoms(last, grid=grid, **options)
+    first, last, grid = frame_pair(args.pqr, args.lag, args.spacing)
+    problem_first = pb.Problem.from_atoms(first, grid=grid, **OPTIONS)
+    problem = pb.Problem.from_atoms(last, grid=grid, **OPTIONS)
     solver = pb.Solver(method=args.method, rtol=1e-6)
     lam_first, _ = adjoint_solve(problem_first, adjoint_source(first, grid), solver)
     forward = solver.solve(problem)
     source = adjoint_source(last, grid)
     c = 0.5 * float(np.prod(grid.spacing)) / (4 * np.pi * pb.COULOMB_KJ)
     phic = np.where(np.isfinite(problem.phi_coulomb), problem.phi_coulomb, 0.0)
-    guess = c * (np.asarray(forward.phi_rf) + phic)
-    for axis in range(3):
-        for end in (0, -1):
-            guess[(slice(None),) * axis + (end,)] = 0.0
+    guess = zero_outer_layer(c * (np.asarray(forward.phi_rf) + phic))
     print(f"{Path(args.pqr).name}: grid {grid.shape}, h {args.spacing} Å, {args.method}, frame "
           f"{args.lag} of the trajectory; forward solve from zero: {forward.iterations} "
           "iterations")  # fmt: skip

@@ -25,7 +25,6 @@ frames (a control variate: λ_0 + u_lag − u_0).
 from __future__ import annotations
 
 import argparse
-import copy
 import sys
 import time
 from pathlib import Path
@@ -37,7 +36,7 @@ HERE = Path(__file__).resolve()
 sys.path.append(str(HERE.parents[2]))  # an installed or PYTHONPATH tree first
 sys.path.insert(0, str(HERE.parents[1]))
 
-from trajectory import frames_of  # noqa: E402
+from adjoint_guess import OPTIONS, frame_pair, zero_outer_layer  # noqa: E402
 
 import pbsolver as pb  # noqa: E402
 from pbsolver.forces import adjoint_source  # noqa: E402
@@ -97,13 +96,6 @@ def lattice_correction(atoms, grid, green, reach, eps_in):
     return out
 
 
-def zero_outer_layer(x):
-    for axis in range(3):
-        for end in (0, -1):
-            x[(slice(None),) * axis + (end,)] = 0.0
-    return x
-
-
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--pqr", default=str(HERE.parents[2] / "data" / "1lpb_chainA.pqr"))
@@ -113,13 +105,8 @@ def main(argv=None):
     p.add_argument("--reach", type=int, default=3, help="D_a's half-width, nodes")
     args = p.parse_args(argv)
 
-    atoms = pb.read_pqr(args.pqr)
-    frames = frames_of(atoms, args.lag + 1, drift=0.005, wiggle=0.01)
-    first, last = copy.copy(atoms), copy.copy(atoms)
-    first.positions, last.positions = frames[0], frames[args.lag]
-    options = {"surface": "mol", "ionic_strength": 0.15}
+    first, last, grid = frame_pair(args.pqr, args.lag, args.spacing)
     eps_in = pb.PhysicsOptions().eps_in
-    grid = pb.Problem.from_atoms(first, spacing=args.spacing, **options).grid
     forward = pb.Solver(method="multigrid", rtol=1e-6)
     solver = pb.Solver(method="multigrid", rtol=args.rtol)
     tight = pb.Solver(method="multigrid", rtol=1e-10)
@@ -134,7 +121,7 @@ def main(argv=None):
     )
 
     def frame(at):
-        problem = pb.Problem.from_atoms(at, grid=grid, **options)
+        problem = pb.Problem.from_atoms(at, grid=grid, **OPTIONS)
         phi_rf = np.asarray(forward.solve(problem).phi_rf)
         phic = np.asarray(problem.phi_coulomb)
         phic = np.where(np.isfinite(phic), phic, 0.0)

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import statistics
-import time
+import sys
+from pathlib import Path
 
 import numpy as np
 
@@ -20,15 +20,9 @@ import pbsolver
 from pbsolver.backends.bodies.operator import FACE_MAPS
 from pbsolver.backends.cpu import operator_kernels as K
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-def median_ms(call, repeat):
-    call()
-    seconds = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        call()
-        seconds.append(time.perf_counter() - t0)
-    return 1e3 * statistics.median(seconds)
+from force_kernels_cpu import median_ms  # noqa: E402
 
 
 def main(argv=None):
