@@ -94,7 +94,9 @@ def make_frame_bodies(jit, fast, add=None):
     def column_candidates(pos, rad, f, x, y, h, cand):
         """Frame f's atoms whose disc reaches the cell of column (x, y), into ``cand``.
 
-        Returns their count, −1 when ``cand`` cannot hold them.
+        In the order of their z (ties in atom order), so that the chords of each of the
+        column's lines come nearly sorted by start and their sort moves little. Returns their
+        count, −1 when ``cand`` cannot hold them.
         """
         m = 0
         for a in range(rad.shape[0]):
@@ -106,7 +108,12 @@ def make_frame_bodies(jit, fast, add=None):
             if dx * dx + dy * dy < r * r:
                 if m >= cand.shape[0]:
                     return -1
-                cand[m] = a
+                z = pos[f, a, 2]
+                p = m
+                while p > 0 and pos[f, cand[p - 1], 2] > z:
+                    cand[p] = cand[p - 1]
+                    p -= 1
+                cand[p] = a
                 m += 1
         return m
 
