@@ -541,10 +541,17 @@ class StackedFrames:
         buf = self._mapped(frames)
         if grid.shape != self.grid.shape or grid.spacing != self.grid.spacing:
             raise InputError(f"{grid} is not a grid of this engine's shape and spacing")
-        xp = self.xp
         rows = slice(0, int(frames) * self.stride)
-        fractions = [xp.clip(f[rows], 0.0, 1.0) for f in (buf.fx, buf.fy, buf.fz)]
-        faces = faces_from_fractions(fractions, self.eps_in, self.eps_out)
+        # The face body in float64 from the stored float32 fractions, one pass a map: the faces
+        # the assembly made (bodies/frame_maps.unlifted_node; the body's snap is its clip)
+        fractions = [f[rows] for f in (buf.fx, buf.fy, buf.fz)]
+        device = self.backend.map_kernels().device_results()
+        if device is not None:
+            faces = tuple(device.faces_from_fractions(f, self.eps_in, self.eps_out)
+                          for f in fractions)  # fmt: skip
+        else:
+            faces = faces_from_fractions([np.asarray(f, dtype=np.float64) for f in fractions],
+                                         self.eps_in, self.eps_out)  # fmt: skip
         # κ̄² as the assembly wrote it (bodies/frame_maps.unlifted_node: the hierarchy's input)
         kappa2 = buf.unl[3][rows] if self.kappa > 0 else None
         stack = Grid((int(frames) * self.stride, *grid.shape[1:]), spacing=grid.spacing,
