@@ -27,6 +27,7 @@ stages() {  # stages TREE...: the stage split of a batch's exact forces ("mol", 
   # each tree: "head" this one, another name .gpu/NAME
   for t in "$@"; do
     P=/tmp/site:$PWD; [ "$t" = head ] || P=/tmp/site:$PWD/.gpu/$t
+    [ "$t" = head ] || [ -e "$PWD/.gpu/$t/data" ] || ln -s "$PWD/data" "$PWD/.gpu/$t/data"
     PYTHONPATH=$P step "stages_mol_$t" 100 python3 benchmarks/stacked_forces_stages.py \
       --pqr data/1lpb_chainA.pqr --surface mol --batch 32 --batches 2 --warmup 2 \
       --json "$R/stages_mol_$t.json"
@@ -524,6 +525,7 @@ elif [ "${1:-single}" = "s36" ]; then  # thirty-sixth session: the radial sums i
     -W ignore::Warning -rs $([ "${TESTS}" = 1 ] || echo "${TESTS}")
   for t in ${RADIAL:-} head; do
     P=/tmp/site:$PWD; [ "$t" = head ] || P=/tmp/site:$PWD/.gpu/$t
+    [ "$t" = head ] || [ -e "$PWD/.gpu/$t/data" ] || ln -s "$PWD/data" "$PWD/.gpu/$t/data"
     PYTHONPATH=$P step "radial_$t" 60 python3 benchmarks/radial_sums_gpu.py --json "$R/radial_$t.json"
   done
   for s in ${STAGES:-}; do  # each stage of a batch's exact forces, the device idle around it
@@ -585,6 +587,17 @@ elif [ "${1:-single}" = "s42" ]; then  # forty-first session's force kernels (μ
   forces_batch mol base_2 64 "$PWD/.gpu/base"; forces_batch mol head_2 64
   stages base head
   step gpu_tests 300 python3 -m pytest -n 4 -m gpu -q -p no:cacheprovider -W ignore::Warning -rs
+elif [ "${1:-single}" = "s43" ]; then  # every GPU test; the stage split with .gpu/base (git
+  # archive f8a5614 pbsolver) and this tree (the stack's Problem in one pass a face map)
+  step gpu_tests 300 python3 -m pytest -n 4 -m gpu -q -p no:cacheprovider -W ignore::Warning -rs
+  stages base head
+  forces_batch mol head 64
+elif [ "${1:-single}" = "s43b" ]; then  # the stacked memory estimate's GPU test; the stage
+  # split and issue 19's ratio with .gpu/base (git archive f8a5614 pbsolver) and this tree
+  step memory_tests 120 python3 -m pytest -n 0 -m gpu -q -p no:cacheprovider -W ignore::Warning \
+    tests/test_memory_estimate.py
+  stages base head
+  forces_batch mol base 64 "$PWD/.gpu/base"; forces_batch mol head 64
 elif [ "${1:-single}" = "s40b" ]; then  # every GPU test
   step gpu_tests 300 python3 -m pytest -n 4 -m gpu -q -p no:cacheprovider -W ignore::Warning -rs
 elif [ "${1:-single}" = "multi" ]; then

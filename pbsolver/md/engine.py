@@ -75,6 +75,11 @@ STACKED_BYTES_PER_NODE = 250
 STACKED_EXACT_BYTES_PER_NODE = {"host": 380, "gpu": 470}
 #: … and, once a batch, the calculator's last fields and the terms' one-frame arrays.
 STACKED_EXACT_ONCE_PER_NODE = {"host": 80, "gpu": 250}
+#: Bytes a batch needs whatever its grid: on a GPU the driver hands out memory in 2 MiB pages
+#: and the per-atom and per-frame arrays do not grow with the grid (two batches of B = 2 of the
+#: peptide's 95,817-node grid took 2.4 MB (energies) and 9.7 MB (exact forces) beyond the
+#: per-node figures on an H100: ``tests/test_memory_estimate.py``, gpu); the host's are in them.
+STACKED_BATCH_FIXED_BYTES = {"host": 0, "gpu": 16 * 2**20}
 
 
 @dataclasses.dataclass
@@ -279,11 +284,11 @@ class StackedFrames:
     def batch_bytes(self, frames: int, exact: bool = False) -> int:
         """Estimated bytes of a batch of ``frames`` frames.
 
-        :meth:`frame_bytes` each, and :data:`STACKED_EXACT_ONCE_PER_NODE` a node once where
-        exact forces follow.
+        :meth:`frame_bytes` each, :data:`STACKED_EXACT_ONCE_PER_NODE` a node once where
+        exact forces follow, and :data:`STACKED_BATCH_FIXED_BYTES`.
         """
         once = STACKED_EXACT_ONCE_PER_NODE[self.memory] * self.grid.size if exact else 0
-        return int(frames) * self.frame_bytes(exact) + once
+        return int(frames) * self.frame_bytes(exact) + once + STACKED_BATCH_FIXED_BYTES[self.memory]
 
     def _frames_in(self, nbytes: int, exact: bool) -> int:
         """How many frames a batch of :meth:`batch_bytes` at most ``nbytes`` holds (maybe 0)."""
@@ -328,6 +333,8 @@ class StackedFrames:
         hint = (f"pass at most {fit:,} frames a call" if fit > 0 else
                 "not one frame fits: use a coarser spacing or a smaller margin")  # fmt: skip
         once = f" + {STACKED_EXACT_ONCE_PER_NODE[self.memory]} bytes a node once" if exact else ""
+        fixed = STACKED_BATCH_FIXED_BYTES[self.memory]
+        once += f" + {fixed / 2**20:g} MiB a batch" if fixed else ""
         shape = "×".join(str(n) for n in self.grid.shape)
         check_bytes(
             self.batch_bytes(frames, exact),
