@@ -46,9 +46,10 @@ def main(argv=None):
         t0 = time.perf_counter()
         kernels.ion(cov, pos, rad, nx, ny, nz, stride, origin, h, 4)
         times.append(time.perf_counter() - t0)
-    print(f"{pb.__file__.rsplit('/pbsolver/', 1)[0].rsplit('/', 1)[-1] or '.'}: grid "
-          f"{nx}x{ny}x{nz}, {nf} frames: median {statistics.median(times):.4f} s "
-          f"(min {min(times):.4f}), coverage sha256 {hashlib.sha256(cov.tobytes()).hexdigest()[:16]}")  # fmt: skip
+    tree = pb.__file__.rsplit("/pbsolver/", 1)[0].rsplit("/", 1)[-1] or "."
+    digest = hashlib.sha256(cov.tobytes()).hexdigest()[:16]
+    print(f"{tree}: grid {nx}x{ny}x{nz}, {nf} frames: median {statistics.median(times):.4f} s "
+          f"(min {min(times):.4f}), coverage sha256 {digest}")  # fmt: skip
 
 
 if __name__ == "__main__":
