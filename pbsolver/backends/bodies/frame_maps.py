@@ -166,8 +166,8 @@ def make_frame_bodies(jit, fast, add=None):
             """:func:`column_line`, each chord also kept as it was cut: (u, v, chords, merged).
 
             Chord c (in the candidates' order) runs from ``lo[c]`` to ``hi[c]`` and belongs to
-            atom ``atoms[c]``; ``starts``/``ends`` hold the merged intervals, whose every end is
-            one of those chords' own, copied.
+            candidate ``atoms[c]`` (atom ``cand[atoms[c]]``); ``starts``/``ends`` hold the merged
+            intervals, whose every end is one of those chords' own, copied.
             """
             u, v = column_line_place(x, y, sa, sb, subs, h)
             n = 0
@@ -176,13 +176,13 @@ def make_frame_bodies(jit, fast, add=None):
                 grown = chord(starts, ends, n, pos[f, a, 0] - u, pos[f, a, 1] - v, pos[f, a, 2],
                               rad[a])  # fmt: skip
                 if grown > n:
-                    lo[n], hi[n], atoms[n] = starts[n], ends[n], a
+                    lo[n], hi[n], atoms[n] = starts[n], ends[n], c  # the candidate, not the atom
                 n = grown
             return u, v, n, sort_merge(starts, ends, n)
 
         @jit
         def ion_column_ends(grad, sens, pos, rad, item, nx, ny, nz, stride, origin, h, subs,
-                            starts, ends, cand, lo, hi, atoms):  # fmt: skip
+                            starts, ends, cand, lo, hi, atoms, acc):  # fmt: skip
             """Σ sens[cell]/h_z · (slope of the cell's covered length) of ``item``'s chord ends.
 
             The lines, chords and merged intervals of :func:`ion_column`; each end inside the
@@ -191,9 +191,10 @@ def make_frame_bodies(jit, fast, add=None):
             (``lo``, ``hi``, ``atoms``: :func:`column_line_chords`; the end is one of them,
             copied, so the nearest is the first that equals it, in the candidates' order), as
             :func:`pbsolver.backends.bodies.line_ends.sphere_end_body` gives its slope (a
-            grazing chord, w ≤ GRAZE·r, has none). Added with ``add`` to row f·N + atom of
-            ``grad`` (B·N, 3); ``sens`` is the stack's (frame f on planes f·stride …).
-            Returns 1 on overflow.
+            grazing chord, w ≤ GRAZE·r, has none). Summed a candidate at a time in ``acc``
+            (CAP × 3 scratch) and added with ``add`` to row f·N + atom of ``grad`` (B·N, 3) once
+            a candidate, after the column's lines: one atomic add a (column, atom), not one an
+            end. ``sens`` is the stack's (frame f on planes f·stride …). Returns 1 on overflow.
             """
             f, i, j, x, y = column_place(item, nx, ny, origin, h)
             m = column_candidates(pos, rad, f, x, y, h, cand)
@@ -202,6 +203,10 @@ def make_frame_bodies(jit, fast, add=None):
             hz = h[2]
             t0 = origin[f, 2] - 0.5 * hz
             row0 = f * pos.shape[1]
+            for c in range(m):  # the column's sums a candidate, added once at the end
+                acc[c, 0] = 0.0
+                acc[c, 1] = 0.0
+                acc[c, 2] = 0.0
             for sa in range(subs):
                 for sb in range(subs):
                     u, v, cut, n = column_line_chords(pos, rad, f, x, y, sa, sb, subs, h, cand,
@@ -220,14 +225,20 @@ def make_frame_bodies(jit, fast, add=None):
                                 best, found = miss, atoms[c]
                         if found < 0:
                             continue
-                        du = pos[f, found, 0] - u
-                        dv = pos[f, found, 1] - v
-                        w = chord_half(du, dv, rad[found])
-                        if w > GRAZE * rad[found]:
+                        a = cand[found]
+                        du = pos[f, a, 0] - u
+                        dv = pos[f, a, 1] - v
+                        w = chord_half(du, dv, rad[a])
+                        if w > GRAZE * rad[a]:
                             s = sens[f * stride + i, j, k] / hz
-                            add(grad, row0 + found, 0, -s * du / w)
-                            add(grad, row0 + found, 1, -s * dv / w)
-                            add(grad, row0 + found, 2, s * (2.0 * side - 1.0))
+                            acc[found, 0] -= s * du / w
+                            acc[found, 1] -= s * dv / w
+                            acc[found, 2] += s * (2.0 * side - 1.0)
+            for c in range(m):
+                if acc[c, 0] != 0.0 or acc[c, 1] != 0.0 or acc[c, 2] != 0.0:
+                    add(grad, row0 + cand[c], 0, acc[c, 0])
+                    add(grad, row0 + cand[c], 1, acc[c, 1])
+                    add(grad, row0 + cand[c], 2, acc[c, 2])
             return 0
 
     @jit
