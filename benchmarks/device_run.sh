@@ -593,11 +593,17 @@ elif [ "${1:-single}" = "s43" ]; then  # every GPU test; the stage split with .g
   stages base head
   forces_batch mol head 64
 elif [ "${1:-single}" = "s43b" ]; then  # the stacked memory estimate's GPU test; the stage
-  # split and issue 19's ratio with .gpu/base (git archive f8a5614 pbsolver) and this tree
+  # split with .gpu/base (git archive f8a5614 pbsolver), this tree and .gpu/var (this tree with
+  # the ionic column sums added a candidate at a time); issue 19's ratio with base and this tree
   step memory_tests 120 python3 -m pytest -n 0 -m gpu -q -p no:cacheprovider -W ignore::Warning \
     tests/test_memory_estimate.py
-  stages base head
+  stages base head var
   forces_batch mol base 64 "$PWD/.gpu/base"; forces_batch mol head 64
+elif [ "${1:-single}" = "s43c" ]; then  # the ionic column sums a candidate at a time, now in
+  # this tree: issue 19's ratio, and the GPU tests of the forces and the stacked SES engine
+  forces_batch mol head 64
+  step gpu_tests 240 python3 -m pytest -n 4 -m gpu -q -p no:cacheprovider -W ignore::Warning \
+    tests/test_forces.py tests/test_frames_ses.py tests/test_frames.py
 elif [ "${1:-single}" = "s40b" ]; then  # every GPU test
   step gpu_tests 300 python3 -m pytest -n 4 -m gpu -q -p no:cacheprovider -W ignore::Warning -rs
 elif [ "${1:-single}" = "multi" ]; then
