@@ -75,10 +75,11 @@ STACKED_BYTES_PER_NODE = 250
 STACKED_EXACT_BYTES_PER_NODE = {"host": 380, "gpu": 470}
 #: … and, once a batch, the calculator's last fields and the terms' one-frame arrays.
 STACKED_EXACT_ONCE_PER_NODE = {"host": 80, "gpu": 250}
-#: Bytes a batch needs whatever its grid: on a GPU the driver hands out memory in 2 MiB pages
-#: and the per-atom and per-frame arrays do not grow with the grid (two batches of B = 2 of the
-#: peptide's 95,817-node grid took 2.4 MB (energies) and 9.7 MB (exact forces) beyond the
-#: per-node figures on an H100: ``tests/test_memory_estimate.py``, gpu); the host's are in them.
+#: Bytes a batch needs whatever its grid: on a GPU the driver hands out memory in pages (the
+#: peaks measured were whole MiB) and the per-atom and per-frame arrays do not grow with the
+#: grid. Two batches of B = 2 of the peptide's 95,817-node grid took 2.4 MB (energies) and 9.7 MB
+#: (exact forces) beyond the per-node figures on an H100 (``tests/test_memory_estimate.py``,
+#: gpu). The host's figures, traced, already hold theirs.
 STACKED_BATCH_FIXED_BYTES = {"host": 0, "gpu": 16 * 2**20}
 
 
