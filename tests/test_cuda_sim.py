@@ -666,7 +666,8 @@ def check_force_radial_sums():
 
     The terms are float32 on both devices (relative coordinates, float64 totals), so the CUDA
     sums are held to the CPU loops' tolerance. 200 nodes in chunks of two shared-memory tiles
-    (the last part-full), SUM_THREADS + 5 centres in two blocks (the last part-full); then
+    (the last part-full), SUM_CENTRES · SUM_THREADS + 5 centres in two blocks (the last
+    part-full, its second centres none); then
     three frames of their own nodes and centres (one frame with none of either) in one launch,
     against each frame summed alone.
     """
@@ -676,7 +677,7 @@ def check_force_radial_sums():
     from pbsolver.backends.cuda import forces as gpu
 
     rng = ctx().rng
-    n = gpu.SUM_THREADS + 5
+    n = gpu.SUM_CENTRES * gpu.SUM_THREADS + 5
     centres = 40.0 + rng.uniform(-3.0, 3.0, (n, 3))
     radii = rng.uniform(1.0, 2.0, n)
     box = (9.0, 8.5, 10.0)

@@ -1,8 +1,8 @@
 """numba-cuda loops of the force sums (bodies in :mod:`pbsolver.backends.bodies.forces`).
 
 The CUDA twins of :func:`pbsolver.backends.cpu.forces.coulomb_sums` and
-:func:`~pbsolver.backends.cpu.forces.debye_huckel_sums` (:func:`radial_sums`: a thread a
-centre, the nodes cut into chunks that blocks read in shared-memory tiles, float32 terms as on
+:func:`~pbsolver.backends.cpu.forces.debye_huckel_sums` (:func:`radial_sums`: two centres a
+thread, the nodes cut into chunks that blocks read in shared-memory tiles, float32 terms as on
 the CPU, each chunk's sums kept apart and added in a fixed order, so the result does not depend
 on scheduling); and of
 :func:`~pbsolver.backends.cpu.forces.coulomb_sensitivity` and
@@ -24,7 +24,7 @@ from pbsolver.arrays import array_module, to_numpy
 from pbsolver.backends.bodies import forces as B
 from pbsolver.backends.cuda.device import launch_on_legacy_stream as launch
 from pbsolver.backends.cuda.kernels import B as OPERATOR
-from pbsolver.backends.launch_sizes import FINISH_THREADS, THREADS, simulated
+from pbsolver.backends.launch_sizes import THREADS, simulated
 
 _dev = cuda.jit(device=True)
 # the radial sums' terms in float32 with approximate arithmetic, as the CPU forms them (its
@@ -136,13 +136,15 @@ def grid_nodes(field, origin, spacing, stride=None):
     return points, flat[idx].astype(xp.float64)
 
 
-#: Threads (= centres) a block of the radial sums; their nodes go by in shared-memory tiles of as
-#: many.
-SUM_THREADS = FINISH_THREADS
+#: Threads a block of the radial sums; their nodes go by in shared-memory tiles of as many.
+SUM_THREADS = 32 if simulated() else 128
+#: Centres a thread of the radial sums (the kernel is written for two): each node read from the
+#: tile serves both, so a tile's shared-memory loads and loop steps are shared by two terms.
+SUM_CENTRES = 2
 #: Blocks the radial sums aim for (the node list is cut into as many chunks as it takes to
-#: reach this count with the centres' blocks, four a multiprocessor on an H200); each chunk's
+#: reach this count with the centres' blocks, eight a multiprocessor on an H200); each chunk's
 #: sums are kept apart and added in a fixed order, so the result depends on the sizes only.
-SUM_BLOCKS = 8 if simulated() else 528
+SUM_BLOCKS = 8 if simulated() else 1056
 #: The radial sums' shared-memory tile rows start on 16 bytes, so that a node is one vector
 #: load (numba's simulator takes no alignment).
 TILE_ALIGNMENT = None if simulated() else 16
@@ -151,12 +153,13 @@ TILE_ALIGNMENT = None if simulated() else 16
 def _make_radial_sums(periodic, mdh):
     """The radial sums' kernel with ``periodic`` and ``mdh`` fixed (their branches compiled out).
 
-    Thread t of block (b, y, f) holds frame f = ``blockIdx.z``'s centre
-    ``centre_start[f] + b·SUM_THREADS + t`` and adds the nodes of chunk y (``chunk`` of them,
-    from ``node_start[f]``), read in shared-memory tiles of SUM_THREADS nodes, one row of
-    (x, y, z, w) a node, that every thread of the block reads; float32 terms (coordinates
-    relative to a point near the centres) summed in float32 over a tile and in float64 over the
-    tiles. Its three sums go to ``partial[y, i]``: the caller adds the chunks in order.
+    Thread t of block (b, y, f) holds frame f = ``blockIdx.z``'s centres
+    i = ``centre_start[f] + b·SUM_CENTRES·SUM_THREADS + t`` and i + SUM_THREADS, and adds the
+    nodes of chunk y (``chunk`` of them, from ``node_start[f]``), read in shared-memory tiles of
+    SUM_THREADS nodes, one row of (x, y, z, w) a node, that every thread of the block reads;
+    float32 terms (coordinates relative to a point near the centres) summed in float32 over a
+    tile and in float64 over the tiles. Each centre's three sums go to ``partial[y, i]``: the
+    caller adds the chunks in order.
     """
 
     @cuda.jit(fastmath=True)
@@ -165,16 +168,21 @@ def _make_radial_sums(periodic, mdh):
         f = cuda.blockIdx.z
         t = cuda.threadIdx.x
         first, last = centre_start[f], centre_start[f + 1]
-        i = first + cuda.blockIdx.x * SUM_THREADS + t
+        block_first = first + cuda.blockIdx.x * (SUM_CENTRES * SUM_THREADS)
+        i0 = block_first + t
+        i1 = i0 + SUM_THREADS
         lo = node_start[f] + cuda.blockIdx.y * chunk
         hi = min(node_start[f + 1], lo + chunk)
-        if first + cuda.blockIdx.x * SUM_THREADS >= last or lo >= hi:
+        if block_first >= last or lo >= hi:
             return  # the whole block: a frame with fewer centres or nodes than the launch's most
         # one 16-byte row a node: a thread reads a node in one shared-memory load
         tile = cuda.shared.array((SUM_THREADS, 4), dtype=np.float32, alignment=TILE_ALIGNMENT)
-        c = min(i, last - 1)  # past the frame's last centre: the last again, not written
-        cx, cy, cz, radius = centres[c, 0], centres[c, 1], centres[c, 2], radii[c]
+        c0 = min(i0, last - 1)  # past the frame's last centre: the last again, not written
+        c1 = min(i1, last - 1)
+        ax, ay, az, ra = centres[c0, 0], centres[c0, 1], centres[c0, 2], radii[c0]
+        bx, by, bz, rb = centres[c1, 0], centres[c1, 1], centres[c1, 2], radii[c1]
         gx, gy, gz = 0.0, 0.0, 0.0
+        hx, hy, hz = 0.0, 0.0, 0.0
         for base in range(lo, hi, SUM_THREADS):
             p = base + t
             if p < hi:
@@ -184,21 +192,35 @@ def _make_radial_sums(periodic, mdh):
                 tile[t, 3] = weights[p]
             cuda.syncthreads()
             tx, ty, tz = np.float32(0.0), np.float32(0.0), np.float32(0.0)
+            ux, uy, uz = np.float32(0.0), np.float32(0.0), np.float32(0.0)
             for k in range(min(SUM_THREADS, hi - base)):
                 q = np.uint32(k)  # unsigned: no negative-index wrap-around in the loop
-                fx, fy, fz = _term32(tile[q, 0], tile[q, 1], tile[q, 2], tile[q, 3], cx, cy, cz,
-                                     box, periodic, mdh, radius, kappa, eps_out, inv_c)  # fmt: skip
+                x, y, z, w = tile[q, 0], tile[q, 1], tile[q, 2], tile[q, 3]
+                fx, fy, fz = _term32(x, y, z, w, ax, ay, az, box, periodic, mdh, ra, kappa,
+                                     eps_out, inv_c)  # fmt: skip
                 tx += fx
                 ty += fy
                 tz += fz
+                fx, fy, fz = _term32(x, y, z, w, bx, by, bz, box, periodic, mdh, rb, kappa,
+                                     eps_out, inv_c)  # fmt: skip
+                ux += fx
+                uy += fy
+                uz += fz
             gx += tx
             gy += ty
             gz += tz
+            hx += ux
+            hy += uy
+            hz += uz
             cuda.syncthreads()
-        if i < last:
-            partial[cuda.blockIdx.y, i, 0] = gx
-            partial[cuda.blockIdx.y, i, 1] = gy
-            partial[cuda.blockIdx.y, i, 2] = gz
+        if i0 < last:
+            partial[cuda.blockIdx.y, i0, 0] = gx
+            partial[cuda.blockIdx.y, i0, 1] = gy
+            partial[cuda.blockIdx.y, i0, 2] = gz
+        if i1 < last:
+            partial[cuda.blockIdx.y, i1, 0] = hx
+            partial[cuda.blockIdx.y, i1, 1] = hy
+            partial[cuda.blockIdx.y, i1, 2] = hz
 
     return radial_sums_kernel
 
@@ -240,7 +262,7 @@ def radial_sums(points, weights, centres, box=None, radii=None, kappa=0.0, eps_o
 
     most_centres = int(np.diff(centre_start).max())
     most_nodes = int(np.diff(node_start).max())
-    across = -(-most_centres // SUM_THREADS)
+    across = -(-most_centres // (SUM_CENTRES * SUM_THREADS))
     chunks = max(1, min(-(-most_nodes // SUM_THREADS), -(-SUM_BLOCKS // (across * frames))))
     chunk = -(-most_nodes // chunks)
     partial = xp.zeros((chunks, n, 3))  # a frame's chunks past its nodes add nothing
