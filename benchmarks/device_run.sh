@@ -604,6 +604,9 @@ elif [ "${1:-single}" = "s43c" ]; then  # the ionic column sums a candidate at a
   forces_batch mol head 64
   step gpu_tests 240 python3 -m pytest -n 4 -m gpu -q -p no:cacheprovider -W ignore::Warning \
     tests/test_forces.py tests/test_frames_ses.py tests/test_frames.py
+elif [ "${1:-single}" = "s43d" ]; then  # the radial sums with two centres a thread (.gpu/var2,
+  # this tree's variant) against this tree, alternating, the first run the machine's warm-up
+  stages head var2 head var2
 elif [ "${1:-single}" = "s40b" ]; then  # every GPU test
   step gpu_tests 300 python3 -m pytest -n 4 -m gpu -q -p no:cacheprovider -W ignore::Warning -rs
 elif [ "${1:-single}" = "multi" ]; then
