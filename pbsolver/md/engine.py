@@ -333,16 +333,17 @@ class StackedFrames:
         fit = 0 if avail is None else self._frames_in(avail, exact)
         hint = (f"pass at most {fit:,} frames a call" if fit > 0 else
                 "not one frame fits: use a coarser spacing or a smaller margin")  # fmt: skip
-        once = f" + {STACKED_EXACT_ONCE_PER_NODE[self.memory]} bytes a node once" if exact else ""
+        # the estimate's terms beyond the per-node one (batch_bytes), as the message names them
+        beyond = f" + {STACKED_EXACT_ONCE_PER_NODE[self.memory]} bytes a node once" if exact else ""
         fixed = STACKED_BATCH_FIXED_BYTES[self.memory]
-        once += f" + {fixed / 2**20:g} MiB a batch" if fixed else ""
+        beyond += f" + {fixed / 2**20:g} MiB a batch" if fixed else ""
         shape = "×".join(str(n) for n in self.grid.shape)
         check_bytes(
             self.batch_bytes(frames, exact),
             f"a batch of {frames} frames on the stacked engine ({shape} a frame)",
             device=self.memory, hint=hint,
             detail=f"{self.frame_bytes(exact) // self.grid.size} bytes a node × "
-            f"{self.grid.size:,} nodes × {frames} frames{once}",
+            f"{self.grid.size:,} nodes × {frames} frames{beyond}",
         )  # fmt: skip
 
     def run(self, positions, origins, x0=None, fill_nodes=None, ses_part_of=None,
