@@ -87,8 +87,8 @@ def test_frame_line_end_kernels_compile(cuda):
         ),
         "frame_join_pieces_kernel": (z(nf, 4, 6, 9, 2), 2, whole),
         "frame_ses_slopes_kernel": (
-            whole, z(25, dtype=i8), 0, us, vs, origin, 0.5, 4, pos, vdw, acc, 1.4, 1e-6, 3.0,
-            4.4, *per_line, *nb, z(3, dtype=i8), *arcs, *ends, z(24, dtype=i8), bad,
+            whole, z(25, dtype=i8), z(5, dtype=i8), 0, us, vs, origin, 0.5, 4, pos, vdw, acc,
+            1.4, 1e-6, 3.0, 4.4, *per_line, *nb, z(3, dtype=i8), *arcs, *ends, z(24, dtype=i8), bad,
         ),
         # one frame's SES slopes, whose scratch moved into a device function the frame kernel
         # shares

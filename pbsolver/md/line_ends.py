@@ -75,8 +75,9 @@ def frame_line_ends(backend, nf, nu, nv, record, slopes, *, width, first, axis, 
     ``first``) is recorded again with room for them and :data:`GROWTH_SLACK` more.
     ``recorded``: such a record already made (by the map's own pass), used as the first.
     ``join(rec, pieces, out)`` joins the pieces into whole lines.
-    ``slopes(rec, offsets, out_bin, out_atoms, out_slopes, unmatched, bad)`` launches the end
-    bodies (:mod:`pbsolver.backends.bodies.line_ends`), ``width`` atoms an end. Called inside
+    ``slopes(rec, offsets, busy, out_bin, out_atoms, out_slopes, unmatched, bad)`` launches the
+    end bodies (:mod:`pbsolver.backends.bodies.line_ends`) over the lines ``busy`` (the indices
+    of those that hold an interval; the others have no end), ``width`` atoms an end. Called inside
     the backend's ``stream_context()`` (its arrays are made on the kernels' stream).
 
     The lines run along ``axis``; (iu, iv) are indices of the other two axes' lines (one a grid
@@ -123,7 +124,8 @@ def frame_line_ends(backend, nf, nu, nv, record, slopes, *, width, first, axis, 
     out = (xp.full(n, -1, dtype=np.int64), xp.full((n, width), -1, dtype=np.int64),
            xp.zeros((n, width, 3)))  # fmt: skip
     unmatched = xp.zeros(nf * nl, dtype=np.int64)
-    slopes(rec, offsets, *out, unmatched, bad)
+    busy = xp.flatnonzero(whole.reshape(-1)).astype(np.int64)
+    slopes(rec, offsets, busy, *out, unmatched, bad)
     raised, missed = (int(v) for v in backend.to_host(xp.stack([bad[0], unmatched.sum()])))
     if raised:
         return None

@@ -275,9 +275,9 @@ class FrameSES:
         def join(rec, p, out):
             self._launch(R.join, items(out), rec, p, out)
 
-        def slopes(rec, offsets, *out):
+        def slopes(rec, offsets, busy, *out):
             tol = step * 2.0 ** (-self.nbisect) + 1e-9
-            self._launch(R.slopes, items(rec), rec, offsets, axis, us, vs, last.origin,
+            self._launch(R.slopes, len(busy), rec, offsets, busy, axis, us, vs, last.origin,
                          self.spacing[axis], nbins, *geometry, tol, *reach, last.circ_j,
                          last.geom, last.arc_start, last.arcs, *out,
                          threads=LINE_THREADS)  # fmt: skip

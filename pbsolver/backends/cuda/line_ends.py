@@ -200,28 +200,31 @@ def frame_join_pieces_kernel(rec, pieces, out):
 
 @cuda.jit
 def frame_ses_slopes_kernel(
-    rec, offsets, axis, us, vs, origin, h, nbins, pos, vdw, acc, probe, tol, maxacc, maxreach,
-    bins, bstart, border, ebins, ebstart, eborder, nb_start, nb_index, circ_start, circ_j, geom,
-    arc_start, arcs, out_bin, out_atoms, out_slopes, unmatched, overflow,
+    rec, offsets, busy, axis, us, vs, origin, h, nbins, pos, vdw, acc, probe, tol, maxacc,
+    maxreach, bins, bstart, border, ebins, ebstart, eborder, nb_start, nb_index, circ_start,
+    circ_j, geom, arc_start, arcs, out_bin, out_atoms, out_slopes, unmatched, overflow,
 ):  # fmt: skip
-    """How each recorded end of every (frame, line) moves: :func:`_k_ses_slopes` per frame.
+    """How each recorded end of the (frame, line) pairs ``busy`` moves: one thread a pair.
 
-    ``rec`` (B, nu, nv, ·, 2) holds whole lines; ``us``, ``vs`` (B, ·) the frames' line
-    coordinates; ``offsets`` the slots of the B·nu·nv lines in that order; atoms are rows of
-    the B frames' ``pos``.
+    :func:`_k_ses_slopes` per frame. ``rec`` (B, nu, nv, ·, 2) holds whole lines; ``us``,
+    ``vs`` (B, ·) the frames' line coordinates; ``offsets`` the slots of the B·nu·nv lines in
+    that order; ``busy`` the indices (in that order) of the lines that hold an interval: a
+    thread a line with ends, so that a warp's threads are not idled by the many empty lines;
+    atoms are rows of the B frames' ``pos``.
     """
     item = cuda.grid(1)
-    nl = us.shape[1] * vs.shape[1]
-    if item >= rec.shape[0] * nl:
+    if item >= busy.shape[0]:
         return
-    f = item // nl
+    line = busy[item]
+    nl = us.shape[1] * vs.shape[1]
+    f = line // nl
     _ses_slopes_with_scratch(
-        item - f * nl, rec[f], offsets[f * nl :], axis, us[f], vs[f], origin[f, axis], h, nbins,
+        line - f * nl, rec[f], offsets[f * nl :], axis, us[f], vs[f], origin[f, axis], h, nbins,
         pos, vdw, acc, probe, tol, maxacc, maxreach, bins[f, 0], bins[f, 1], bins[f, 2],
         int(bins[f, 3]), int(bins[f, 4]), bstart[f], border, ebins[f, 0], ebins[f, 1],
         ebins[f, 2], int(ebins[f, 3]), int(ebins[f, 4]), ebstart[f], eborder, nb_start,
         nb_index, circ_start, circ_j, geom, arc_start, arcs, out_bin, out_atoms, out_slopes,
-        unmatched, overflow, item,
+        unmatched, overflow, line,
     )  # fmt: skip
 
 
