@@ -188,6 +188,36 @@ def test_free_arcs_stop_early_with_the_same_arcs(rng, monkeypatch):
         assert np.array_equal(a1, a2)
 
 
+def test_owned_merge_names_the_first_interval_of_each_merged_end(rng):
+    """The ion column sums' merge: the union of sort_merge_body, and each end's owner.
+
+    Intervals on a coarse lattice (so that many share a start or an end) in a nearly sorted
+    order, as the column kernel cuts them: the merged intervals equal sort_merge_body's, and
+    each merged start (end) is owned by the first interval, in cutting order, that starts
+    (ends) there, found here by brute force.
+    """
+    from pbsolver.backends.bodies.lines import sort_merge_body, sort_merge_owned_body
+
+    ties = 0
+    for trial in range(300):
+        n = int(rng.integers(0, 40))
+        centre = np.sort(rng.integers(0, 60, n)) * 0.25
+        half = rng.integers(1, 12, n) * 0.25
+        lo, hi = centre - half, centre + half
+        starts, ends = lo.copy(), hi.copy()
+        own, end_own = np.arange(n, dtype=np.int32), np.full(n, -1, dtype=np.int32)
+        m = sort_merge_owned_body(starts, ends, own, end_own, n)
+        ref_s, ref_e = lo.copy(), hi.copy()
+        assert m == sort_merge_body(ref_s, ref_e, n)
+        np.testing.assert_array_equal(starts[:m], ref_s[:m])
+        np.testing.assert_array_equal(ends[:m], ref_e[:m])
+        for s in range(m):
+            assert own[s] == np.flatnonzero(lo == starts[s])[0]
+            assert end_own[s] == np.flatnonzero(hi == ends[s])[0]
+            ties += int((lo == starts[s]).sum() > 1) + int((hi == ends[s]).sum() > 1)
+    assert ties > 50  # shared ends are exercised, not only distinct ones
+
+
 def test_ses_equals_vdw_for_isolated_spheres(rng):
     """Spheres farther apart than 2 probe radii: the SES is their vdW surface."""
     pos = np.array([[0.0, 0.0, 0.0], [7.5, 0.3, -0.2], [0.4, 7.9, 0.5]])

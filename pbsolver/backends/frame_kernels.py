@@ -188,9 +188,9 @@ def cuda_kernels():
     ion_column = with_column_scratch(ion_column)
 
     @cuda.jit(device=True)
-    def with_chords(*args):  # after the column's scratch, its lines' chords as cut
-        lo, hi = cuda.local.array(CAP, np.float64), cuda.local.array(CAP, np.float64)
-        return ion_column_ends(*args, lo, hi, cuda.local.array(CAP, np.int32),
+    def with_chords(*args):  # after the column's scratch, its merged ends' chords and sums
+        return ion_column_ends(*args, cuda.local.array(CAP, np.int32),
+                               cuda.local.array(CAP, np.int32),
                                cuda.local.array((CAP, 3), np.float64))  # fmt: skip
 
     ion_column_ends_scratched = with_column_scratch(with_chords)

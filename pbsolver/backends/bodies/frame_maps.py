@@ -9,13 +9,12 @@ grid line, ion-accessibility column, node or atom) in the stacked layout of
 
 from __future__ import annotations
 
-import math
 from types import SimpleNamespace
 
 from pbsolver.backends.bodies import line_ends as line_end_bodies
 from pbsolver.backends.bodies import maps as maps_bodies
 from pbsolver.backends.bodies.frames import make_frame_ses
-from pbsolver.backends.bodies.lines import GRAZE, compile_lines
+from pbsolver.backends.bodies.lines import GRAZE, compile_lines, sort_merge_owned_body
 from pbsolver.backends.bodies.sampling import make_sample
 
 #: Intervals one grid line (or ion-accessibility column) may hold.
@@ -159,15 +158,17 @@ def make_frame_bodies(jit, fast, add=None):
         # the forces' line-end bodies: which edge an end lies in, which chord it ends
         edge_of = jit(line_end_bodies.edge_of_body)
         chord_half = jit(line_end_bodies.chord_half_body)
+        sort_merge_owned = jit(sort_merge_owned_body)
 
         @jit
-        def column_line_chords(pos, rad, f, x, y, sa, sb, subs, h, cand, m, starts, ends,
-                               lo, hi, atoms):  # fmt: skip
-            """:func:`column_line`, each chord also kept as it was cut: (u, v, chords, merged).
+        def column_line_owned(pos, rad, f, x, y, sa, sb, subs, h, cand, m, starts, ends, own,
+                              end_own):  # fmt: skip
+            """:func:`column_line` with each merged end's chord: (u, v, merged count).
 
-            Chord c (in the candidates' order) runs from ``lo[c]`` to ``hi[c]`` and belongs to
-            candidate ``atoms[c]`` (atom ``cand[atoms[c]]``); ``starts``/``ends`` hold the merged
-            intervals, whose every end is one of those chords' own, copied.
+            Merged interval s starts where the chord of candidate ``cand[own[s]]`` starts and
+            ends where that of ``cand[end_own[s]]`` ends (of the chords with that end, the
+            first in the candidates' order:
+            :func:`pbsolver.backends.bodies.lines.sort_merge_owned_body`).
             """
             u, v = column_line_place(x, y, sa, sb, subs, h)
             n = 0
@@ -176,20 +177,19 @@ def make_frame_bodies(jit, fast, add=None):
                 grown = chord(starts, ends, n, pos[f, a, 0] - u, pos[f, a, 1] - v, pos[f, a, 2],
                               rad[a])  # fmt: skip
                 if grown > n:
-                    lo[n], hi[n], atoms[n] = starts[n], ends[n], c  # the candidate, not the atom
+                    own[n] = c  # the candidate, not the atom
                 n = grown
-            return u, v, n, sort_merge(starts, ends, n)
+            return u, v, sort_merge_owned(starts, ends, own, end_own, n)
 
         @jit
         def ion_column_ends(grad, sens, pos, rad, item, nx, ny, nz, stride, origin, h, subs,
-                            starts, ends, cand, lo, hi, atoms, acc):  # fmt: skip
+                            starts, ends, cand, own, end_own, acc):  # fmt: skip
             """Σ sens[cell]/h_z · (slope of the cell's covered length) of ``item``'s chord ends.
 
             The lines, chords and merged intervals of :func:`ion_column`; each end inside the
             grid (:func:`~pbsolver.backends.bodies.line_ends.edge_of_body`) moves with the chord
-            of that side whose end lies nearest it, among the line's chords as they were cut
-            (``lo``, ``hi``, ``atoms``: :func:`column_line_chords`; the end is one of them,
-            copied, so the nearest is the first that equals it, in the candidates' order), as
+            of that side that ends there (the first in the candidates' order:
+            :func:`column_line_owned`), as
             :func:`pbsolver.backends.bodies.line_ends.sphere_end_body` gives its slope (a
             grazing chord, w ≤ GRAZE·r, has none). Summed a candidate at a time in ``acc``
             (CAP × 3 scratch) and added with ``add`` to row f·N + atom of ``grad`` (B·N, 3) once
@@ -209,31 +209,24 @@ def make_frame_bodies(jit, fast, add=None):
                 acc[c, 2] = 0.0
             for sa in range(subs):
                 for sb in range(subs):
-                    u, v, cut, n = column_line_chords(pos, rad, f, x, y, sa, sb, subs, h, cand,
-                                                      m, starts, ends, lo, hi, atoms)  # fmt: skip
+                    u, v, n = column_line_owned(pos, rad, f, x, y, sa, sb, subs, h, cand, m,
+                                                starts, ends, own, end_own)  # fmt: skip
                     for q in range(2 * n):
                         side = q % 2
                         t = ends[q // 2] if side == 1 else starts[q // 2]
                         k = edge_of(t, t0, hz, nz)
                         if k < 0:
                             continue
-                        best = math.inf
-                        found = -1
-                        for c in range(cut):  # no square root a chord: their ends are kept
-                            miss = abs((hi[c] if side == 1 else lo[c]) - t)
-                            if miss < best:
-                                best, found = miss, atoms[c]
-                        if found < 0:
-                            continue
-                        a = cand[found]
+                        c = end_own[q // 2] if side == 1 else own[q // 2]
+                        a = cand[c]
                         du = pos[f, a, 0] - u
                         dv = pos[f, a, 1] - v
                         w = chord_half(du, dv, rad[a])
                         if w > GRAZE * rad[a]:
                             s = sens[f * stride + i, j, k] / hz
-                            acc[found, 0] -= s * du / w
-                            acc[found, 1] -= s * dv / w
-                            acc[found, 2] += s * (2.0 * side - 1.0)
+                            acc[c, 0] -= s * du / w
+                            acc[c, 1] -= s * dv / w
+                            acc[c, 2] += s * (2.0 * side - 1.0)
             for c in range(m):
                 if acc[c, 0] != 0.0 or acc[c, 1] != 0.0 or acc[c, 2] != 0.0:
                     add(grad, row0 + cand[c], 0, acc[c, 0])

@@ -70,6 +70,42 @@ def sort_merge_body(starts, ends, n):
     return m + 1
 
 
+def sort_merge_owned_body(starts, ends, own, end_own, n):
+    """:func:`sort_merge_body` that also says which interval gave each merged end.
+
+    ``own[:n]`` names the n intervals' owners (increasing: their order of cutting). A stable
+    insertion sort by start (the intervals come nearly sorted: few moves), then the merge in
+    place: merged interval s runs from ``starts[s]`` to ``ends[s]``, its start that of owner
+    ``own[s]`` and its end that of ``end_own[s]``, each the first owner, in their order, whose
+    interval has that end. Returns the merged count.
+    """
+    for i in range(1, n):
+        ks, ke, ko = starts[i], ends[i], own[i]
+        j = i
+        while j > 0 and starts[j - 1] > ks:
+            starts[j] = starts[j - 1]
+            ends[j] = ends[j - 1]
+            own[j] = own[j - 1]
+            j -= 1
+        starts[j] = ks
+        ends[j] = ke
+        own[j] = ko
+    if n == 0:
+        return 0
+    m = 0
+    cs, ce, so, eo = starts[0], ends[0], own[0], own[0]
+    for i in range(1, n):
+        if starts[i] <= ce:
+            if ends[i] > ce or (ends[i] == ce and own[i] < eo):
+                ce, eo = ends[i], own[i]
+        else:
+            starts[m], ends[m], own[m], end_own[m] = cs, ce, so, eo
+            m += 1
+            cs, ce, so, eo = starts[i], ends[i], own[i], own[i]
+    starts[m], ends[m], own[m], end_own[m] = cs, ce, so, eo
+    return m + 1
+
+
 def accumulate_range_body(out, axis, row, iu, iv, s, e, t0, h, k_lo, k_hi):
     """Add the covered share of the edges (or cells) ``k_lo ≤ k < k_hi`` of the line to ``out``.
 
