@@ -607,6 +607,30 @@ elif [ "${1:-single}" = "s43c" ]; then  # the ionic column sums a candidate at a
 elif [ "${1:-single}" = "s43d" ]; then  # the radial sums with two centres a thread (.gpu/var2,
   # this tree's variant) against this tree, alternating, the first run the machine's warm-up
   stages head var2 head var2
+elif [ "${1:-single}" = "s44" ]; then  # the radial sums two centres a thread (this tree)
+  # against .gpu/base (git archive 1834508 pbsolver): issue 19's ratio, base first; every GPU
+  # test; the stage split; Nsight Compute on the SES slope, ionic end and radial sum kernels
+  forces_batch mol base 64 "$PWD/.gpu/base"; forces_batch mol head 64
+  step gpu_tests 300 python3 -m pytest -n 4 -m gpu -q -p no:cacheprovider -W ignore::Warning -rs
+  stages head
+  NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)
+  [ -n "$NCU" ] && step ncu_forces 150 "$NCU" --clock-control none --launch-count 6 \
+    --kernel-name regex:"ses_slopes|ion_end_sums|radial_sums" --section SpeedOfLight \
+    --section LaunchStats --section Occupancy --section WarpStateStats \
+    --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
+    python3 benchmarks/stacked_forces_stages.py --pqr data/1lpb_chainA.pqr --surface mol \
+    --batch 32 --batches 1 --warmup 1
+elif [ "${1:-single}" = "s44b" ]; then  # the SES slope kernel over the lines with ends only
+  # and the ionic column sums with each merged end's chord from the merge, against .gpu/base
+  # (git archive 730769e pbsolver): the stage split of this tree (the machine's warm-up), issue
+  # 19's ratio alternating base first, the forces' GPU tests, a second round, the stage split
+  # of base (the most needed first: a call cut off by its limit returns what ran)
+  stages head
+  forces_batch mol base_1 64 "$PWD/.gpu/base"; forces_batch mol head_1 64
+  step gpu_tests 240 python3 -m pytest -n 4 -m gpu -q -p no:cacheprovider -W ignore::Warning \
+    tests/test_forces.py tests/test_frames_ses.py tests/test_frames.py
+  forces_batch mol base_2 64 "$PWD/.gpu/base"; forces_batch mol head_2 64
+  stages base
 elif [ "${1:-single}" = "s40b" ]; then  # every GPU test
   step gpu_tests 300 python3 -m pytest -n 4 -m gpu -q -p no:cacheprovider -W ignore::Warning -rs
 elif [ "${1:-single}" = "multi" ]; then

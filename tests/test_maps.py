@@ -199,7 +199,7 @@ def test_owned_merge_names_the_first_interval_of_each_merged_end(rng):
     from pbsolver.backends.bodies.lines import sort_merge_body, sort_merge_owned_body
 
     ties = 0
-    for trial in range(300):
+    for _ in range(300):
         n = int(rng.integers(0, 40))
         centre = np.sort(rng.integers(0, 60, n)) * 0.25
         half = rng.integers(1, 12, n) * 0.25
