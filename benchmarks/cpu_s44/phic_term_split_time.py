@@ -42,6 +42,32 @@ def _slope(x, y, z):
     return f * x, f * y, f * z
 
 
+@njit(inline="always")
+def _box(cx, cy, radius, org, h, nx, ny):
+    """The interior (i, j) index ranges of the sphere's bounding box: (i0, i1, j0, j1)."""
+    i0 = max(1, int(math.ceil((cx - radius - org[0]) / h[0])))
+    i1 = min(nx - 2, int(math.floor((cx + radius - org[0]) / h[0])))
+    j0 = max(1, int(math.ceil((cy - radius - org[1]) / h[1])))
+    j1 = min(ny - 2, int(math.floor((cy + radius - org[1]) / h[1])))
+    return i0, i1, j0, j1
+
+
+@njit(inline="always")
+def _spread_outside(spread_xyz, spread_w, cx, cy, cz, r2max):
+    """Σ s G over the spread charges farther than √r2max from (cx, cy, cz)."""
+    gx, gy, gz = 0.0, 0.0, 0.0
+    for p in range(spread_w.shape[0]):
+        ex = spread_xyz[p, 0] - cx
+        ey = spread_xyz[p, 1] - cy
+        ez = spread_xyz[p, 2] - cz
+        if ex * ex + ey * ey + ez * ez > r2max:
+            vx, vy, vz = _slope(ex, ey, ez)
+            gx += spread_w[p] * vx
+            gy += spread_w[p] * vy
+            gz += spread_w[p] * vz
+    return gx, gy, gz
+
+
 @njit(parallel=True, cache=True)
 def near_sums(mu, lam, org, h, centres, radius, eps_c, spread_xyz, spread_w, out):
     """out[a] = Σ_S μ G − Σ_{spread ∉ S} s G − ε_c Σ_{faces n∈S, m∉S} (λ_n G_m − λ_m G_n)/h²."""
@@ -50,10 +76,7 @@ def near_sums(mu, lam, org, h, centres, radius, eps_c, spread_xyz, spread_w, out
     c = (1.0 / (h[0] * h[0]), 1.0 / (h[1] * h[1]), 1.0 / (h[2] * h[2]))
     for a in prange(centres.shape[0]):
         cx, cy, cz = centres[a, 0], centres[a, 1], centres[a, 2]
-        i0 = max(1, int(math.ceil((cx - radius - org[0]) / h[0])))
-        i1 = min(nx - 2, int(math.floor((cx + radius - org[0]) / h[0])))
-        j0 = max(1, int(math.ceil((cy - radius - org[1]) / h[1])))
-        j1 = min(ny - 2, int(math.floor((cy + radius - org[1]) / h[1])))
+        i0, i1, j0, j1 = _box(cx, cy, radius, org, h, nx, ny)
         gx, gy, gz = 0.0, 0.0, 0.0
         sx, sy, sz = 0.0, 0.0, 0.0
         for i in range(i0, i1 + 1):
@@ -98,18 +121,10 @@ def near_sums(mu, lam, org, h, centres, radius, eps_c, spread_xyz, spread_w, out
                             sx += c[axis] * (ln * vx - lm * ux)
                             sy += c[axis] * (ln * vy - lm * uy)
                             sz += c[axis] * (ln * vz - lm * uz)
-        for p in range(spread_w.shape[0]):
-            ex = spread_xyz[p, 0] - cx
-            ey = spread_xyz[p, 1] - cy
-            ez = spread_xyz[p, 2] - cz
-            if ex * ex + ey * ey + ez * ez > r2max:
-                vx, vy, vz = _slope(ex, ey, ez)
-                gx -= spread_w[p] * vx
-                gy -= spread_w[p] * vy
-                gz -= spread_w[p] * vz
-        out[a, 0] = gx - eps_c * sx
-        out[a, 1] = gy - eps_c * sy
-        out[a, 2] = gz - eps_c * sz
+        ox, oy, oz = _spread_outside(spread_xyz, spread_w, cx, cy, cz, r2max)
+        out[a, 0] = gx - ox - eps_c * sx
+        out[a, 1] = gy - oy - eps_c * sy
+        out[a, 2] = gz - oz - eps_c * sz
 
 
 @njit(inline="always")
@@ -150,10 +165,7 @@ def near_sums_lean(mu, lam, org, h, centres, radius, eps_c, spread_xyz, spread_w
     c = (1.0 / (h[0] * h[0]), 1.0 / (h[1] * h[1]), 1.0 / (h[2] * h[2]))
     for a in prange(centres.shape[0]):
         cx, cy, cz = centres[a, 0], centres[a, 1], centres[a, 2]
-        i0 = max(1, int(math.ceil((cx - radius - org[0]) / h[0])))
-        i1 = min(nx - 2, int(math.floor((cx + radius - org[0]) / h[0])))
-        j0 = max(1, int(math.ceil((cy - radius - org[1]) / h[1])))
-        j1 = min(ny - 2, int(math.floor((cy + radius - org[1]) / h[1])))
+        i0, i1, j0, j1 = _box(cx, cy, radius, org, h, nx, ny)
         gx, gy, gz = 0.0, 0.0, 0.0
         sx, sy, sz = 0.0, 0.0, 0.0
         for i in range(i0, i1 + 1):
@@ -200,18 +212,10 @@ def near_sums_lean(mu, lam, org, h, centres, radius, eps_c, spread_xyz, spread_w
                             sx += fx_
                             sy += fy_
                             sz += fz_
-        for p in range(spread_w.shape[0]):
-            ex = spread_xyz[p, 0] - cx
-            ey = spread_xyz[p, 1] - cy
-            ez = spread_xyz[p, 2] - cz
-            if ex * ex + ey * ey + ez * ez > r2max:
-                vx, vy, vz = _slope(ex, ey, ez)
-                gx -= spread_w[p] * vx
-                gy -= spread_w[p] * vy
-                gz -= spread_w[p] * vz
-        out[a, 0] = gx - eps_c * sx
-        out[a, 1] = gy - eps_c * sy
-        out[a, 2] = gz - eps_c * sz
+        ox, oy, oz = _spread_outside(spread_xyz, spread_w, cx, cy, cz, r2max)
+        out[a, 0] = gx - ox - eps_c * sx
+        out[a, 1] = gy - oy - eps_c * sy
+        out[a, 2] = gz - oz - eps_c * sz
 
 
 def outer_layer(lam, faces, org, h, shape):
