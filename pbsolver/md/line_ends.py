@@ -124,7 +124,7 @@ def frame_line_ends(backend, nf, nu, nv, record, slopes, *, width, first, axis, 
     out = (xp.full(n, -1, dtype=np.int64), xp.full((n, width), -1, dtype=np.int64),
            xp.zeros((n, width, 3)))  # fmt: skip
     unmatched = xp.zeros(nf * nl, dtype=np.int64)
-    busy = xp.flatnonzero(whole.reshape(-1)).astype(np.int64)
+    busy = xp.flatnonzero(whole.reshape(-1))  # int64 indices (intp), as the kernel reads them
     slopes(rec, offsets, busy, *out, unmatched, bad)
     raised, missed = (int(v) for v in backend.to_host(xp.stack([bad[0], unmatched.sum()])))
     if raised:
